@@ -1,0 +1,113 @@
+"""The one error hierarchy of cud.
+
+Every error carries a message that names the offending value and a ``details``
+dict with the same facts in machine-readable form, so the daemon can put them
+in a task record and ``cuctl`` can print them without parsing the message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CudError",
+    "ConfigError",
+    "DriverError",
+    "ActionRejected",
+    "OutOfBounds",
+    "UnknownKey",
+    "DisplayUnavailable",
+    "DriverTimeout",
+    "AuthenticationFailed",
+    "ProtocolError",
+    "AccessDenied",
+    "ApprovalError",
+    "NotFound",
+]
+
+
+class CudError(Exception):
+    """Base of every error cud raises on purpose."""
+
+    #: Short stable name used on the wire (``{"ok": false, "error": {"kind": ...}}``).
+    kind = "error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "details": self.details}
+
+
+class ConfigError(CudError):
+    """A config file, flag or environment value is invalid."""
+
+    kind = "config"
+
+
+class DriverError(CudError):
+    """A driver could not carry out an action."""
+
+    kind = "driver"
+
+
+class ActionRejected(DriverError):
+    """An action was refused before anything reached the display."""
+
+    kind = "action_rejected"
+
+
+class OutOfBounds(ActionRejected):
+    """A coordinate lies outside the screen."""
+
+    kind = "out_of_bounds"
+
+
+class UnknownKey(ActionRejected):
+    """A key name is not in the key table and is not an X keysym name."""
+
+    kind = "unknown_key"
+
+
+class DisplayUnavailable(DriverError):
+    """The display (X server or VNC server) cannot be reached; the next call reconnects."""
+
+    kind = "display_unavailable"
+
+
+class DriverTimeout(DisplayUnavailable):
+    """The display did not answer within the call's time limit."""
+
+    kind = "driver_timeout"
+
+
+class AuthenticationFailed(DriverError):
+    """The display refused our credentials or offers no security type we support."""
+
+    kind = "authentication_failed"
+
+
+class ProtocolError(CudError):
+    """A socket message is malformed, too large or of an unknown type or version."""
+
+    kind = "protocol"
+
+
+class AccessDenied(CudError):
+    """The peer is not allowed to do what it asked."""
+
+    kind = "access_denied"
+
+
+class ApprovalError(CudError):
+    """An approval was denied, timed out, or no longer matches the screen."""
+
+    kind = "approval"
+
+
+class NotFound(CudError):
+    """A task or approval id does not exist."""
+
+    kind = "not_found"

@@ -1,0 +1,71 @@
+"""What every cud driver offers beyond the SDK's ``ComputerDriver`` protocol.
+
+The openai SDK calls the nine action methods. The daemon also needs to know the
+screen size, to release whatever a crashed run left held, to compare the pixels
+around an action's target with what an approver saw, and to close cleanly.
+Concrete drivers (``x11``, ``vnc``) validate every action with
+:mod:`cud.drivers.actions` before anything reaches the display.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openai.lib.computer import ComputerActionInput, Screenshot
+
+__all__ = ()
+
+
+class Driver(abc.ABC):
+    """A synchronous driver for one display. Not thread-safe: use it from one thread."""
+
+    @property
+    @abc.abstractmethod
+    def screen_size(self) -> tuple[int, int]:
+        """(width, height) of the screen in native pixels, as of now."""
+
+    # -- the SDK's ComputerDriver methods --------------------------------------------
+    @abc.abstractmethod
+    def click(self, action: ComputerActionInput) -> None: ...
+    @abc.abstractmethod
+    def double_click(self, action: ComputerActionInput) -> None: ...
+    @abc.abstractmethod
+    def drag(self, action: ComputerActionInput) -> None: ...
+    @abc.abstractmethod
+    def keypress(self, action: ComputerActionInput) -> None: ...
+    @abc.abstractmethod
+    def move(self, action: ComputerActionInput) -> None: ...
+    @abc.abstractmethod
+    def scroll(self, action: ComputerActionInput) -> None: ...
+    @abc.abstractmethod
+    def type(self, action: ComputerActionInput) -> None: ...
+    @abc.abstractmethod
+    def wait(self, action: ComputerActionInput) -> None: ...
+    @abc.abstractmethod
+    def screenshot(self) -> Screenshot: ...
+
+    # -- what the daemon needs besides ----------------------------------------------
+    @abc.abstractmethod
+    def release_all(self) -> None:
+        """Release every key and mouse button held on the display (start-up after a crash)."""
+
+    @abc.abstractmethod
+    def target_patch(self, x: int, y: int, radius: int, *, from_last_screenshot: bool) -> bytes:
+        """Raw pixels of the square of ``radius`` around (x, y), clipped to the screen.
+
+        With ``from_last_screenshot`` the pixels come from the frame behind the last
+        ``screenshot()`` this driver returned (what the model and an approver saw);
+        otherwise from the screen as it is now. Equal bytes mean an unchanged target.
+        """
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release everything held and drop the connection. Never hangs."""
+
+    def __enter__(self) -> Driver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
