@@ -1,0 +1,50 @@
+# cud — every entry point a person or CI uses. `make help` lists them.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+PREFIX ?= /usr/local
+DESTDIR ?=
+
+.PHONY: help setup test bench sandbox-up sandbox-down sandbox-status demo install clean
+
+help:
+	@echo "make setup          create $(VENV) and install cud with its test extra"
+	@echo "make test           run the whole test suite (starts its own Xvfb/VNC servers)"
+	@echo "make bench          measure cud against scrot, xdotool, Pillow and vncdotool"
+	@echo "make sandbox-up     start Xvfb (or SANDBOX=xvnc), openbox, x11vnc, a demo app and cud"
+	@echo "make demo           run the demo task in the sandbox (real model with OPENAI_API_KEY, else scripted)"
+	@echo "make sandbox-status say what the sandbox runs"
+	@echo "make sandbox-down   stop exactly what sandbox-up started"
+	@echo "make install        install cud, its systemd units and config under PREFIX/DESTDIR"
+
+$(PY): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(PY)
+
+setup: $(PY)
+
+test: $(PY)
+	$(PY) -m pytest
+
+bench: $(PY)
+	$(PY) -m bench
+
+sandbox-up: $(PY)
+	sandbox/up.sh
+
+sandbox-down:
+	sandbox/down.sh
+
+sandbox-status:
+	sandbox/status.sh
+
+demo: sandbox-up
+	sandbox/demo.sh
+
+install:
+	systemd/install.sh "$(DESTDIR)" "$(PREFIX)"
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache
