@@ -1,0 +1,71 @@
+"""``python -m cud.scripted --scenario FILE|NAME``: serve a scenario until SIGTERM or SIGINT.
+
+Prints the base URL on stdout once it accepts connections; ``--port-file`` also
+writes the port there (atomically, so a poller never reads half a number).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import signal
+import sys
+import threading
+
+from cud.errors import ConfigError
+from cud.scripted.scenario import bundled_names
+from cud.scripted.server import ScriptedModel
+
+__all__ = ()
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"latency must be a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cud.scripted", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--scenario", required=True, help=f"a scenario file, or a bundled name ({', '.join(bundled_names())})"
+    )
+    parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (default: any free one)")
+    parser.add_argument("--port-file", help="write the port to this file when ready")
+    parser.add_argument("--latency", type=_seconds, default=0.0, help="seconds added before every answer")
+    parser.add_argument("-q", "--quiet", action="store_true", help="do not log each turn on stderr")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="cud.scripted: %(message)s")
+
+    try:
+        model = ScriptedModel(args.scenario, latency=args.latency)
+        url = model.start(args.port)
+    except ConfigError as exc:
+        print(f"cud.scripted: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"cud.scripted: cannot listen on 127.0.0.1:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    # Handlers only set a flag; the main thread does the shutdown.
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        if args.port_file:
+            temporary = f"{args.port_file}.tmp{os.getpid()}"
+            with open(temporary, "w", encoding="ascii") as file:
+                file.write(f"{model.port}\n")
+            os.replace(temporary, args.port_file)
+        print(url, flush=True)
+        while not stop.wait(1.0):
+            pass
+    finally:
+        model.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
