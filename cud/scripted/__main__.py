@@ -28,12 +28,19 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cud.scripted", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--scenario", required=True, help=f"a scenario file, or a bundled name ({', '.join(bundled_names())})"
     )
-    parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (default: any free one)")
+    parser.add_argument("--port", type=_port, default=0, help="TCP port on 127.0.0.1 (default: any free one)")
     parser.add_argument("--port-file", help="write the port to this file when ready")
     parser.add_argument("--latency", type=_seconds, default=0.0, help="seconds added before every answer")
     parser.add_argument("-q", "--quiet", action="store_true", help="do not log each turn on stderr")
@@ -41,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="cud.scripted: %(message)s")
 
     try:
-        model = ScriptedModel(args.scenario, latency=args.latency)
+        model = ScriptedModel(args.scenario, latency=args.latency, record=False)
         url = model.start(args.port)
     except ConfigError as exc:
         print(f"cud.scripted: {exc}", file=sys.stderr)

@@ -61,10 +61,18 @@ class ScriptedModel:
 
     ``scenario`` is a :class:`Scenario`, a decoded scenario dict, a file path or the
     name of a bundled scenario. ``latency`` is added before every answer. Usable as a
-    context manager; ``requests`` lists the decoded request bodies received so far.
+    context manager; ``requests`` lists the decoded request bodies received so far
+    (each carries every earlier screenshot, so a long-lived server passes
+    ``record=False``).
     """
 
-    def __init__(self, scenario: Scenario | dict[str, Any] | str | os.PathLike[str], *, latency: float = 0.0) -> None:
+    def __init__(
+        self,
+        scenario: Scenario | dict[str, Any] | str | os.PathLike[str],
+        *,
+        latency: float = 0.0,
+        record: bool = True,
+    ) -> None:
         if isinstance(scenario, Scenario):
             self.scenario = scenario
         elif isinstance(scenario, dict):
@@ -72,6 +80,7 @@ class ScriptedModel:
         else:
             self.scenario = load_scenario(scenario)
         self.latency = latency
+        self.record = record
         self._lock = threading.Lock()
         self._requests: list[Any] = []
         self._stopping = threading.Event()
@@ -147,7 +156,7 @@ class ScriptedModel:
             self._connections.discard(connection)
 
     # -- answering ---------------------------------------------------------------------
-    def answer(self, raw: bytes, headers: Any) -> dict[str, Any]:
+    def _answer(self, raw: bytes, headers: Any) -> dict[str, Any]:
         auth = headers.get("Authorization") or ""
         if not auth.startswith("Bearer ") or not auth[7:].strip():
             raise _ApiError(401, "Missing bearer Authorization header; any API key will do.", code="invalid_api_key")
@@ -155,8 +164,9 @@ class ScriptedModel:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             raise _ApiError(400, "We could not parse the JSON body of your request.") from None
-        with self._lock:
-            self._requests.append(body)
+        if self.record:
+            with self._lock:
+                self._requests.append(body)
         self._stopping.wait(self.latency)
         items = _validate(body)
         turn_number = sum(1 for item in items if item.get("type") == "computer_call_output")
@@ -341,6 +351,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Headers and body go out in separate writes; without this, Nagle's
+        # algorithm and delayed ACKs add tens of milliseconds to every answer.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if not self.server.model._register(self.connection):
             self.close_connection = True
 
@@ -373,7 +386,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _ApiError(404, f"Invalid URL ({method} {path})", code="unknown_url")
             if method != "POST":
                 raise _ApiError(405, f"Method {method} is not allowed on {path}; use POST.", code="method_not_allowed")
-            status, body, headers = 200, self.server.model.answer(raw, self.headers), ()
+            status, body, headers = 200, self.server.model._answer(raw, self.headers), ()
         except _ApiError as exc:
             status, body, headers = exc.status, exc.body, exc.headers
         except Exception:  # a bug here must reach the client as a 500, not a dropped connection
@@ -391,8 +404,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True  # the client gave up (cancelled task, timeout)
+        except OSError:
+            self.close_connection = True  # the client gave up (cancelled task, timeout) or we are stopping
 
     def _read_body(self) -> bytes:
         length_header = self.headers.get("Content-Length")
