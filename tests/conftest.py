@@ -1,0 +1,37 @@
+"""Fixtures shared by every test: a private Xvfb and a window that records input."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.recorder import Recorder
+from tests.support.xserver import XServer, start_xvfb
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temp dir with a short path: AF_UNIX socket paths must stay under ~108 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="cud-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def xvfb(tmp_path: Path) -> Iterator[XServer]:
+    """A fresh 1280x800 Xvfb on a display number it picked itself."""
+    server = start_xvfb(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def recorder(xvfb: XServer, tmp_path: Path) -> Iterator[Recorder]:
+    """A recording window covering the whole screen of ``xvfb``."""
+    rec = Recorder(xvfb.display, tmp_path, f"{xvfb.width}x{xvfb.height}+0+0")
+    yield rec
+    rec.stop()

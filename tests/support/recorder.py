@@ -1,0 +1,89 @@
+"""Drive the recording Tk window (recorder_app.py) from a test."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .xserver import stop_process
+
+__all__ = ("Recorder", "wait_until")
+
+Event = dict[str, Any]
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll with backoff until ``predicate()`` is truthy; return its value or fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.1)
+
+
+class Recorder:
+    """A Tk window covering ``geometry`` on ``display`` that records what reaches it."""
+
+    def __init__(self, display: str, workdir: Path, geometry: str) -> None:
+        self.events_path = workdir / "events.jsonl"
+        self.text_path = workdir / "text.txt"
+        self.events_path.write_text("")
+        env = {**os.environ, "DISPLAY": display}
+        app = Path(__file__).with_name("recorder_app.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(app), str(self.events_path), str(self.text_path), geometry],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(workdir / "recorder.log", "wb"),
+        )
+        ready = self.wait_for(lambda e: e["type"] == "ready", what="the recorder window to map", timeout=30)
+        self.geometry = ready
+
+    def events(self, since: int = 0) -> list[Event]:
+        lines = self.events_path.read_text(encoding="utf-8").splitlines()
+        # The last line may still be being written; only complete JSON counts.
+        out = []
+        for line in lines[since:]:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+        return out
+
+    def mark(self) -> int:
+        """The number of events so far; pass it to ``events(since=...)``."""
+        return len(self.events())
+
+    def wait_for(self, predicate: Callable[[Event], bool], since: int = 0, timeout: float = 10.0,
+                 what: str = "an event") -> Event:
+        def find() -> Event | None:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"recorder exited with {self.proc.returncode}")
+            return next((e for e in self.events(since) if predicate(e)), None)
+
+        return wait_until(find, timeout, what)
+
+    def text(self) -> str:
+        try:
+            return self.text_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return ""
+
+    def wait_text(self, expected: str, timeout: float = 15.0) -> str:
+        """Wait until the text area holds ``expected``; on timeout, show what it holds."""
+        try:
+            wait_until(lambda: self.text() == expected, timeout, f"text {expected!r}")
+        except AssertionError:
+            raise AssertionError(f"text area holds {self.text()!r}, expected {expected!r}") from None
+        return expected
+
+    def stop(self) -> None:
+        stop_process(self.proc)

@@ -1,0 +1,79 @@
+"""Start and stop X servers for tests: Xvfb on a number it picks itself (-displayfd).
+
+Tests only ever send input to servers started here, and stop them by pid.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ("XServer", "start_xvfb", "stop_process")
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``; always reaps the child."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass
+class XServer:
+    display: str
+    proc: subprocess.Popen[bytes]
+    width: int
+    height: int
+    log: Path
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
+def read_display_number(fd: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> str:
+    """Read the display number an X server writes to its -displayfd pipe."""
+    deadline = time.monotonic() + timeout
+    data = b""
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or proc.poll() is not None:
+            stop_process(proc)
+            raise RuntimeError(f"X server did not report a display number; log: {log.read_text(errors='replace')}")
+        ready, _, _ = select.select([fd], [], [], min(remaining, 0.5))
+        if ready:
+            chunk = os.read(fd, 64)
+            if not chunk:
+                continue
+            data += chunk
+    return ":" + data.decode().strip()
+
+
+def start_xvfb(log_dir: Path, width: int = 1280, height: int = 800, depth: int = 24) -> XServer:
+    log = log_dir / "xvfb.log"
+    read_fd, write_fd = os.pipe()
+    with open(log, "wb") as log_file:
+        proc = subprocess.Popen(
+            ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{width}x{height}x{depth}",
+             "-nolisten", "tcp", "-noreset"],
+            pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+        )
+    os.close(write_fd)
+    try:
+        display = read_display_number(read_fd, proc, log)
+    finally:
+        os.close(read_fd)
+    return XServer(display, proc, width, height, log)
