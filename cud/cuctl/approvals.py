@@ -1,0 +1,36 @@
+"""cuctl approvals / approve / deny."""
+
+from __future__ import annotations
+
+import argparse
+
+from cud.cuctl.client import Client
+from cud.cuctl.output import describe_action, emit_json, short, table
+
+__all__ = ()
+
+
+def list_approvals(client: Client, args: argparse.Namespace) -> int:
+    pending = client.call("approvals")
+    if args.json:
+        emit_json(pending)
+        return 0
+    rows = []
+    for a in pending:
+        checks = "; ".join(c.get("message") or c.get("code") or "?" for c in a["checks"])
+        actions = ", ".join(describe_action(x) for x in a["actions"])
+        rows.append([str(a["id"]), str(a["task_id"]), a["kind"], a["created_at"], short(checks or actions, 70)])
+    table(["ID", "TASK", "KIND", "CREATED", "WHAT"], rows)
+    return 0
+
+
+def approve(client: Client, args: argparse.Namespace) -> int:
+    approval = client.call("approve", id=args.id)
+    emit_json(approval) if args.json else print(f"approval {args.id} approved (task {approval['task_id']})")
+    return 0
+
+
+def deny(client: Client, args: argparse.Namespace) -> int:
+    approval = client.call("deny", id=args.id, reason=args.reason)
+    emit_json(approval) if args.json else print(f"approval {args.id} denied (task {approval['task_id']})")
+    return 0

@@ -1,0 +1,90 @@
+"""cuctl: talk to the cud daemon over its Unix socket.
+
+Exit codes: 0 success; 1 a task (submit --wait, follow) ended in a state other
+than succeeded; 2 a usage, connection, protocol or access error. Reasons go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+from cud.errors import CudError
+from cud.cuctl import approvals, ping, screen, tasks
+from cud.cuctl.client import Client, socket_path
+
+__all__ = ("main", "entry")
+
+Command = Callable[[Client, argparse.Namespace], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse exits with 2 on usage errors already; keep that, but never from inside main() for tests.
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _UsageError(f"{self.prog}: {message}")
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--socket", metavar="PATH", help="daemon socket (default $CUD_SOCKET)")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    parser = _Parser(prog="cuctl", description="Control the cud desktop-automation daemon.", parents=[common])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    def add(name: str, func: Command, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, parents=[common])
+        p.set_defaults(func=func)
+        return p
+
+    p = add("submit", tasks.submit, "queue a task")
+    p.add_argument("prompt", metavar="PROMPT")
+    p.add_argument("--model", metavar="M")
+    p.add_argument("--max-steps", type=int, metavar="N")
+    p.add_argument("--approval", choices=("safety", "actions"))
+    p.add_argument("--wait", action="store_true", help="block until the task ends; print its final message")
+    add("list", tasks.list_tasks, "list tasks")
+    add("show", tasks.show, "show one task").add_argument("id", type=int, metavar="ID")
+    add("follow", tasks.follow, "print a task's events until it ends").add_argument("id", type=int, metavar="ID")
+    add("cancel", tasks.cancel, "cancel a task").add_argument("id", type=int, metavar="ID")
+    add("approvals", approvals.list_approvals, "list pending approvals")
+    add("approve", approvals.approve, "approve a pending approval").add_argument("id", type=int, metavar="ID")
+    p = add("deny", approvals.deny, "deny a pending approval")
+    p.add_argument("id", type=int, metavar="ID")
+    p.add_argument("--reason", metavar="TEXT")
+    add("screenshot", screen.screenshot, "save the display as a PNG").add_argument(
+        "-o", "--output", metavar="FILE", help="file to write (default: stdout, if it is not a terminal)")
+    add("ping", ping.ping, "check that the daemon answers")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except _UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    try:
+        with Client(socket_path(args.socket)) as client:
+            return int(args.func(client, args))
+    except CudError as exc:
+        print(f"cuctl: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 2
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

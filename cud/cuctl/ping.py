@@ -1,0 +1,21 @@
+"""cuctl ping: is the daemon there, and what may I do?"""
+
+from __future__ import annotations
+
+import argparse
+
+from cud.cuctl.client import Client
+from cud.cuctl.output import emit_json
+
+__all__ = ()
+
+
+def ping(client: Client, args: argparse.Namespace) -> int:
+    result = client.call("ping")
+    if args.json:
+        emit_json(result)
+    else:
+        rights = [r for r, ok in (("submit", result["may_submit"]), ("approve", result["may_approve"])) if ok]
+        print(f"cud {result['version']} (protocol {result['protocol']}, pid {result['pid']}) answers "
+              f"{result['peer']['name']}: may {' and '.join(rights) or 'do nothing'}")
+    return 0

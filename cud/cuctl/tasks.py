@@ -1,0 +1,120 @@
+"""cuctl submit / list / show / follow / cancel."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from cud.cuctl.client import Client
+from cud.cuctl.output import describe_action, emit_json, short, table, warn
+
+__all__ = ()
+
+
+def submit(client: Client, args: argparse.Namespace) -> int:
+    result = client.call("submit", prompt=args.prompt, model=args.model, max_steps=args.max_steps,
+                         approval=args.approval)
+    task_id = result["id"]
+    if not args.wait:
+        emit_json({"id": task_id}) if args.json else print(task_id)
+        return 0
+    if not args.json:
+        warn(f"task {task_id} submitted; waiting for it to end")
+    task = client.call("follow", lambda message: None, wait_forever=True, id=task_id)
+    return _ended(task, args.json)
+
+
+def list_tasks(client: Client, args: argparse.Namespace) -> int:
+    tasks = client.call("list")
+    if args.json:
+        emit_json(tasks)
+        return 0
+    table(
+        ["ID", "STATE", "STEPS", "CREATED", "PROMPT"],
+        [[str(t["id"]), t["state"], str(t["steps"]), t["created_at"], short(t["prompt"], 50)] for t in tasks],
+    )
+    return 0
+
+
+def show(client: Client, args: argparse.Namespace) -> int:
+    task = client.call("show", id=args.id)
+    if args.json:
+        emit_json(task)
+        return 0
+    for key in ("id", "state", "prompt", "model", "approval", "steps", "max_steps", "final_message", "reason",
+                "created_at", "started_at", "finished_at"):
+        print(f"{key + ':':15}{'-' if task[key] is None else task[key]}")
+    print(f"{'submitter:':15}{task['submitter']['name']} (uid {task['submitter']['uid']})")
+    error = task["error"]
+    print(f"{'error:':15}{'-' if error is None else error['kind'] + ': ' + error['message']}")
+    return 0
+
+
+def follow(client: Client, args: argparse.Namespace) -> int:
+    def on_event(message: Any) -> None:
+        event = message["event"]
+        if args.json:
+            emit_json(event)
+        else:
+            print(describe_event(event))
+        sys.stdout.flush()
+
+    task = client.call("follow", on_event, wait_forever=True, id=args.id)
+    return _ended(task, args.json, quiet=True)
+
+
+def cancel(client: Client, args: argparse.Namespace) -> int:
+    result = client.call("cancel", id=args.id)
+    if args.json:
+        emit_json(result)
+    elif result["state_before"] in ("succeeded", "failed", "cancelled", "interrupted"):
+        print(f"task {args.id} had already ended ({result['state_before']})")
+    else:
+        print(f"task {args.id}: cancel requested (was {result['state_before']}, now {result['state']})")
+    return 0
+
+
+def _ended(task: dict[str, Any], as_json: bool, quiet: bool = False) -> int:
+    """Print how a task ended; 0 if it succeeded, 1 otherwise."""
+    if as_json:
+        emit_json(task)
+    elif task["state"] == "succeeded":
+        if not quiet:
+            print(task["final_message"] or "")
+    if task["state"] != "succeeded":
+        error = task.get("error")
+        because = error["message"] if error else task.get("reason") or "no reason recorded"
+        warn(f"task {task['id']} {task['state']}: {because}")
+        return 1
+    return 0
+
+
+def describe_event(event: dict[str, Any]) -> str:
+    """One line per event, for people (cuctl follow without --json)."""
+    data, kind = event["data"], event["kind"]
+    prefix = f"[{event['at'][11:19]}] task {event['task_id']}"
+    if kind == "queued":
+        return f"{prefix} queued by {data['by']['name']}"
+    if kind == "running":
+        return f"{prefix} running"
+    if kind == "action":
+        return f"{prefix} step {data['step']}: {describe_action(data['action'])} ({data['ms']:.0f} ms)"
+    if kind == "step":
+        return (f"{prefix} step {data['step']} done in {data['total_ms']:.0f} ms "
+                f"(model {data['model_ms']:.0f}, driver {data['driver_ms']:.0f}, cud {data['overhead_ms']:.0f})")
+    if kind == "approval_requested":
+        what = "; ".join(c.get("message") or c.get("code") or "?" for c in data["checks"]) or ", ".join(
+            describe_action(a) for a in data["actions"])
+        return (f"{prefix} waiting for approval {data['approval_id']} ({data['kind']}): {what} "
+                f"-- cuctl approve {data['approval_id']} | cuctl deny {data['approval_id']}")
+    if kind == "approval_decided":
+        by = f" by {data['by']['name']}" if data.get("by") else ""
+        because = f": {data['reason']}" if data.get("reason") else ""
+        return f"{prefix} approval {data['approval_id']} {data['outcome']}{by}{because}"
+    if kind == "cancel_requested":
+        return f"{prefix} cancel requested by {data['by']['name']}"
+    if kind == "end":
+        detail = data.get("final_message") or (data.get("error") or {}).get("message") or data.get("reason") or ""
+        return f"{prefix} ended {data['state']}" + (f": {detail}" if detail else "")
+    return f"{prefix} {kind}: {data}"

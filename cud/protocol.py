@@ -1,0 +1,435 @@
+"""The socket protocol between ``cud`` and ``cuctl``: every message, its framing and its checks.
+
+Framing: one JSON object per line (UTF-8, ``\\n``-terminated), at most
+:data:`MAX_MESSAGE_BYTES` including the newline. Every message carries ``"v": 1``.
+
+A client sends one request and reads zero or more streamed messages (``event``
+for ``follow``, ``chunk`` for ``screenshot``) and then exactly one reply:
+``{"v": 1, "ok": true, "result": ...}`` or
+``{"v": 1, "ok": false, "error": {"kind", "message", "details"}}``.
+A connection may carry several requests one after another.
+
+Both sides validate at the boundary: :func:`parse_request` and
+:func:`parse_message` turn untrusted JSON into the typed dicts below or raise
+:class:`~cud.errors.ProtocolError` naming the bad field and value.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Literal, NotRequired, TypedDict, Union, cast
+
+from cud.errors import ProtocolError
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "MAX_MESSAGE_BYTES",
+    "CHUNK_BYTES",
+    "TASK_STATES",
+    "FINAL_STATES",
+    "APPROVAL_POLICIES",
+    "REQUEST_TYPES",
+    "encode",
+    "decode",
+    "parse_request",
+    "parse_message",
+    "ok_reply",
+    "error_reply",
+]
+
+PROTOCOL_VERSION = 1
+#: Largest message either side accepts, newline included.
+MAX_MESSAGE_BYTES = 1 << 20
+#: Raw bytes per ``chunk`` message (base64 makes it 4/3 larger, well under the cap).
+CHUNK_BYTES = 512 * 1024
+#: Longest prompt or reason accepted; the message cap bounds it anyway, this keeps records sane.
+MAX_TEXT = 64 * 1024
+MAX_ID = (1 << 63) - 1
+#: Upper bound a submitter may ask for; the daemon's config caps it further.
+MAX_STEPS_LIMIT = 10_000
+
+TaskState = Literal["queued", "running", "awaiting_approval", "succeeded", "failed", "cancelled", "interrupted"]
+TASK_STATES: tuple[TaskState, ...] = (
+    "queued",
+    "running",
+    "awaiting_approval",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "interrupted",
+)
+FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
+
+ApprovalPolicy = Literal["safety", "actions"]
+APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = ("safety", "actions")
+#: Stricter policies come later: a submitter may only move right in this tuple.
+POLICY_STRICTNESS = {"safety": 0, "actions": 1}
+
+ApprovalKind = Literal["safety", "action"]
+ApprovalState = Literal["pending", "approved", "denied", "timed_out", "cancelled", "interrupted"]
+
+
+# -- requests ---------------------------------------------------------------------------
+class PingRequest(TypedDict):
+    v: int
+    type: Literal["ping"]
+
+
+class SubmitRequest(TypedDict):
+    v: int
+    type: Literal["submit"]
+    prompt: str
+    model: NotRequired[str]
+    max_steps: NotRequired[int]
+    approval: NotRequired[ApprovalPolicy]
+
+
+class ListRequest(TypedDict):
+    v: int
+    type: Literal["list"]
+
+
+class ShowRequest(TypedDict):
+    v: int
+    type: Literal["show"]
+    id: int
+
+
+class FollowRequest(TypedDict):
+    v: int
+    type: Literal["follow"]
+    id: int
+
+
+class CancelRequest(TypedDict):
+    v: int
+    type: Literal["cancel"]
+    id: int
+
+
+class ApprovalsRequest(TypedDict):
+    v: int
+    type: Literal["approvals"]
+
+
+class ApproveRequest(TypedDict):
+    v: int
+    type: Literal["approve"]
+    id: int
+
+
+class DenyRequest(TypedDict):
+    v: int
+    type: Literal["deny"]
+    id: int
+    reason: NotRequired[str]
+
+
+class ScreenshotRequest(TypedDict):
+    v: int
+    type: Literal["screenshot"]
+
+
+Request = Union[
+    PingRequest,
+    SubmitRequest,
+    ListRequest,
+    ShowRequest,
+    FollowRequest,
+    CancelRequest,
+    ApprovalsRequest,
+    ApproveRequest,
+    DenyRequest,
+    ScreenshotRequest,
+]
+
+
+# -- what results contain ----------------------------------------------------------------
+class ErrorInfo(TypedDict):
+    kind: str
+    message: str
+    details: dict[str, Any]
+
+
+class Person(TypedDict):
+    uid: int
+    name: str
+
+
+class TaskView(TypedDict):
+    id: int
+    state: TaskState
+    prompt: str
+    model: str
+    max_steps: int
+    approval: ApprovalPolicy
+    steps: int
+    final_message: str | None
+    error: ErrorInfo | None
+    reason: str | None
+    submitter: Person
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+
+
+class ApprovalView(TypedDict):
+    id: int
+    task_id: int
+    kind: ApprovalKind
+    state: ApprovalState
+    checks: list[dict[str, Any]]
+    actions: list[dict[str, Any]]
+    step: int
+    screenshot: str | None
+    created_at: str
+    deadline_at: str | None
+    decided_at: str | None
+    decided_by: Person | None
+    reason: str | None
+
+
+class EventView(TypedDict):
+    task_id: int
+    seq: int
+    at: str
+    kind: str
+    data: dict[str, Any]
+
+
+class PingResult(TypedDict):
+    protocol: int
+    version: str
+    pid: int
+    peer: Person
+    may_submit: bool
+    may_approve: bool
+
+
+class ScreenshotResult(TypedDict):
+    width: int
+    height: int
+    bytes: int
+    format: Literal["png"]
+
+
+# -- messages from the daemon ------------------------------------------------------------
+class OkReply(TypedDict):
+    v: int
+    ok: Literal[True]
+    result: Any
+
+
+class ErrorReply(TypedDict):
+    v: int
+    ok: Literal[False]
+    error: ErrorInfo
+
+
+class EventMessage(TypedDict):
+    v: int
+    type: Literal["event"]
+    event: EventView
+
+
+class ChunkMessage(TypedDict):
+    v: int
+    type: Literal["chunk"]
+    data: str
+
+
+Reply = Union[OkReply, ErrorReply]
+DaemonMessage = Union[OkReply, ErrorReply, EventMessage, ChunkMessage]
+
+
+# -- framing ---------------------------------------------------------------------------------
+def encode(message: dict[str, Any]) -> bytes:
+    """One line of JSON for ``message``; raises ProtocolError if it exceeds the cap."""
+    line = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+    if len(line) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(
+            f"message of {len(line)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
+            size=len(line),
+            limit=MAX_MESSAGE_BYTES,
+        )
+    return line
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def decode(line: bytes) -> dict[str, Any]:
+    """Parse one framed line into a JSON object with the right protocol version."""
+    if len(line) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(
+            f"message of {len(line)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
+            size=len(line),
+            limit=MAX_MESSAGE_BYTES,
+        )
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"message is not UTF-8 (bad byte at offset {exc.start})", offset=exc.start) from None
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ProtocolError("message is nested too deeply") from None
+    except ValueError as exc:
+        raise ProtocolError(f"message is not valid JSON: {exc}", excerpt=text[:80]) from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"message must be a JSON object, not {type(obj).__name__}", got=type(obj).__name__)
+    version = obj.get("v")
+    if type(version) is not int:
+        raise ProtocolError(f"message needs an integer protocol version 'v', got {version!r}", field="v", value=version)
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"unsupported protocol version {version}; this side speaks {PROTOCOL_VERSION}",
+            field="v",
+            value=version,
+            supported=PROTOCOL_VERSION,
+        )
+    return cast(dict[str, Any], obj)
+
+
+# -- request validation ------------------------------------------------------------------
+Check = Callable[[str, str, object], None]
+
+
+def _text(limit: int = MAX_TEXT, *, blank: bool = False) -> Check:
+    def check(kind: str, name: str, value: object) -> None:
+        if not isinstance(value, str):
+            raise _bad(kind, name, value, "a string")
+        if not blank and not value.strip():
+            raise _bad(kind, name, value, "a non-blank string")
+        if len(value) > limit:
+            raise ProtocolError(
+                f"{kind!r} field {name!r} is {len(value)} characters long; the limit is {limit}",
+                field=name,
+                length=len(value),
+                limit=limit,
+            )
+        if "\x00" in value:
+            raise _bad(kind, name, value, "text without NUL characters")
+
+    return check
+
+
+def _integer(low: int, high: int) -> Check:
+    def check(kind: str, name: str, value: object) -> None:
+        if type(value) is not int or not low <= value <= high:
+            raise _bad(kind, name, value, f"an integer from {low} to {high}")
+
+    return check
+
+
+def _choice(*choices: str) -> Check:
+    def check(kind: str, name: str, value: object) -> None:
+        if value not in choices:
+            raise _bad(kind, name, value, "one of " + ", ".join(repr(c) for c in choices))
+
+    return check
+
+
+def _bad(kind: str, name: str, value: object, wanted: str) -> ProtocolError:
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return ProtocolError(f"{kind!r} field {name!r} must be {wanted}, got {shown}", field=name, value=shown)
+
+
+_ID = _integer(1, MAX_ID)
+# Per request type: field -> (check, required). "v" and "type" are checked before.
+_REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
+    "ping": {},
+    "submit": {
+        "prompt": (_text(), True),
+        "model": (_text(200), False),
+        "max_steps": (_integer(1, MAX_STEPS_LIMIT), False),
+        "approval": (_choice(*APPROVAL_POLICIES), False),
+    },
+    "list": {},
+    "show": {"id": (_ID, True)},
+    "follow": {"id": (_ID, True)},
+    "cancel": {"id": (_ID, True)},
+    "approvals": {},
+    "approve": {"id": (_ID, True)},
+    "deny": {"id": (_ID, True), "reason": (_text(4096, blank=True), False)},
+    "screenshot": {},
+}
+REQUEST_TYPES: frozenset[str] = frozenset(_REQUEST_FIELDS)
+
+
+def parse_request(obj: dict[str, Any]) -> Request:
+    """Check a decoded message against the request schema; return it typed."""
+    kind = obj.get("type")
+    if not isinstance(kind, str) or kind not in _REQUEST_FIELDS:
+        raise ProtocolError(
+            f"unknown request type {kind!r}; expected one of {', '.join(sorted(REQUEST_TYPES))}",
+            field="type",
+            value=repr(kind)[:80],
+        )
+    fields = _REQUEST_FIELDS[kind]
+    for name in obj:
+        if name not in fields and name not in ("v", "type"):
+            raise ProtocolError(f"{kind!r} request has unknown field {name[:80]!r}", field=name[:80])
+    for name, (check, required) in fields.items():
+        if name in obj:
+            check(kind, name, obj[name])
+        elif required:
+            raise ProtocolError(f"{kind!r} request is missing field {name!r}", field=name)
+    return cast(Request, obj)
+
+
+def request(kind: str, **fields: Any) -> dict[str, Any]:
+    """Build a request (the client validates its own requests too, so usage errors stay local)."""
+    message = {"v": PROTOCOL_VERSION, "type": kind, **{k: v for k, v in fields.items() if v is not None}}
+    parse_request(message)
+    return message
+
+
+# -- daemon messages ---------------------------------------------------------------------
+def ok_reply(result: Any) -> OkReply:
+    return {"v": PROTOCOL_VERSION, "ok": True, "result": result}
+
+
+def error_reply(error: ErrorInfo | dict[str, Any]) -> ErrorReply:
+    return {"v": PROTOCOL_VERSION, "ok": False, "error": cast(ErrorInfo, error)}
+
+
+def event_message(event: EventView) -> EventMessage:
+    return {"v": PROTOCOL_VERSION, "type": "event", "event": event}
+
+
+def chunk_message(data: str) -> ChunkMessage:
+    return {"v": PROTOCOL_VERSION, "type": "chunk", "data": data}
+
+
+def parse_message(obj: dict[str, Any]) -> DaemonMessage:
+    """Check a decoded message from the daemon (the client side of the boundary)."""
+    if obj.get("type") == "event":
+        event = obj.get("event")
+        if not isinstance(event, dict) or not isinstance(event.get("kind"), str) or type(event.get("seq")) is not int:
+            raise ProtocolError(f"event message has a malformed 'event': {str(event)[:80]}", field="event")
+        return cast(EventMessage, obj)
+    if obj.get("type") == "chunk":
+        if not isinstance(obj.get("data"), str):
+            raise ProtocolError("chunk message needs a string 'data'", field="data")
+        return cast(ChunkMessage, obj)
+    ok = obj.get("ok")
+    if ok is True:
+        if "result" not in obj:
+            raise ProtocolError("reply with ok=true has no 'result'", field="result")
+        return cast(OkReply, obj)
+    if ok is False:
+        error = obj.get("error")
+        if (
+            not isinstance(error, dict)
+            or not isinstance(error.get("kind"), str)
+            or not isinstance(error.get("message"), str)
+            or not isinstance(error.get("details", {}), dict)
+        ):
+            raise ProtocolError(f"reply with ok=false has a malformed 'error': {str(error)[:80]}", field="error")
+        error.setdefault("details", {})
+        return cast(ErrorReply, obj)
+    raise ProtocolError(f"message from the daemon is neither a reply, an event nor a chunk: {str(obj)[:80]}")

@@ -1,0 +1,97 @@
+"""Who may do what over the socket, decided from the peer's SO_PEERCRED credentials.
+
+The socket's file mode is the first fence; this is the second, so a socket
+opened up by mistake (chmod 0666) still refuses strangers. By default only root
+and the daemon's own user may submit and approve; ``[access]`` in the config
+adds users and groups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import grp
+import os
+import pwd
+import socket
+import struct
+
+from cud.errors import AccessDenied
+from cud.daemon.config import Access
+
+__all__ = ()
+
+# Linux's SO_PEERGROUPS (since 4.13): the peer's supplementary groups as the kernel sees them.
+_SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)
+
+
+@dataclasses.dataclass(frozen=True)
+class Peer:
+    pid: int
+    uid: int
+    gid: int
+    groups: frozenset[int]
+    name: str
+
+    @property
+    def person(self) -> dict[str, object]:
+        return {"uid": self.uid, "name": self.name}
+
+
+def peer_of(sock: socket.socket) -> Peer:
+    """The credentials of the process at the other end of a connected Unix socket."""
+    pid, uid, gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    groups = {gid}
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, _SO_PEERGROUPS, 4 * 256)
+        groups.update(struct.unpack(f"{len(raw) // 4}I", raw))
+    except OSError:
+        pass  # older kernel or more than 256 groups: the primary group still counts
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = f"uid{uid}"
+    return Peer(pid=pid, uid=uid, gid=gid, groups=frozenset(groups), name=name)
+
+
+class Policy:
+    """The resolved access lists: numeric uids and gids, fixed at start-up."""
+
+    def __init__(self, access: Access) -> None:
+        own = {0, os.geteuid()}
+        self.submit_uids = own | {_uid(n) for n in access.submit_users}
+        self.approve_uids = own | {_uid(n) for n in access.approve_users}
+        self.submit_gids = {_gid(n) for n in access.submit_groups}
+        self.approve_gids = {_gid(n) for n in access.approve_groups}
+
+    def may_submit(self, peer: Peer) -> bool:
+        return peer.uid in self.submit_uids or bool(peer.groups & self.submit_gids)
+
+    def may_approve(self, peer: Peer) -> bool:
+        return peer.uid in self.approve_uids or bool(peer.groups & self.approve_gids)
+
+    def may_connect(self, peer: Peer) -> bool:
+        return self.may_submit(peer) or self.may_approve(peer)
+
+    def require_submit(self, peer: Peer, what: str) -> None:
+        if not self.may_submit(peer):
+            raise AccessDenied(
+                f"user {peer.name!r} (uid {peer.uid}) may not {what}: not in [access] submit_users/submit_groups",
+                uid=peer.uid,
+                request=what,
+            )
+
+    def require_approve(self, peer: Peer, what: str) -> None:
+        if not self.may_approve(peer):
+            raise AccessDenied(
+                f"user {peer.name!r} (uid {peer.uid}) may not {what}: not in [access] approve_users/approve_groups",
+                uid=peer.uid,
+                request=what,
+            )
+
+
+def _uid(name: str) -> int:
+    return int(name) if name.isdigit() else pwd.getpwnam(name).pw_uid
+
+
+def _gid(name: str) -> int:
+    return int(name) if name.isdigit() else grp.getgrnam(name).gr_gid

@@ -1,0 +1,299 @@
+"""The daemon's configuration: a TOML file, overridden by command-line flags.
+
+Every value is checked here, once; a bad one raises ConfigError naming the key
+and the value. The rest of the daemon receives a frozen :class:`Config`.
+The API key is resolved separately (:func:`resolve_api_key`) and never stored
+in the Config, so printing a Config can never leak it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import grp
+import os
+import pwd
+import tomllib
+from pathlib import Path
+from typing import Any, Mapping
+
+from cud.errors import ConfigError
+
+__all__ = ("Config", "load_config", "default_socket", "resolve_api_key", "read_secret_file")
+
+DEFAULT_MODEL = "gpt-5.4"
+
+_TOP_KEYS = {
+    "socket",
+    "state_dir",
+    "display",
+    "vnc",
+    "vnc_password_file",
+    "model",
+    "api_key_file",
+    "api_key_credential",
+    "base_url",
+    "approval",
+    "approval_timeout",
+    "max_steps",
+    "wait_seconds",
+    "settle_timeout",
+    "access",
+    "retention",
+}
+_ACCESS_KEYS = {"submit_users", "submit_groups", "approve_users", "approve_groups"}
+_RETENTION_KEYS = {"max_tasks", "max_age_days"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Access:
+    submit_users: tuple[str, ...] = ()
+    submit_groups: tuple[str, ...] = ()
+    approve_users: tuple[str, ...] = ()
+    approve_groups: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Retention:
+    max_tasks: int = 1000
+    max_age_days: float = 30.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    socket: Path
+    state_dir: Path
+    display: str | None
+    vnc: str | None
+    vnc_password_file: Path | None
+    model: str = DEFAULT_MODEL
+    api_key_file: Path | None = None
+    api_key_credential: str | None = None
+    base_url: str | None = None
+    approval: str = "safety"
+    approval_timeout: float = 600.0
+    max_steps: int = 50
+    wait_seconds: float = 1.0
+    settle_timeout: float = 2.0
+    access: Access = Access()
+    retention: Retention = Retention()
+
+
+def default_socket(env: Mapping[str, str] | None = None) -> Path:
+    """$CUD_SOCKET, else /run/cud/cud.sock as root, else $XDG_RUNTIME_DIR/cud.sock."""
+    env = os.environ if env is None else env
+    if env.get("CUD_SOCKET"):
+        return Path(env["CUD_SOCKET"])
+    if os.geteuid() == 0:
+        return Path("/run/cud/cud.sock")
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if not runtime:
+        raise ConfigError(
+            "no socket path: pass --socket, set CUD_SOCKET, or set XDG_RUNTIME_DIR",
+            key="socket",
+        )
+    return Path(runtime) / "cud.sock"
+
+
+def _default_state_dir(env: Mapping[str, str]) -> Path:
+    if env.get("STATE_DIRECTORY"):  # set by systemd's StateDirectory=
+        return Path(env["STATE_DIRECTORY"].split(":")[0])
+    if os.geteuid() == 0:
+        return Path("/var/lib/cud")
+    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "cud"
+
+
+# -- value checks ----------------------------------------------------------------------------
+def _bad(key: str, value: object, wanted: str) -> ConfigError:
+    return ConfigError(f"config key {key!r} must be {wanted}, got {value!r}", key=key, value=repr(value))
+
+
+def _str(key: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise _bad(key, value, "a non-empty string")
+    return value
+
+
+def _positive_number(key: str, value: object, *, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise _bad(key, value, "a number")
+    if value < 0 or (value == 0 and not allow_zero) or value == float("inf"):
+        raise _bad(key, value, "a positive finite number" if not allow_zero else "a finite number >= 0")
+    return float(value)
+
+
+def _positive_int(key: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _bad(key, value, "a positive integer")
+    return value
+
+
+def _names(key: str, value: object, *, groups: bool) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+        raise _bad(key, value, "a list of names or numeric ids")
+    out = []
+    for item in value:
+        name = str(item)
+        try:
+            if groups:
+                grp.getgrgid(item) if isinstance(item, int) else grp.getgrnam(name)
+            else:
+                pwd.getpwuid(item) if isinstance(item, int) else pwd.getpwnam(name)
+        except KeyError:
+            what = "group" if groups else "user"
+            raise ConfigError(f"config key {key!r} names an unknown {what} {item!r}", key=key, value=repr(item)) from None
+        out.append(name)
+    return tuple(out)
+
+
+def _display(value: object) -> str:
+    text = _str("display", value)
+    host, _, rest = text.rpartition(":")
+    number = rest.split(".")[0]
+    if not _ or not number.isdigit():
+        raise _bad("display", value, "an X display like ':0' or ':1.0'")
+    return text
+
+
+def _vnc(value: object) -> str:
+    text = _str("vnc", value)
+    host, sep, port = text.rpartition("::")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise _bad("vnc", value, "HOST::PORT, e.g. '127.0.0.1::5900'")
+    return text
+
+
+def _table(key: str, value: object, allowed: set[str]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _bad(key, value, "a table")
+    for name in value:
+        if name not in allowed:
+            raise ConfigError(
+                f"unknown config key {key}.{name!r}; known: {', '.join(sorted(allowed))}",
+                key=f"{key}.{name}",
+            )
+    return value
+
+
+def load_config(
+    path: Path | None = None, overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> Config:
+    """Read ``path`` (TOML) if given, apply ``overrides`` (flags; None means unset), check everything."""
+    env = os.environ if env is None else env
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as fh:
+                raw = tomllib.load(fh)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror}", path=str(path)) from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}", path=str(path)) from None
+    for key in raw:
+        if key not in _TOP_KEYS:
+            raise ConfigError(f"unknown config key {key!r}; known: {', '.join(sorted(_TOP_KEYS))}", key=key)
+    merged = dict(raw)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            merged[key] = value
+    if "vnc" in (overrides or {}) and (overrides or {}).get("vnc") is not None:
+        merged.pop("display", None)  # --vnc on the command line wins over a display in the file
+    if "display" in (overrides or {}) and (overrides or {}).get("display") is not None:
+        merged.pop("vnc", None)
+
+    kwargs: dict[str, Any] = {}
+    kwargs["socket"] = Path(_str("socket", merged["socket"])) if "socket" in merged else default_socket(env)
+    kwargs["state_dir"] = (
+        Path(_str("state_dir", merged["state_dir"])) if "state_dir" in merged else _default_state_dir(env)
+    )
+    if "display" in merged and "vnc" in merged:
+        raise ConfigError("config keys 'display' and 'vnc' exclude each other; give one", key="vnc")
+    if "vnc" in merged:
+        kwargs["vnc"], kwargs["display"] = _vnc(merged["vnc"]), None
+    else:
+        display = merged.get("display", env.get("DISPLAY"))
+        if display is None:
+            raise ConfigError("no display: pass --display :N or --vnc HOST::PORT, or set DISPLAY", key="display")
+        kwargs["display"], kwargs["vnc"] = _display(display), None
+    if "vnc_password_file" in merged:
+        if "vnc" not in merged:
+            raise ConfigError("config key 'vnc_password_file' needs 'vnc'", key="vnc_password_file")
+        kwargs["vnc_password_file"] = Path(_str("vnc_password_file", merged["vnc_password_file"]))
+    else:
+        kwargs["vnc_password_file"] = None
+    if "model" in merged:
+        kwargs["model"] = _str("model", merged["model"])
+    if "api_key_file" in merged and "api_key_credential" in merged:
+        raise ConfigError("config keys 'api_key_file' and 'api_key_credential' exclude each other", key="api_key_file")
+    if "api_key_file" in merged:
+        kwargs["api_key_file"] = Path(_str("api_key_file", merged["api_key_file"]))
+    if "api_key_credential" in merged:
+        name = _str("api_key_credential", merged["api_key_credential"])
+        if "/" in name or name in (".", ".."):
+            raise _bad("api_key_credential", name, "a credential name without '/'")
+        kwargs["api_key_credential"] = name
+    base_url = merged.get("base_url", env.get("OPENAI_BASE_URL") or None)
+    if base_url is not None:
+        text = _str("base_url", base_url)
+        if not text.startswith(("http://", "https://")):
+            raise _bad("base_url", base_url, "an http:// or https:// URL")
+        kwargs["base_url"] = text
+    if "approval" in merged:
+        if merged["approval"] not in ("safety", "actions"):
+            raise _bad("approval", merged["approval"], "'safety' or 'actions'")
+        kwargs["approval"] = merged["approval"]
+    if "approval_timeout" in merged:
+        kwargs["approval_timeout"] = _positive_number("approval_timeout", merged["approval_timeout"])
+    if "max_steps" in merged:
+        kwargs["max_steps"] = _positive_int("max_steps", merged["max_steps"])
+    if "wait_seconds" in merged:
+        kwargs["wait_seconds"] = _positive_number("wait_seconds", merged["wait_seconds"], allow_zero=True)
+    if "settle_timeout" in merged:
+        kwargs["settle_timeout"] = _positive_number("settle_timeout", merged["settle_timeout"], allow_zero=True)
+    if "access" in merged:
+        table = _table("access", merged["access"], _ACCESS_KEYS)
+        kwargs["access"] = Access(
+            **{k: _names(f"access.{k}", v, groups=k.endswith("groups")) for k, v in table.items()}
+        )
+    if "retention" in merged:
+        table = _table("retention", merged["retention"], _RETENTION_KEYS)
+        values: dict[str, Any] = {}
+        if "max_tasks" in table:
+            values["max_tasks"] = _positive_int("retention.max_tasks", table["max_tasks"])
+        if "max_age_days" in table:
+            values["max_age_days"] = _positive_number("retention.max_age_days", table["max_age_days"])
+        kwargs["retention"] = Retention(**values)
+    return Config(**kwargs)
+
+
+def read_secret_file(path: Path, key: str) -> str:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+        raise ConfigError(f"cannot read {key} {str(path)!r}: {reason}", key=key, path=str(path)) from None
+    if not text:
+        raise ConfigError(f"{key} {str(path)!r} is empty", key=key, path=str(path))
+    return text
+
+
+def resolve_api_key(config: Config, env: Mapping[str, str] | None = None) -> str:
+    """The API key from the key file, the systemd credential, or OPENAI_API_KEY (in that order)."""
+    env = os.environ if env is None else env
+    if config.api_key_file is not None:
+        return read_secret_file(config.api_key_file, "api_key_file")
+    if config.api_key_credential is not None:
+        directory = env.get("CREDENTIALS_DIRECTORY")
+        if not directory:
+            raise ConfigError(
+                f"config key 'api_key_credential' names {config.api_key_credential!r} but CREDENTIALS_DIRECTORY "
+                "is not set (use LoadCredential= in the unit)",
+                key="api_key_credential",
+            )
+        return read_secret_file(Path(directory) / config.api_key_credential, "api_key_credential")
+    key = env.get("OPENAI_API_KEY", "").strip()
+    if not key:
+        raise ConfigError(
+            "no API key: set OPENAI_API_KEY, or api_key_file / api_key_credential in the config", key="api_key_file"
+        )
+    return key

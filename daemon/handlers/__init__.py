@@ -1,0 +1,29 @@
+"""One handler per request type, in one exhaustive table (checked against the protocol at import)."""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from cud.protocol import REQUEST_TYPES
+from cud.daemon.handlers import approvals, ping, screen, tasks
+from cud.daemon.handlers.base import Context
+
+__all__ = ("HANDLERS", "Context")
+
+Handler = Callable[[Context, Any], Awaitable[Any]]
+
+HANDLERS: dict[str, Handler] = {
+    "ping": ping.ping,
+    "submit": tasks.submit,
+    "list": tasks.list_tasks,
+    "show": tasks.show,
+    "follow": tasks.follow,
+    "cancel": tasks.cancel,
+    "approvals": approvals.list_approvals,
+    "approve": approvals.approve,
+    "deny": approvals.deny,
+    "screenshot": screen.screenshot,
+}
+
+if set(HANDLERS) != REQUEST_TYPES:  # a new request type without a handler must not ship
+    raise ImportError(f"handlers and protocol disagree: {sorted(set(HANDLERS) ^ REQUEST_TYPES)}")

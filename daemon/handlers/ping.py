@@ -1,0 +1,23 @@
+"""``ping``: is the daemon alive, which protocol does it speak, and what may I do?"""
+
+from __future__ import annotations
+
+import os
+
+import cud
+from cud.protocol import PROTOCOL_VERSION, PingRequest, PingResult
+from cud.daemon.handlers.base import Context
+
+__all__ = ()
+
+
+async def ping(ctx: Context, request: PingRequest) -> PingResult:
+    policy = ctx.daemon.policy
+    return {
+        "protocol": PROTOCOL_VERSION,
+        "version": cud.__version__,
+        "pid": os.getpid(),
+        "peer": {"uid": ctx.peer.uid, "name": ctx.peer.name},
+        "may_submit": policy.may_submit(ctx.peer),
+        "may_approve": policy.may_approve(ctx.peer),
+    }

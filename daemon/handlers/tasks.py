@@ -1,0 +1,98 @@
+"""``submit``, ``list``, ``show``, ``follow`` and ``cancel``: the task queue."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from cud.errors import AccessDenied, ProtocolError
+from cud.protocol import (
+    FINAL_STATES,
+    POLICY_STRICTNESS,
+    CancelRequest,
+    EventView,
+    FollowRequest,
+    ListRequest,
+    ShowRequest,
+    SubmitRequest,
+    TaskView,
+    event_message,
+)
+from cud.daemon.handlers.base import Context
+
+__all__ = ()
+
+
+async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
+    daemon, peer = ctx.daemon, ctx.peer
+    daemon.policy.require_submit(peer, "submit tasks")
+    config = daemon.config
+    approval = request.get("approval", config.approval)
+    if POLICY_STRICTNESS[approval] < POLICY_STRICTNESS[config.approval]:
+        raise AccessDenied(
+            f"approval policy {approval!r} is looser than the daemon's {config.approval!r}; a task may only be stricter",
+            field="approval",
+            value=approval,
+        )
+    max_steps = request.get("max_steps", config.max_steps)
+    if max_steps > config.max_steps:
+        raise ProtocolError(
+            f"'submit' field 'max_steps' is {max_steps}, above the daemon's limit of {config.max_steps}",
+            field="max_steps",
+            value=max_steps,
+            limit=config.max_steps,
+        )
+    task = daemon.store.submit(
+        request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name
+    )
+    daemon.seat.wake()
+    return {"id": task["id"], "task": task}
+
+
+async def list_tasks(ctx: Context, request: ListRequest) -> list[TaskView]:
+    return ctx.daemon.store.tasks()
+
+
+async def show(ctx: Context, request: ShowRequest) -> TaskView:
+    return ctx.daemon.store.task(request["id"])
+
+
+async def follow(ctx: Context, request: FollowRequest) -> TaskView:
+    """Stream the task's events (past ones first) until its ``end`` event; reply with the task."""
+    store, task_id = ctx.daemon.store, request["id"]
+    store.task(task_id)  # NotFound before subscribing
+    live: asyncio.Queue[EventView] = asyncio.Queue()
+    unsubscribe = store.subscribe(lambda event: live.put_nowait(event) if event["task_id"] == task_id else None)
+    try:
+        last = 0
+        for event in store.events(task_id):
+            await ctx.send(dict(event_message(event)))
+            last = event["seq"]
+            if event["kind"] == "end":
+                return store.task(task_id)
+        while True:
+            event = await live.get()
+            if event["seq"] <= last:
+                continue
+            await ctx.send(dict(event_message(event)))
+            last = event["seq"]
+            if event["kind"] == "end":
+                return store.task(task_id)
+    finally:
+        unsubscribe()
+
+
+async def cancel(ctx: Context, request: CancelRequest) -> dict[str, Any]:
+    daemon, peer, task_id = ctx.daemon, ctx.peer, request["id"]
+    daemon.policy.require_submit(peer, "cancel tasks")
+    task = daemon.store.task(task_id)
+    if task["submitter"]["uid"] != peer.uid and not daemon.policy.may_approve(peer):
+        raise AccessDenied(
+            f"user {peer.name!r} (uid {peer.uid}) may not cancel task {task_id} of {task['submitter']['name']!r}",
+            uid=peer.uid,
+            id=task_id,
+        )
+    before = daemon.store.cancel(task_id, peer.uid, peer.name)
+    if before not in FINAL_STATES and before != "queued":
+        daemon.seat.cancel(task_id, f"cancelled by {peer.name} (uid {peer.uid})")
+    return {"id": task_id, "state_before": before, "state": daemon.store.task(task_id)["state"]}

@@ -1,0 +1,84 @@
+"""``cud run``: the command line of the daemon.
+
+Exit codes: 0 after a clean stop, 1 when the daemon could not start or failed,
+2 for a usage or configuration error (the reason is on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+from cud.errors import CudError, ConfigError
+from cud.daemon.config import load_config
+
+__all__ = ("main",)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cud", description="Desktop-automation daemon for X11 and VNC sandboxes.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = commands.add_parser("run", help="run the daemon in the foreground")
+    run.add_argument("--config", type=Path, metavar="FILE", help="TOML config file (flags override it)")
+    run.add_argument("--socket", metavar="PATH", help="Unix socket (default $CUD_SOCKET, /run/cud/cud.sock as root, "
+                     "else $XDG_RUNTIME_DIR/cud.sock)")
+    run.add_argument("--state-dir", metavar="DIR", help="where the database and trajectories live")
+    where = run.add_mutually_exclusive_group()
+    where.add_argument("--display", metavar=":N", help="X display to drive (default $DISPLAY)")
+    where.add_argument("--vnc", metavar="HOST::PORT", help="VNC server to drive instead of an X display")
+    run.add_argument("--vnc-password-file", metavar="F", help="file holding the VNC password")
+    run.add_argument("--model", metavar="NAME", help="default model for tasks")
+    run.add_argument("--approval", choices=("safety", "actions"), help="approval policy")
+    run.add_argument("--approval-timeout", type=float, metavar="S", help="seconds an approval may stay pending")
+    run.add_argument("--max-steps", type=int, metavar="N", help="model turns per task, default and ceiling")
+    run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=args.log_level.upper(),
+        # journald stamps the time itself; the level prefix lets it set the priority.
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    # The SDK's HTTP logging would show request details; keep it out of the journal.
+    logging.getLogger("openai").setLevel(logging.WARNING)
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    os.umask(0o077)  # every file the daemon makes is private unless it says otherwise
+    overrides = {
+        "socket": args.socket,
+        "state_dir": args.state_dir,
+        "display": args.display,
+        "vnc": args.vnc,
+        "vnc_password_file": args.vnc_password_file,
+        "model": args.model,
+        "approval": args.approval,
+        "approval_timeout": args.approval_timeout,
+        "max_steps": args.max_steps,
+    }
+    try:
+        config = load_config(args.config, overrides)
+    except ConfigError as exc:
+        print(f"cud: {exc.message}", file=sys.stderr)
+        return 2
+    from cud.daemon.service import Daemon  # after config: a usage error never needs the driver stack
+
+    try:
+        asyncio.run(Daemon(config).run())
+    except ConfigError as exc:
+        print(f"cud: {exc.message}", file=sys.stderr)
+        return 2
+    except CudError as exc:
+        print(f"cud: {exc.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

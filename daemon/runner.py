@@ -1,0 +1,378 @@
+"""The seat: runs a display's tasks one at a time, first in first out, through the SDK's loop.
+
+Only this module touches the driver. A task is one call of
+``AsyncComputerToolset.run`` whose callbacks are wired to the daemon:
+
+* ``approve_safety_checks`` -> an approval record, awaited until decided;
+* ``before_action`` -> the ``actions`` policy, and the screen binding of approvals;
+* ``cancelled`` -> ``cuctl cancel`` and shutdown;
+* ``on_diagnostic`` -> the task's event log.
+
+A thin wrapper around the driver times every call and records each screenshot
+the model is about to receive; a thin wrapper around ``responses.create`` times
+the model. Whatever is left of a step is the daemon's own overhead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+import openai
+from openai import AsyncOpenAI
+from openai.lib.computer import AsyncComputerToolset, ComputerUseError
+
+from cud.errors import ApprovalError, CudError
+from cud.protocol import TaskView
+from cud.daemon.approvals import Approvals
+from cud.daemon.config import Config
+from cud.daemon.store import Store
+from cud.daemon.trajectory import StepRecord, Trajectories, decode_data_url, ms_since
+
+__all__ = ()
+
+log = logging.getLogger("cud.runner")
+
+_ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type", "wait")
+_POINTER = {"click", "double_click", "move", "scroll", "drag"}
+_HARMLESS = {"screenshot", "wait"}
+#: Half-width of the square compared to bind an approval to the screen the approver saw.
+BINDING_RADIUS = 16
+
+
+class Seat:
+    """One display, one task at a time."""
+
+    def __init__(
+        self, config: Config, store: Store, approvals: Approvals, trajectories: Trajectories, driver: Any, api_key: str
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.approvals = approvals
+        self.trajectories = trajectories
+        self.driver = driver  # cud.drivers.aio.AsyncDriver
+        self._api_key = api_key
+        self._client = AsyncOpenAI(api_key=api_key, base_url=config.base_url)
+        self._wake = asyncio.Event()
+        self._stopping: str | None = None
+        self.current: TaskRun | None = None
+
+    # -- called by handlers ------------------------------------------------------------
+    def wake(self) -> None:
+        self._wake.set()
+
+    def cancel(self, task_id: int, reason: str) -> None:
+        if self.current is not None and self.current.task["id"] == task_id:
+            self.current.cancel(reason)
+
+    async def screenshot(self) -> tuple[str, bytes]:
+        shot = await self.driver.screenshot()
+        return decode_data_url(shot["image_url"])
+
+    # -- the loop -------------------------------------------------------------------------
+    async def serve(self) -> None:
+        while self._stopping is None:
+            task = self.store.next_queued()
+            if task is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            await self._run(task)
+            self._prune()
+
+    async def stop(self, reason: str) -> None:
+        """Interrupt the running task (if any) and end :meth:`serve` after it."""
+        self._stopping = reason
+        self._wake.set()
+        if self.current is not None:
+            self.current.cancel(reason, stopping=True)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def _run(self, task: TaskView) -> None:
+        self.store.start(task["id"])
+        run = TaskRun(self, task)
+        self.current = run
+        try:
+            await run.execute(self._client)
+        finally:
+            self.current = None
+
+    def _prune(self) -> None:
+        retention = self.config.retention
+        removed = self.store.prune(retention.max_tasks, retention.max_age_days)
+        self.trajectories.remove(removed)
+
+    def redact(self, text: str) -> str:
+        return text.replace(self._api_key, "[redacted]") if self._api_key else text
+
+
+class RecordingDriver:
+    """The AsyncComputerDriver the SDK sees: the real driver, timed, with screenshots recorded."""
+
+    def __init__(self, driver: Any, run: TaskRun) -> None:
+        self._driver = driver
+        self._run = run
+        self._takes_cancelled = {
+            name: "cancelled" in inspect.signature(getattr(driver, name)).parameters
+            for name in (*_ACTIONS, "screenshot")
+        }
+        for name in _ACTIONS:
+            setattr(self, name, self._action_method(name))
+
+    def _action_method(self, name: str) -> Callable[..., Awaitable[None]]:
+        async def method(action: Any, cancelled: Callable[[], bool] | None = None) -> None:
+            started = time.monotonic()
+            try:
+                await self._invoke(name, action, cancelled=cancelled)
+            finally:
+                self._run.on_driver_call(name, action, ms_since(started))
+
+        method.__name__ = name
+        return method
+
+    async def _invoke(self, name: str, *args: Any, cancelled: Callable[[], bool] | None) -> Any:
+        fn = getattr(self._driver, name)
+        if self._takes_cancelled[name]:
+            return await fn(*args, cancelled=cancelled)
+        return await fn(*args)
+
+    async def screenshot(self, cancelled: Callable[[], bool] | None = None) -> Any:
+        started = time.monotonic()
+        shot = await self._invoke("screenshot", cancelled=cancelled)
+        self._run.on_screenshot(shot, ms_since(started))
+        return shot
+
+
+class TaskRun:
+    """The state of the one running task: its flags, its current step, its approvals."""
+
+    def __init__(self, seat: Seat, task: TaskView) -> None:
+        self.seat = seat
+        self.store = seat.store
+        self.task = task
+        self.policy = task["approval"]
+        self.cancel_reason: str | None = None
+        self.stopping = False
+        self.job: asyncio.Task[Any] | None = None
+        self.in_model = False
+        self.step: StepRecord | None = None
+        self.steps = 0
+        self.last_screenshot: str | None = None
+        self._covered = 0  # actions still covered by the approval just granted
+        self._bound = False  # those actions are bound to the screen the approver saw
+
+    # -- control ------------------------------------------------------------------------
+    def cancel(self, reason: str, *, stopping: bool = False) -> None:
+        if self.cancel_reason is not None:
+            return
+        self.cancel_reason = reason
+        self.stopping = stopping
+        self.seat.approvals.cancel_task(self.task["id"], reason)
+        # The SDK checks `cancelled` between calls; a slow model request is cut short here.
+        if self.in_model and self.job is not None:
+            self.job.cancel()
+
+    def is_cancelled(self) -> bool:
+        return self.cancel_reason is not None
+
+    async def execute(self, client: AsyncOpenAI) -> None:
+        task_id = self.task["id"]
+        self.step = StepRecord(number=1, started=time.monotonic(), saw=None)
+        toolset = AsyncComputerToolset(RecordingDriver(self.seat.driver, self))
+        params: Any = {"model": self.task["model"], "input": self.task["prompt"], "tools": [{"type": "computer"}]}
+        self.job = asyncio.create_task(
+            toolset.run(
+                _TimedClient.wrap(client, self),
+                params,
+                max_steps=self.task["max_steps"],
+                approve_safety_checks=self.approve_safety_checks,
+                before_action=self.before_action,
+                cancelled=self.is_cancelled,
+                on_diagnostic=self.on_diagnostic,
+            )
+        )
+        state, final, error = "failed", None, None
+        try:
+            response = await self.job
+            state, final = "succeeded", response.output_text
+        except asyncio.CancelledError:
+            if self.cancel_reason is None:
+                raise  # not ours: the daemon itself is being torn down
+        except ComputerUseError as exc:
+            if self.cancel_reason is None:
+                error = {"kind": "computer_use", "message": self.seat.redact(str(exc)), "details": {}}
+        except CudError as exc:
+            error = exc.to_dict()
+            error["message"] = self.seat.redact(error["message"])
+        except openai.APIError as exc:
+            error = {"kind": "api", "message": self.seat.redact(str(exc)), "details": _api_details(exc)}
+        except Exception as exc:  # a bug or an unexpected library error: keep the daemon, fail the task
+            log.exception("task %d failed unexpectedly", task_id)
+            error = {"kind": "internal", "message": self.seat.redact(f"{type(exc).__name__}: {exc}"), "details": {}}
+        finally:
+            toolset.close()
+        self._finish_step()
+        if self.cancel_reason is not None and state != "succeeded":
+            state = "interrupted" if self.stopping else "cancelled"
+            self.store.finish(task_id, state, error=error, reason=self.cancel_reason)
+        else:
+            self.store.finish(task_id, state, final_message=final, error=error)
+        log.info("task %d ended %s", task_id, state)
+
+    # -- timing hooks ------------------------------------------------------------------
+    def on_model_start(self) -> None:
+        if self.step is not None and (self.step.model_ms or self.step.actions):
+            ended = time.monotonic()
+            self._finish_step(ended)
+            self.step = StepRecord(number=self.steps + 1, started=ended, saw=self.last_screenshot)
+        self.in_model = True
+
+    def on_model_end(self, model_ms: float, response: Any) -> None:
+        self.in_model = False
+        assert self.step is not None
+        self.step.model_ms += model_ms
+        if response is not None:
+            self.step.messages = [
+                part.text
+                for item in response.output
+                if item.type == "message"
+                for part in item.content
+                if part.type == "output_text"
+            ]
+
+    def _finish_step(self, ended: float | None = None) -> None:
+        step, self.step = self.step, None
+        if step is None or not (step.model_ms or step.actions):
+            return
+        self.steps = step.number
+        self.store.add_event(self.task["id"], "step", step.finish(ended or time.monotonic()), steps=step.number)
+
+    def on_driver_call(self, name: str, action: Any, ms: float) -> None:
+        assert self.step is not None
+        self.step.driver_ms += ms
+        record = {"action": _plain(action), "ms": round(ms, 3)}
+        self.step.actions.append(record)
+        self.store.add_event(self.task["id"], "action", {"step": self.step.number, **record})
+
+    def on_screenshot(self, shot: Any, ms: float) -> None:
+        assert self.step is not None
+        self.step.driver_ms += ms
+        # Writing the file is the daemon's own cost, so it stays out of driver_ms.
+        name = self.seat.trajectories.save_screenshot(self.task["id"], self.step.number, shot["image_url"])
+        self.step.screenshot = self.last_screenshot = name
+
+    def on_diagnostic(self, diagnostic: Any) -> None:
+        if diagnostic.get("reason") not in ("completed", "started"):
+            self.store.add_event(self.task["id"], "diagnostic", dict(diagnostic))
+
+    # -- approvals -----------------------------------------------------------------------
+    async def approve_safety_checks(self, call: Any) -> bool:
+        actions = [_plain(a) for a in (call.actions if call.actions is not None else [call.action])]
+        checks = [{"id": c.id, "code": c.code, "message": c.message} for c in call.pending_safety_checks or []]
+        if not await self._ask("safety", checks, actions):
+            return False
+        self._covered, self._bound = len(actions), True
+        return True
+
+    async def before_action(self, action: Any) -> bool:
+        if self.is_cancelled():
+            return False
+        kind = action.type
+        if self._covered:
+            self._covered -= 1
+        elif self.policy == "actions" and kind not in _HARMLESS:
+            if not await self._ask("action", [], [_plain(action)]):
+                return False
+            self._bound = True
+        else:
+            self._bound = False
+        if self._bound and kind in _POINTER:
+            await self._check_binding(action)
+        return True
+
+    async def _ask(self, kind: str, checks: list[dict[str, Any]], actions: list[dict[str, Any]]) -> bool:
+        """Create an approval and wait for it. True if approved, False if the task was cancelled."""
+        assert self.step is not None
+        started = time.monotonic()
+        timeout = self.seat.config.approval_timeout
+        approval = self.store.create_approval(
+            self.task["id"], kind, checks, actions, self.step.number, self.last_screenshot, timeout
+        )
+        outcome = await self.seat.approvals.wait(approval["id"], timeout)
+        self.step.approval_ms += ms_since(started)
+        if outcome == "approved":
+            return True
+        if outcome == "cancelled":
+            return False
+        decided = self.store.approval(approval["id"])
+        if outcome == "denied":
+            who = decided["decided_by"] or {"name": "?", "uid": -1}
+            because = f": {decided['reason']}" if decided["reason"] else ""
+            raise ApprovalError(
+                f"approval {approval['id']} was denied by {who['name']} (uid {who['uid']}){because}",
+                id=approval["id"],
+                outcome="denied",
+            )
+        raise ApprovalError(
+            f"approval {approval['id']} timed out after {timeout:g} s with no decision",
+            id=approval["id"],
+            outcome=outcome,
+        )
+
+    async def _check_binding(self, action: Any) -> None:
+        """Refuse an approved pointer action if the screen around its target changed since it was shown."""
+        if self.last_screenshot is None:
+            raise ApprovalError(
+                "the approved action has no screenshot to compare with: the model acted before seeing the screen",
+                action=_plain(action),
+            )
+        points = [(p.x, p.y) for p in action.path] if action.type == "drag" else [(action.x, action.y)]
+        for x, y in dict.fromkeys(points[:1] + points[-1:]):
+            # Off-screen points clip to equal (empty) patches; the driver's bounds check rejects them.
+            seen = await self.seat.driver.call("target_patch", x, y, BINDING_RADIUS, from_last_screenshot=True)
+            now = await self.seat.driver.call("target_patch", x, y, BINDING_RADIUS, from_last_screenshot=False)
+            if seen != now:
+                raise ApprovalError(
+                    f"the screen around ({x}, {y}) changed since it was approved; the action was not run",
+                    x=x,
+                    y=y,
+                    action=_plain(action),
+                )
+
+
+class _TimedClient:
+    """Times ``responses.create`` on the shared client without changing what it sends."""
+
+    @staticmethod
+    def wrap(client: AsyncOpenAI, run: TaskRun) -> AsyncOpenAI:
+        timed = client.with_options()  # a shallow copy sharing the connection pool
+        original = timed.responses.create
+
+        async def create(**kwargs: Any) -> Any:
+            run.on_model_start()
+            started = time.monotonic()
+            response = None
+            try:
+                response = await original(**kwargs)
+                return response
+            finally:
+                run.on_model_end(ms_since(started), response)
+
+        timed.responses.create = create  # type: ignore[method-assign]
+        return timed
+
+
+def _plain(action: Any) -> dict[str, Any]:
+    if hasattr(action, "to_dict"):
+        return dict(action.to_dict())
+    return dict(action) if isinstance(action, dict) else {"value": repr(action)}
+
+
+def _api_details(exc: openai.APIError) -> dict[str, Any]:
+    status = getattr(exc, "status_code", None)
+    return {"status": status} if status is not None else {}

@@ -1,0 +1,178 @@
+"""The Unix socket: accept, identify the peer, read framed requests, dispatch, reply.
+
+Defences, each against a named failure:
+
+* the socket is bound under umask 0117, so it is never more open than 0660,
+  not even for an instant between bind() and chmod();
+* every peer is identified with SO_PEERCRED and refused unless the access
+  policy lets it submit or approve, whatever the file mode says;
+* reads and writes have deadlines, so a slow or half-open client only ties up
+  its own connection; a line over the size cap closes that connection;
+* every connection runs in its own task and every error in it is contained,
+  so hostile bytes end at most their own connection, never the daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import socket
+import stat
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from cud.errors import ConfigError, CudError, ProtocolError
+from cud.protocol import MAX_MESSAGE_BYTES, decode, encode, error_reply, ok_reply, parse_request
+from cud.daemon.access import Peer, Policy, peer_of
+
+__all__ = ()
+
+log = logging.getLogger("cud.server")
+
+Dispatch = Callable[[Peer, dict[str, Any], Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[Any]]
+
+
+class Server:
+    def __init__(
+        self,
+        path: Path,
+        policy: Policy,
+        dispatch: Dispatch,
+        *,
+        read_timeout: float = 30.0,
+        write_timeout: float = 10.0,
+        max_connections: int = 128,
+    ) -> None:
+        self.path = path
+        self.policy = policy
+        self.dispatch = dispatch
+        self.read_timeout = read_timeout
+        self.write_timeout = write_timeout
+        self.max_connections = max_connections
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        _clear_stale_socket(self.path)
+        self.path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        old = os.umask(0o117)
+        try:
+            self._server = await asyncio.start_unix_server(self._accept, path=str(self.path), limit=MAX_MESSAGE_BYTES)
+        finally:
+            os.umask(old)
+        mode = stat.S_IMODE(os.stat(self.path).st_mode)
+        if mode & 0o007:  # belt and braces: never serve on a world-accessible socket
+            raise ConfigError(f"socket {str(self.path)!r} came out with mode {mode:o}", path=str(self.path))
+
+    async def close(self) -> None:
+        """Stop accepting, end every connection, remove the socket file."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.wait(self._connections, timeout=5)
+        if self._server is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    # -- one connection ------------------------------------------------------------------
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await self._serve(reader, writer)
+        except (asyncio.CancelledError, ConnectionError, TimeoutError):
+            pass
+        except Exception:  # a bug must cost one connection, not the daemon
+            log.exception("connection handler failed")
+        finally:
+            self._connections.discard(task)
+            writer.transport.abort()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async def send(message: dict[str, Any]) -> None:
+            writer.write(encode(message))
+            await asyncio.wait_for(writer.drain(), self.write_timeout)
+
+        try:
+            peer = peer_of(writer.get_extra_info("socket"))
+        except OSError as exc:
+            log.warning("cannot read peer credentials: %s", exc)
+            return
+        if not self.policy.may_connect(peer):
+            # Logged, not written to the database: a refused peer must not be able to fill the disk.
+            log.warning("refused connection from %s (uid %d, pid %d): not in [access]", peer.name, peer.uid, peer.pid)
+            await send(
+                dict(error_reply({
+                    "kind": "access_denied",
+                    "message": f"user {peer.name!r} (uid {peer.uid}) may not use this daemon: not in [access]",
+                    "details": {"uid": peer.uid},
+                }))
+            )
+            return
+        if len(self._connections) > self.max_connections:
+            await send(dict(error_reply(ProtocolError(
+                f"too many connections (limit {self.max_connections}); try again", limit=self.max_connections
+            ).to_dict())))
+            return
+        while True:
+            try:
+                line = await asyncio.wait_for(reader.readline(), self.read_timeout)
+            except ValueError:  # the line outgrew the stream limit
+                await send(dict(error_reply(ProtocolError(
+                    f"message exceeds the {MAX_MESSAGE_BYTES}-byte limit; closing the connection",
+                    limit=MAX_MESSAGE_BYTES,
+                ).to_dict())))
+                return
+            if not line:
+                return  # clean EOF
+            if not line.endswith(b"\n"):
+                return  # EOF in the middle of a message: nobody to answer
+            try:
+                request = parse_request(decode(line))
+            except ProtocolError as exc:
+                await send(dict(error_reply(exc.to_dict())))
+                continue
+            try:
+                result = await self.dispatch(peer, dict(request), send)
+                reply = encode(dict(ok_reply(result)))
+            except CudError as exc:
+                reply = encode(dict(error_reply(exc.to_dict())))
+            except (asyncio.CancelledError, ConnectionError, TimeoutError):
+                raise
+            except Exception as exc:
+                log.exception("request %r failed", request.get("type"))
+                reply = encode(dict(error_reply({
+                    "kind": "internal", "message": f"internal error: {type(exc).__name__}", "details": {},
+                })))
+            writer.write(reply)
+            await asyncio.wait_for(writer.drain(), self.write_timeout)
+
+
+def _clear_stale_socket(path: Path) -> None:
+    """Remove a socket left by a dead daemon; refuse to touch a live one or a non-socket."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise ConfigError(f"{str(path)!r} exists and is not a socket; refusing to replace it", path=str(path))
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(path))
+    except OSError as exc:
+        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+            raise ConfigError(f"cannot probe existing socket {str(path)!r}: {exc.strerror}", path=str(path)) from None
+        path.unlink(missing_ok=True)
+    else:
+        raise ConfigError(f"another daemon is already listening on {str(path)!r}", path=str(path))
+    finally:
+        probe.close()

@@ -1,0 +1,442 @@
+"""Durable state: tasks, their events, approvals and an audit trail in one SQLite file (WAL).
+
+Every public method that changes rows does so in ONE transaction, so a crash
+leaves either all of a change or none of it. The schema version lives in
+``PRAGMA user_version``; :data:`MIGRATIONS` upgrades older files in place
+(tests/data holds an old file that must keep upgrading).
+
+Events are published to subscribers only after their transaction commits, so
+a follower never sees an event that a crash could take back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from cud.errors import ConfigError, NotFound
+from cud.protocol import FINAL_STATES, ApprovalView, EventView, TaskView
+
+__all__ = ()
+
+# Index i holds the SQL that moves a database from user_version i to i + 1.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE tasks (
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
+        state          TEXT NOT NULL CHECK (state IN ('queued', 'running', 'awaiting_approval', 'succeeded',
+                                                      'failed', 'cancelled', 'interrupted')),
+        prompt         TEXT NOT NULL,
+        model          TEXT NOT NULL,
+        max_steps      INTEGER NOT NULL,
+        approval       TEXT NOT NULL CHECK (approval IN ('safety', 'actions')),
+        submitter_uid  INTEGER NOT NULL,
+        submitter_name TEXT NOT NULL,
+        steps          INTEGER NOT NULL DEFAULT 0,
+        final_message  TEXT,
+        error          TEXT,               -- JSON {"kind", "message", "details"}
+        reason         TEXT,               -- why a task was interrupted or cancelled
+        created_at     TEXT NOT NULL,
+        started_at     TEXT,
+        finished_at    TEXT
+    );
+    CREATE INDEX tasks_by_state ON tasks (state, id);
+    CREATE TABLE events (
+        task_id INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+        seq     INTEGER NOT NULL,
+        at      TEXT NOT NULL,
+        kind    TEXT NOT NULL,
+        data    TEXT NOT NULL,              -- JSON object
+        PRIMARY KEY (task_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE approvals (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id         INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+        kind            TEXT NOT NULL CHECK (kind IN ('safety', 'action')),
+        state           TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied', 'timed_out',
+                                                       'cancelled', 'interrupted')),
+        checks          TEXT NOT NULL,      -- JSON list of {"id", "code", "message"}
+        actions         TEXT NOT NULL,      -- JSON list of the actions awaiting approval
+        step            INTEGER NOT NULL,
+        screenshot      TEXT,               -- file name in the task's trajectory directory
+        created_at      TEXT NOT NULL,
+        deadline_at     TEXT,
+        decided_at      TEXT,
+        decided_by_uid  INTEGER,
+        decided_by_name TEXT,
+        reason          TEXT
+    );
+    CREATE INDEX approvals_by_state ON approvals (state, id);
+    CREATE TABLE audit (
+        id      INTEGER PRIMARY KEY AUTOINCREMENT,
+        at      TEXT NOT NULL,
+        uid     INTEGER NOT NULL,
+        name    TEXT NOT NULL,
+        request TEXT NOT NULL,
+        target  INTEGER,
+        outcome TEXT NOT NULL
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+Subscriber = Callable[[EventView], None]
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _iso_to_epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+class Store:
+    """The daemon's one connection to its database. Used from the event loop's thread only."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open database {str(path)!r}: {exc}", path=str(path)) from None
+        self._db.row_factory = sqlite3.Row
+        mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if mode != "wal":
+            raise ConfigError(f"database {str(path)!r} cannot use WAL (journal mode {mode!r})", path=str(path))
+        # NORMAL in WAL mode survives a killed process; submit() asks for FULL so a
+        # submission also survives a power loss before it is acknowledged.
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._subscribers: list[Subscriber] = []
+        self._pending: list[EventView] = []
+        self._migrate()
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise ConfigError(
+                f"database {str(self.path)!r} has schema version {version}, newer than this cud's "
+                f"{SCHEMA_VERSION}; refusing to touch it",
+                path=str(self.path),
+                version=version,
+            )
+        for target in range(version, SCHEMA_VERSION):
+            # executescript commits first, so run each step's statements in our own transaction.
+            with self._tx() as db:
+                for statement in _split_sql(MIGRATIONS[target]):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {target + 1}")
+
+    @contextlib.contextmanager
+    def _tx(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        if durable:
+            self._db.execute("PRAGMA synchronous=FULL")
+        pending: list[EventView] = []
+        self._pending = pending
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+        finally:
+            self._pending = []
+            if durable:
+                self._db.execute("PRAGMA synchronous=NORMAL")
+        for event in pending:
+            for subscriber in list(self._subscribers):
+                subscriber(event)
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        self._subscribers.append(subscriber)
+        return lambda: self._subscribers.remove(subscriber) if subscriber in self._subscribers else None
+
+    def _event(self, db: sqlite3.Connection, task_id: int, kind: str, data: dict[str, Any]) -> EventView:
+        seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE task_id = ?", (task_id,)).fetchone()[0]
+        at = now_iso()
+        db.execute(
+            "INSERT INTO events (task_id, seq, at, kind, data) VALUES (?, ?, ?, ?, ?)",
+            (task_id, seq, at, kind, json.dumps(data, ensure_ascii=False)),
+        )
+        event: EventView = {"task_id": task_id, "seq": seq, "at": at, "kind": kind, "data": data}
+        self._pending.append(event)
+        return event
+
+    def _audit(
+        self, db: sqlite3.Connection, uid: int, name: str, request: str, target: int | None, outcome: str
+    ) -> None:
+        db.execute(
+            "INSERT INTO audit (at, uid, name, request, target, outcome) VALUES (?, ?, ?, ?, ?, ?)",
+            (now_iso(), uid, name, request, target, outcome),
+        )
+
+    # -- tasks ----------------------------------------------------------------------------------
+    def submit(self, prompt: str, model: str, max_steps: int, approval: str, uid: int, name: str) -> TaskView:
+        with self._tx(durable=True) as db:
+            cur = db.execute(
+                "INSERT INTO tasks (state, prompt, model, max_steps, approval, submitter_uid, submitter_name,"
+                " created_at) VALUES ('queued', ?, ?, ?, ?, ?, ?, ?)",
+                (prompt, model, max_steps, approval, uid, name, now_iso()),
+            )
+            task_id = int(cur.lastrowid or 0)
+            self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
+            self._audit(db, uid, name, "submit", task_id, "ok")
+        return self.task(task_id)
+
+    def task(self, task_id: int) -> TaskView:
+        row = self._db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no task with id {task_id}", id=task_id)
+        return _task_view(row)
+
+    def tasks(self) -> list[TaskView]:
+        return [_task_view(row) for row in self._db.execute("SELECT * FROM tasks ORDER BY id")]
+
+    def next_queued(self) -> TaskView | None:
+        row = self._db.execute("SELECT * FROM tasks WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
+        return None if row is None else _task_view(row)
+
+    def start(self, task_id: int) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE tasks SET state = 'running', started_at = ? WHERE id = ? AND state = 'queued'",
+                (now_iso(), task_id),
+            )
+            self._event(db, task_id, "running", {})
+
+    def add_event(self, task_id: int, kind: str, data: dict[str, Any], *, steps: int | None = None) -> EventView:
+        with self._tx() as db:
+            if steps is not None:
+                db.execute("UPDATE tasks SET steps = ? WHERE id = ?", (steps, task_id))
+            return self._event(db, task_id, kind, data)
+
+    def finish(
+        self,
+        task_id: int,
+        state: str,
+        *,
+        final_message: str | None = None,
+        error: dict[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> None:
+        assert state in FINAL_STATES
+        with self._tx() as db:
+            db.execute(
+                "UPDATE tasks SET state = ?, final_message = ?, error = ?, reason = COALESCE(?, reason),"
+                " finished_at = ? WHERE id = ?",
+                (state, final_message, None if error is None else json.dumps(error), reason, now_iso(), task_id),
+            )
+            db.execute(
+                "UPDATE approvals SET state = 'cancelled', decided_at = ?, reason = ?"
+                " WHERE task_id = ? AND state = 'pending'",
+                (now_iso(), f"the task ended ({state})", task_id),
+            )
+            self._event(
+                db,
+                task_id,
+                "end",
+                {"state": state, "final_message": final_message, "error": error, "reason": reason},
+            )
+
+    def cancel(self, task_id: int, uid: int, name: str) -> str:
+        """Record a cancel request. Returns the task's state before it (queued tasks end here)."""
+        with self._tx() as db:
+            row = db.execute("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no task with id {task_id}", id=task_id)
+            state = row["state"]
+            self._audit(db, uid, name, "cancel", task_id, state)
+            if state == "queued":
+                reason = f"cancelled by {name} (uid {uid}) before it started"
+                db.execute(
+                    "UPDATE tasks SET state = 'cancelled', reason = ?, finished_at = ? WHERE id = ?",
+                    (reason, now_iso(), task_id),
+                )
+                self._event(db, task_id, "end", {"state": "cancelled", "final_message": None, "error": None,
+                                                 "reason": reason})
+            elif state not in FINAL_STATES:
+                self._event(db, task_id, "cancel_requested", {"by": {"uid": uid, "name": name}})
+        return str(state)
+
+    def recover(self) -> list[int]:
+        """At start-up: tasks a dead daemon left running become interrupted. Returns their ids."""
+        with self._tx() as db:
+            rows = db.execute("SELECT id FROM tasks WHERE state IN ('running', 'awaiting_approval')").fetchall()
+            reason = "the daemon stopped while the task was running (found at start-up)"
+            for row in rows:
+                db.execute(
+                    "UPDATE tasks SET state = 'interrupted', reason = ?, finished_at = ? WHERE id = ?",
+                    (reason, now_iso(), row["id"]),
+                )
+                db.execute(
+                    "UPDATE approvals SET state = 'interrupted', decided_at = ?, reason = ?"
+                    " WHERE task_id = ? AND state = 'pending'",
+                    (now_iso(), reason, row["id"]),
+                )
+                self._event(db, row["id"], "end", {"state": "interrupted", "final_message": None, "error": None,
+                                                   "reason": reason})
+        return [int(row["id"]) for row in rows]
+
+    def events(self, task_id: int, after: int = 0) -> list[EventView]:
+        rows = self._db.execute(
+            "SELECT * FROM events WHERE task_id = ? AND seq > ? ORDER BY seq", (task_id, after)
+        ).fetchall()
+        return [
+            {"task_id": r["task_id"], "seq": r["seq"], "at": r["at"], "kind": r["kind"], "data": json.loads(r["data"])}
+            for r in rows
+        ]
+
+    # -- approvals ------------------------------------------------------------------------------
+    def create_approval(
+        self,
+        task_id: int,
+        kind: str,
+        checks: list[dict[str, Any]],
+        actions: list[dict[str, Any]],
+        step: int,
+        screenshot: str | None,
+        timeout: float,
+    ) -> ApprovalView:
+        created = now_iso()
+        deadline = datetime.fromtimestamp(time.time() + timeout, timezone.utc)
+        deadline_at = deadline.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO approvals (task_id, kind, state, checks, actions, step, screenshot, created_at,"
+                " deadline_at) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
+                (task_id, kind, json.dumps(checks), json.dumps(actions), step, screenshot, created, deadline_at),
+            )
+            approval_id = int(cur.lastrowid or 0)
+            db.execute("UPDATE tasks SET state = 'awaiting_approval' WHERE id = ?", (task_id,))
+            self._event(
+                db,
+                task_id,
+                "approval_requested",
+                {"approval_id": approval_id, "kind": kind, "checks": checks, "actions": actions,
+                 "screenshot": screenshot, "deadline_at": deadline_at},
+            )
+        return self.approval(approval_id)
+
+    def decide_approval(
+        self, approval_id: int, outcome: str, uid: int | None, name: str | None, reason: str | None
+    ) -> bool:
+        """Move a pending approval to ``outcome``. False if it was no longer pending (lost a race)."""
+        with self._tx() as db:
+            row = db.execute("SELECT task_id, state FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no approval with id {approval_id}", id=approval_id)
+            if uid is not None:
+                self._audit(db, uid, name or "", outcome, approval_id, "ok" if row["state"] == "pending" else
+                            f"already {row['state']}")
+            if row["state"] != "pending":
+                return False
+            db.execute(
+                "UPDATE approvals SET state = ?, decided_at = ?, decided_by_uid = ?, decided_by_name = ?,"
+                " reason = ? WHERE id = ?",
+                (outcome, now_iso(), uid, name, reason, approval_id),
+            )
+            if outcome == "approved":
+                db.execute(
+                    "UPDATE tasks SET state = 'running' WHERE id = ? AND state = 'awaiting_approval'", (row["task_id"],)
+                )
+            by = None if uid is None else {"uid": uid, "name": name}
+            self._event(
+                db,
+                row["task_id"],
+                "approval_decided",
+                {"approval_id": approval_id, "outcome": outcome, "by": by, "reason": reason},
+            )
+        return True
+
+    def approval(self, approval_id: int) -> ApprovalView:
+        row = self._db.execute("SELECT * FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no approval with id {approval_id}", id=approval_id)
+        return _approval_view(row)
+
+    def pending_approvals(self) -> list[ApprovalView]:
+        rows = self._db.execute("SELECT * FROM approvals WHERE state = 'pending' ORDER BY id").fetchall()
+        return [_approval_view(row) for row in rows]
+
+    def audit_rows(self) -> list[dict[str, Any]]:
+        return [dict(row) for row in self._db.execute("SELECT * FROM audit ORDER BY id")]
+
+    def record_refusal(self, uid: int, name: str, request: str, target: int | None, reason: str) -> None:
+        with self._tx() as db:
+            self._audit(db, uid, name, request, target, f"refused: {reason}")
+
+    # -- retention ------------------------------------------------------------------------------
+    def prune(self, max_tasks: int, max_age_days: float) -> list[int]:
+        """Delete finished tasks beyond the newest ``max_tasks`` or older than ``max_age_days``."""
+        cutoff = time.time() - max_age_days * 86400
+        finished = self._db.execute(
+            "SELECT id, finished_at FROM tasks WHERE state IN ('succeeded', 'failed', 'cancelled', 'interrupted')"
+            " ORDER BY id DESC"
+        ).fetchall()
+        doomed = [
+            int(row["id"])
+            for index, row in enumerate(finished)
+            if index >= max_tasks or (row["finished_at"] and _iso_to_epoch(row["finished_at"]) < cutoff)
+        ]
+        if doomed:
+            with self._tx() as db:
+                db.executemany("DELETE FROM tasks WHERE id = ?", [(i,) for i in doomed])
+        return doomed
+
+
+def _split_sql(script: str) -> list[str]:
+    # Our migrations hold no semicolons inside literals or triggers, so a plain split is exact.
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
+def _task_view(row: sqlite3.Row) -> TaskView:
+    return {
+        "id": row["id"],
+        "state": row["state"],
+        "prompt": row["prompt"],
+        "model": row["model"],
+        "max_steps": row["max_steps"],
+        "approval": row["approval"],
+        "steps": row["steps"],
+        "final_message": row["final_message"],
+        "error": None if row["error"] is None else json.loads(row["error"]),
+        "reason": row["reason"],
+        "submitter": {"uid": row["submitter_uid"], "name": row["submitter_name"]},
+        "created_at": row["created_at"],
+        "started_at": row["started_at"],
+        "finished_at": row["finished_at"],
+    }
+
+
+def _approval_view(row: sqlite3.Row) -> ApprovalView:
+    decided_by = (
+        None if row["decided_by_uid"] is None else {"uid": row["decided_by_uid"], "name": row["decided_by_name"]}
+    )
+    return {
+        "id": row["id"],
+        "task_id": row["task_id"],
+        "kind": row["kind"],
+        "state": row["state"],
+        "checks": json.loads(row["checks"]),
+        "actions": json.loads(row["actions"]),
+        "step": row["step"],
+        "screenshot": row["screenshot"],
+        "created_at": row["created_at"],
+        "deadline_at": row["deadline_at"],
+        "decided_at": row["decided_at"],
+        "decided_by": decided_by,
+        "reason": row["reason"],
+    }

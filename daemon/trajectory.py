@@ -1,0 +1,102 @@
+"""What a task leaves on disk besides its rows: the screenshots the model saw, and step timings.
+
+Layout under the state dir::
+
+    trajectories/<task id>/step-0001.png   the screenshot sent to the model after step 1
+
+Directories are 0700 and files 0600 (screens can show anything). Step records
+(actions, timings, file names) are ``step`` events in the database, so a task's
+record is its events plus this directory. Retention removes both together.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from cud.errors import DriverError
+
+__all__ = ()
+
+_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
+
+
+def decode_data_url(url: str) -> tuple[str, bytes]:
+    """(extension, bytes) of a ``data:image/...;base64,`` URL as drivers return screenshots."""
+    header, sep, payload = url.partition(",")
+    media = header.removeprefix("data:").removesuffix(";base64")
+    if not sep or not header.startswith("data:") or not header.endswith(";base64") or media not in _EXTENSIONS:
+        raise DriverError(f"screenshot is not a base64 image data URL: {url[:40]!r}", value=url[:40])
+    try:
+        return _EXTENSIONS[media], base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise DriverError("screenshot data URL has invalid base64", value=url[:40]) from None
+
+
+class Trajectories:
+    def __init__(self, state_dir: Path) -> None:
+        self.root = state_dir / "trajectories"
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
+
+    def task_dir(self, task_id: int) -> Path:
+        return self.root / str(task_id)
+
+    def save_screenshot(self, task_id: int, step: int, data_url: str, suffix: str = "") -> str:
+        """Write the screenshot; return its file name (relative to the task's directory)."""
+        extension, data = decode_data_url(data_url)
+        folder = self.task_dir(task_id)
+        folder.mkdir(mode=0o700, exist_ok=True)
+        name = f"step-{step:04d}{suffix}.{extension}"
+        fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        return name
+
+    def remove(self, task_ids: list[int]) -> None:
+        for task_id in task_ids:
+            shutil.rmtree(self.task_dir(task_id), ignore_errors=True)
+
+
+@dataclasses.dataclass
+class StepRecord:
+    """Timings of one step: a model response and the actions it asked for.
+
+    ``overhead_ms`` is what remains when the model, the driver and human approval
+    time are taken out: the daemon's own cost (SDK bookkeeping, SQLite, files).
+    """
+
+    number: int
+    started: float  # time.monotonic() when the step began (end of the previous one)
+    saw: str | None  # screenshot file the model was sent with this step's request
+    model_ms: float = 0.0
+    driver_ms: float = 0.0
+    approval_ms: float = 0.0
+    actions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    messages: list[str] = dataclasses.field(default_factory=list)
+    screenshot: str | None = None  # file of the screenshot this step produced
+
+    def finish(self, ended: float) -> dict[str, Any]:
+        total = (ended - self.started) * 1000
+        return {
+            "step": self.number,
+            "saw": self.saw,
+            "screenshot": self.screenshot,
+            "messages": self.messages,
+            "actions": self.actions,
+            "total_ms": round(total, 3),
+            "model_ms": round(self.model_ms, 3),
+            "driver_ms": round(self.driver_ms, 3),
+            "approval_ms": round(self.approval_ms, 3),
+            "overhead_ms": round(max(0.0, total - self.model_ms - self.driver_ms - self.approval_ms), 3),
+        }
+
+
+def ms_since(start: float) -> float:
+    return (time.monotonic() - start) * 1000
