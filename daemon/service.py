@@ -122,9 +122,7 @@ class Daemon:
         with contextlib.suppress(Exception):
             await self.seat.close()
         with contextlib.suppress(Exception):
-            await self.driver.call("close")
-        with contextlib.suppress(Exception):
-            await self.driver.close()
+            await self.driver.aclose()
         self.store.close()
 
     def _on_signal(self, signum: int) -> None:

@@ -30,14 +30,21 @@ class _UsageError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--socket", metavar="PATH", help="daemon socket (default $CUD_SOCKET)")
-    common.add_argument("--json", action="store_true", help="machine-readable output")
-    parser = _Parser(prog="cuctl", description="Control the cud desktop-automation daemon.", parents=[common])
+    # --socket and --json work before or after the command. The copy given to the
+    # subcommands defaults to SUPPRESS so it cannot overwrite a value given earlier.
+    def common(default: bool) -> argparse.ArgumentParser:
+        parent = argparse.ArgumentParser(add_help=False)
+        parent.add_argument("--socket", metavar="PATH", help="daemon socket (default $CUD_SOCKET)",
+                            default=None if default else argparse.SUPPRESS)
+        parent.add_argument("--json", action="store_true", help="machine-readable output",
+                            default=False if default else argparse.SUPPRESS)
+        return parent
+
+    parser = _Parser(prog="cuctl", description="Control the cud desktop-automation daemon.", parents=[common(True)])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     def add(name: str, func: Command, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, parents=[common])
+        p = sub.add_parser(name, help=help, parents=[common(False)])
         p.set_defaults(func=func)
         return p
 

@@ -1,0 +1,165 @@
+"""Start the REAL daemon (`cud run`) as a subprocess on a short socket path, and talk to it.
+
+The socket lives in a fresh directory under /tmp (AF_UNIX paths stop at ~108
+bytes; pytest's tmp_path can be longer). Start-up is awaited by polling for a
+``ping`` answer with backoff; stop is SIGTERM, then SIGKILL, by pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cud.cuctl.client import Client
+from cud.errors import CudError
+
+from .recorder import wait_until
+from .xserver import stop_process
+
+__all__ = ("Daemon", "cuctl", "json_out")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Daemon:
+    """One `cud run` process with its own socket, state dir and log file."""
+
+    def __init__(
+        self,
+        display: str,
+        base_url: str,
+        *,
+        workdir: Path | None = None,
+        approval: str | None = None,
+        approval_timeout: float | None = None,
+        max_steps: int | None = None,
+        config: str | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        self.dir = workdir or Path(tempfile.mkdtemp(prefix="cud-", dir="/tmp"))
+        self._own_dir = workdir is None
+        self.socket = self.dir / "s"
+        self.state_dir = self.dir / "state"
+        self.log = self.dir / "daemon.log"
+        self.display = display
+        self.args = ["--socket", str(self.socket), "--state-dir", str(self.state_dir), "--display", display]
+        if approval:
+            self.args += ["--approval", approval]
+        if approval_timeout is not None:
+            self.args += ["--approval-timeout", str(approval_timeout)]
+        if max_steps is not None:
+            self.args += ["--max-steps", str(max_steps)]
+        if config is not None:
+            path = self.dir / "cud.toml"
+            path.write_text(config)
+            self.args += ["--config", str(path)]
+        self.env = {
+            **{k: v for k, v in os.environ.items() if k not in ("CUD_SOCKET", "OPENAI_API_KEY", "NOTIFY_SOCKET")},
+            "OPENAI_BASE_URL": base_url,
+            "OPENAI_API_KEY": "sk-test-cud-secret-key-0123456789",
+            "PYTHONPATH": str(ROOT),
+            **(extra_env or {}),
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def api_key(self) -> str:
+        return self.env["OPENAI_API_KEY"]
+
+    def start(self, timeout: float = 30.0) -> Daemon:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "cud.daemon.main", "run", *self.args],
+                env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir,
+            )
+
+        def answers() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {self.proc.returncode}; log:\n{self.log_text()}")
+            try:
+                with Client(self.socket, timeout=5) as client:
+                    client.call("ping")
+                return True
+            except CudError:
+                return False
+
+        wait_until(answers, timeout, "the daemon to answer ping")
+        return self
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        stop_process(self.proc, timeout=15)
+        code = self.proc.returncode
+        self.proc = None
+        return code
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.proc = None
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- talking to it ------------------------------------------------------------------
+    def call(self, kind: str, **fields: Any) -> Any:
+        with Client(self.socket) as client:
+            return client.call(kind, **fields)
+
+    def task(self, task_id: int) -> dict[str, Any]:
+        return dict(self.call("show", id=task_id))
+
+    def wait_state(self, task_id: int, *states: str, timeout: float = 60.0) -> dict[str, Any]:
+        def reached() -> dict[str, Any] | None:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {self.proc.returncode}; log:\n{self.log_text()}")
+            task = self.task(task_id)
+            return task if task["state"] in states else None
+
+        try:
+            return dict(wait_until(reached, timeout, f"task {task_id} to reach {states}"))
+        except AssertionError:
+            raise AssertionError(f"task {task_id} is {self.task(task_id)}; log:\n{self.log_text()[-3000:]}") from None
+
+    def wait_approval(self, task_id: int, timeout: float = 30.0) -> dict[str, Any]:
+        def pending() -> dict[str, Any] | None:
+            return next((a for a in self.call("approvals") if a["task_id"] == task_id), None)
+
+        return dict(wait_until(pending, timeout, f"an approval for task {task_id}"))
+
+    def events(self, task_id: int) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        with Client(self.socket) as client:
+            client.call("follow", lambda m: events.append(m["event"]), wait_forever=True, id=task_id)
+        return events
+
+
+def cuctl(socket: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120.0,
+          prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run cuctl as a subprocess (optionally under ``prefix``, e.g. setpriv) and capture its output."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    full_env.pop("CUD_SOCKET", None)
+    return subprocess.run(
+        [*(prefix or []), sys.executable, "-m", "cud.cuctl.main", "--socket", str(socket), *args],
+        env=full_env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+    )
+
+
+def json_out(result: subprocess.CompletedProcess[str]) -> Any:
+    assert result.returncode == 0, f"cuctl failed ({result.returncode}): {result.stderr}"
+    return json.loads(result.stdout)
+
