@@ -38,8 +38,8 @@ __all__ = (
 BUTTONS = {"left": 1, "wheel": 2, "right": 3, "back": 8, "forward": 9}
 WHEEL_UP, WHEEL_DOWN, WHEEL_LEFT, WHEEL_RIGHT = 4, 5, 6, 7
 
-#: One wheel notch per this many pixels of ``scroll_x``/``scroll_y`` (rounded, at least
-#: one notch for any non-zero distance). Browsers and GTK scroll roughly 50-100 px a notch.
+#: One wheel notch per this many pixels of ``scroll_x``/``scroll_y`` (rounded half up, at
+#: least one notch for any non-zero distance). Browsers and GTK scroll roughly 50-100 px a notch.
 SCROLL_PIXELS_PER_NOTCH = 100
 MAX_SCROLL_NOTCHES = 100
 #: The longest text one ``type`` action may carry; longer text is refused, not cut.
@@ -143,7 +143,8 @@ def _keys(value: Any, *, required: bool) -> tuple[Keysyms, tuple[str, ...]]:
 def _notches(pixels: int, negative: int, positive: int) -> tuple[tuple[int, int], ...]:
     if pixels == 0:
         return ()
-    count = max(1, round(abs(pixels) / SCROLL_PIXELS_PER_NOTCH))
+    # Half a notch rounds up (250 px is 3 notches), and any movement is at least one.
+    count = max(1, (abs(pixels) + SCROLL_PIXELS_PER_NOTCH // 2) // SCROLL_PIXELS_PER_NOTCH)
     if count > MAX_SCROLL_NOTCHES:
         raise ActionRejected(
             f"scroll of {pixels} px is more than {MAX_SCROLL_NOTCHES} wheel notches", pixels=pixels

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 __all__ = ("X11Driver",)
 
+#: Pause between the points of a drag path (a 1024-point path, the most allowed, takes ~5 s).
+DRAG_STEP_SECONDS = 0.005
+
 # Failures that mean the X server is gone or unusable; anything else is a bug.
 _CONNECTION_ERRORS = (xerror.DisplayError, xerror.ConnectionClosedError, OSError, mss.exception.ScreenShotError)
 
@@ -187,7 +190,10 @@ class X11Driver(Driver):
                 self._pointer(conn, X.MotionNotify, x=x0, y=y0)
                 self._pointer(conn, X.ButtonPress, A.BUTTONS["left"])
                 for x, y in rest:
-                    conn.dpy.flush()
+                    # Apps merge motion events that queue up; a moment per point lets
+                    # them see the whole path, not just its end.
+                    conn.dpy.sync()
+                    time.sleep(DRAG_STEP_SECONDS)
                     self._pointer(conn, X.MotionNotify, x=x, y=y)
                 self._pointer(conn, X.ButtonRelease, A.BUTTONS["left"])
         elif isinstance(step, A.Scroll):

@@ -40,10 +40,11 @@ class Recorder:
         self.events_path.write_text("")
         env = {**os.environ, "DISPLAY": display}
         app = Path(__file__).with_name("recorder_app.py")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(app), str(self.events_path), str(self.text_path), geometry],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(workdir / "recorder.log", "wb"),
-        )
+        with open(workdir / "recorder.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(app), str(self.events_path), str(self.text_path), geometry],
+                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+            )
         ready = self.wait_for(lambda e: e["type"] == "ready", what="the recorder window to map", timeout=30)
         self.geometry = ready
 

@@ -1,0 +1,69 @@
+"""A bare X window read with python-xlib: the events exactly as the server sends them.
+
+Toolkits rewrite some events (Tk 8.6 turns buttons 6/7 into Shift+wheel), so the
+tests that need the server's own button numbers read them here.
+"""
+
+from __future__ import annotations
+
+import time
+
+from Xlib import X
+from Xlib.display import Display
+
+__all__ = ("RawWindow", "held_state")
+
+
+class RawWindow:
+    def __init__(self, display: str, width: int, height: int) -> None:
+        self.dpy = Display(display)
+        screen = self.dpy.screen()
+        self.window = screen.root.create_window(
+            0, 0, width, height, 0, screen.root_depth, X.InputOutput, X.CopyFromParent,
+            override_redirect=True, background_pixel=screen.white_pixel,
+            event_mask=X.ButtonPressMask | X.ButtonReleaseMask | X.PointerMotionMask | X.ExposureMask,
+        )
+        self.window.map()
+        self.dpy.sync()
+        self._wait(lambda e: e.type == X.Expose, 10.0)
+
+    def _wait(self, predicate, timeout: float):  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            while self.dpy.pending_events():
+                event = self.dpy.next_event()
+                if predicate(event):
+                    return event
+            time.sleep(0.005)
+        raise AssertionError("timed out waiting for an X event")
+
+    def events(self, until_release_of: int, timeout: float = 10.0) -> list[tuple[str, int, int, int, int]]:
+        """Pointer events up to the release of button ``until_release_of``: (kind, detail, x, y, state)."""
+        seen: list[tuple[str, int, int, int, int]] = []
+        kinds = {X.ButtonPress: "press", X.ButtonRelease: "release", X.MotionNotify: "motion"}
+
+        def collect(event) -> bool:  # type: ignore[no-untyped-def]
+            kind = kinds.get(event.type)
+            if kind is not None:
+                seen.append((kind, event.detail, event.root_x, event.root_y, event.state))
+            return kind == "release" and event.detail == until_release_of
+
+        self._wait(collect, timeout)
+        return seen
+
+    def close(self) -> None:
+        self.window.destroy()
+        self.dpy.close()
+
+
+def held_state(display: str) -> tuple[list[int], int]:
+    """(keycodes the server holds down, pointer button mask) on ``display``."""
+    dpy = Display(display)
+    try:
+        keymap = dpy.query_keymap()
+        keys = [i * 8 + bit for i, byte in enumerate(keymap) for bit in range(8) if byte & (1 << bit)]
+        mask = dpy.screen().root.query_pointer().mask
+        buttons = mask & (X.Button1Mask | X.Button2Mask | X.Button3Mask | X.Button4Mask | X.Button5Mask)
+        return keys, buttons
+    finally:
+        dpy.close()

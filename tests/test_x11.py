@@ -1,0 +1,323 @@
+"""The X11 driver against a real Xvfb and a window that records what reaches it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from openai.lib.computer import AsyncComputerToolset, ComputerToolset
+from openai.types.responses import ResponseComputerToolCall
+from PIL import Image
+from Xlib import X, XK
+from Xlib.display import Display
+
+from cud.drivers.aio import AsyncDriver
+from cud.drivers.x11 import X11Driver
+from cud.errors import ActionRejected, DisplayUnavailable, OutOfBounds, UnknownKey
+from tests.support.rawx import RawWindow, held_state
+from tests.support.recorder import Recorder, wait_until
+from tests.support.xserver import XServer, start_xvfb, stop_process
+
+SHIFT, CONTROL = X.ShiftMask, X.ControlMask
+
+
+@pytest.fixture
+def driver(xvfb: XServer) -> Iterator[X11Driver]:
+    drv = X11Driver(xvfb.display, wait_seconds=0.05)
+    yield drv
+    drv.close()
+
+
+def presses(events: list[dict], kind: str = "ButtonPress") -> list[tuple[int, int, int]]:
+    return [(e["button"], e["x"], e["y"]) for e in events if e["type"] == kind]
+
+
+def assert_nothing_held(display: str) -> None:
+    assert held_state(display) == ([], 0)
+
+
+def marker(driver: X11Driver, recorder: Recorder, since: int) -> list[dict]:
+    """Move to a marker point and return every event between ``since`` and its arrival."""
+    driver.move({"type": "move", "x": 1, "y": 1})
+    recorder.wait_for(lambda e: e["type"] == "Motion" and (e["x"], e["y"]) == (1, 1), since=since, what="marker")
+    events = recorder.events(since)
+    return events[: next(i for i, e in enumerate(events) if e["type"] == "Motion" and (e["x"], e["y"]) == (1, 1))]
+
+
+def keymap(display: str) -> list[list[int]]:
+    dpy = Display(display)
+    try:
+        return [list(row) for row in dpy.get_keyboard_mapping(8, 248)]
+    finally:
+        dpy.close()
+
+
+def test_screen_size_is_the_display_size(driver: X11Driver, xvfb: XServer) -> None:
+    assert driver.screen_size == (xvfb.width, xvfb.height)
+
+
+@pytest.mark.parametrize(("button", "number"), [("left", 1), ("wheel", 2), ("right", 3), ("back", 8), ("forward", 9)])
+def test_click_reaches_the_exact_point_with_the_exact_button(
+    driver: X11Driver, recorder: Recorder, button: str, number: int
+) -> None:
+    start = recorder.mark()
+    driver.click({"type": "click", "x": 637, "y": 411, "button": button})
+    recorder.wait_for(lambda e: e["type"] == "ButtonRelease", since=start, what="the release")
+    events = recorder.events(start)
+    assert presses(events) == [(number, 637, 411)]
+    assert presses(events, "ButtonRelease") == [(number, 637, 411)]
+    assert_nothing_held(driver.display)
+
+
+def test_double_click_is_two_left_clicks_at_the_point(driver: X11Driver, recorder: Recorder) -> None:
+    start = recorder.mark()
+    driver.double_click({"type": "double_click", "x": 20, "y": 799})
+    recorder.wait_for(lambda e: e["type"] == "ButtonRelease" and len(presses(recorder.events(start))) == 2,
+                      since=start, what="two clicks")
+    assert presses(recorder.events(start)) == [(1, 20, 799), (1, 20, 799)]
+
+
+def test_keys_held_during_a_click_are_in_its_state_and_released(driver: X11Driver, recorder: Recorder) -> None:
+    start = recorder.mark()
+    driver.click({"type": "click", "x": 50, "y": 60, "button": "left", "keys": ["SHIFT", "CTRL"]})
+    press = recorder.wait_for(lambda e: e["type"] == "ButtonPress", since=start, what="the click")
+    assert press["state"] & (SHIFT | CONTROL) == SHIFT | CONTROL
+    assert_nothing_held(driver.display)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hello, World! ~`@#$%^&*()_+{}|:\"<>?-=[]\\;',./ 0123456789",
+        "ü — ✓ 日本語 € ñ Ω ß",
+        "line one\nline two\n\ttabbed",
+    ],
+)
+def test_type_is_exact(driver: X11Driver, recorder: Recorder, text: str) -> None:
+    driver.type({"type": "type", "text": text})
+    recorder.wait_text(text)
+    assert_nothing_held(driver.display)
+
+
+def test_type_more_distinct_missing_characters_than_spare_keycodes(driver: X11Driver, recorder: Recorder) -> None:
+    # Greek and Cyrillic letters: ~130 distinct symbols absent from the US keymap,
+    # far more than Xvfb's spare keycodes, so keycodes are reassigned mid-text.
+    text = "".join(chr(c) for c in range(0x391, 0x3AA) if c != 0x3A2) + " " + "".join(
+        chr(c) for c in range(0x410, 0x450)) + " " + "".join(chr(c) for c in range(0x3B1, 0x3CA))
+    before = keymap(driver.display)
+    driver.type({"type": "type", "text": text})
+    recorder.wait_text(text, timeout=30)
+    assert keymap(driver.display) != before, "the text should have needed borrowed keycodes"
+    driver.screenshot()  # settles, then gives the borrowed keycodes back
+    assert keymap(driver.display) == before
+
+
+def test_keypress_combo_presses_in_order_and_releases_in_reverse(driver: X11Driver, recorder: Recorder) -> None:
+    start = recorder.mark()
+    driver.keypress({"type": "keypress", "keys": ["CTRL", "SHIFT", "a"]})
+    recorder.wait_for(lambda e: e["type"] == "KeyRelease" and e["keysym"] == "Control_L", since=start,
+                      what="the last release")
+    keys = [(e["type"], e["keysym"]) for e in recorder.events(start) if e["type"].startswith("Key")]
+    assert keys == [
+        ("KeyPress", "Control_L"), ("KeyPress", "Shift_L"), ("KeyPress", "A"),
+        ("KeyRelease", "A"), ("KeyRelease", "Shift_L"), ("KeyRelease", "Control_L"),
+    ]
+    press_a = next(e for e in recorder.events(start) if e["type"] == "KeyPress" and e["keysym"] == "A")
+    assert press_a["state"] & (SHIFT | CONTROL) == SHIFT | CONTROL
+    assert_nothing_held(driver.display)
+
+
+@pytest.mark.parametrize(
+    ("name", "keysym"),
+    [("ENTER", "Return"), ("ESC", "Escape"), ("ArrowLeft", "Left"), ("PageDown", "Next"), ("F5", "F5"),
+     ("Page_Up", "Prior"), ("KP_Enter", "KP_Enter"), ("Delete", "Delete"), ("F13", "F13")],
+)
+def test_model_key_names_press_the_right_keysym(driver: X11Driver, recorder: Recorder, name: str,
+                                                keysym: str) -> None:
+    start = recorder.mark()
+    driver.keypress({"type": "keypress", "keys": [name]})
+    event = recorder.wait_for(lambda e: e["type"] == "KeyPress", since=start, what=f"{name} pressed")
+    assert event["keysym_num"] == XK.string_to_keysym(keysym)
+
+
+def test_wheel_directions_and_notches(driver: X11Driver, xvfb: XServer) -> None:
+    raw = RawWindow(xvfb.display, xvfb.width, xvfb.height)
+    try:
+        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": 0, "scroll_y": 250})
+        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": 0, "scroll_y": -100})
+        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": 120, "scroll_y": 0})
+        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": -80, "scroll_y": 0})
+        driver.click({"type": "click", "x": 300, "y": 200, "button": "left"})  # end marker
+        pressed = [(b, x, y) for kind, b, x, y, _ in raw.events(until_release_of=1) if kind == "press"]
+    finally:
+        raw.close()
+    assert pressed == [(5, 300, 200)] * 3 + [(4, 300, 200), (7, 300, 200), (6, 300, 200), (1, 300, 200)]
+
+
+def test_drag_follows_the_whole_path(driver: X11Driver, xvfb: XServer) -> None:
+    # Read at the server level: toolkits (Tk included) merge queued motion events.
+    raw = RawWindow(xvfb.display, xvfb.width, xvfb.height)
+    try:
+        path = [{"x": 100, "y": 100}, {"x": 150, "y": 120}, {"x": 220, "y": 180}, {"x": 400, "y": 300}]
+        driver.drag({"type": "drag", "path": path, "keys": ["SHIFT"]})
+        events = raw.events(until_release_of=1)
+    finally:
+        raw.close()
+    assert [(k, d, x, y) for k, d, x, y, _ in events if k != "motion"] == [
+        ("press", 1, 100, 100), ("release", 1, 400, 300)]
+    dragged = [(x, y) for k, _, x, y, state in events if k == "motion" and state & X.Button1Mask]
+    assert dragged == [(150, 120), (220, 180), (400, 300)]
+    assert all(state & SHIFT for k, _, _, _, state in events if k != "motion" or state & X.Button1Mask)
+    assert_nothing_held(driver.display)
+
+
+@pytest.mark.parametrize(
+    ("action", "error"),
+    [
+        ({"type": "click", "x": 1280, "y": 10, "button": "left"}, OutOfBounds),
+        ({"type": "double_click", "x": 10, "y": -3}, OutOfBounds),
+        ({"type": "keypress", "keys": ["CTRL", "NOT_A_KEY"]}, UnknownKey),
+        ({"type": "click", "x": 10, "y": 10, "button": "left", "keys": ["SHIFT", "BOGUS"]}, UnknownKey),
+        ({"type": "drag", "path": []}, ActionRejected),
+        ({"type": "drag", "path": [{"x": 5, "y": 5}, {"x": 5000, "y": 5}]}, OutOfBounds),
+        ({"type": "scroll", "x": 10, "y": 900, "scroll_x": 0, "scroll_y": 100}, OutOfBounds),
+        ({"type": "type", "text": "ok until \x1b"}, UnknownKey),
+    ],
+)
+def test_rejected_actions_send_nothing_at_all(driver: X11Driver, recorder: Recorder, action: dict,
+                                              error: type) -> None:
+    start = recorder.mark()
+    with pytest.raises(error):
+        getattr(driver, action["type"])(action)
+    assert marker(driver, recorder, start) == []
+    assert_nothing_held(driver.display)
+
+
+def test_an_action_failing_half_way_leaves_nothing_held(driver: X11Driver, recorder: Recorder,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    driver.screenshot()  # connect
+    keyboard = driver._conn.keyboard  # type: ignore[union-attr]
+    real_type = keyboard.type
+
+    def type_then_fail(keysyms: tuple[int, ...], *, caps_lock: bool) -> None:
+        keyboard.press_keysym(XK.XK_Shift_L)
+        real_type(keysyms, caps_lock=caps_lock)
+        raise RuntimeError("injected failure half-way")
+
+    monkeypatch.setattr(keyboard, "type", type_then_fail)
+    with pytest.raises(RuntimeError, match="injected"):
+        driver.type({"type": "type", "text": "abc"})
+    assert_nothing_held(driver.display)
+
+
+def test_release_all_releases_what_another_client_left_held(driver: X11Driver, xvfb: XServer) -> None:
+    env = {"DISPLAY": xvfb.display, "PATH": "/usr/bin:/bin"}
+    subprocess.run(["xdotool", "keydown", "shift", "keydown", "ctrl", "mousedown", "1"], env=env, check=True)
+    assert held_state(xvfb.display) != ([], 0)
+    driver.release_all()
+    assert_nothing_held(xvfb.display)
+
+
+def test_screenshot_is_the_screen_in_native_pixels(driver: X11Driver, recorder: Recorder, xvfb: XServer) -> None:
+    driver.type({"type": "type", "text": "pixels"})
+    recorder.wait_text("pixels")
+    shot = driver.screenshot()
+    assert shot["type"] == "computer_screenshot"
+    prefix = "data:image/png;base64,"
+    assert shot["image_url"].startswith(prefix)
+    image = Image.open(io.BytesIO(base64.b64decode(shot["image_url"][len(prefix):])))
+    assert image.size == (xvfb.width, xvfb.height) and image.mode == "RGB"
+    dpy = Display(xvfb.display)
+    try:
+        raw = dpy.screen().root.get_image(0, 0, xvfb.width, xvfb.height, X.ZPixmap, 0xFFFFFFFF).data
+    finally:
+        dpy.close()
+    reference = Image.frombuffer("RGB", image.size, raw, "raw", "BGRX", 0, 1)
+    assert image.tobytes() == reference.tobytes()
+    assert len(image.getcolors(maxcolors=1 << 16) or ()) > 2, "the typed text should be on the screen"
+
+
+def test_target_patch_tracks_changes_since_the_last_screenshot(driver: X11Driver, recorder: Recorder) -> None:
+    driver.screenshot()
+    before = driver.target_patch(30, 10, 16, from_last_screenshot=True)
+    assert driver.target_patch(30, 10, 16, from_last_screenshot=False) == before
+    driver.type({"type": "type", "text": "WWWWWWWW"})
+    recorder.wait_text("WWWWWWWW")
+    driver.screenshot()
+    assert driver.target_patch(30, 10, 16, from_last_screenshot=False) != before
+
+
+def test_display_going_away_is_clear_and_the_next_call_reconnects(tmp_path: Path) -> None:
+    server = start_xvfb(tmp_path)
+    drv = X11Driver(server.display)
+    try:
+        drv.screenshot()
+        server.stop()
+        with pytest.raises(DisplayUnavailable) as info:
+            drv.click({"type": "click", "x": 1, "y": 1, "button": "left"})
+        assert server.display in str(info.value)
+        # A new server on the display number the old one chose and released.
+        number = server.display.lstrip(":")
+        restarted = subprocess.Popen(
+            ["Xvfb", server.display, "-screen", "0", "640x480x24", "-nolisten", "tcp", "-noreset"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_until(lambda: Path(f"/tmp/.X11-unix/X{number}").exists(), 10, "the restarted server")
+
+            def reconnects() -> bool:
+                try:
+                    return drv.screen_size == (640, 480)
+                except DisplayUnavailable:
+                    return False
+
+            wait_until(reconnects, 10, "a reconnect")
+        finally:
+            drv.close()
+            stop_process(restarted)
+    finally:
+        drv.close()
+        server.stop()
+
+
+def test_wait_honours_cancellation(driver: X11Driver) -> None:
+    driver.wait_seconds = 3600
+    driver.wait({"type": "wait"}, cancelled=lambda: True)  # returns at once instead of in an hour
+
+
+def _call(*actions: dict) -> ResponseComputerToolCall:
+    return ResponseComputerToolCall.model_validate(
+        {"type": "computer_call", "id": "cu_1", "call_id": "call_1", "status": "completed",
+         "pending_safety_checks": [], "actions": list(actions)}
+    )
+
+
+def test_the_sdk_toolset_drives_the_driver(driver: X11Driver, recorder: Recorder) -> None:
+    start = recorder.mark()
+    output = ComputerToolset(driver).execute(
+        _call({"type": "click", "x": 222, "y": 333, "button": "left"}, {"type": "type", "text": "SDK ✓"})
+    )
+    assert output["type"] == "computer_call_output" and output["call_id"] == "call_1"
+    assert output["output"]["image_url"].startswith("data:image/png;base64,")
+    assert presses(recorder.events(start)) == [(1, 222, 333)]
+    recorder.wait_text("SDK ✓")
+
+
+def test_the_async_toolset_drives_the_driver_through_the_adapter(driver: X11Driver, recorder: Recorder) -> None:
+    adriver = AsyncDriver(driver)
+
+    async def go() -> dict:
+        try:
+            return await AsyncComputerToolset(adriver).execute(_call({"type": "type", "text": "async ü"}))
+        finally:
+            await adriver.aclose()
+
+    output = asyncio.run(go())
+    assert output["output"]["image_url"].startswith("data:image/png;base64,")
+    recorder.wait_text("async ü")
+
