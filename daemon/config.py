@@ -169,7 +169,7 @@ def _table(key: str, value: object, allowed: set[str]) -> dict[str, Any]:
     for name in value:
         if name not in allowed:
             raise ConfigError(
-                f"unknown config key {key}.{name!r}; known: {', '.join(sorted(allowed))}",
+                f"unknown config key '{key}.{name}'; known: {', '.join(sorted(allowed))}",
                 key=f"{key}.{name}",
             )
     return value

@@ -1,0 +1,120 @@
+"""Config: TOML plus flags, and a ConfigError naming key and value for every bad value."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cud.errors import ConfigError
+from cud.daemon.config import default_socket, load_config, resolve_api_key
+
+ENV = {"DISPLAY": ":7"}
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cud.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_and_environment(tmp_path: Path) -> None:
+    config = load_config(None, {"socket": "/tmp/s", "state_dir": str(tmp_path)}, env=ENV)
+    assert config.display == ":7" and config.vnc is None
+    assert config.model == "gpt-5.4" and config.approval == "safety"
+    assert config.access.submit_users == () and config.retention.max_tasks == 1000
+
+
+def test_a_full_file_and_flags_override_it(tmp_path: Path) -> None:
+    path = write(tmp_path, """
+socket = "/tmp/from-file.sock"
+state_dir = "/tmp/state"
+display = ":3"
+model = "m-file"
+approval = "actions"
+approval_timeout = 5
+max_steps = 9
+wait_seconds = 0.5
+settle_timeout = 0
+base_url = "http://127.0.0.1:1/v1"
+[access]
+submit_users = ["root", 0]
+approve_groups = ["root"]
+[retention]
+max_tasks = 3
+max_age_days = 0.5
+""")
+    config = load_config(path, {"model": "m-flag", "max_steps": None, "socket": "/tmp/flag.sock"}, env={})
+    assert config.model == "m-flag" and config.max_steps == 9 and str(config.socket) == "/tmp/flag.sock"
+    assert config.display == ":3" and config.approval == "actions" and config.approval_timeout == 5.0
+    assert config.access.submit_users == ("root", "0") and config.access.approve_groups == ("root",)
+    assert config.retention.max_tasks == 3 and config.retention.max_age_days == 0.5
+    # --vnc on the command line replaces a display from the file
+    assert load_config(path, {"vnc": "127.0.0.1::5900"}, env={}).display is None
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("bogus = 1", "unknown config key 'bogus'"),
+        ("display = 'nope'", "'display' must be an X display like ':0' or ':1.0', got 'nope'"),
+        ("vnc = '127.0.0.1:5900'", "'vnc' must be HOST::PORT"),
+        ("display = ':1'\nvnc = 'h::1'", "exclude each other"),
+        ("approval = 'never'", "'approval' must be 'safety' or 'actions', got 'never'"),
+        ("approval_timeout = -1", "'approval_timeout' must be a positive finite number, got -1"),
+        ("approval_timeout = 'soon'", "'approval_timeout' must be a number, got 'soon'"),
+        ("max_steps = 0", "'max_steps' must be a positive integer, got 0"),
+        ("max_steps = true", "'max_steps' must be a positive integer, got True"),
+        ("model = ''", "'model' must be a non-empty string"),
+        ("base_url = 'ftp://x'", "'base_url' must be an http:// or https:// URL, got 'ftp://x'"),
+        ("api_key_credential = '../etc/passwd'", "credential name without '/'"),
+        ("[access]\nsubmit_users = ['no-such-user-cud']", "unknown user 'no-such-user-cud'"),
+        ("[access]\nsubmit_users = 'root'", "'access.submit_users' must be a list"),
+        ("[access]\nwho = []", "unknown config key 'access.who'"),
+        ("[retention]\nmax_tasks = -5", "'retention.max_tasks' must be a positive integer, got -5"),
+        ("vnc_password_file = '/x'", "'vnc_password_file' needs 'vnc'"),
+        ("display = [", "not valid TOML"),
+    ],
+)
+def test_every_bad_value_names_key_and_value(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text), {"socket": "/tmp/s", "state_dir": "/tmp/x"}, env=ENV)
+    assert needle in caught.value.message
+
+
+def test_missing_file_and_missing_display(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "absent.toml", {}, env=ENV)
+    with pytest.raises(ConfigError, match="no display"):
+        load_config(None, {"socket": "/tmp/s", "state_dir": "/tmp/x"}, env={})
+
+
+def test_default_socket() -> None:
+    assert default_socket({"CUD_SOCKET": "/tmp/a.sock"}) == Path("/tmp/a.sock")
+    expected = Path("/run/cud/cud.sock") if os.geteuid() == 0 else Path("/run/user/1/cud.sock")
+    assert default_socket({"XDG_RUNTIME_DIR": "/run/user/1"}) == expected
+
+
+def test_api_key_sources_in_order(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("sk-from-file\n")
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    (creds / "openai-api-key").write_text("sk-from-credential")
+    base = {"socket": "/tmp/s", "state_dir": "/tmp/x"}
+    by_file = load_config(None, {**base, "api_key_file": str(key_file)}, env=ENV)
+    assert resolve_api_key(by_file, {"OPENAI_API_KEY": "sk-env"}) == "sk-from-file"
+    by_cred = load_config(write(tmp_path, "api_key_credential = 'openai-api-key'"), base, env=ENV)
+    assert resolve_api_key(by_cred, {"CREDENTIALS_DIRECTORY": str(creds)}) == "sk-from-credential"
+    with pytest.raises(ConfigError, match="CREDENTIALS_DIRECTORY is not set"):
+        resolve_api_key(by_cred, {})
+    plain = load_config(None, base, env=ENV)
+    assert resolve_api_key(plain, {"OPENAI_API_KEY": "sk-env"}) == "sk-env"
+    with pytest.raises(ConfigError, match="no API key") as caught:
+        resolve_api_key(plain, {})
+    assert "sk-" not in caught.value.message
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    with pytest.raises(ConfigError, match="is empty"):
+        resolve_api_key(load_config(None, {**base, "api_key_file": str(empty)}, env=ENV), {})

@@ -1,0 +1,122 @@
+"""The wire protocol: framing, the size cap, the version, and request validation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cud.errors import ProtocolError
+from cud.protocol import (
+    MAX_MESSAGE_BYTES,
+    PROTOCOL_VERSION,
+    REQUEST_TYPES,
+    decode,
+    encode,
+    error_reply,
+    ok_reply,
+    parse_message,
+    parse_request,
+    request,
+)
+
+
+def test_encode_is_one_line_with_version_and_utf8() -> None:
+    line = encode(request("submit", prompt="tippe „Grüße“ ✓"))
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line) == {"v": 1, "type": "submit", "prompt": "tippe „Grüße“ ✓"}
+    assert "„Grüße“".encode() in line  # raw UTF-8, not \\u escapes
+
+
+def test_round_trip_of_every_request_type() -> None:
+    samples = {
+        "ping": {}, "list": {}, "approvals": {}, "screenshot": {},
+        "submit": {"prompt": "p", "model": "m", "max_steps": 3, "approval": "actions"},
+        "show": {"id": 1}, "follow": {"id": 2}, "cancel": {"id": 3}, "approve": {"id": 4},
+        "deny": {"id": 5, "reason": "no"},
+    }
+    assert set(samples) == REQUEST_TYPES
+    for kind, fields in samples.items():
+        message = request(kind, **fields)
+        assert parse_request(decode(encode(message))) == message
+
+
+def test_encode_refuses_a_message_over_the_cap() -> None:
+    with pytest.raises(ProtocolError, match=str(MAX_MESSAGE_BYTES)):
+        encode({"v": 1, "type": "submit", "prompt": "x" * MAX_MESSAGE_BYTES})
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        (b"\xff\xfe\n", "not UTF-8"),
+        (b"{nope\n", "not valid JSON"),
+        (b"[1, 2]\n", "JSON object, not list"),
+        (b'{"type": "ping"}\n', "'v'"),
+        (b'{"v": 2, "type": "ping"}\n', "unsupported protocol version 2"),
+        (b'{"v": true, "type": "ping"}\n', "'v'"),
+        (b'{"v": 1, "x": NaN}\n', "NaN"),
+        (b"[" * 100_000 + b"\n", "nested too deeply"),
+    ],
+)
+def test_decode_names_what_is_wrong(line: bytes, needle: str) -> None:
+    with pytest.raises(ProtocolError, match=needle):
+        decode(line)
+
+
+@pytest.mark.parametrize(
+    ("message", "needle"),
+    [
+        ({"type": "explode"}, "unknown request type 'explode'"),
+        ({"type": 7}, "unknown request type 7"),
+        ({"type": "show"}, "missing field 'id'"),
+        ({"type": "show", "id": 0}, "'id' must be an integer from 1"),
+        ({"type": "show", "id": True}, "'id' must be an integer"),
+        ({"type": "show", "id": "1"}, "got '1'"),
+        ({"type": "ping", "extra": 1}, "unknown field 'extra'"),
+        ({"type": "submit", "prompt": "   "}, "non-blank string"),
+        ({"type": "submit", "prompt": "a\x00b"}, "NUL"),
+        ({"type": "submit", "prompt": "p", "approval": "none"}, "'approval' must be one of 'safety', 'actions', got 'none'"),
+        ({"type": "submit", "prompt": "p", "max_steps": -1}, "'max_steps' must be an integer from 1"),
+        ({"type": "submit", "prompt": "x" * 70_000}, "70000 characters long"),
+        ({"type": "deny", "id": 1, "reason": 5}, "'reason' must be a string"),
+    ],
+)
+def test_parse_request_names_the_bad_field_and_value(message: dict, needle: str) -> None:
+    with pytest.raises(ProtocolError, match=needle.replace("(", r"\(")) as caught:
+        parse_request({"v": PROTOCOL_VERSION, **message})
+    assert caught.value.to_dict()["kind"] == "protocol"
+
+
+def test_replies_events_and_chunks_parse_on_the_client_side() -> None:
+    assert parse_message(dict(ok_reply([1]))) == {"v": 1, "ok": True, "result": [1]}
+    err = parse_message(dict(error_reply({"kind": "not_found", "message": "no task 9", "details": {"id": 9}})))
+    assert err["error"]["details"] == {"id": 9}  # type: ignore[typeddict-item]
+    event = {"v": 1, "type": "event", "event": {"task_id": 1, "seq": 1, "at": "t", "kind": "end", "data": {}}}
+    assert parse_message(event) == event
+    with pytest.raises(ProtocolError, match="malformed 'error'"):
+        parse_message({"v": 1, "ok": False, "error": "boom"})
+    with pytest.raises(ProtocolError, match="neither a reply"):
+        parse_message({"v": 1})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=2048))
+def test_arbitrary_bytes_either_parse_or_raise_protocol_error(data: bytes) -> None:
+    try:
+        parse_request(decode(data))
+    except ProtocolError:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["v", "type", "id", "prompt", "reason", "max_steps", "approval", "zz"]),
+                       st.none() | st.booleans() | st.integers() | st.text(max_size=20) | st.lists(st.integers())))
+def test_arbitrary_json_objects_either_validate_or_raise_protocol_error(obj: dict) -> None:
+    try:
+        parsed = parse_request(decode(json.dumps(obj).encode()))
+    except ProtocolError:
+        return
+    assert parsed["type"] in REQUEST_TYPES

@@ -1,0 +1,147 @@
+"""The SQLite store: transitions, recovery, approvals racing, retention, and upgrades of old files."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from cud.errors import ConfigError, NotFound
+from cud.daemon.store import SCHEMA_VERSION, Store
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "cud.sqlite3")
+    yield s
+    s.close()
+
+
+def test_a_task_through_its_life_with_events_in_order(store: Store) -> None:
+    seen = []
+    store.subscribe(seen.append)
+    task = store.submit("p", "m", 5, "safety", 0, "root")
+    assert task["state"] == "queued" and task["submitter"] == {"uid": 0, "name": "root"}
+    assert store.next_queued()["id"] == task["id"]
+    store.start(task["id"])
+    store.add_event(task["id"], "step", {"step": 1}, steps=1)
+    store.finish(task["id"], "succeeded", final_message="done ✓")
+    final = store.task(task["id"])
+    assert final["state"] == "succeeded" and final["steps"] == 1 and final["final_message"] == "done ✓"
+    assert final["started_at"] and final["finished_at"]
+    kinds = [e["kind"] for e in store.events(task["id"])]
+    assert kinds == ["queued", "running", "step", "end"]
+    assert [e["kind"] for e in seen] == kinds  # published after each commit
+    assert [e["seq"] for e in store.events(task["id"], after=2)] == [3, 4]
+    assert store.next_queued() is None
+
+
+def test_fifo_and_not_found(store: Store) -> None:
+    ids = [store.submit(f"p{i}", "m", 5, "safety", 0, "root")["id"] for i in range(3)]
+    assert store.next_queued()["id"] == ids[0]
+    store.cancel(ids[0], 0, "root")
+    assert store.next_queued()["id"] == ids[1]
+    assert store.task(ids[0])["state"] == "cancelled"
+    with pytest.raises(NotFound, match="no task with id 999"):
+        store.task(999)
+    with pytest.raises(NotFound, match="no approval with id 5"):
+        store.approval(5)
+
+
+def test_a_failed_transaction_leaves_nothing_and_publishes_nothing(store: Store) -> None:
+    task = store.submit("p", "m", 5, "safety", 0, "root")
+    seen = []
+    store.subscribe(seen.append)
+    with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+        with store._tx() as db:  # noqa: SLF001 - what every public method runs in
+            store._event(db, task["id"], "half-done", {})  # noqa: SLF001
+            db.execute("UPDATE tasks SET state = 'bogus' WHERE id = ?", (task["id"],))
+    assert [e["kind"] for e in store.events(task["id"])] == ["queued"]
+    assert seen == [] and store.task(task["id"])["state"] == "queued"
+
+
+def test_approval_decided_once_and_race_loses(store: Store) -> None:
+    task = store.submit("p", "m", 5, "safety", 0, "root")
+    store.start(task["id"])
+    approval = store.create_approval(task["id"], "safety", [{"id": "c", "code": "x", "message": "m"}],
+                                     [{"type": "click", "x": 1, "y": 2}], 1, "step-0001.png", 60)
+    assert store.task(task["id"])["state"] == "awaiting_approval"
+    assert [a["id"] for a in store.pending_approvals()] == [approval["id"]]
+    assert store.decide_approval(approval["id"], "approved", 1000, "alice", None) is True
+    assert store.decide_approval(approval["id"], "timed_out", None, None, "late") is False
+    decided = store.approval(approval["id"])
+    assert decided["state"] == "approved" and decided["decided_by"] == {"uid": 1000, "name": "alice"}
+    assert store.task(task["id"])["state"] == "running"
+    audit = [(r["request"], r["outcome"]) for r in store.audit_rows()]
+    assert audit == [("submit", "ok"), ("approved", "ok")]
+
+
+def test_recover_interrupts_running_and_keeps_queued(store: Store) -> None:
+    a = store.submit("a", "m", 5, "safety", 0, "root")
+    b = store.submit("b", "m", 5, "safety", 0, "root")
+    store.start(a["id"])
+    store.create_approval(a["id"], "action", [], [], 1, None, 60)
+    assert store.recover() == [a["id"]]
+    assert store.task(a["id"])["state"] == "interrupted"
+    assert "daemon stopped" in store.task(a["id"])["reason"]
+    assert store.pending_approvals() == []
+    assert store.next_queued()["id"] == b["id"]
+
+
+def test_prune_keeps_newest_and_unfinished(store: Store) -> None:
+    ids = []
+    for i in range(4):
+        t = store.submit(f"p{i}", "m", 5, "safety", 0, "root")
+        store.start(t["id"])
+        store.finish(t["id"], "failed", error={"kind": "x", "message": "m", "details": {}})
+        ids.append(t["id"])
+    live = store.submit("live", "m", 5, "safety", 0, "root")
+    assert sorted(store.prune(max_tasks=2, max_age_days=30)) == ids[:2]
+    assert [t["id"] for t in store.tasks()] == [*ids[2:], live["id"]]
+    assert store.events(ids[0]) == []  # cascaded
+    assert sorted(store.prune(max_tasks=100, max_age_days=1e-9)) == ids[2:]
+
+
+def test_database_file_is_private_and_in_wal_mode(tmp_path: Path) -> None:
+    import os
+
+    old = os.umask(0o077)
+    try:
+        s = Store(tmp_path / "db.sqlite3")
+    finally:
+        os.umask(old)
+    assert s._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # noqa: SLF001
+    assert (tmp_path / "db.sqlite3").stat().st_mode & 0o077 == 0
+    s.close()
+
+
+def test_a_v1_database_upgrades_and_keeps_every_row(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    shutil.copy(DATA / "cud-v1.sqlite3", path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 1
+    store = Store(path)
+    try:
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION  # noqa: SLF001
+        done, running, queued = store.tasks()
+        assert done["state"] == "succeeded" and done["prompt"] == "type „Grüße“ into the editor"
+        assert done["final_message"] == "typed it" and done["steps"] == 1
+        assert running["state"] == "awaiting_approval" and running["submitter"]["name"] == "alice"
+        assert store.pending_approvals()[0]["actions"] == [{"type": "click", "x": 1, "y": 2, "button": "left"}]
+        assert store.recover() == [running["id"]]
+        assert store.next_queued()["id"] == queued["id"]
+        assert store.submit("new", "m", 1, "safety", 0, "root")["id"] > queued["id"]
+    finally:
+        store.close()
+
+
+def test_a_database_from_the_future_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(ConfigError, match=f"schema version {SCHEMA_VERSION + 1}, newer"):
+        Store(path)
