@@ -15,15 +15,18 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
+
+import pytest
 
 from cud.cuctl.client import Client
 from cud.errors import CudError
+from cud.scripted import ScriptedModel
 
 from .recorder import wait_until
 from .xserver import stop_process
 
-__all__ = ("Daemon", "cuctl", "json_out")
+__all__ = ("Daemon", "cuctl", "json_out", "scenario", "start_daemon")
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -163,3 +166,28 @@ def json_out(result: subprocess.CompletedProcess[str]) -> Any:
     assert result.returncode == 0, f"cuctl failed ({result.returncode}): {result.stderr}"
     return json.loads(result.stdout)
 
+
+
+def scenario(*steps: dict[str, Any], look_first: bool = True) -> dict[str, Any]:
+    """A scripted-model scenario; by default the model first asks for a screenshot, as real ones do."""
+    first = [{"actions": [{"type": "screenshot"}]}] if look_first else []
+    return {"name": "test", "steps": [*first, *steps]}
+
+
+@pytest.fixture
+def start_daemon(xvfb: Any) -> Iterator[Callable[..., Daemon]]:
+    """``start_daemon(scenario, **Daemon options)``: a scripted model and a real daemon on ``xvfb``."""
+    made: list[tuple[Daemon, ScriptedModel]] = []
+
+    def start(scenario_: dict[str, Any], **options: Any) -> Daemon:
+        model = ScriptedModel(scenario_)
+        url = model.start()
+        daemon = Daemon(xvfb.display, url, **options)
+        made.append((daemon, model))
+        daemon.model = model  # type: ignore[attr-defined]
+        return daemon.start()
+
+    yield start
+    for daemon, model in made:
+        daemon.cleanup()
+        model.stop()

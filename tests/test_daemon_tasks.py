@@ -1,0 +1,149 @@
+"""Whole tasks through the real daemon, the real SDK, a scripted model and a real Xvfb."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import stat
+from pathlib import Path
+
+from tests.support.daemon import Daemon, cuctl, json_out, scenario, start_daemon  # noqa: F401
+from tests.support.recorder import Recorder, wait_until
+
+TEXT = "Grüße — ✓ ü € 東京"
+FINAL = "I typed the greeting and pressed Enter."
+
+
+def test_a_whole_task_types_exact_text_and_keeps_its_record(start_daemon, recorder: Recorder) -> None:
+    daemon: Daemon = start_daemon(scenario(
+        {"actions": [{"type": "click", "button": "left", "x": 200, "y": 150}]},
+        {"actions": [{"type": "type", "text": TEXT}, {"type": "keypress", "keys": ["ENTER"]}]},
+        {"message": FINAL},
+    ))
+    mark = recorder.mark()
+    result = cuctl(daemon.socket, "submit", "type the greeting", "--wait")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == FINAL
+    recorder.wait_text(TEXT + "\n")
+    clicks = [e for e in recorder.events(mark) if e["type"] == "ButtonPress"]
+    assert [(e["button"], e["x"], e["y"]) for e in clicks] == [(1, 200, 150)]
+
+    task = json_out(cuctl(daemon.socket, "show", "1", "--json"))
+    assert task["state"] == "succeeded" and task["final_message"] == FINAL and task["error"] is None
+    assert task["steps"] == 4 and task["prompt"] == "type the greeting" and task["model"] == "gpt-5.4"
+    assert task["created_at"] <= task["started_at"] <= task["finished_at"]
+
+    events = daemon.events(1)
+    steps = [e["data"] for e in events if e["kind"] == "step"]
+    assert [s["step"] for s in steps] == [1, 2, 3, 4]
+    assert [a["action"]["type"] for a in steps[2]["actions"]] == ["type", "keypress"]
+    assert steps[2]["actions"][0]["action"]["text"] == TEXT
+    assert steps[1]["saw"] == steps[0]["screenshot"]  # the screenshot the model saw is kept
+    for s in steps:
+        assert s["total_ms"] >= s["model_ms"] and s["overhead_ms"] >= 0
+    shots = sorted((daemon.state_dir / "trajectories" / "1").iterdir())
+    assert [p.name for p in shots] == ["step-0001.png", "step-0002.png", "step-0003.png"]
+    for path in shots:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert stat.S_IMODE(shots[0].parent.stat().st_mode) == 0o700
+
+    # The API key never lands in the database, the log or cuctl's output.
+    key = daemon.api_key.encode()
+    assert key not in (daemon.state_dir / "cud.sqlite3").read_bytes()
+    assert key.decode() not in daemon.log_text()
+    assert key.decode() not in result.stdout + result.stderr
+
+
+def test_tasks_run_one_at_a_time_first_in_first_out(start_daemon, recorder: Recorder) -> None:
+    daemon = start_daemon(scenario(
+        {"actions": [{"type": "wait"}]},
+        {"message": "done"},
+    ))
+    ids = [json_out(cuctl(daemon.socket, "submit", f"task number {n}", "--json"))["id"] for n in range(4)]
+    tasks = [daemon.wait_state(i, "succeeded") for i in ids]
+    # Each started only after the one before had finished.
+    for earlier, later in zip(tasks, tasks[1:]):
+        assert earlier["finished_at"] <= later["started_at"]
+    prompts = [r["input"][0]["content"] for r in daemon.model.requests if len(r["input"]) == 1]
+    assert prompts == [f"task number {n}" for n in range(4)]
+
+
+def test_max_steps_ends_the_task_with_a_clear_error(start_daemon) -> None:
+    daemon = start_daemon(scenario(*[{"actions": [{"type": "wait"}]}] * 5, {"message": "never"}))
+    result = cuctl(daemon.socket, "submit", "loop", "--max-steps", "2", "--wait")
+    assert result.returncode == 1
+    task = daemon.task(1)
+    assert task["state"] == "failed" and "max_steps" in task["error"]["message"]
+    assert "max_steps" in result.stderr
+    # above the daemon's ceiling is refused at the door
+    refused = cuctl(daemon.socket, "submit", "loop", "--max-steps", "1000")
+    assert refused.returncode == 2 and "above the daemon's limit of 50" in refused.stderr
+
+
+def test_an_off_screen_action_fails_the_task_and_reaches_nothing(start_daemon, recorder: Recorder) -> None:
+    daemon = start_daemon(scenario({"actions": [{"type": "click", "button": "left", "x": 5000, "y": 10}]},
+                                   {"message": "never"}))
+    mark = recorder.mark()
+    assert cuctl(daemon.socket, "submit", "click off screen", "--wait").returncode == 1
+    task = daemon.task(1)
+    assert task["state"] == "failed" and task["error"]["kind"] == "out_of_bounds"
+    assert "(5000, 10)" in task["error"]["message"] and "1280x800" in task["error"]["message"]
+    assert [e for e in recorder.events(mark) if e["type"] != "Motion"] == []
+
+
+def test_malformed_actions_fail_with_a_clear_error_and_reach_nothing(start_daemon, recorder: Recorder) -> None:
+    daemon = start_daemon(scenario({"actions": [{"type": "click", "button": "left", "x": "ten", "y": 1}]},
+                                   {"message": "never"}))
+    mark = recorder.mark()
+    daemon.call("submit", prompt="bad coordinates")
+    task = daemon.wait_state(1, "failed")
+    assert task["error"]["kind"] == "computer_use" and "Invalid computer action" in task["error"]["message"]
+
+    daemon.model.stop()
+    unknown = start_daemon(scenario({"actions": [{"type": "keypress", "keys": ["NO_SUCH_KEY"]}]},
+                                    {"message": "never"}))
+    unknown.call("submit", prompt="unknown key")
+    task = unknown.wait_state(1, "failed")
+    assert task["error"]["kind"] == "unknown_key" and "'NO_SUCH_KEY'" in task["error"]["message"]
+    assert [e for e in recorder.events(mark) if e["type"] in ("KeyPress", "ButtonPress")] == []
+
+
+def test_cancel_a_running_and_a_queued_task(start_daemon, recorder: Recorder) -> None:
+    daemon = start_daemon(scenario({"actions": [{"type": "wait"}], "delay": 30}, {"message": "never"}))
+    first = daemon.call("submit", prompt="slow")["id"]
+    second = daemon.call("submit", prompt="queued")["id"]
+    wait_until(lambda: any(len(r["input"]) > 1 for r in daemon.model.requests), 30, "the second model request")
+    assert daemon.task(first)["state"] == "running"
+    result = cuctl(daemon.socket, "cancel", str(first))
+    assert result.returncode == 0 and "cancel requested" in result.stdout
+    task = daemon.wait_state(first, "cancelled", timeout=10)  # well before the model's 30 s delay
+    assert "cancelled by root" in task["reason"]
+    # The queued task then runs into the same slow model; cancel it too.
+    daemon.wait_state(second, "running")
+    daemon.call("cancel", id=second)
+    daemon.wait_state(second, "cancelled", timeout=10)
+    third = daemon.call("submit", prompt="never starts")["id"]
+    # a queued task is cancelled on the spot (the seat is idle, but the answer is immediate anyway)
+    assert daemon.call("cancel", id=third)["state"] in ("cancelled", "running")
+    daemon.wait_state(third, "cancelled", timeout=10)
+    assert cuctl(daemon.socket, "follow", str(first)).returncode == 1
+
+
+def test_an_api_error_fails_the_task_without_leaking_the_key(start_daemon) -> None:
+    daemon = start_daemon(scenario({"http_error": 400, "body": {"error": {"message": "bad request here",
+                                                                          "type": "invalid_request_error"}}}))
+    daemon.call("submit", prompt="x")
+    task = daemon.wait_state(1, "failed")
+    assert task["error"]["kind"] == "api" and "bad request here" in task["error"]["message"]
+    assert task["error"]["details"] == {"status": 400}
+    db = sqlite3.connect(daemon.state_dir / "cud.sqlite3")
+    dump = json.dumps([list(r) for r in db.execute("SELECT * FROM events")])
+    assert daemon.api_key not in dump
+
+
+def test_the_socket_is_not_world_accessible(start_daemon) -> None:
+    daemon = start_daemon(scenario({"message": "hi"}, look_first=False))
+    mode = stat.S_IMODE(Path(daemon.socket).stat().st_mode)
+    assert mode & 0o007 == 0 and mode & 0o600 == 0o600
+    assert stat.S_IMODE((daemon.state_dir / "cud.sqlite3").stat().st_mode) == 0o600
