@@ -1,0 +1,139 @@
+"""``make demo``: one desktop task through the whole of cud, in the sandbox.
+
+It submits a task with ``cuctl submit --json``, shows the task's events live
+(``cuctl follow``), approves the approval the model asks for, as a human
+would with ``cuctl approve ID``, and prints the result, what the demo app
+received and where the task's record is. Exit code 0 only if the task
+succeeded (and, with the scripted model, the demo app received the exact text).
+
+Without OPENAI_API_KEY the sandbox's daemon talks to the bundled scripted
+model; that is said plainly, before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from parts import Settings
+from procs import SandboxError, load, state_of
+
+__all__ = ()
+
+ROOT = Path(__file__).resolve().parent.parent
+TEXT = "Hello from cud — ✓ ü €"
+PROMPT = (
+    f"In the window titled 'cud demo', click the blue text field, type exactly: {TEXT} "
+    "and press Enter. Then stop and say what the window lists under 'Received:'."
+)
+
+
+def say(text: str) -> None:
+    print(f"demo: {text}", flush=True)
+
+
+def _show(path: Path) -> str:
+    return os.path.relpath(path) if path.resolve().is_relative_to(Path.cwd()) else str(path)
+
+
+class Cuctl:
+    def __init__(self, settings: Settings) -> None:
+        self.argv = [str(settings.venv / "bin" / "cuctl"), "--socket", str(settings.socket)]
+        #: How a person would type it, for the messages.
+        self.shown = f"{_show(settings.venv / 'bin' / 'cuctl')} --socket {_show(settings.socket)}"
+
+    def json(self, *args: str) -> Any:
+        result = subprocess.run([*self.argv, *args, "--json"], capture_output=True, text=True, timeout=60)
+        if result.returncode != 0:
+            raise SandboxError(f"cuctl {' '.join(args)} failed: {result.stderr.strip()}")
+        return json.loads(result.stdout)
+
+
+def received(settings: Settings) -> list[str]:
+    lines = []
+    try:
+        raw = settings.path("demo-app.jsonl").read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return lines
+    for line in raw:
+        record = json.loads(line)
+        if record.get("event") == "received":
+            lines.append(record["text"])
+    return lines
+
+
+def run(settings: Settings) -> int:
+    daemon = load(settings.dir / "run", "daemon")
+    if daemon is None or state_of(daemon) != "running":
+        raise SandboxError("the sandbox's daemon does not run: `make sandbox-up` first (make demo does it)")
+    scripted = daemon.info.get("model") == "scripted"
+    if scripted:
+        say("OPENAI_API_KEY is not set: the model is SCRIPTED. A bundled scenario plays the model's part over "
+            "the real openai SDK (screenshots, a click, typing, an approval, a final message);")
+        say("everything else is the real thing. Set OPENAI_API_KEY and run `make demo` again for a real model.")
+    else:
+        say("using the OpenAI API (OPENAI_API_KEY is set); the model sees the sandbox's screen")
+    cuctl = Cuctl(settings)
+    before = len(received(settings))
+    task = cuctl.json("submit", PROMPT)["id"]
+    say(f"submitted task {task}: {PROMPT}")
+    follow = subprocess.Popen([*cuctl.argv, "follow", str(task)])
+    approved: set[int] = set()
+    delay = 0.1
+    try:
+        while follow.poll() is None:
+            for approval in cuctl.json("approvals"):
+                if approval["task_id"] != task or approval["id"] in approved:
+                    continue
+                checks = "; ".join(check.get("message", check.get("code", "")) for check in approval.get("checks", []))
+                shot = settings.path("state") / "trajectories" / str(task) / str(approval.get("screenshot", ""))
+                say(f"the model asks for approval {approval['id']} ({approval['kind']}): {checks or approval.get('actions')}")
+                say(f"a human would look at {_show(shot)} and run: {cuctl.shown} approve {approval['id']}")
+                say("(or deny it with: cuctl deny ID --reason TEXT); the demo approves it now")
+                subprocess.run([*cuctl.argv, "approve", str(approval["id"])], check=True, timeout=60)
+                approved.add(approval["id"])
+            try:
+                follow.wait(delay)
+            except subprocess.TimeoutExpired:
+                delay = min(delay * 2, 1.0)
+    finally:
+        if follow.poll() is None:
+            follow.terminate()
+            follow.wait()
+    result = cuctl.json("show", str(task))
+    got = received(settings)[before:]
+    print()
+    say(f"task {task} {result['state']} after {result['steps']} step(s)")
+    if result.get("final_message"):
+        say(f"the model's final message: {result['final_message']}")
+    if result.get("error"):
+        say(f"error: {result['error']}")
+    say(f"the demo app received: {', '.join(repr(text) for text in got) if got else 'nothing'}")
+    say(f"the task's record: {cuctl.shown} show {task}  (events: {cuctl.shown} follow {task});")
+    say(f"  the screenshots the model saw: {_show(settings.path('state') / 'trajectories' / str(task))}/")
+    if scripted:
+        say("reminder: the model was SCRIPTED (no OPENAI_API_KEY)")
+    ok = result["state"] == "succeeded" and (not scripted or TEXT in got)
+    if result["state"] == "succeeded" and not ok:
+        say(f"but the demo app did not receive {TEXT!r}: the demo failed")
+    return 0 if ok else 1
+
+
+def main() -> int:
+    started = time.monotonic()
+    try:
+        code = run(Settings.from_env(ROOT))
+    except SandboxError as exc:
+        say(str(exc))
+        return 1
+    say(f"{'done' if code == 0 else 'FAILED'} in {time.monotonic() - started:.1f}s; `make sandbox-down` stops the sandbox")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+#!/bin/sh
+# deps.sh — THE list of Debian packages cud needs to run, to run its sandbox
+# and demo, and to run its tests. `.ci/run`, the quick start and sandbox-up
+# use it.
+#
+#   sandbox/deps.sh          install the missing ones (apt-get, as root),
+#                            or print the exact command to run (not root)
+#   sandbox/deps.sh --list   print the list, one package a line
+#   sandbox/deps.sh --check  exit 0 if all are installed, else name the missing
+set -eu
+
+# Why each one is here:
+packages="
+make
+python3
+python3-venv
+python3-tk
+xvfb
+xauth
+x11-utils
+openbox
+x11vnc
+tigervnc-standalone-server
+tigervnc-tools
+fonts-dejavu-core
+xdotool
+scrot
+systemd
+util-linux
+"
+# make, python3, python3-venv   the Makefile and its .venv
+# python3-tk                    the sandbox's demo app and the tests' recording window
+# xvfb, xauth, x11-utils        the virtual display, its cookie, xdpyinfo for humans
+# openbox                       the sandbox's window manager
+# x11vnc                        watching the sandbox (localhost, password)
+# tigervnc-standalone-server    Xvnc: SANDBOX=xvnc and the VNC driver's tests
+# tigervnc-tools                vncpasswd, for the generated VNC password
+# fonts-dejavu-core             glyphs for the demo's non-ASCII text
+# xdotool, scrot                `make bench` compares against them
+# systemd                       systemd-analyze and systemd-sysusers for the unit tests
+# util-linux                    setpriv, for the other-uid socket tests
+
+missing() {
+    for p in $packages; do
+        status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+        case $status in
+            *" installed") ;;
+            *) printf '%s\n' "$p" ;;
+        esac
+    done
+}
+
+case ${1:-} in
+--list)
+    printf '%s\n' $packages
+    exit 0
+    ;;
+--check|"")
+    ;;
+*)
+    echo "usage: sandbox/deps.sh [--list | --check]" >&2
+    exit 2
+    ;;
+esac
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+    echo "deps: not a Debian-like system (no dpkg-query); install the equivalents of:" >&2
+    printf '  %s\n' $packages >&2
+    [ "${1:-}" = --check ] && exit 1
+    exit 0
+fi
+
+todo=$(missing | tr '\n' ' ')
+todo=${todo% }
+if [ -z "$todo" ]; then
+    [ "${1:-}" = --check ] || echo "deps: all $(printf '%s\n' $packages | wc -l) Debian packages are installed"
+    exit 0
+fi
+if [ "${1:-}" = --check ]; then
+    echo "deps: missing Debian packages: $todo" >&2
+    exit 1
+fi
+if [ "$(id -u)" = 0 ]; then
+    echo "deps: installing $todo"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    # shellcheck disable=SC2086  # one word per package
+    apt-get install -y $todo
+else
+    echo "deps: missing Debian packages; install them with:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y $todo" >&2
+    exit 1
+fi

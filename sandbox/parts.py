@@ -1,0 +1,348 @@
+"""The parts of the sandbox: how each one starts and how to tell that it answers.
+
+Order matters: a part starts only after the parts it needs answer, and a part
+is restarted whenever one it needs is (a new X server means a new display for
+everything drawn on it; a new scripted model means a new port for the daemon).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+import select
+import shutil
+import socket
+import string
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from procs import Record, SandboxError, spawn, wait_for
+
+__all__ = ("Settings", "PARTS", "NEEDS", "wanted_parts", "start", "answers")
+
+PARTS = ("xserver", "openbox", "x11vnc", "demo-app", "model", "daemon")
+NEEDS = {
+    "xserver": (),
+    "openbox": ("xserver",),
+    "x11vnc": ("xserver",),
+    "demo-app": ("xserver",),
+    "model": (),
+    "daemon": ("xserver", "model"),
+}
+#: Seconds each part may take to answer after it started.
+TIMEOUTS = {"xserver": 30.0, "openbox": 20.0, "x11vnc": 20.0, "demo-app": 30.0, "model": 20.0, "daemon": 60.0}
+#: Not a key: the scripted model accepts anything, and the SDK insists on one.
+SCRIPTED_KEY = "sk-scripted-demo-not-a-real-key"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    root: Path
+    venv: Path
+    dir: Path
+    xserver: str  # "xvfb" or "xvnc"
+    model: str  # "scripted" or "openai"
+    driver: str  # "x11" or "vnc"
+    geometry: str = "1280x800"
+
+    @classmethod
+    def from_env(cls, root: Path) -> Settings:
+        env = os.environ
+        xserver = env.get("SANDBOX", "") or "xvfb"
+        if xserver not in ("xvfb", "xvnc"):
+            raise SandboxError(f"SANDBOX must be 'xvfb' or 'xvnc', got {xserver!r}")
+        geometry = env.get("SANDBOX_GEOMETRY", "") or "1280x800"
+        width, _, height = geometry.partition("x")
+        if not (width.isdigit() and height.isdigit()):
+            raise SandboxError(f"SANDBOX_GEOMETRY must look like 1280x800, got {geometry!r}")
+        venv = Path(env.get("VENV", "") or root / ".venv")
+        # Over Xvnc the daemon drives the display through VNC (the way a VM
+        # that only offers VNC is driven), once the VNC driver exists.
+        has_vnc_driver = (root / "drivers" / "vnc.py").exists()
+        driver = "vnc" if xserver == "xvnc" and has_vnc_driver else "x11"
+        return cls(
+            root=root,
+            venv=venv if venv.is_absolute() else root / venv,
+            dir=Path(env.get("SANDBOX_DIR", "") or root / ".sandbox").absolute(),
+            xserver=xserver,
+            model="openai" if env.get("OPENAI_API_KEY", "").strip() else "scripted",
+            driver=driver,
+            geometry=geometry,
+        )
+
+    def path(self, name: str) -> Path:
+        return self.dir / name
+
+    @property
+    def python(self) -> str:
+        return str(self.venv / "bin" / "python")
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "cud.sock"
+
+    def log(self, part: str) -> Path:
+        return self.dir / "logs" / f"{part}.log"
+
+
+def wanted_parts(settings: Settings) -> list[str]:
+    return [
+        name
+        for name in PARTS
+        if not (name == "x11vnc" and settings.xserver == "xvnc") and not (name == "model" and settings.model == "openai")
+    ]
+
+
+# -- secrets ----------------------------------------------------------------------------------
+def write_xauthority(path: Path) -> None:
+    """A fresh MIT cookie valid for any display number (the number is not known before -displayfd).
+
+    One FamilyLocal entry for this host (python-xlib matches only that kind)
+    and one FamilyWild entry; both with an empty display number, which every
+    client library takes to match any display.
+    """
+
+    def counted(data: bytes) -> bytes:
+        return struct.pack(">H", len(data)) + data
+
+    cookie = secrets.token_bytes(16)
+
+    def entry(family: int, address: bytes) -> bytes:
+        return struct.pack(">H", family) + counted(address) + counted(b"") + counted(b"MIT-MAGIC-COOKIE-1") + counted(cookie)
+
+    data = entry(256, socket.gethostname().encode()) + entry(0xFFFF, b"")
+    temporary = path.with_suffix(".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    os.replace(temporary, path)
+
+
+def ensure_vnc_password(settings: Settings) -> None:
+    """A generated password (kept across restarts, so a watcher's viewer keeps working)."""
+    plain, obfuscated = settings.path("vnc-password"), settings.path("vnc-passwd")
+    if plain.exists() and obfuscated.exists():
+        return
+    tool = shutil.which("tigervncpasswd") or shutil.which("vncpasswd")
+    if tool is None:
+        raise SandboxError("vncpasswd not found: install tigervnc-tools (sandbox/deps.sh)")
+    # VNC authentication uses 8 characters at most.
+    password = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(8))
+    fd = os.open(plain, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(password + "\n")
+    fd = os.open(obfuscated, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        # The password goes through stdin, never argv.
+        subprocess.run([tool, "-f"], input=(password + "\n").encode(), stdout=out, check=True)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# -- answering ----------------------------------------------------------------------------------
+def x_connects(display: str, xauthority: Path) -> bool:
+    from Xlib import display as xdisplay  # the venv's python-xlib
+    from Xlib import error as xerror
+
+    os.environ["XAUTHORITY"] = str(xauthority)
+    try:
+        connection = xdisplay.Display(display)
+    except (xerror.DisplayError, OSError):
+        return False
+    connection.close()
+    return True
+
+
+def _x_query(display: str, xauthority: Path, query: str) -> bool:
+    from Xlib import X
+    from Xlib import display as xdisplay
+    from Xlib import error as xerror
+
+    os.environ["XAUTHORITY"] = str(xauthority)
+    try:
+        connection = xdisplay.Display(display)
+    except (xerror.DisplayError, OSError):
+        return False
+    try:
+        root = connection.screen().root
+        if query == "wm":
+            prop = root.get_full_property(connection.intern_atom("_NET_SUPPORTING_WM_CHECK"), X.AnyPropertyType)
+            return bool(prop and prop.value)
+        # query == "demo-app": a window titled like the demo app, at any depth (the WM reparents).
+        pending = [root]
+        while pending:
+            window = pending.pop()
+            try:
+                if window.get_wm_name() == "cud demo":
+                    return True
+                pending.extend(window.query_tree().children)
+            except xerror.XError:  # a window that vanished meanwhile
+                continue
+        return False
+    finally:
+        connection.close()
+
+
+def rfb_answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2.0) as conn:
+            return conn.recv(12).startswith(b"RFB ")
+    except OSError:
+        return False
+
+
+def tcp_answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2.0):
+            return True
+    except OSError:
+        return False
+
+
+def daemon_answers(settings: Settings) -> bool:
+    cuctl = settings.venv / "bin" / "cuctl"
+    if not cuctl.exists():
+        return False
+    result = subprocess.run(
+        [str(cuctl), "--socket", str(settings.socket), "ping"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30,
+    )
+    return result.returncode == 0
+
+
+def answers(settings: Settings, record: Record, records: dict[str, Record]) -> bool:
+    """Whether a running part does its job right now (one quick probe, no waiting)."""
+    xauthority = settings.path("Xauthority")
+    display = records["xserver"].info.get("display", "") if "xserver" in records else ""
+    name = record.name
+    if name == "xserver":
+        ok = x_connects(record.info["display"], xauthority)
+        return ok and ("vnc_port" not in record.info or rfb_answers(int(record.info["vnc_port"])))
+    if name == "openbox":
+        return bool(display) and _x_query(display, xauthority, "wm")
+    if name == "x11vnc":
+        return rfb_answers(int(record.info["vnc_port"]))
+    if name == "demo-app":
+        return bool(display) and _x_query(display, xauthority, "demo-app")
+    if name == "model":
+        return tcp_answers(int(record.info["port"]))
+    if name == "daemon":
+        return daemon_answers(settings)
+    raise AssertionError(name)
+
+
+# -- starting ----------------------------------------------------------------------------------
+def _base_env(settings: Settings, display: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "XAUTHORITY", "CUD_SOCKET")}
+    env["XAUTHORITY"] = str(settings.path("Xauthority"))
+    if display:
+        env["DISPLAY"] = display
+    return env
+
+
+def _read_displayfd(fd: int, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    data = b""
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or proc.poll() is not None:
+            raise SandboxError(f"the X server did not report a display number; see {log}")
+        ready, _, _ = select.select([fd], [], [], min(remaining, 0.5))
+        if ready:
+            chunk = os.read(fd, 64)
+            if not chunk and proc.poll() is not None:
+                continue
+            data += chunk
+    return ":" + data.decode().strip()
+
+
+def _start_xserver(settings: Settings, log: Path) -> tuple[subprocess.Popen[bytes], Record]:
+    xauthority = settings.path("Xauthority")
+    write_xauthority(xauthority)
+    read_fd, write_fd = os.pipe()
+    common = ["-displayfd", str(write_fd), "-nolisten", "tcp", "-noreset", "-auth", str(xauthority)]
+    vnc_port = None
+    if settings.xserver == "xvnc":
+        ensure_vnc_password(settings)
+        vnc_port = free_port()
+        argv = ["Xvnc", *common, "-geometry", settings.geometry, "-depth", "24", "-localhost",
+                "-interface", "127.0.0.1", "-rfbport", str(vnc_port),
+                "-SecurityTypes", "VncAuth", "-rfbauth", str(settings.path("vnc-passwd"))]
+    else:
+        argv = ["Xvfb", *common, "-screen", "0", f"{settings.geometry}x24"]
+    try:
+        proc, record = spawn("xserver", argv, log, _base_env(settings, None), pass_fds=(write_fd,))
+    finally:
+        os.close(write_fd)
+    try:
+        record.info["display"] = _read_displayfd(read_fd, proc, log, TIMEOUTS["xserver"])
+    finally:
+        os.close(read_fd)
+    if vnc_port is not None:
+        record.info["vnc_port"] = str(vnc_port)
+    return proc, record
+
+
+def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
+    """Start part ``name`` and wait until it answers; returns its record (not yet saved)."""
+    log = settings.log(name)
+    display = records["xserver"].info["display"] if name != "xserver" and "xserver" in records else None
+    env = _base_env(settings, display)
+    if name == "xserver":
+        proc, record = _start_xserver(settings, log)
+    elif name == "openbox":
+        proc, record = spawn(name, ["openbox", "--sm-disable"], log, env)
+    elif name == "x11vnc":
+        ensure_vnc_password(settings)
+        port = free_port()
+        argv = ["x11vnc", "-display", str(display), "-auth", str(settings.path("Xauthority")),
+                "-rfbauth", str(settings.path("vnc-passwd")), "-localhost", "-rfbport", str(port),
+                "-forever", "-shared", "-viewonly", "-noxdamage"]
+        proc, record = spawn(name, argv, log, env)
+        record.info["vnc_port"] = str(port)
+    elif name == "demo-app":
+        app_log = settings.path("demo-app.jsonl")
+        app_log.unlink(missing_ok=True)  # what this instance receives, from its start on
+        argv = [settings.python, str(settings.root / "sandbox" / "demo_app.py"), "--log", str(app_log)]
+        proc, record = spawn(name, argv, log, env)
+    elif name == "model":
+        port_file = settings.path("model.port")
+        port_file.unlink(missing_ok=True)
+        argv = [settings.python, "-m", "cud.scripted", "--scenario", "demo", "--port-file", str(port_file)]
+        proc, record = spawn(name, argv, log, env)
+        wait_for("the scripted model", port_file.exists, lambda: proc.poll() is None, log, TIMEOUTS[name])
+        record.info["port"] = port_file.read_text().strip()
+    elif name == "daemon":
+        settings.socket.unlink(missing_ok=True)  # a stale one from a daemon that died
+        state = settings.path("state")
+        state.mkdir(mode=0o700, exist_ok=True)
+        argv = [str(settings.venv / "bin" / "cud"), "run", "--socket", str(settings.socket), "--state-dir", str(state)]
+        if settings.driver == "vnc":
+            port = records["xserver"].info["vnc_port"]
+            argv += ["--vnc", f"127.0.0.1::{port}", "--vnc-password-file", str(settings.path("vnc-password"))]
+        else:
+            argv += ["--display", str(display)]
+        if settings.model == "scripted":
+            env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{records['model'].info['port']}/v1"
+            env["OPENAI_API_KEY"] = SCRIPTED_KEY
+        proc, record = spawn(name, argv, log, env)
+        record.info["model"] = settings.model
+        record.info["socket"] = str(settings.socket)
+    else:
+        raise AssertionError(name)
+    everything = {**records, name: record}
+    what = f"{name} ({' '.join(record.cmdline[:1])}, pid {record.pid})"
+    wait_for(what, lambda: answers(settings, record, everything), lambda: proc.poll() is None, log, TIMEOUTS[name])
+    return record
+
+
+if __name__ == "__main__":
+    sys.exit("parts.py is used by sandboxctl.py")

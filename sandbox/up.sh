@@ -1,0 +1,15 @@
+#!/bin/sh
+# make sandbox-up: the Debian packages (deps.sh), the venv, then Xvfb (or Xvnc
+# with SANDBOX=xvnc), openbox, x11vnc, the demo app, the scripted model (when
+# OPENAI_API_KEY is not set) and the daemon, all recorded under $SANDBOX_DIR
+# (default .sandbox/). Running it again changes nothing that works.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=${VENV:-$root/.venv}
+if ! "$root/sandbox/deps.sh" --check 2>/dev/null; then
+    "$root/sandbox/deps.sh"   # installs as root, else prints the command and fails
+fi
+if [ ! -x "$venv/bin/cud" ]; then
+    make -C "$root" setup
+fi
+exec "$venv/bin/python" "$root/sandbox/sandboxctl.py" up
