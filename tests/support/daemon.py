@@ -188,6 +188,6 @@ def start_daemon(xvfb: Any) -> Iterator[Callable[..., Daemon]]:
         return daemon.start()
 
     yield start
-    for daemon, model in made:
+    for daemon, model in reversed(made):
         daemon.cleanup()
         model.stop()
