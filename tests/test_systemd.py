@@ -1,0 +1,398 @@
+"""The systemd side: units verified and rated by systemd-analyze, install.sh, the units' own
+command lines run for real, sysusers/tmpfiles applied to a private root, and the daemon's
+sd_notify messages on a real datagram socket.
+
+systemd is not PID 1 here, so the units are never started by systemd itself: what can be
+run without it (their Exec lines, the cookie helper, the snippets) is run for real.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.support.daemon import Daemon, scenario
+from tests.support.recorder import wait_until
+from tests.support.vnc import write_vnc_passwd
+from tests.support.xserver import stop_process
+
+ROOT = Path(__file__).resolve().parent.parent
+SYSTEMD = ROOT / "systemd"
+UNITS = ("cud.service", "xvfb@.service", "x11vnc@.service", "xvnc@.service")
+
+pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze missing: apt-get install systemd")
+
+
+def exposure(unit: Path) -> float:
+    result = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", "--no-pager", str(unit)],
+        capture_output=True, text=True, timeout=60,
+    )
+    match = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", result.stdout)
+    assert match, f"no exposure figure in:\n{result.stdout}\n{result.stderr}"
+    return float(match.group(1))
+
+
+def unit_settings(path: Path) -> dict[str, list[str]]:
+    """Every Key=value of a unit file, in order (keys may repeat)."""
+    settings: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";", "[")):
+            continue
+        key, _, value = line.partition("=")
+        settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def unit_command(line: str, env: dict[str, str], replace: dict[str, str]) -> list[str]:
+    """An Exec line as systemd would run it: ${X} substituted, a bare $X split into words."""
+    for old, new in replace.items():
+        line = line.replace(old, new)
+    words: list[str] = []
+    for word in shlex.split(line):
+        bare = re.fullmatch(r"\$(\w+)", word)
+        if bare:
+            words += env.get(bare.group(1), "").split()
+        else:
+            words.append(re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], word))
+    return words
+
+
+def unit_env(settings: dict[str, list[str]]) -> dict[str, str]:
+    return dict(value.split("=", 1) for value in settings.get("Environment", []))
+
+
+# -- the unit files as written ------------------------------------------------------------------
+def test_cud_service_is_a_watched_notify_service_with_its_own_user() -> None:
+    s = unit_settings(SYSTEMD / "cud.service")
+    assert s["Type"] == ["notify"]
+    assert s["Restart"] == ["on-failure"]
+    assert s["WatchdogSec"] and s["WatchdogSec"][0] not in ("0", "infinity")
+    assert s["User"] == ["cud"] and s["Group"] == ["cud"]
+    assert s["StateDirectory"] == ["cud"] and s["RuntimeDirectory"] == ["cud"]
+    assert any(c.startswith("openai-api-key:") for c in s["LoadCredential"])
+    # The key only ever as a credential: no Environment= line may carry it.
+    for line in s.get("Environment", []) + s.get("EnvironmentFile", []):
+        assert not re.search(r"KEY|TOKEN|SECRET", line, re.I), line
+    sysusers = (SYSTEMD / "cud.sysusers.conf").read_text()
+    assert re.search(r"^u cud\s", sysusers, re.M) and re.search(r"^m cud cud-display$", sysusers, re.M)
+
+
+def test_display_units_use_one_environment_line_per_setting() -> None:
+    for unit in ("xvfb@.service", "x11vnc@.service", "xvnc@.service"):
+        for line in unit_settings(SYSTEMD / unit).get("Environment", []):
+            # One NAME=value per line: systemd would accept several, people misread them.
+            assert re.fullmatch(r"[A-Z0-9_]+=\S*", line), f"{unit}: {line}"
+
+
+def test_cud_service_exposure_is_at_most_2() -> None:
+    figure = exposure(SYSTEMD / "cud.service")
+    assert figure <= 2.0, f"cud.service: exposure {figure}"
+
+
+def test_example_config_loads_with_the_daemons_own_parser() -> None:
+    from cud.daemon.config import load_config
+
+    config = load_config(SYSTEMD / "cud.toml.example", env={"CUD_SOCKET": "/run/cud/cud.sock"})
+    assert config.display == ":0" and config.api_key_credential == "openai-api-key"
+
+
+# -- install.sh ----------------------------------------------------------------------------------
+def run_install(destdir: str, prefix: Path | str, tmp: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(SYSTEMD / "install.sh"), destdir, str(prefix)],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=600, cwd=tmp,
+    )
+    assert result.returncode == 0, f"install.sh failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def prefix_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """cud installed for real under a private prefix (and a private sysconfdir), venv included."""
+    tmp = tmp_path_factory.mktemp("prefix")
+    prefix = tmp / "usr"
+    run_install("", prefix, tmp, SYSCONFDIR=str(tmp / "etc"), PYTHON=sys.executable)
+    return prefix
+
+
+def test_install_into_a_prefix_gives_working_commands_and_rewritten_units(prefix_install: Path) -> None:
+    prefix = prefix_install
+    etc = prefix.parent / "etc"
+    # Every module of the tree made it into the venv (setuptools installs only listed packages).
+    site = next((prefix / "lib/cud/venv/lib").glob("python3*/site-packages")) / "cud"
+    tree = {"cud": ROOT / "cud", "cud/daemon": ROOT / "daemon", "cud/drivers": ROOT / "drivers"}
+    wanted = {f"{dest}/{path.relative_to(src)}" for dest, src in tree.items() for path in src.rglob("*.py")
+              if "__pycache__" not in path.parts}
+    installed = {f"cud/{path.relative_to(site)}" for path in site.rglob("*.py")}
+    assert wanted <= installed, f"not installed (pyproject packages?): {sorted(wanted - installed)}"
+    assert subprocess.run([prefix / "bin" / "cud", "--help"], capture_output=True).returncode == 0
+    assert subprocess.run([prefix / "bin" / "cuctl", "--help"], capture_output=True).returncode == 0
+    unit = (prefix / "lib/systemd/system/cud.service").read_text()
+    assert f"ExecStart={prefix}/bin/cud run --config {etc}/cud/cud.toml" in unit
+    assert "/usr/local" not in unit
+    assert (etc / "cud" / "cud.toml").read_text() == (SYSTEMD / "cud.toml.example").read_text()
+    assert (prefix / "lib/sysusers.d/cud.conf").exists() and (prefix / "lib/tmpfiles.d/cud.conf").exists()
+    assert os.access(prefix / "lib/cud/cud-xauth", os.X_OK)
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_systemd_analyze_verify_accepts_every_installed_unit(prefix_install: Path, unit: str) -> None:
+    # Verified where install.sh put it: there the Exec binaries exist (systemd-analyze
+    # checks that), where the source tree's /usr/local paths would not.
+    path = prefix_install / "lib/systemd/system" / unit
+    result = subprocess.run(["systemd-analyze", "verify", "--man=no", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and not result.stderr.strip() and not result.stdout.strip(), (
+        f"{unit}: rc {result.returncode}\n{result.stdout}\n{result.stderr}"
+    )
+    if unit == "cud.service":
+        assert exposure(path) <= 2.0
+
+
+def test_systemd_analyze_verify_catches_a_missing_binary(prefix_install: Path, tmp_path: Path) -> None:
+    # The check above must be able to fail: the same unit naming a binary that is not there.
+    broken = tmp_path / "cud.service"
+    broken.write_text((prefix_install / "lib/systemd/system/cud.service").read_text().replace("/bin/cud run", "/bin/nope run"))
+    result = subprocess.run(["systemd-analyze", "verify", "--man=no", str(broken)], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "nope" in result.stderr
+
+
+def test_install_with_destdir_writes_only_there_and_names_final_paths(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    result = run_install(str(dest), "/usr/local", tmp_path, PYTHON=sys.executable)
+    assert "systemd-sysusers" in result.stdout  # told what is left to do on the target
+    venv = dest / "usr/local/lib/cud/venv"
+    # The venv runs from DESTDIR (its python finds its site-packages relative to itself) ...
+    ran = subprocess.run([venv / "bin/python", dest / "usr/local/bin/cud", "--help"], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    # ... while every script and unit names the final location, never DESTDIR.
+    for path in [*venv.joinpath("bin").iterdir(), *dest.joinpath("usr/local/lib/systemd/system").iterdir(),
+                 venv / "pyvenv.cfg"]:
+        if path.is_file() and not path.is_symlink():
+            assert str(dest) not in path.read_text(errors="replace"), path
+    assert (venv / "bin/cud").read_text().startswith("#!/usr/local/lib/cud/venv/bin/python")
+    assert os.readlink(dest / "usr/local/bin/cud") == "../lib/cud/venv/bin/cud"
+    assert (dest / "etc/cud/cud.toml").exists()
+    assert sorted(p.name for p in dest.iterdir()) == ["etc", "usr"]
+
+
+def test_install_keeps_an_existing_config(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    (dest / "etc/cud").mkdir(parents=True)
+    (dest / "etc/cud/cud.toml").write_text('display = ":7"\n')
+    # --no-deps keeps this install cheap: the full one is covered above.
+    result = run_install(str(dest), "/usr/local", tmp_path, PYTHON=sys.executable, PIP_ARGS="--no-deps")
+    assert "kept the existing /etc/cud/cud.toml" in result.stdout
+    assert (dest / "etc/cud/cud.toml").read_text() == 'display = ":7"\n'
+    assert (dest / "usr/local/share/doc/cud/cud.toml.example").exists()
+
+
+def test_sysusers_and_tmpfiles_apply_to_a_private_root(prefix_install: Path, tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    for sub in ("etc", "var/lib", "usr/lib/sysusers.d", "usr/lib/tmpfiles.d"):
+        (root / sub).mkdir(parents=True)
+    shutil.copy(prefix_install / "lib/sysusers.d/cud.conf", root / "usr/lib/sysusers.d/cud.conf")
+    shutil.copy(prefix_install / "lib/tmpfiles.d/cud.conf", root / "usr/lib/tmpfiles.d/cud.conf")
+    for tool in (["systemd-sysusers"], ["systemd-tmpfiles", "--create"]):
+        result = subprocess.run([*tool, f"--root={root}"], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, f"{tool}: {result.stderr}"
+    users = {line.split(":")[0]: line.split(":") for line in (root / "etc/passwd").read_text().splitlines()}
+    groups = {line.split(":")[0]: line.split(":") for line in (root / "etc/group").read_text().splitlines()}
+    assert "cud" in users and "cud-display" in users
+    assert users["cud"][6] == "/usr/sbin/nologin"
+    assert groups["cud-display"][3] == "cud"  # the daemon reads the display cookies through the group
+    state = (root / "var/lib/cud").stat()
+    assert stat.S_IMODE(state.st_mode) == 0o700 and state.st_uid == int(users["cud"][2])
+
+
+# -- the display units' command lines, run for real -----------------------------------------------
+def free_display_number() -> int:
+    # The units take the number from the instance name, so the test must choose one.
+    for number in range(300, 600):
+        if not Path(f"/tmp/.X11-unix/X{number}").exists() and not Path(f"/tmp/.X{number}-lock").exists():
+            return number
+    raise AssertionError("no free X display number in 300..599")
+
+
+def x_connects(display: str, xauthority: Path | str) -> bool:
+    code = "import sys, Xlib.display; Xlib.display.Display(sys.argv[1]).close()"
+    env = {**os.environ, "XAUTHORITY": str(xauthority)}
+    return subprocess.run([sys.executable, "-c", code, display], env=env, capture_output=True, timeout=30).returncode == 0
+
+
+def rfb_security_types(port: int) -> list[int]:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        assert conn.recv(12).startswith(b"RFB 003.")
+        conn.sendall(b"RFB 003.008\n")
+        count = conn.recv(1)[0]
+        return list(conn.recv(count))
+
+
+def listening_addresses(port: int) -> set[str]:
+    """Local addresses of TCP sockets listening on ``port`` (hex, as /proc/net/tcp* writes them)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hex_port = local.partition(":")
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add(address)
+    return found
+
+
+LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1 and ::1
+
+
+@pytest.fixture
+def unit_runner(prefix_install: Path, tmp_path: Path) -> Iterator[object]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    class Runner:
+        number = free_display_number()
+        run = tmp_path / "run"
+        creds = tmp_path / "credentials"
+
+        def settings(self, unit: str) -> tuple[dict[str, list[str]], dict[str, str], dict[str, str]]:
+            s = unit_settings(prefix_install / "lib/systemd/system" / unit)
+            replace = {"%i": str(self.number), "%d": str(self.creds), "/run/cud-display": str(self.run)}
+            return s, unit_env(s), replace
+
+        def start(self, unit: str) -> subprocess.Popen[bytes]:
+            s, env, replace = self.settings(unit)
+            for runtime in s.get("RuntimeDirectory", []):
+                (self.run / runtime.replace("cud-display/", "").replace("%i", str(self.number))).mkdir(parents=True, exist_ok=True)
+            for line in s.get("ExecStartPre", []):
+                subprocess.run(unit_command(line, env, replace), check=True, timeout=30)
+            log = open(tmp_path / f"{unit}.log", "ab")
+            proc = subprocess.Popen(unit_command(s["ExecStart"][0], env, replace), stdout=log, stderr=log,
+                                    stdin=subprocess.DEVNULL)
+            log.close()
+            procs.append(proc)
+            for line in s.get("ExecStartPost", []):
+                subprocess.run(unit_command(line, env, replace), check=True, timeout=60)
+            return proc
+
+    runner = Runner()
+    runner.creds.mkdir()
+    write_vnc_passwd(runner.creds / "vnc-password", "s3cret")
+    yield runner
+    for proc in reversed(procs):
+        stop_process(proc)
+
+
+def test_xvfb_unit_serves_only_cookie_holders_and_x11vnc_unit_only_loopback_with_a_password(unit_runner) -> None:
+    runner = unit_runner
+    runner.start("xvfb@.service")
+    display, cookie = f":{runner.number}", runner.run / str(runner.number) / "Xauthority"
+    assert stat.S_IMODE(cookie.stat().st_mode) == 0o640
+    assert x_connects(display, cookie)
+    assert not x_connects(display, "/nonexistent")  # no -ac, no open door for other local users
+    runner.start("x11vnc@.service")
+    port = 5900 + runner.number  # x11vnc -N
+    wait_until(lambda: listening_addresses(port), 30, f"x11vnc to listen on {port}")
+    assert listening_addresses(port) <= LOOPBACK
+    assert rfb_security_types(port) == [2]  # VNC password authentication, and nothing else
+
+
+def test_xvnc_unit_serves_only_cookie_holders_and_loopback_with_a_password(unit_runner) -> None:
+    runner = unit_runner
+    runner.start("xvnc@.service")
+    display, cookie = f":{runner.number}", runner.run / str(runner.number) / "Xauthority"
+    assert x_connects(display, cookie) and not x_connects(display, "/nonexistent")
+    port = 5900 + runner.number
+    wait_until(lambda: listening_addresses(port), 30, f"Xvnc to listen on {port}")
+    assert listening_addresses(port) <= LOOPBACK
+    assert rfb_security_types(port) == [2]
+
+
+def test_cud_xauth_rejects_bad_input(tmp_path: Path) -> None:
+    helper = str(SYSTEMD / "cud-xauth")
+    assert subprocess.run([helper, "new", "0; rm -rf /", str(tmp_path / "x")], capture_output=True).returncode == 2
+    assert subprocess.run([helper, "wait", "abc"], capture_output=True).returncode == 2
+    assert not (tmp_path / "x").exists()
+
+
+# -- sd_notify from the real daemon ------------------------------------------------------------------
+class NotifySocket:
+    """A bound AF_UNIX datagram socket, as systemd's NOTIFY_SOCKET is; records what arrives."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.2)
+        self.messages: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+        self.closed = threading.Event()
+        self.thread = threading.Thread(target=self._receive, daemon=True)
+        self.thread.start()
+
+    def _receive(self) -> None:
+        while not self.closed.is_set():
+            try:
+                data = self.sock.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            fields = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
+            with self.lock:
+                self.messages.append(fields)
+
+    def count(self, key: str) -> int:
+        with self.lock:
+            return sum(1 for m in self.messages if key in m)
+
+    def first(self, key: str) -> dict[str, str] | None:
+        with self.lock:
+            return next((m for m in self.messages if key in m), None)
+
+    def close(self) -> None:
+        self.closed.set()
+        self.thread.join()
+        self.sock.close()
+
+
+def test_daemon_sends_ready_feeds_the_watchdog_while_a_task_runs_and_says_stopping(xvfb, short_tmp: Path) -> None:
+    from cud.scripted import ScriptedModel
+
+    notify = NotifySocket(short_tmp / "notify")
+    # The model takes a while to answer: the daemon's loop must keep feeding the watchdog meanwhile.
+    model = ScriptedModel(scenario({"message": "done", "delay": 5.0}))
+    url = model.start()
+    daemon = Daemon(xvfb.display, url, workdir=short_tmp,
+                    extra_env={"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "200000"})
+    try:
+        daemon.start()
+        ready = wait_until(lambda: notify.first("READY"), 30, "READY=1")
+        assert ready["READY"] == "1" and ready.get("MAINPID") == str(daemon.proc.pid)
+        wait_until(lambda: notify.count("WATCHDOG") >= 2, 30, "WATCHDOG=1 while idle")
+
+        task = daemon.call("submit", prompt="wait for the slow model")["id"]
+        daemon.wait_state(task, "running")
+        during = notify.count("WATCHDOG")
+        wait_until(lambda: notify.count("WATCHDOG") >= during + 3, 30, "WATCHDOG=1 while the task runs")
+        assert daemon.task(task)["state"] == "running", "the task ended before the watchdog was fed 3 times"
+        assert daemon.wait_state(task, "succeeded", "failed")["state"] == "succeeded"
+        assert notify.first("STOPPING") is None
+
+        assert daemon.stop() == 0, daemon.log_text()  # SIGTERM, and a clean exit
+        stopping = wait_until(lambda: notify.first("STOPPING"), 10, "STOPPING=1 after SIGTERM")
+        assert stopping["STOPPING"] == "1"
+        assert all(m.get("WATCHDOG", "1") == "1" for m in notify.messages)
+    finally:
+        daemon.stop()
+        model.stop()
+        notify.close()
