@@ -147,3 +147,14 @@ def test_the_socket_is_not_world_accessible(start_daemon) -> None:
     mode = stat.S_IMODE(Path(daemon.socket).stat().st_mode)
     assert mode & 0o007 == 0 and mode & 0o600 == 0o600
     assert stat.S_IMODE((daemon.state_dir / "cud.sqlite3").stat().st_mode) == 0o600
+
+
+def test_retention_removes_old_tasks_with_their_screenshots(start_daemon) -> None:
+    daemon = start_daemon(scenario({"message": "done"}), config="[retention]\nmax_tasks = 1\n")
+    first = daemon.call("submit", prompt="one")["id"]
+    daemon.wait_state(first, "succeeded")
+    assert (daemon.state_dir / "trajectories" / str(first) / "step-0001.png").exists()
+    second = daemon.call("submit", prompt="two")["id"]
+    wait_until(lambda: [t["id"] for t in daemon.call("list")] == [second], 30, "the first task to be pruned")
+    assert not (daemon.state_dir / "trajectories" / str(first)).exists()
+    assert (daemon.state_dir / "trajectories" / str(second) / "step-0001.png").exists()
