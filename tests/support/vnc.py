@@ -1,0 +1,137 @@
+"""Start and stop VNC servers for tests: x11vnc on a test's Xvfb, and TigerVNC's Xvnc.
+
+Both listen on 127.0.0.1 only, on a port reserved by binding port 0, with VNC
+password authentication; both are stopped by pid. Xvnc picks its own display
+number (-displayfd), like the test Xvfb.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
+from cryptography.hazmat.primitives.ciphers import Cipher, modes
+
+from .xserver import read_display_number, stop_process
+
+__all__ = ("VncServer", "start_x11vnc", "start_xvnc", "free_port", "write_vnc_passwd")
+
+# The fixed key every VNC implementation obfuscates ~/.vnc/passwd with (d3des bit order).
+_PASSWD_KEY = bytes((23, 82, 107, 6, 35, 78, 88, 7))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel chose it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_vnc_passwd(path: Path, password: str) -> Path:
+    """Write a TigerVNC ``-rfbauth`` password file (what ``vncpasswd -f`` writes)."""
+    # d3des numbers key bits from the least significant end; standard DES from the most.
+    key = bytes(int(f"{b:08b}"[::-1], 2) for b in _PASSWD_KEY)
+    encryptor = Cipher(TripleDES(key * 3), modes.ECB()).encryptor()
+    path.write_bytes(encryptor.update(password.encode()[:8].ljust(8, b"\0")) + encryptor.finalize())
+    path.chmod(0o600)
+    return path
+
+
+@dataclass
+class VncServer:
+    """A running VNC server; ``server`` is what ``VNCDriver`` takes, ``display`` its X display."""
+
+    kind: str
+    display: str
+    port: int
+    password: str
+    proc: subprocess.Popen[bytes]
+    argv: list[str]
+    log: Path
+
+    @property
+    def server(self) -> str:
+        return f"127.0.0.1::{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
+    """Wait until something listens on ``port`` by reading /proc, without connecting to it.
+
+    A probe connection would count as a failed client to the server (TigerVNC
+    blacklists hosts after a few).
+    """
+    deadline = time.monotonic() + timeout
+    suffix = f":{port:04X}"
+    delay = 0.01
+    while True:
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                lines = Path(table).read_text().splitlines()[1:]
+            except OSError:
+                continue
+            # Field 3 is the socket state; 0A is LISTEN.
+            if any(f[1].endswith(suffix) and f[3] == "0A" for f in (line.split() for line in lines)):
+                return
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_process(proc)
+            raise RuntimeError(f"VNC server did not listen on {port}; log: {log.read_text(errors='replace')}")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.2)
+
+
+def start_x11vnc(display: str, workdir: Path, password: str = "s3cret", port: int | None = None) -> VncServer:
+    """x11vnc sharing ``display`` on 127.0.0.1 with a password (read from a file, not argv)."""
+    port = port or free_port()
+    passwd = workdir / "x11vnc.passwd"
+    passwd.write_text(password + "\n")
+    passwd.chmod(0o600)
+    log = workdir / f"x11vnc-{port}.log"
+    # -defer/-wait 5: poll the screen and send updates every 5 ms instead of 20, so
+    # tests spend less time waiting; the driver does not depend on it.
+    argv = ["x11vnc", "-display", display, "-rfbport", str(port), "-localhost", "-no6", "-passwdfile",
+            str(passwd), "-forever", "-shared", "-defer", "5", "-wait", "5", "-norc", "-nocmds",
+            "-noxrecord", "-o", str(log)]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_listening(port, proc, log)
+    return VncServer("x11vnc", display, port, password, proc, argv, log)
+
+
+def start_xvnc(workdir: Path, password: str = "s3cret", port: int | None = None, width: int = 1280,
+               height: int = 800, security_types: str | None = None) -> VncServer:
+    """TigerVNC's Xvnc on a display it picks, serving RFB on 127.0.0.1 with VncAuth.
+
+    ``security_types`` None keeps Xvnc's default (TLSVnc,VncAuth): the driver must
+    pick VncAuth itself.
+    """
+    port = port or free_port()
+    passwd = write_vnc_passwd(workdir / "xvnc.passwd", password)
+    log = workdir / f"xvnc-{port}.log"
+    read_fd, write_fd = os.pipe()
+    argv = ["Xvnc", "-displayfd", str(write_fd), "-geometry", f"{width}x{height}", "-depth", "24",
+            "-rfbport", str(port), "-interface", "127.0.0.1", "-localhost", "-rfbauth", str(passwd),
+            "-nolisten", "tcp", "-AlwaysShared"]
+    if security_types is not None:
+        argv += ["-SecurityTypes", security_types]
+    with open(log, "wb") as log_file:
+        proc = subprocess.Popen(argv, pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log_file,
+                                stderr=subprocess.STDOUT)
+    os.close(write_fd)
+    try:
+        display = read_display_number(read_fd, proc, log)
+    finally:
+        os.close(read_fd)
+    _wait_listening(port, proc, log)
+    return VncServer("xvnc", display, port, password, proc, argv, log)
+
