@@ -9,6 +9,7 @@ run without it (their Exec lines, the cookie helper, the snippets) is run for re
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -16,6 +17,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Iterator
@@ -120,12 +122,17 @@ def run_install(destdir: str, prefix: Path | str, tmp: Path, **env: str) -> subp
 
 
 @pytest.fixture(scope="module")
-def prefix_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """cud installed for real under a private prefix (and a private sysconfdir), venv included."""
-    tmp = tmp_path_factory.mktemp("prefix")
+def prefix_install() -> Iterator[Path]:
+    """cud installed for real under a private prefix (and a private sysconfdir), venv included.
+
+    World-readable like /usr, so the display units can run from it as an unprivileged user.
+    """
+    tmp = Path(tempfile.mkdtemp(prefix="cud-prefix-", dir="/tmp"))
+    tmp.chmod(0o755)
     prefix = tmp / "usr"
     run_install("", prefix, tmp, SYSCONFDIR=str(tmp / "etc"), PYTHON=sys.executable)
-    return prefix
+    yield prefix
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_install_into_a_prefix_gives_working_commands_and_rewritten_units(prefix_install: Path) -> None:
@@ -171,7 +178,8 @@ def test_systemd_analyze_verify_catches_a_missing_binary(prefix_install: Path, t
 
 def test_install_with_destdir_writes_only_there_and_names_final_paths(tmp_path: Path) -> None:
     dest = tmp_path / "dest"
-    result = run_install(str(dest), "/usr/local", tmp_path, PYTHON=sys.executable)
+    # --no-deps: the relocation is what is tested here; the full install is covered above.
+    result = run_install(str(dest), "/usr/local", tmp_path, PYTHON=sys.executable, PIP_ARGS="--no-deps")
     assert "systemd-sysusers" in result.stdout  # told what is left to do on the target
     venv = dest / "usr/local/lib/cud/venv"
     # The venv runs from DESTDIR (its python finds its site-packages relative to itself) ...
@@ -256,37 +264,51 @@ LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1 and ::1
 
 
 @pytest.fixture
-def unit_runner(prefix_install: Path, tmp_path: Path) -> Iterator[object]:
+def unit_runner(prefix_install: Path, short_tmp: Path) -> Iterator[object]:
+    """Runs a display unit's Exec lines as systemd would, as an unprivileged user.
+
+    The units say User=cud-display; here "nobody" stands in for it, so the X
+    server runs without root (as it will: no writable /var/lib/xkb, ...).
+    """
     procs: list[subprocess.Popen[bytes]] = []
+    nobody = pwd.getpwnam("nobody")
+    as_user = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups", "--"]
+    short_tmp.chmod(0o755)  # the unprivileged user must reach its runtime and credentials dirs
 
     class Runner:
         number = free_display_number()
-        run = tmp_path / "run"
-        creds = tmp_path / "credentials"
+        run = short_tmp / "run"
+        creds = short_tmp / "credentials"
 
         def settings(self, unit: str) -> tuple[dict[str, list[str]], dict[str, str], dict[str, str]]:
             s = unit_settings(prefix_install / "lib/systemd/system" / unit)
+            assert s["User"] == ["cud-display"], unit
             replace = {"%i": str(self.number), "%d": str(self.creds), "/run/cud-display": str(self.run)}
             return s, unit_env(s), replace
 
         def start(self, unit: str) -> subprocess.Popen[bytes]:
             s, env, replace = self.settings(unit)
-            for runtime in s.get("RuntimeDirectory", []):
-                (self.run / runtime.replace("cud-display/", "").replace("%i", str(self.number))).mkdir(parents=True, exist_ok=True)
+            for runtime in s.get("RuntimeDirectory", []):  # systemd makes it, owned by User=
+                path = self.run / runtime.replace("cud-display/", "").replace("%i", str(self.number))
+                path.mkdir(parents=True, exist_ok=True)
+                os.chown(path, nobody.pw_uid, nobody.pw_gid)
             for line in s.get("ExecStartPre", []):
-                subprocess.run(unit_command(line, env, replace), check=True, timeout=30)
-            log = open(tmp_path / f"{unit}.log", "ab")
-            proc = subprocess.Popen(unit_command(s["ExecStart"][0], env, replace), stdout=log, stderr=log,
-                                    stdin=subprocess.DEVNULL)
-            log.close()
-            procs.append(proc)
+                subprocess.run([*as_user, *unit_command(line, env, replace)], check=True, timeout=30)
+            with open(short_tmp / f"{unit}.log", "ab") as log:
+                proc = subprocess.Popen([*as_user, *unit_command(s["ExecStart"][0], env, replace)],
+                                        stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            procs.append(proc)  # setpriv execs the program: this pid is the server's
             for line in s.get("ExecStartPost", []):
-                subprocess.run(unit_command(line, env, replace), check=True, timeout=60)
+                subprocess.run([*as_user, *unit_command(line, env, replace)], check=True, timeout=60)
             return proc
 
     runner = Runner()
-    runner.creds.mkdir()
+    runner.run.mkdir(mode=0o755)
+    runner.creds.mkdir(mode=0o700)
     write_vnc_passwd(runner.creds / "vnc-password", "s3cret")
+    # systemd hands credentials to the service's user, readable by it alone.
+    for path in (runner.creds, runner.creds / "vnc-password"):
+        os.chown(path, nobody.pw_uid, nobody.pw_gid)
     yield runner
     for proc in reversed(procs):
         stop_process(proc)
