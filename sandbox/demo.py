@@ -92,7 +92,8 @@ def run(settings: Settings) -> int:
                     continue
                 checks = "; ".join(check.get("message", check.get("code", "")) for check in approval.get("checks", []))
                 shot = settings.path("state") / "trajectories" / str(task) / str(approval.get("screenshot", ""))
-                say(f"the model asks for approval {approval['id']} ({approval['kind']}): {checks or approval.get('actions')}")
+                what = checks or approval.get("actions")
+                say(f"the model asks for approval {approval['id']} ({approval['kind']}): {what}")
                 say(f"a human would look at {_show(shot)} and run: {cuctl.shown} approve {approval['id']}")
                 say("(or deny it with: cuctl deny ID --reason TEXT); the demo approves it now")
                 subprocess.run([*cuctl.argv, "approve", str(approval["id"])], check=True, timeout=60)
@@ -131,7 +132,8 @@ def main() -> int:
     except SandboxError as exc:
         say(str(exc))
         return 1
-    say(f"{'done' if code == 0 else 'FAILED'} in {time.monotonic() - started:.1f}s; `make sandbox-down` stops the sandbox")
+    outcome = "done" if code == 0 else "FAILED"
+    say(f"{outcome} in {time.monotonic() - started:.1f}s; `make sandbox-down` stops the sandbox")
     return code
 
 

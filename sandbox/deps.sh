@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck disable=SC2086  # $packages is split into words on purpose throughout
 # deps.sh — THE list of Debian packages cud needs to run, to run its sandbox
 # and demo, and to run its tests. `.ci/run`, the quick start and sandbox-up
 # use it.

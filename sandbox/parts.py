@@ -90,11 +90,10 @@ class Settings:
 
 
 def wanted_parts(settings: Settings) -> list[str]:
-    return [
-        name
-        for name in PARTS
-        if not (name == "x11vnc" and settings.xserver == "xvnc") and not (name == "model" and settings.model == "openai")
-    ]
+    unused = {"x11vnc"} if settings.xserver == "xvnc" else set()  # Xvnc serves VNC itself
+    if settings.model == "openai":
+        unused.add("model")
+    return [name for name in PARTS if name not in unused]
 
 
 # -- secrets ----------------------------------------------------------------------------------
@@ -112,7 +111,10 @@ def write_xauthority(path: Path) -> None:
     cookie = secrets.token_bytes(16)
 
     def entry(family: int, address: bytes) -> bytes:
-        return struct.pack(">H", family) + counted(address) + counted(b"") + counted(b"MIT-MAGIC-COOKIE-1") + counted(cookie)
+        number = b""  # any display
+        return struct.pack(">H", family) + b"".join(
+            counted(field) for field in (address, number, b"MIT-MAGIC-COOKIE-1", cookie)
+        )
 
     data = entry(256, socket.gethostname().encode()) + entry(0xFFFF, b"")
     temporary = path.with_suffix(".tmp")

@@ -14,8 +14,8 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 __all__ = ("Record", "SandboxError", "spawn", "load", "save", "forget", "state_of", "stop", "wait_for", "tail")
 

@@ -15,9 +15,9 @@ import fcntl
 import json
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from parts import NEEDS, PARTS, Settings, answers, start, wanted_parts
 from procs import Record, SandboxError, forget, load, save, state_of, stop
@@ -140,8 +140,9 @@ def summary(settings: Settings, records: dict[str, Record]) -> None:
     port = xserver.info.get("vnc_port") or records["x11vnc"].info["vnc_port"]
     password = settings.path("vnc-password").read_text().strip()
     view = " (view only)" if settings.xserver == "xvfb" else ""
+    xauthority = _show(settings.path("Xauthority"))
     lines = [
-        f"display  {display} ({kind}, {settings.geometry}); X clients need XAUTHORITY={_show(settings.path('Xauthority'))}",
+        f"display  {display} ({kind}, {settings.geometry}); X clients need XAUTHORITY={xauthority}",
         f"watch    xtigervncviewer -passwd {_show(settings.path('vnc-passwd'))} localhost::{port}{view}",
         f"         (any VNC viewer: localhost port {port}, password {password}; "
         f"from another machine first: ssh -L {port}:localhost:{port} THIS-HOST)",

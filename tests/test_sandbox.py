@@ -13,8 +13,9 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -80,7 +81,8 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
 def x_connects(display: str, xauthority: Path | str) -> bool:
     code = "import sys, Xlib.display; Xlib.display.Display(sys.argv[1]).close()"
     env = {**os.environ, "XAUTHORITY": str(xauthority)}
-    return subprocess.run([sys.executable, "-c", code, display], env=env, capture_output=True, timeout=30).returncode == 0
+    result = subprocess.run([sys.executable, "-c", code, display], env=env, capture_output=True, timeout=30)
+    return result.returncode == 0
 
 
 def rfb_security_types(port: int) -> list[int]:

@@ -19,8 +19,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -33,7 +33,14 @@ ROOT = Path(__file__).resolve().parent.parent
 SYSTEMD = ROOT / "systemd"
 UNITS = ("cud.service", "xvfb@.service", "x11vnc@.service", "xvnc@.service")
 
-pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze missing: apt-get install systemd")
+pytestmark = pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze missing: apt-get install systemd"
+)
+
+
+def analyze_verify(path: Path) -> subprocess.CompletedProcess[str]:
+    argv = ["systemd-analyze", "verify", "--man=no", str(path)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
 
 def exposure(unit: Path) -> float:
@@ -160,7 +167,7 @@ def test_systemd_analyze_verify_accepts_every_installed_unit(prefix_install: Pat
     # Verified where install.sh put it: there the Exec binaries exist (systemd-analyze
     # checks that), where the source tree's /usr/local paths would not.
     path = prefix_install / "lib/systemd/system" / unit
-    result = subprocess.run(["systemd-analyze", "verify", "--man=no", str(path)], capture_output=True, text=True, timeout=60)
+    result = analyze_verify(path)
     assert result.returncode == 0 and not result.stderr.strip() and not result.stdout.strip(), (
         f"{unit}: rc {result.returncode}\n{result.stdout}\n{result.stderr}"
     )
@@ -171,8 +178,9 @@ def test_systemd_analyze_verify_accepts_every_installed_unit(prefix_install: Pat
 def test_systemd_analyze_verify_catches_a_missing_binary(prefix_install: Path, tmp_path: Path) -> None:
     # The check above must be able to fail: the same unit naming a binary that is not there.
     broken = tmp_path / "cud.service"
-    broken.write_text((prefix_install / "lib/systemd/system/cud.service").read_text().replace("/bin/cud run", "/bin/nope run"))
-    result = subprocess.run(["systemd-analyze", "verify", "--man=no", str(broken)], capture_output=True, text=True, timeout=60)
+    unit = (prefix_install / "lib/systemd/system/cud.service").read_text()
+    broken.write_text(unit.replace("/bin/cud run", "/bin/nope run"))
+    result = analyze_verify(broken)
     assert result.returncode != 0 and "nope" in result.stderr
 
 
@@ -237,7 +245,8 @@ def free_display_number() -> int:
 def x_connects(display: str, xauthority: Path | str) -> bool:
     code = "import sys, Xlib.display; Xlib.display.Display(sys.argv[1]).close()"
     env = {**os.environ, "XAUTHORITY": str(xauthority)}
-    return subprocess.run([sys.executable, "-c", code, display], env=env, capture_output=True, timeout=30).returncode == 0
+    result = subprocess.run([sys.executable, "-c", code, display], env=env, capture_output=True, timeout=30)
+    return result.returncode == 0
 
 
 def rfb_security_types(port: int) -> list[int]:
