@@ -24,6 +24,14 @@ Latin-1. The *server* turns a keysym into a keycode and the Shift state, so:
   down; so does this driver for keys in a combo that holds Shift (``shift+a``
   sends Shift_L, A; ``shift+1`` sends Shift_L, exclam, as on a US layout;
   ``shift+Tab`` sends ISO_Left_Tab), or the server would release Shift first.
+- Both have 19 spare keycodes on a default keymap and do not free them while a
+  connection lasts (Xvnc logs "Failure adding new keysym" and drops the key; x11vnc
+  drops it too): one connection can type at most ~19 distinct characters missing
+  from the server's keymap. The driver sends each such character in its own batch
+  with a fence and a 50 ms pause, because both servers also re-use those keycodes.
+- Xvnc loses a borrowed keysym sent as the very first key event of a connection
+  (its core keyboard switches to the VNC device on that event); the driver taps
+  Shift first in that one case.
 - x11vnc in -xkb mode also releases a held Shift for keys whose levels all carry
   the same keysym (F1-F12, BackSpace): ``shift+F5`` reaches the app as plain F5.
   No client-side keysym avoids that; Xvnc delivers Shift+F5.
@@ -55,12 +63,16 @@ if TYPE_CHECKING:
 
 __all__ = ("VNCDriver",)
 
-_SHIFTS = frozenset({0xFFE1, 0xFFE2})  # Shift_L, Shift_R
+_SHIFT_L = 0xFFE1
+_SHIFTS = frozenset({_SHIFT_L, 0xFFE2})  # Shift_L, Shift_R
 # What a viewer on a US layout sends for a key pressed with Shift held: the server
 # produces exactly the keysym it is sent, releasing Shift for an unshifted one.
 _US_SHIFTED = {ord(a): ord(b) for a, b in zip("1234567890-=[]\\;',./`", '!@#$%^&*()_+{}|:"<>?~')}
 _US_SHIFTED[0xFF09] = 0xFE20  # Tab -> ISO_Left_Tab
 _MAX_BUTTON = 8
+#: Seconds to let X clients read a key event before the next keysym the server may
+#: have to put on a borrowed keycode is sent (see ``_type_batches``).
+DRAIN_SECONDS = 0.05
 
 
 def parse_address(server: str) -> Address:
@@ -105,6 +117,8 @@ class VNCDriver(Driver):
         #: release them: released first thing on the next connection.
         self._unreleased_keys: set[int] = set()
         self._unreleased_buttons = False
+        #: The connection that has carried a key event (see ``_act``).
+        self._keyboard_used: Connection | None = None
 
     def __repr__(self) -> str:
         return f"VNCDriver({self.server!r})"
@@ -147,8 +161,11 @@ class VNCDriver(Driver):
             events.append(("pointer", *self._pointer, 0))
         return events
 
-    def _events(self, step: A.Plan) -> list[Event]:
-        """The whole action as RFB events, every press followed by its release."""
+    def _events(self, step: A.Plan) -> list[list[Event]]:
+        """The whole action as batches of RFB events, every press followed by its release.
+
+        Only typed text has more than one batch (see ``_type_batches``).
+        """
         if isinstance(step, A.Click) and step.button > _MAX_BUTTON:
             raise ActionRejected(
                 f"mouse button {step.button} cannot be sent over VNC (RFB has buttons 1-{_MAX_BUTTON})",
@@ -187,17 +204,27 @@ class VNCDriver(Driver):
                 for _ in range(notches):
                     press(button, step.x, step.y)
         elif isinstance(step, A.TypeText):
-            for keysym in step.keysyms:
-                events += [("key", keysym, True), ("key", keysym, False)]
+            return _type_batches(step.keysyms)
         events += [("key", k, False) for k in reversed(held)]
-        return events
+        return [events] if events else []
 
     def _act(self, action: Any) -> A.Plan:
         """Validate ``action`` and run it; nothing is sent unless the whole action is valid."""
         conn = self._connection()
         step = A.plan(action, conn.size)
-        events = self._events(step)
-        if events:
+        batches = self._events(step)
+        keys = [e[1] for batch in batches for e in batch if e[0] == "key"]
+        if keys and conn is not self._keyboard_used:
+            if _may_be_borrowed(keys[0]):
+                # Xvnc switches its core keyboard to the VNC device on that device's
+                # first event and loses a keysym it had to borrow a keycode for in
+                # that same event (seen: a first "ü" typed nothing). A lone Shift tap
+                # makes the switch first.
+                batches.insert(0, [("key", _SHIFT_L, True), ("key", _SHIFT_L, False)])
+            self._keyboard_used = conn
+        for index, events in enumerate(batches):
+            if index:
+                time.sleep(DRAIN_SECONDS)
             self._acted = True
             self._send(conn, events)
         return step
@@ -262,7 +289,7 @@ class VNCDriver(Driver):
         if frame is None:
             raise DriverError("no screenshot has been taken on this driver yet", server=self.server)
         height, width = frame.shape[:2]
-        return patch(frame, width, height, x, y, radius)
+        return patch(frame.reshape(-1), width, height, x, y, radius)
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
@@ -274,6 +301,39 @@ class VNCDriver(Driver):
             except DriverError:
                 pass
         conn.close()
+
+
+def _may_be_borrowed(keysym: int) -> bool:
+    """Whether a server may have to map ``keysym`` onto a spare keycode to type it.
+
+    ASCII and the keys of every keyboard are always in the keymap; anything else
+    (Latin-1 letters included, on a US layout) may not be.
+    """
+    return 0x7E < keysym < 0xFF00 or keysym >= 0x01000000
+
+
+def _type_batches(keysyms: tuple[int, ...]) -> list[list[Event]]:
+    """Text as batches of press/release pairs, a new batch before each keysym that may be borrowed.
+
+    Both x11vnc and Xvnc put a keysym missing from the keymap on a spare keycode
+    and reuse those keycodes for later keysyms; an X client that reads an event
+    after its keycode was given another symbol types the wrong character (seen:
+    Xvnc typed "—" for "ü", x11vnc dropped characters). Each batch ends with a
+    fence, so the server has delivered the event, and a short pause lets clients
+    read it before the next keysym can take its keycode. ASCII text needs none.
+    """
+    batches: list[list[Event]] = []
+    current: list[Event] = []
+    previous = None
+    for keysym in keysyms:
+        if current and keysym != previous and _may_be_borrowed(keysym):
+            batches.append(current)
+            current = []
+        current += [("key", keysym, True), ("key", keysym, False)]
+        previous = keysym
+    if current:
+        batches.append(current)
+    return batches
 
 
 def _shifted(keysym: int) -> int:

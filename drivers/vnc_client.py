@@ -30,6 +30,7 @@ import collections
 import socket
 import struct
 import threading
+import time
 from concurrent.futures import Future, InvalidStateError, TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -61,6 +62,7 @@ RAWMODE = "BGRX"
 _ENCODINGS = (Encoding.RAW, Encoding.COPY_RECTANGLE, Encoding.PSEUDO_CURSOR, Encoding.PSEUDO_DESKTOP_SIZE,
               Encoding.PSEUDO_LAST_RECT)
 _MAX_SIDE = 16384
+_REFENCE_SECONDS = 0.5
 
 Event = tuple[Any, ...]  # ("key", keysym, down) | ("pointer", x, y, button_mask)
 
@@ -368,9 +370,9 @@ class Connection:
         proto = self._factory.proto
         return proto.size if proto is not None else (0, 0)
 
-    def _wait(self, future: Future[Any], what: str) -> Any:
+    def _wait(self, future: Future[Any], what: str, timeout: float | None = None) -> Any:
         try:
-            return future.result(self.timeout)
+            return future.result(self.timeout if timeout is None else timeout)
         except FutureTimeout:
             self.alive = False
             self._abort()
@@ -406,7 +408,22 @@ class Connection:
                                          server=str(self.address))
             proto.send_and_fence(future, events, frame)
 
-        return self._wait(_submit(run), "a framebuffer update")
+        future = _submit(run)
+        # A fence the server dropped (seen once while Xvnc changed its size) would
+        # wait for the whole timeout: ask for the pixel again now and then.
+        deadline = time.monotonic() + self.timeout
+        while deadline - time.monotonic() > _REFENCE_SECONDS:
+            try:
+                return future.result(_REFENCE_SECONDS)
+            except FutureTimeout:
+                _submit(self._refence)
+        return self._wait(future, "a framebuffer update", max(0.0, deadline - time.monotonic()))
+
+    def _refence(self, future: Future[Any]) -> None:
+        proto = self._factory.proto
+        if proto is not None and proto.transport is not None and proto.transport.connected:
+            proto.framebufferUpdateRequest(0, 0, 1, 1, incremental=False)
+        future.set_result(None)
 
     def close(self) -> None:
         """Close politely; abort if that takes longer than a second. Never raises."""

@@ -1,0 +1,485 @@
+"""The VNC driver against real servers: x11vnc on an Xvfb and TigerVNC's Xvnc, both with a password.
+
+What reaches the X server behind the VNC server is read there: the recording Tk
+window for clicks, keys and text, a bare python-xlib window for exact wheel
+buttons and drag motion, and the server's own key and pointer state for
+"nothing held".
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import Xlib.protocol.display
+import Xlib.protocol.event
+from openai.lib.computer import ComputerToolset
+from openai.types.responses import ResponseComputerToolCall
+from PIL import Image
+from Xlib import X
+from Xlib.display import Display
+
+from cud.drivers import open_driver
+from cud.drivers.vnc import VNCDriver
+from cud.drivers.vnc_client import Connection
+from cud.errors import (ActionRejected, AuthenticationFailed, ConfigError, DisplayUnavailable, DriverTimeout,
+                        OutOfBounds, UnknownKey)
+from tests.support.rawx import RawWindow, held_state
+from tests.support.recorder import Recorder, wait_until
+from tests.support.vnc import VncServer, start_x11vnc, start_xvnc
+from tests.support.xserver import XServer, start_xvfb
+
+SHIFT, CONTROL, MOD1 = X.ShiftMask, X.ControlMask, X.Mod1Mask
+WIDTH, HEIGHT = 1280, 800
+
+
+@dataclass
+class Seat:
+    """A VNC server, the X display behind it, and a recording window on that display."""
+
+    vnc: VncServer
+    recorder: Recorder
+    workdir: Path
+    xvfb: XServer | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.vnc.kind
+
+    @property
+    def display(self) -> str:
+        return self.vnc.display
+
+    def restart(self) -> None:
+        """Stop the VNC server and start it again on the same port (Xvnc: a new display)."""
+        self.vnc.stop()
+        if self.kind == "x11vnc":
+            self.vnc = start_x11vnc(self.display, self.workdir, self.vnc.password, self.vnc.port)
+            return
+        self.recorder.stop()
+        self.vnc = start_xvnc(self.workdir, self.vnc.password, self.vnc.port)
+        self.recorder = _recorder(self.display, self.workdir)
+
+    def stop(self) -> None:
+        self.recorder.stop()
+        self.vnc.stop()
+        if self.xvfb is not None:
+            self.xvfb.stop()
+
+
+def _recorder(display: str, workdir: Path) -> Recorder:
+    return Recorder(display, workdir, f"{WIDTH}x{HEIGHT}+0+0")
+
+
+@pytest.fixture(autouse=True)
+def _xlib_event_codes() -> Iterator[None]:
+    """Give python-xlib a clean table of extension event codes before and after each test.
+
+    python-xlib keeps that table in a class attribute shared by every connection of
+    the process, so after talking to an Xvfb it cannot open an Xvnc display (whose
+    extensions number their events differently) and vice versa.
+    """
+    def reset() -> None:
+        Xlib.protocol.display.Display.event_classes = Xlib.protocol.event.event_class.copy()
+
+    reset()
+    yield
+    reset()
+
+
+@pytest.fixture(params=["x11vnc", "xvnc"])
+def seat(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Seat]:
+    if request.param == "x11vnc":
+        xvfb = start_xvfb(tmp_path, WIDTH, HEIGHT)
+        # The window first: x11vnc grabs the X server now and then while it starts up.
+        recorder = _recorder(xvfb.display, tmp_path)
+        vnc = start_x11vnc(xvfb.display, tmp_path)
+    else:
+        xvfb, vnc = None, start_xvnc(tmp_path, width=WIDTH, height=HEIGHT)
+        recorder = _recorder(vnc.display, tmp_path)
+    s = Seat(vnc, recorder, tmp_path, xvfb)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def driver(seat: Seat) -> Iterator[VNCDriver]:
+    drv = VNCDriver(seat.vnc.server, seat.vnc.password, wait_seconds=0.05, timeout=10.0)
+    yield drv
+    drv.close()
+
+
+def presses(events: list[dict], kind: str = "ButtonPress") -> list[tuple[int, int, int]]:
+    return [(e["button"], e["x"], e["y"]) for e in events if e["type"] == kind]
+
+
+def assert_nothing_held(display: str) -> None:
+    # The VNC server passes events on asynchronously after our fence: poll, then insist.
+    try:
+        wait_until(lambda: held_state(display) == ([], 0), 5, "nothing held")
+    except AssertionError:
+        pass
+    assert held_state(display) == ([], 0)
+
+
+def marker(driver: VNCDriver, recorder: Recorder, since: int) -> list[dict]:
+    """Move to a marker point and return every event between ``since`` and its arrival."""
+    driver.move({"type": "move", "x": 1, "y": 1})
+    recorder.wait_for(lambda e: e["type"] == "Motion" and (e["x"], e["y"]) == (1, 1), since=since, what="marker")
+    events = recorder.events(since)
+    return events[: next(i for i, e in enumerate(events) if e["type"] == "Motion" and (e["x"], e["y"]) == (1, 1))]
+
+
+def key_presses(recorder: Recorder, since: int) -> list[tuple[str, int]]:
+    modifiers = ("Shift_L", "Shift_R", "Control_L", "Alt_L", "Super_L")
+    return [(e["keysym"], e["state"] & (SHIFT | CONTROL | MOD1)) for e in recorder.events(since)
+            if e["type"] == "KeyPress" and e["keysym"] not in modifiers]
+
+
+# -- clicks, keys, text ------------------------------------------------------------------
+def test_screen_size_is_the_framebuffer_size(driver: VNCDriver) -> None:
+    assert driver.screen_size == (WIDTH, HEIGHT)
+
+
+@pytest.mark.parametrize(("button", "number"), [("left", 1), ("wheel", 2), ("right", 3)])
+def test_click_reaches_the_exact_point_with_the_exact_button(driver: VNCDriver, seat: Seat, button: str,
+                                                             number: int) -> None:
+    start = seat.recorder.mark()
+    driver.click({"type": "click", "x": 637, "y": 411, "button": button})
+    seat.recorder.wait_for(lambda e: e["type"] == "ButtonRelease", since=start, what="the release")
+    events = seat.recorder.events(start)
+    assert presses(events) == [(number, 637, 411)]
+    assert presses(events, "ButtonRelease") == [(number, 637, 411)]
+    assert_nothing_held(seat.display)
+
+
+def test_double_click_and_the_screen_edges(driver: VNCDriver, seat: Seat) -> None:
+    start = seat.recorder.mark()
+    driver.double_click({"type": "double_click", "x": 0, "y": HEIGHT - 1})
+    driver.click({"type": "click", "x": WIDTH - 1, "y": 0, "button": "left"})
+    seat.recorder.wait_for(lambda e: len(presses(seat.recorder.events(start), "ButtonRelease")) == 3,
+                           since=start, what="three releases")
+    assert presses(seat.recorder.events(start)) == [(1, 0, HEIGHT - 1)] * 2 + [(1, WIDTH - 1, 0)]
+
+
+def test_keys_held_during_a_click_are_in_its_state_and_released(driver: VNCDriver, seat: Seat) -> None:
+    start = seat.recorder.mark()
+    driver.click({"type": "click", "x": 50, "y": 60, "button": "left", "keys": ["CTRL", "SHIFT"]})
+    press = seat.recorder.wait_for(lambda e: e["type"] == "ButtonPress", since=start, what="the press")
+    assert press["state"] & (CONTROL | SHIFT) == CONTROL | SHIFT
+    assert_nothing_held(seat.display)
+
+
+@pytest.mark.parametrize("text", [
+    "Hello, World! The quick brown fox @ ~ # $ % ^ & * ( ) _ + { } | : \" < > ?",
+    "ü — ✓ 日本語 € naïve café",
+    "Ωμέγα Привет ÄÖÜß ü",
+    "two\nlines\tand a tab",
+])
+def test_type_is_exact(driver: VNCDriver, seat: Seat, text: str) -> None:
+    driver.type({"type": "type", "text": text})
+    seat.recorder.wait_text(text)
+    assert_nothing_held(seat.display)
+
+
+@pytest.mark.parametrize(("keys", "expected"), [
+    (["CTRL", "SHIFT", "t"], ("T", CONTROL | SHIFT)),
+    (["ctrl", "a"], ("a", CONTROL)),
+    (["SHIFT", "a"], ("A", SHIFT)),
+    (["SHIFT", "Tab"], ("ISO_Left_Tab", SHIFT)),
+    (["SHIFT", "1"], ("exclam", SHIFT)),
+    (["CTRL", "SHIFT", "ArrowLeft"], ("Left", CONTROL | SHIFT)),
+    (["ALT", "F4"], ("F4", MOD1)),
+    (["ENTER"], ("Return", 0)),
+    (["ESC"], ("Escape", 0)),
+    (["PageDown"], ("Next", 0)),
+])
+def test_keypress_combo_arrives_with_its_modifier_state(driver: VNCDriver, seat: Seat, keys: list[str],
+                                                        expected: tuple[str, int]) -> None:
+    start = seat.recorder.mark()
+    driver.keypress({"type": "keypress", "keys": keys})
+    seat.recorder.wait_for(lambda e: e["type"] == "KeyRelease" and e["keysym"] in ("Control_L", "Shift_L", "Alt_L")
+                           or len(keys) == 1 and e["type"] == "KeyRelease", since=start, what="the last release")
+    assert key_presses(seat.recorder, start) == [expected]
+    assert_nothing_held(seat.display)
+
+
+def test_modifier_order_press_in_order_release_in_reverse(driver: VNCDriver, seat: Seat) -> None:
+    start = seat.recorder.mark()
+    driver.keypress({"type": "keypress", "keys": ["CTRL", "ALT", "Delete"]})
+    seat.recorder.wait_for(lambda e: e["type"] == "KeyRelease" and e["keysym"] == "Control_L", since=start,
+                           what="ctrl released")
+    order = [(e["type"], e["keysym"]) for e in seat.recorder.events(start) if e["type"].startswith("Key")]
+    assert order == [("KeyPress", "Control_L"), ("KeyPress", "Alt_L"), ("KeyPress", "Delete"),
+                     ("KeyRelease", "Delete"), ("KeyRelease", "Alt_L"), ("KeyRelease", "Control_L")]
+
+
+# -- wheel and drag, read at the X server --------------------------------------------------
+def test_wheel_directions_and_notches(driver: VNCDriver, seat: Seat) -> None:
+    raw = RawWindow(seat.display, WIDTH, HEIGHT)
+    try:
+        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": 0, "scroll_y": 250})
+        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": 0, "scroll_y": -100})
+        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": 120, "scroll_y": 0})
+        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": -80, "scroll_y": 0})
+        driver.click({"type": "click", "x": 300, "y": 200, "button": "left"})  # end marker
+        pressed = [(b, x, y) for kind, b, x, y, _ in raw.events(until_release_of=1) if kind == "press"]
+    finally:
+        raw.close()
+    vertical = [(5, 300, 200)] * 3 + [(4, 300, 200)]
+    # RFB carries buttons 6/7 as mask bits 5/6; x11vnc 0.9.16 passes on buttons 1-5 only.
+    horizontal = [(7, 300, 200), (6, 300, 200)] if seat.kind == "xvnc" else []
+    assert pressed == vertical + horizontal + [(1, 300, 200)]
+
+
+def test_drag_presses_at_the_first_point_and_releases_at_the_last(driver: VNCDriver, seat: Seat) -> None:
+    raw = RawWindow(seat.display, WIDTH, HEIGHT)
+    try:
+        path = [{"x": 100, "y": 100}, {"x": 150, "y": 120}, {"x": 220, "y": 180}, {"x": 400, "y": 300}]
+        driver.drag({"type": "drag", "path": path, "keys": ["SHIFT"]})
+        events = raw.events(until_release_of=1)
+    finally:
+        raw.close()
+    assert [(k, d, x, y) for k, d, x, y, _ in events if k != "motion"] == [
+        ("press", 1, 100, 100), ("release", 1, 400, 300)]
+    dragged = [(x, y) for k, _, x, y, state in events if k == "motion" and state & X.Button1Mask]
+    # x11vnc may merge queued motion; what arrives is on the path, in order, ending at its end.
+    assert dragged[-1] == (400, 300) and set(dragged) <= {(150, 120), (220, 180), (400, 300)}
+    assert dragged == sorted(dragged)
+    if seat.kind == "xvnc":
+        assert dragged == [(150, 120), (220, 180), (400, 300)]
+    assert all(state & SHIFT for k, _, _, _, state in events if k != "motion")
+    assert_nothing_held(seat.display)
+
+
+# -- rejections and held state ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("action", "error"),
+    [
+        ({"type": "click", "x": WIDTH, "y": 10, "button": "left"}, OutOfBounds),
+        ({"type": "double_click", "x": 10, "y": -3}, OutOfBounds),
+        ({"type": "keypress", "keys": ["CTRL", "NOT_A_KEY"]}, UnknownKey),
+        ({"type": "click", "x": 10, "y": 10, "button": "left", "keys": ["SHIFT", "BOGUS"]}, UnknownKey),
+        ({"type": "click", "x": 10, "y": 10, "button": "forward"}, ActionRejected),
+        ({"type": "drag", "path": []}, ActionRejected),
+        ({"type": "drag", "path": [{"x": 5, "y": 5}, {"x": 5000, "y": 5}]}, OutOfBounds),
+        ({"type": "scroll", "x": 10, "y": HEIGHT, "scroll_x": 0, "scroll_y": 100}, OutOfBounds),
+        ({"type": "type", "text": "ok until \x1b"}, UnknownKey),
+    ],
+)
+def test_rejected_actions_send_nothing_at_all(driver: VNCDriver, seat: Seat, action: dict, error: type) -> None:
+    start = seat.recorder.mark()
+    with pytest.raises(error):
+        getattr(driver, action["type"])(action)
+    assert marker(driver, seat.recorder, start) == []
+    assert_nothing_held(seat.display)
+
+
+def test_release_all_releases_modifiers_a_dead_client_left_held(driver: VNCDriver, seat: Seat) -> None:
+    # A client that pressed keys and died without releasing them (cud crashing half-way).
+    crashed = Connection(driver.address, seat.vnc.password, 10.0)
+    crashed.send([("key", 0xFFE1, True), ("key", 0xFFE3, True)])  # Shift_L, Control_L down
+    wait_until(lambda: held_state(seat.display)[0], 5, "keys held")
+    crashed._abort()
+    driver.release_all()
+    assert_nothing_held(seat.display)
+
+
+# -- screenshots ---------------------------------------------------------------------------
+def _decode(shot: dict) -> Image.Image:
+    prefix = "data:image/png;base64,"
+    assert shot["type"] == "computer_screenshot" and shot["image_url"].startswith(prefix)
+    return Image.open(io.BytesIO(base64.b64decode(shot["image_url"][len(prefix):])))
+
+
+def _without_pointer(image: Image.Image, display: str) -> bytes:
+    """The image with the box around the pointer blanked.
+
+    Xvnc draws its cursor into what GetImage returns; the driver asks VNC servers
+    for the cursor shape apart, so its frames hold the screen content only.
+    """
+    dpy = Display(display)
+    try:
+        pointer = dpy.screen().root.query_pointer()
+    finally:
+        dpy.close()
+    image = image.copy()
+    image.paste((0, 0, 0), (pointer.root_x - 48, pointer.root_y - 48, pointer.root_x + 48, pointer.root_y + 48))
+    return image.tobytes()
+
+
+def _x_screen(display: str) -> Image.Image:
+    dpy = Display(display)
+    try:
+        raw = dpy.screen().root.get_image(0, 0, WIDTH, HEIGHT, X.ZPixmap, 0xFFFFFFFF).data
+    finally:
+        dpy.close()
+    return Image.frombuffer("RGB", (WIDTH, HEIGHT), raw, "raw", "BGRX", 0, 1)
+
+
+def test_screenshot_is_the_screen_in_native_pixels(driver: VNCDriver, seat: Seat) -> None:
+    driver.type({"type": "type", "text": "pixels ✓"})
+    seat.recorder.wait_text("pixels ✓")
+    driver.move({"type": "move", "x": 900, "y": 600})
+
+    def matches() -> bool:
+        # The X server may still be drawing the text when the first screenshot is taken.
+        shot = _without_pointer(_decode(driver.screenshot()), seat.display)
+        return shot == _without_pointer(_x_screen(seat.display), seat.display)
+
+    wait_until(matches, 10, "the screenshot to equal the X server's screen")
+    image = _decode(driver.screenshot())
+    assert image.size == (WIDTH, HEIGHT) and image.mode == "RGB"
+    assert len(image.getcolors(maxcolors=1 << 16) or ()) > 2, "the typed text should be on the screen"
+
+
+def test_target_patch_tracks_changes_since_the_last_screenshot(driver: VNCDriver, seat: Seat) -> None:
+    driver.screenshot()
+    before = driver.target_patch(30, 10, 16, from_last_screenshot=True)
+    assert driver.target_patch(30, 10, 16, from_last_screenshot=False) == before
+    driver.type({"type": "type", "text": "WWWWWWWW"})
+    seat.recorder.wait_text("WWWWWWWW")
+    wait_until(lambda: driver.target_patch(30, 10, 16, from_last_screenshot=False) != before, 10, "a change")
+    assert driver.target_patch(30, 10, 16, from_last_screenshot=True) == before
+
+
+def test_a_desktop_size_change_moves_the_bounds(tmp_path: Path) -> None:
+    vnc = start_xvnc(tmp_path, width=WIDTH, height=HEIGHT)
+    drv = VNCDriver(vnc.server, vnc.password)
+    try:
+        assert drv.screen_size == (WIDTH, HEIGHT)
+        subprocess.run(["xrandr", "-s", "1024x768"], env={**os.environ, "DISPLAY": vnc.display}, check=True)
+        wait_until(lambda: _decode(drv.screenshot()).size == (1024, 768), 10, "a 1024x768 screenshot")
+        assert drv.screen_size == (1024, 768)
+        with pytest.raises(OutOfBounds):
+            drv.click({"type": "click", "x": 1100, "y": 10, "button": "left"})
+    finally:
+        drv.close()
+        vnc.stop()
+
+
+# -- failures: restart, password, security type, a stopped server --------------------------------
+def test_a_restarted_server_is_reconnected(driver: VNCDriver, seat: Seat) -> None:
+    driver.click({"type": "click", "x": 10, "y": 10, "button": "left"})
+    seat.restart()
+    start = seat.recorder.mark()
+
+    def click() -> bool:
+        try:
+            driver.click({"type": "click", "x": 321, "y": 123, "button": "left"})
+            return True
+        except DisplayUnavailable as exc:  # the call that found the old connection dead
+            assert seat.vnc.server.split("::")[1] in str(exc)
+            return False
+
+    if not click():
+        assert click(), "the call after a DisplayUnavailable must reconnect"
+    seat.recorder.wait_for(lambda e: e["type"] == "ButtonRelease", since=start, what="the click after restart")
+    assert presses(seat.recorder.events(start)) == [(1, 321, 123)]
+
+
+def test_a_server_gone_is_display_unavailable(seat: Seat) -> None:
+    drv = VNCDriver(seat.vnc.server, seat.vnc.password)
+    try:
+        drv.screenshot()
+        seat.vnc.stop()
+        with pytest.raises(DisplayUnavailable) as info:
+            drv.click({"type": "click", "x": 1, "y": 1, "button": "left"})
+            drv.click({"type": "click", "x": 1, "y": 1, "button": "left"})  # the first may find it out late
+        assert not isinstance(info.value, DriverTimeout)
+        assert str(seat.vnc.port) in str(info.value)
+    finally:
+        drv.close()
+
+
+@pytest.mark.parametrize("password", ["wrong", None])
+def test_a_wrong_or_missing_password_is_authentication_failed(seat: Seat, password: str | None) -> None:
+    drv = VNCDriver(seat.vnc.server, password)
+    try:
+        with pytest.raises(AuthenticationFailed) as info:
+            drv.screenshot()
+        assert seat.vnc.server in str(info.value)
+    finally:
+        drv.close()
+    with VNCDriver(seat.vnc.server, seat.vnc.password) as good:
+        assert good.screen_size == (WIDTH, HEIGHT)
+
+
+def test_a_security_type_we_do_not_support_is_authentication_failed(tmp_path: Path) -> None:
+    vnc = start_xvnc(tmp_path, security_types="TLSVnc")
+    try:
+        with pytest.raises(AuthenticationFailed, match="security types"):
+            VNCDriver(vnc.server, vnc.password).screenshot()
+    finally:
+        vnc.stop()
+
+
+def test_a_stopped_server_times_out_and_the_next_call_is_not_poisoned(seat: Seat) -> None:
+    drv = VNCDriver(seat.vnc.server, seat.vnc.password, timeout=1.0)
+    try:
+        drv.screenshot()
+        os.kill(seat.vnc.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(DriverTimeout):
+                drv.click({"type": "click", "x": 5, "y": 5, "button": "left"})
+        finally:
+            os.kill(seat.vnc.pid, signal.SIGCONT)
+        drv.timeout = 10.0
+        start = seat.recorder.mark()
+        drv.click({"type": "click", "x": 444, "y": 222, "button": "right"})
+        seat.recorder.wait_for(lambda e: e["type"] == "ButtonRelease" and e["button"] == 3, since=start,
+                               what="the click after SIGCONT")
+        assert [p for p in presses(seat.recorder.events(start)) if p[0] == 3] == [(3, 444, 222)]
+        assert _decode(drv.screenshot()).size == (WIDTH, HEIGHT)
+    finally:
+        drv.close()
+    assert_nothing_held(seat.display)
+
+
+# -- construction, SDK, exit ----------------------------------------------------------------
+@pytest.mark.parametrize("server", ["", "host::notaport", "host::70000"])
+def test_a_malformed_server_is_a_config_error(server: str) -> None:
+    with pytest.raises(ConfigError):
+        VNCDriver(server)
+
+
+def test_open_driver_chooses_vnc(seat: Seat) -> None:
+    with open_driver(vnc=seat.vnc.server, vnc_password=seat.vnc.password) as drv:
+        assert isinstance(drv, VNCDriver) and drv.screen_size == (WIDTH, HEIGHT)
+
+
+def test_the_sdk_toolset_drives_the_driver(driver: VNCDriver, seat: Seat) -> None:
+    start = seat.recorder.mark()
+    call = ResponseComputerToolCall.model_validate(
+        {"type": "computer_call", "id": "cu_1", "call_id": "call_1", "status": "completed",
+         "pending_safety_checks": [], "actions": [{"type": "click", "x": 222, "y": 333, "button": "left"},
+                                                  {"type": "type", "text": "SDK ✓"}]})
+    output = ComputerToolset(driver).execute(call)
+    assert output["type"] == "computer_call_output" and output["call_id"] == "call_1"
+    assert _decode(output["output"]).size == (WIDTH, HEIGHT)
+    assert presses(seat.recorder.events(start)) == [(1, 222, 333)]
+    seat.recorder.wait_text("SDK ✓")
+
+
+def test_a_process_that_never_closes_its_driver_still_exits(seat: Seat) -> None:
+    script = textwrap.dedent(f"""
+        from cud.drivers.vnc import VNCDriver
+        d = VNCDriver({seat.vnc.server!r}, {seat.vnc.password!r})
+        d.click({{"type": "click", "x": 3, "y": 3, "button": "left"}})
+        d.screenshot()
+        print("done", flush=True)
+    """)
+    # The timeout only guards the test run against a hang; exiting at all is the assertion.
+    result = subprocess.run([sys.executable, "-W", "error", "-c", script], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "done\n" and result.stderr == ""
