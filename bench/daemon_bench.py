@@ -26,11 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cud.cuctl.client import Client  # noqa: E402
-from cud.scripted import ScriptedModel  # noqa: E402
-from tests.support.daemon import Daemon  # noqa: E402
-from tests.support.recorder import wait_until  # noqa: E402
-from tests.support.xserver import start_xvfb  # noqa: E402
+from cud.cuctl.client import Client
+from cud.scripted import ScriptedModel
+from tests.support.daemon import Daemon
+from tests.support.recorder import wait_until
+from tests.support.xserver import start_xvfb
 
 TARGET_OVERHEAD_MS = 25.0
 
@@ -72,7 +72,7 @@ def approval_round_trips(daemon: Daemon, rounds: int) -> list[float]:
         approval = daemon.wait_approval(task_id)
         seen = threading.Event()
 
-        def follow() -> None:
+        def follow(seen: threading.Event = seen, task_id: int = task_id) -> None:
             with Client(daemon.socket) as client:
                 client.call("follow", lambda m: seen.set() if m["event"]["kind"] == "action" else None,
                             wait_forever=True, id=task_id)

@@ -17,24 +17,25 @@ Both sides validate at the boundary: :func:`parse_request` and
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Literal, NotRequired, TypedDict, Union, cast
+from collections.abc import Callable
+from typing import Any, Literal, NotRequired, TypedDict, Union, cast
 
 from cud.errors import ProtocolError
 
 __all__ = [
-    "PROTOCOL_VERSION",
-    "MAX_MESSAGE_BYTES",
-    "CHUNK_BYTES",
-    "TASK_STATES",
-    "FINAL_STATES",
     "APPROVAL_POLICIES",
+    "CHUNK_BYTES",
+    "FINAL_STATES",
+    "MAX_MESSAGE_BYTES",
+    "PROTOCOL_VERSION",
     "REQUEST_TYPES",
-    "encode",
+    "TASK_STATES",
     "decode",
-    "parse_request",
-    "parse_message",
-    "ok_reply",
+    "encode",
     "error_reply",
+    "ok_reply",
+    "parse_message",
+    "parse_request",
 ]
 
 PROTOCOL_VERSION = 1

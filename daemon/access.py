@@ -15,8 +15,9 @@ import pwd
 import socket
 import struct
 
-from cud.errors import AccessDenied
 from cud.daemon.config import Access
+
+from cud.errors import AccessDenied
 
 __all__ = ()
 

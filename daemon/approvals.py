@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 
-from cud.errors import ApprovalError
 from cud.daemon.access import Peer
 from cud.daemon.store import Store
+
+from cud.errors import ApprovalError
 
 __all__ = ()
 

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import grp
+import math
 import os
 import pwd
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from cud.errors import ConfigError
 
-__all__ = ("Config", "load_config", "default_socket", "resolve_api_key", "read_secret_file")
+__all__ = ("Config", "default_socket", "load_config", "read_secret_file", "resolve_api_key")
 
 DEFAULT_MODEL = "gpt-5.4"
 
@@ -115,7 +117,7 @@ def _str(key: str, value: object) -> str:
 
 
 def _positive_number(key: str, value: object, *, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise _bad(key, value, "a number")
     if value < 0 or (value == 0 and not allow_zero) or value == float("inf"):
         raise _bad(key, value, "a positive finite number" if not allow_zero else "a finite number >= 0")
@@ -148,9 +150,9 @@ def _names(key: str, value: object, *, groups: bool) -> tuple[str, ...]:
 
 def _display(value: object) -> str:
     text = _str("display", value)
-    host, _, rest = text.rpartition(":")
+    _host, colon, rest = text.rpartition(":")
     number = rest.split(".")[0]
-    if not _ or not number.isdigit():
+    if not colon or not number.isdigit():
         raise _bad("display", value, "an X display like ':0' or ':1.0'")
     return text
 

@@ -13,8 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-from cud.errors import CudError, ConfigError
 from cud.daemon.config import load_config
+
+from cud.errors import ConfigError, CudError
 
 __all__ = ("main",)
 

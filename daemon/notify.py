@@ -13,7 +13,7 @@ import asyncio
 import logging
 import os
 import socket
-from typing import Mapping
+from collections.abc import Mapping
 
 __all__ = ()
 

@@ -19,18 +19,19 @@ import asyncio
 import inspect
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import openai
+from cud.daemon.approvals import Approvals
+from cud.daemon.config import Config
+from cud.daemon.store import Store
+from cud.daemon.trajectory import StepRecord, Trajectories, decode_data_url, ms_since
 from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
 from cud.errors import ApprovalError, CudError
 from cud.protocol import TaskView
-from cud.daemon.approvals import Approvals
-from cud.daemon.config import Config
-from cud.daemon.store import Store
-from cud.daemon.trajectory import StepRecord, Trajectories, decode_data_url, ms_since
 
 __all__ = ()
 

@@ -21,12 +21,14 @@ import logging
 import os
 import socket
 import stat
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
+
+from cud.daemon.access import Peer, Policy, peer_of
 
 from cud.errors import ConfigError, CudError, ProtocolError
 from cud.protocol import MAX_MESSAGE_BYTES, decode, encode, error_reply, ok_reply, parse_request
-from cud.daemon.access import Peer, Policy, peer_of
 
 __all__ = ()
 

@@ -15,9 +15,9 @@ import contextlib
 import logging
 import os
 import signal
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from cud.protocol import PROTOCOL_VERSION
 from cud.daemon.access import Peer, Policy
 from cud.daemon.approvals import Approvals
 from cud.daemon.config import Config, read_secret_file, resolve_api_key
@@ -27,6 +27,8 @@ from cud.daemon.runner import Seat
 from cud.daemon.server import Server
 from cud.daemon.store import Store
 from cud.daemon.trajectory import Trajectories
+
+from cud.protocol import PROTOCOL_VERSION
 
 __all__ = ()
 

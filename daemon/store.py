@@ -15,9 +15,10 @@ import contextlib
 import json
 import sqlite3
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from cud.errors import ConfigError, NotFound
 from cud.protocol import FINAL_STATES, ApprovalView, EventView, TaskView
@@ -89,7 +90,7 @@ Subscriber = Callable[[EventView], None]
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _iso_to_epoch(text: str) -> float:
@@ -311,7 +312,7 @@ class Store:
         timeout: float,
     ) -> ApprovalView:
         created = now_iso()
-        deadline = datetime.fromtimestamp(time.time() + timeout, timezone.utc)
+        deadline = datetime.fromtimestamp(time.time() + timeout, UTC)
         deadline_at = deadline.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         with self._tx() as db:
             cur = db.execute(

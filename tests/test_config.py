@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
+from cud.daemon.config import default_socket, load_config, resolve_api_key
 
 from cud.errors import ConfigError
-from cud.daemon.config import default_socket, load_config, resolve_api_key
 
 ENV = {"DISPLAY": ":7"}
 

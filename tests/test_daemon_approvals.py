@@ -90,8 +90,10 @@ def test_policy_actions_asks_before_every_effectful_action(start_daemon, recorde
         assert approval["kind"] == "action" and approval["actions"][0]["type"] == expected
         kinds.append(expected)
         daemon.call("approve", id=approval["id"])
-        wait_until(lambda: daemon.call("approvals") == [] or daemon.call("approvals")[0]["id"] != approval["id"],
-                   10, "the approval to be consumed")
+        def consumed(approval_id: int = approval["id"]) -> bool:
+            return all(a["id"] != approval_id for a in daemon.call("approvals"))
+
+        wait_until(consumed, 10, "the approval to be consumed")
     daemon.wait_state(task_id, "succeeded")
     recorder.wait_text("a")
 

@@ -7,9 +7,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from cud.daemon.store import SCHEMA_VERSION, Store
 
 from cud.errors import ConfigError, NotFound
-from cud.daemon.store import SCHEMA_VERSION, Store
 
 DATA = Path(__file__).parent / "data"
 
@@ -56,10 +56,9 @@ def test_a_failed_transaction_leaves_nothing_and_publishes_nothing(store: Store)
     task = store.submit("p", "m", 5, "safety", 0, "root")
     seen = []
     store.subscribe(seen.append)
-    with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
-        with store._tx() as db:  # noqa: SLF001 - what every public method runs in
-            store._event(db, task["id"], "half-done", {})  # noqa: SLF001
-            db.execute("UPDATE tasks SET state = 'bogus' WHERE id = ?", (task["id"],))
+    with pytest.raises(sqlite3.IntegrityError, match="CHECK"), store._tx() as db:
+        store._event(db, task["id"], "half-done", {})
+        db.execute("UPDATE tasks SET state = 'bogus' WHERE id = ?", (task["id"],))
     assert [e["kind"] for e in store.events(task["id"])] == ["queued"]
     assert seen == [] and store.task(task["id"])["state"] == "queued"
 
@@ -114,7 +113,7 @@ def test_database_file_is_private_and_in_wal_mode(tmp_path: Path) -> None:
         s = Store(tmp_path / "db.sqlite3")
     finally:
         os.umask(old)
-    assert s._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # noqa: SLF001
+    assert s._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert (tmp_path / "db.sqlite3").stat().st_mode & 0o077 == 0
     s.close()
 
@@ -125,7 +124,7 @@ def test_a_v1_database_upgrades_and_keeps_every_row(tmp_path: Path) -> None:
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 1
     store = Store(path)
     try:
-        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION  # noqa: SLF001
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         done, running, queued = store.tasks()
         assert done["state"] == "succeeded" and done["prompt"] == "type „Grüße“ into the editor"
         assert done["final_message"] == "typed it" and done["steps"] == 1

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from cud.errors import CudError, ProtocolError
 from cud.protocol import MAX_MESSAGE_BYTES, DaemonMessage, decode, encode, parse_message, request
 
-__all__ = ("Client", "RemoteError", "ConnectionFailed", "socket_path")
+__all__ = ("Client", "ConnectionFailed", "RemoteError", "socket_path")
 
 
 class RemoteError(CudError):
@@ -93,7 +94,7 @@ class Client:
                 if on_stream is None:
                     raise ProtocolError(f"unexpected {reply.get('type')!r} message for a {kind!r} request")
                 on_stream(reply)
-        except (socket.timeout, TimeoutError):
+        except TimeoutError:
             raise ConnectionFailed(f"the daemon at {str(self.path)!r} did not answer within {self.timeout:g} s") from None
         except OSError as exc:
             raise ConnectionFailed(f"lost the connection to {str(self.path)!r}: {exc.strerror or exc}") from None

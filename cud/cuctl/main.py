@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
+from collections.abc import Callable
 
-from cud.errors import CudError
 from cud.cuctl import approvals, ping, screen, tasks
 from cud.cuctl.client import Client, socket_path
+from cud.errors import CudError
 
-__all__ = ("main", "entry")
+__all__ = ("entry", "main")
 
 Command = Callable[[Client, argparse.Namespace], int]
 

@@ -8,9 +8,9 @@ import os
 import sys
 from typing import Any
 
-from cud.errors import ProtocolError
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json
+from cud.errors import ProtocolError
 
 __all__ = ()
 

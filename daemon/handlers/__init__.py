@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from cud.protocol import REQUEST_TYPES
 from cud.daemon.handlers import approvals, ping, screen, tasks
 from cud.daemon.handlers.base import Context
+
+from cud.protocol import REQUEST_TYPES
 
 __all__ = ("HANDLERS", "Context")
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from cud.protocol import ApprovalsRequest, ApprovalView, ApproveRequest, DenyRequest
 from cud.daemon.handlers.base import Context
+
+from cud.protocol import ApprovalsRequest, ApprovalView, ApproveRequest, DenyRequest
 
 __all__ = ()
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 
+from cud.daemon.handlers.base import Context
+
 import cud
 from cud.protocol import PROTOCOL_VERSION, PingRequest, PingResult
-from cud.daemon.handlers.base import Context
 
 __all__ = ()
 

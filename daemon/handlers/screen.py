@@ -5,10 +5,10 @@ from __future__ import annotations
 import base64
 import io
 
+from cud.daemon.handlers.base import Context
 from PIL import Image
 
 from cud.protocol import CHUNK_BYTES, ScreenshotRequest, ScreenshotResult, chunk_message
-from cud.daemon.handlers.base import Context
 
 __all__ = ()
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from cud.daemon.handlers.base import Context
+
 from cud.errors import AccessDenied, ProtocolError
 from cud.protocol import (
     FINAL_STATES,
@@ -18,7 +20,6 @@ from cud.protocol import (
     TaskView,
     event_message,
 )
-from cud.daemon.handlers.base import Context
 
 __all__ = ()
 
