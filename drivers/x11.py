@@ -36,8 +36,17 @@ __all__ = ("X11Driver",)
 #: Pause between the points of a drag path (a 1024-point path, the most allowed, takes ~5 s).
 DRAG_STEP_SECONDS = 0.005
 
+# A conservative pace for re-assigning borrowed keycodes mid-text (see x11_keyboard).
+DRAIN_BASE_SECONDS = 0.05
+DRAIN_SECONDS_PER_KEY_EVENT = 0.0005
+DRAIN_SETTLE_TIMEOUT = 1.0
+
 # Failures that mean the X server is gone or unusable; anything else is a bug.
 _CONNECTION_ERRORS = (xerror.DisplayError, xerror.ConnectionClosedError, OSError, mss.exception.ScreenShotError)
+
+
+def _same_frame(a: Any, b: Any) -> bool:
+    return bool(a.raw == b.raw)
 
 
 class _Connection:
@@ -56,8 +65,8 @@ class _Connection:
             geometry = self.root.get_geometry()
             self.size = (geometry.width, geometry.height)
             self.buttons = len(self.dpy.get_pointer_mapping())
-            self.keyboard = Keyboard(self.dpy)
             self.grabber = mss.MSS(display=name)
+            self.keyboard = Keyboard(self.dpy, self.wait_for_clients)
         except BaseException:
             self.dpy.close()
             raise
@@ -70,6 +79,15 @@ class _Connection:
                 self.keyboard.refresh()
             elif event.type == X.ConfigureNotify and event.window == self.root:
                 self.size = (event.width, event.height)
+
+    def wait_for_clients(self, key_events: int) -> None:
+        """Give clients time to handle ``key_events`` queued keys before a keycode changes meaning.
+
+        Nothing in X tells when another client has processed an event, so: at least
+        a pause proportional to the backlog, then until the screen stops changing.
+        """
+        time.sleep(DRAIN_BASE_SECONDS + key_events * DRAIN_SECONDS_PER_KEY_EVENT)
+        settle(self.grab, _same_frame, DRAIN_SETTLE_TIMEOUT)
 
     def grab(self) -> Any:
         width, height = self.size
@@ -99,8 +117,9 @@ class X11Driver(Driver):
         self._conn: _Connection | None = None
         self._encoder = PngEncoder()
         self._last_frame: Any = None
-        # Input was sent since the last screenshot: the next one waits for the screen to settle.
-        self._acted = False
+        # Input was sent since the last screenshot: the next one waits for the screen to
+        # settle. True at first too: we do not know what happened before we came.
+        self._acted = True
         self._buttons_held: list[int] = []
 
     # -- connection --------------------------------------------------------------
@@ -244,7 +263,7 @@ class X11Driver(Driver):
     def screenshot(self) -> Screenshot:
         with self._session() as conn:
             if self._acted:
-                frame = settle(conn.grab, lambda a, b: a.raw == b.raw, self.settle_timeout, self.settle_interval)
+                frame = settle(conn.grab, _same_frame, self.settle_timeout, self.settle_interval)
                 # The screen stopped changing, so clients have handled our keys:
                 # borrowed keycodes can go back now without changing what was typed.
                 conn.keyboard.restore(settled=True)

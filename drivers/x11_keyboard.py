@@ -1,23 +1,26 @@
 """Keysym -> keycode for XTEST, including characters the keymap does not have.
 
 A keysym found at level 0 or 1 of the core keymap is pressed with Shift as its
-level needs. Any other keysym (ü, —, ✓, 日, €, F13 ...) is put on a *spare*
-keycode (one with no symbols at all) for as long as it is needed, with the same
-symbol on both levels so the Shift state cannot change it.
+level needs. Any other keysym (ü, —, ✓, 日, €, F13 ...) is put on a *borrowed*
+keycode for as long as it is needed, with the same symbol on both levels so the
+Shift state cannot change it. Borrowed are keycodes with no symbols at all and
+those carrying only vendor (XF86 media) keysyms: ~110 on Xvfb's default map.
 
 Why the care: an X client turns a keycode into a keysym when it *processes* the
 event, using the keymap it fetched after the last MappingNotify. Changing a
 keycode that already-sent events still refer to can make the app read the new
-symbol. So a spare keycode is only ever re-assigned after a *drain* (our requests
-synced, then a short pause for clients to catch up), and assignments are kept
+symbol. So a borrowed keycode is only re-assigned after a *drain*: our requests
+synced, then the driver waits for clients to catch up (the screen settles, and
+at least a time proportional to the keys sent). That is only needed for a text
+with more distinct missing symbols than borrowable keycodes. Assignments are kept
 until the screen has settled after the action batch (see ``X11Driver.screenshot``),
-which is when they are restored.
+and then restored.
 """
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 from Xlib import X, XK
 from Xlib.display import Display
@@ -27,16 +30,16 @@ from cud.errors import DriverError
 
 __all__ = ()
 
-#: Seconds to let clients process events that name a spare keycode before it is
-#: given another symbol. Only paid when a text needs more distinct missing symbols
-#: than there are spare keycodes.
-DRAIN_SECONDS = 0.05
 _SHIFT = XK.XK_Shift_L
+_VENDOR_KEYSYMS = range(0x1008FF00, 0x10090000)
 
 
 class Keyboard:
-    def __init__(self, dpy: Display) -> None:
+    def __init__(self, dpy: Display, wait_for_clients: Callable[[int], None]) -> None:
+        """``wait_for_clients(n)`` returns once clients have likely handled the last ``n`` key events."""
         self._dpy = dpy
+        self._wait_for_clients = wait_for_clients
+        self._sent = 0
         self._min = dpy.display.info.min_keycode
         self._count = dpy.display.info.max_keycode - self._min + 1
         # keysym -> spare keycode it is on now, least recently used first.
@@ -47,11 +50,13 @@ class Keyboard:
         #: Keycodes pressed through this object and not yet released, in order.
         self.held: list[int] = []
         self.refresh()
-        self._free = [kc for kc in self._spares() if kc > 8]  # keycode 8 maps to no evdev key
+        # keycode -> its own symbols, to put back; keycode 8 maps to no evdev key.
+        self._original = {kc: syms for kc, syms in self._borrowable().items() if kc > 8}
+        self._free = sorted(self._original, reverse=True)
 
     def refresh(self) -> None:
         """Re-read the keymap (after a MappingNotify for the keyboard)."""
-        self._map = self._dpy.get_keyboard_mapping(self._min, self._count)
+        self._map = [tuple(row) for row in self._dpy.get_keyboard_mapping(self._min, self._count)]
         self._per = len(self._map[0]) if self._map else 1
         found: dict[int, tuple[int, int]] = {}
         for offset, syms in enumerate(self._map):
@@ -67,25 +72,31 @@ class Keyboard:
         self._lookup = found
         self._shift_code = found.get(_SHIFT, (0, 0))[0]
 
-    def _spares(self) -> list[int]:
-        return [self._min + i for i, syms in enumerate(self._map) if not any(syms)]
+    def _borrowable(self) -> dict[int, tuple[int, ...]]:
+        return {
+            self._min + i: tuple(syms) for i, syms in enumerate(self._map)
+            if all(sym == X.NoSymbol or sym in _VENDOR_KEYSYMS for sym in syms)
+        }
 
     def prepare(self, keysyms: tuple[int, ...]) -> None:
-        """Make sure each keysym has a keycode, assigning spares in order of first use.
+        """Make sure each keysym has a keycode, assigning borrowed ones in order of first use.
 
-        At most ``capacity`` distinct keysyms may need a spare (see ``chunk_end``).
+        At most ``capacity`` distinct keysyms may need one (see ``chunk_end``). All
+        changes go out as one request: one MappingNotify, one keymap refetch per client.
         """
         missing = [sym for sym in dict.fromkeys(keysyms) if sym not in self._lookup]
         for sym in keysyms:
             if sym in self._assigned:
                 self._assigned.move_to_end(sym)
+        changes: dict[int, tuple[int, ...]] = {}
         for sym in missing:
             if not self._free:
                 self._evict_one()
             keycode = self._free.pop()
-            self._set(keycode, sym)
+            changes[keycode] = (sym, sym)
             self._assigned[sym] = keycode
             self._lookup[sym] = (keycode, 0)
+        self._change(changes)
 
     def chunk_end(self, keysyms: tuple[int, ...], start: int) -> int:
         """End of the longest run from ``start`` whose keysyms fit the spare keycodes at once."""
@@ -101,6 +112,7 @@ class Keyboard:
 
     def press(self, keycode: int, *, down: bool) -> None:
         xtest.fake_input(self._dpy, X.KeyPress if down else X.KeyRelease, keycode)
+        self._sent += 1
         if down:
             self.held.append(keycode)
             if keycode in self._assigned.values():
@@ -155,12 +167,12 @@ class Keyboard:
             self.drain()
         sym, keycode = self._assigned.popitem(last=False)
         del self._lookup[sym]
-        self._set(keycode, X.NoSymbol)
         self._free.append(keycode)
 
     def drain(self) -> None:
         self._dpy.sync()
-        time.sleep(DRAIN_SECONDS)
+        self._wait_for_clients(self._sent)
+        self._sent = 0
         self._dirty = False
 
     def restore(self, *, settled: bool) -> None:
@@ -175,15 +187,21 @@ class Keyboard:
             self.drain()
         for sym, keycode in self._assigned.items():
             self._lookup.pop(sym, None)
-            self._set(keycode, X.NoSymbol)
             self._free.append(keycode)
+        self._change({keycode: self._original[keycode] for keycode in self._assigned.values()})
         self._assigned.clear()
+        self._sent = 0
         self._dirty = False
         self._dpy.sync()
 
-    def _set(self, keycode: int, keysym: int) -> None:
-        self._dpy.change_keyboard_mapping(keycode, [(keysym,) * 2 + (X.NoSymbol,) * (self._per - 2)])
-
+    def _change(self, rows: dict[int, tuple[int, ...]]) -> None:
+        """Set the symbols of some keycodes in one request over their whole range."""
+        if not rows:
+            return
+        first, last = min(rows), max(rows)
+        for keycode, syms in rows.items():
+            self._map[keycode - self._min] = (tuple(syms) + (X.NoSymbol,) * self._per)[: self._per]
+        self._dpy.change_keyboard_mapping(first, [tuple(self._map[kc - self._min]) for kc in range(first, last + 1)])
 
 def _is_letter(keysym: int) -> bool:
     return 0x41 <= keysym <= 0x5A or 0x61 <= keysym <= 0x7A or 0xC0 <= keysym <= 0xFE and keysym != 0xD7 and keysym != 0xF7

@@ -49,10 +49,12 @@ def marker(driver: X11Driver, recorder: Recorder, since: int) -> list[dict]:
     return events[: next(i for i, e in enumerate(events) if e["type"] == "Motion" and (e["x"], e["y"]) == (1, 1))]
 
 
-def keymap(display: str) -> list[list[int]]:
+def keymap(display: str) -> list[tuple[int, ...]]:
+    """Each keycode's unshifted and shifted symbol (the core map's width and group
+    layout change with XKB's view of it; these two levels are what typing uses)."""
     dpy = Display(display)
     try:
-        return [list(row) for row in dpy.get_keyboard_mapping(8, 248)]
+        return [tuple(row[:2]) for row in dpy.get_keyboard_mapping(8, 248)]
     finally:
         dpy.close()
 

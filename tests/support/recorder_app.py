@@ -19,7 +19,8 @@ out = open(events_path, "a", encoding="utf-8", buffering=1)
 root = tk.Tk()
 root.overrideredirect(True)  # no decorations: window pixels are screen pixels
 root.geometry(geometry)
-text = tk.Text(root, font=("DejaVu Sans Mono", 12), undo=False, background="#ffffff")
+# A steady cursor: a blinking one would keep changing the screen under the tests.
+text = tk.Text(root, font=("DejaVu Sans Mono", 12), undo=False, background="#ffffff", insertofftime=0)
 text.pack(fill="both", expand=True)
 
 
@@ -72,6 +73,8 @@ for widget in (text,):
 
 
 def ready() -> None:
+    # Xvfb without a window manager keeps the X focus at PointerRoot: keys go to the
+    # window under the pointer, so tests keep the pointer over this window.
     text.focus_force()
     root.update_idletasks()
     emit({"type": "ready", "x": root.winfo_rootx(), "y": root.winfo_rooty(),

@@ -1,0 +1,45 @@
+"""Run every benchmark in one process, one after another, and print one report.
+
+Each module's ``run()`` returns a markdown section. The report also goes to
+``bench-results/latest.md`` so the README's table can be refreshed from it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import sys
+import time
+from pathlib import Path
+
+SECTIONS = ("bench.x11_bench", "bench.vnc_bench", "bench.daemon_bench")
+
+
+def main() -> int:
+    header = (f"cud benchmark, {time.strftime('%Y-%m-%d %H:%M')} UTC, Python {platform.python_version()}, "
+              f"{platform.machine()}, shared machine: compare ratios, not milliseconds")
+    parts = [header]
+    failed = False
+    for name in SECTIONS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        try:
+            parts.append(module.run())
+        except Exception as exc:  # one broken section must not hide the others
+            failed = True
+            parts.append(f"### {name}\n\nfailed: {exc!r}")
+    report = "\n\n".join(parts) + "\n"
+    out = Path("bench-results")
+    out.mkdir(exist_ok=True)
+    (out / "latest.md").write_text(report)
+    print(report)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
