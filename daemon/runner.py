@@ -70,7 +70,8 @@ class Seat:
             self.current.cancel(reason)
 
     async def screenshot(self) -> tuple[str, bytes]:
-        shot = await self.driver.screenshot()
+        # peek, not screenshot: a look must not replace the frame an approval is bound to.
+        shot = await self.driver.call("peek")
         return decode_data_url(shot["image_url"])
 
     # -- the loop -------------------------------------------------------------------------

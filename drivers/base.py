@@ -48,6 +48,14 @@ class Driver(abc.ABC):
 
     # -- what the daemon needs besides ----------------------------------------------
     @abc.abstractmethod
+    def peek(self) -> Screenshot:
+        """The screen as it is now, for a person (``cuctl screenshot``).
+
+        Unlike ``screenshot()`` it neither waits for the screen to settle nor becomes
+        the frame approvals are bound to: looking must not change what was approved.
+        """
+
+    @abc.abstractmethod
     def release_all(self) -> None:
         """Release every key and mouse button held on the display (start-up after a crash)."""
 

@@ -276,6 +276,12 @@ class X11Driver(Driver):
         return {"type": "computer_screenshot", "image_url": to_data_url(png)}
 
     # -- what the daemon needs besides ------------------------------------------
+    def peek(self) -> Screenshot:
+        with self._session() as conn:
+            frame = conn.grab()
+            png = self._encoder.encode(frame.raw, *frame.size)
+        return {"type": "computer_screenshot", "image_url": to_data_url(png)}
+
     def release_all(self) -> None:
         with self._session() as conn:
             keys = conn.dpy.query_keymap()
