@@ -286,6 +286,9 @@ def _start_xserver(settings: Settings, log: Path) -> tuple[subprocess.Popen[byte
         os.close(write_fd)
     try:
         record.info["display"] = _read_displayfd(read_fd, proc, log, TIMEOUTS["xserver"])
+    except SandboxError:
+        _abandon(proc)
+        raise
     finally:
         os.close(read_fd)
     if vnc_port is not None:
@@ -293,8 +296,22 @@ def _start_xserver(settings: Settings, log: Path) -> tuple[subprocess.Popen[byte
     return proc, record
 
 
+def _abandon(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a part that never came up: nothing records it, so nothing else would."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
-    """Start part ``name`` and wait until it answers; returns its record (not yet saved)."""
+    """Start part ``name`` and wait until it answers; returns its record (not yet saved).
+
+    A part that does not answer in time is stopped again before the error is raised.
+    """
     log = settings.log(name)
     display = records["xserver"].info["display"] if name != "xserver" and "xserver" in records else None
     env = _base_env(settings, display)
@@ -320,7 +337,11 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
         port_file.unlink(missing_ok=True)
         argv = [settings.python, "-m", "cud.scripted", "--scenario", "demo", "--port-file", str(port_file)]
         proc, record = spawn(name, argv, log, env)
-        wait_for("the scripted model", port_file.exists, lambda: proc.poll() is None, log, TIMEOUTS[name])
+        try:
+            wait_for("the scripted model", port_file.exists, lambda: proc.poll() is None, log, TIMEOUTS[name])
+        except SandboxError:
+            _abandon(proc)
+            raise
         record.info["port"] = port_file.read_text().strip()
     elif name == "daemon":
         settings.socket.unlink(missing_ok=True)  # a stale one from a daemon that died
@@ -342,7 +363,11 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
         raise AssertionError(name)
     everything = {**records, name: record}
     what = f"{name} ({' '.join(record.cmdline[:1])}, pid {record.pid})"
-    wait_for(what, lambda: answers(settings, record, everything), lambda: proc.poll() is None, log, TIMEOUTS[name])
+    try:
+        wait_for(what, lambda: answers(settings, record, everything), lambda: proc.poll() is None, log, TIMEOUTS[name])
+    except SandboxError:
+        _abandon(proc)
+        raise
     return record
 
 

@@ -81,10 +81,18 @@ def spawn(
             )
         except FileNotFoundError:
             raise SandboxError(f"{name}: program {argv[0]!r} not found (run sandbox/deps.sh)") from None
-    # Popen returns after exec, so /proc already shows the new program.
-    stat, cmdline = _stat(proc.pid), _cmdline(proc.pid)
-    record = Record(name, proc.pid, cmdline or list(argv), stat[1] if stat else 0, str(log))
-    return proc, record
+    # Popen returns once exec has begun, but the kernel fills in the new command
+    # line a moment later (the close-on-exec pipe Popen waits on closes first):
+    # wait for it, else the record would hold a command line the process never shows.
+    deadline = time.monotonic() + 10.0
+    delay = 0.001
+    while not (cmdline := _cmdline(proc.pid)) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+    stat = _stat(proc.pid)
+    if not cmdline or stat is None:
+        raise SandboxError(f"{name} ({argv[0]}) exited at once; the end of {log}:\n{tail(log)}")
+    return proc, Record(name, proc.pid, cmdline, stat[1], str(log))
 
 
 def _path(run_dir: Path, name: str) -> Path:
