@@ -270,14 +270,14 @@ class VNCDriver(Driver):
             frame = self._grab()
         self._last_frame = frame
         height, width = frame.shape[:2]
-        png = self._encoder.encode(frame, width, height, RAWMODE)
+        png = self._encoder.encode(frame.reshape(-1), width, height, RAWMODE)
         return {"type": "computer_screenshot", "image_url": to_data_url(png)}
 
     # -- what the daemon needs besides ------------------------------------------
     def peek(self) -> Screenshot:
         frame = self._grab()
         height, width = frame.shape[:2]
-        return {"type": "computer_screenshot", "image_url": to_data_url(self._encoder.encode(frame, width, height, RAWMODE))}
+        return {"type": "computer_screenshot", "image_url": to_data_url(self._encoder.encode(frame.reshape(-1), width, height, RAWMODE))}
 
     def release_all(self) -> None:
         """Release every modifier, every key this driver held, and the mouse buttons.
