@@ -4,7 +4,8 @@ Framing: one JSON object per line (UTF-8, ``\\n``-terminated), at most
 :data:`MAX_MESSAGE_BYTES` including the newline. Every message carries ``"v": 1``.
 
 A client sends one request and reads zero or more streamed messages (``event``
-for ``follow``, ``chunk`` for ``screenshot``) and then exactly one reply:
+for ``follow``, ``chunk`` for ``screenshot``, ``event`` then ``file`` for
+``record``) and then exactly one reply:
 ``{"v": 1, "ok": true, "result": ...}`` or
 ``{"v": 1, "ok": false, "error": {"kind", "message", "details"}}``.
 A connection may carry several requests one after another.
@@ -17,6 +18,7 @@ Both sides validate at the boundary: :func:`parse_request` and
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any, Literal, NotRequired, TypedDict, Union, cast
 
@@ -28,6 +30,7 @@ __all__ = [
     "FINAL_STATES",
     "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
+    "RECORD_FILE_NAME",
     "REQUEST_TYPES",
     "TASK_STATES",
     "decode",
@@ -131,6 +134,14 @@ class ScreenshotRequest(TypedDict):
     type: Literal["screenshot"]
 
 
+class RecordRequest(TypedDict):
+    """A task's whole record: its events, then its screenshots as ``file`` messages."""
+
+    v: int
+    type: Literal["record"]
+    id: int
+
+
 Request = Union[
     PingRequest,
     SubmitRequest,
@@ -142,6 +153,7 @@ Request = Union[
     ApproveRequest,
     DenyRequest,
     ScreenshotRequest,
+    RecordRequest,
 ]
 
 
@@ -214,6 +226,19 @@ class ScreenshotResult(TypedDict):
     format: Literal["png"]
 
 
+class RecordFile(TypedDict):
+    name: str
+    bytes: int
+
+
+class RecordResult(TypedDict):
+    """Ends a ``record`` stream: what was sent, so the client can check it got all of it."""
+
+    task: TaskView
+    events: int
+    files: list[RecordFile]
+
+
 # -- messages from the daemon ------------------------------------------------------------
 class OkReply(TypedDict):
     v: int
@@ -239,8 +264,20 @@ class ChunkMessage(TypedDict):
     data: str
 
 
+class FileMessage(TypedDict):
+    """Part of a named file of a record: base64 of at most CHUNK_BYTES bytes starting at ``offset``."""
+
+    v: int
+    type: Literal["file"]
+    name: str
+    offset: int
+    data: str
+
+
 Reply = Union[OkReply, ErrorReply]
-DaemonMessage = Union[OkReply, ErrorReply, EventMessage, ChunkMessage]
+DaemonMessage = Union[OkReply, ErrorReply, EventMessage, ChunkMessage, FileMessage]
+#: What a record's file may be called: the trajectory's own names, never a path.
+RECORD_FILE_NAME = re.compile(r"step-[0-9]{4,}[A-Za-z0-9_-]{0,32}\.(?:png|jpg|webp)")
 
 
 # -- framing ---------------------------------------------------------------------------------
@@ -357,6 +394,7 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "approve": {"id": (_ID, True)},
     "deny": {"id": (_ID, True), "reason": (_text(4096, blank=True), False)},
     "screenshot": {},
+    "record": {"id": (_ID, True)},
 }
 REQUEST_TYPES: frozenset[str] = frozenset(_REQUEST_FIELDS)
 
@@ -406,6 +444,10 @@ def chunk_message(data: str) -> ChunkMessage:
     return {"v": PROTOCOL_VERSION, "type": "chunk", "data": data}
 
 
+def file_message(name: str, offset: int, data: str) -> FileMessage:
+    return {"v": PROTOCOL_VERSION, "type": "file", "name": name, "offset": offset, "data": data}
+
+
 def parse_message(obj: dict[str, Any]) -> DaemonMessage:
     """Check a decoded message from the daemon (the client side of the boundary)."""
     if obj.get("type") == "event":
@@ -417,6 +459,15 @@ def parse_message(obj: dict[str, Any]) -> DaemonMessage:
         if not isinstance(obj.get("data"), str):
             raise ProtocolError("chunk message needs a string 'data'", field="data")
         return cast(ChunkMessage, obj)
+    if obj.get("type") == "file":
+        name, offset = obj.get("name"), obj.get("offset")
+        if not isinstance(name, str) or not RECORD_FILE_NAME.fullmatch(name):
+            raise ProtocolError(f"file message has a bad 'name': {str(name)[:80]!r}", field="name")
+        if type(offset) is not int or offset < 0:
+            raise ProtocolError(f"file message has a bad 'offset': {str(offset)[:80]!r}", field="offset")
+        if not isinstance(obj.get("data"), str):
+            raise ProtocolError("file message needs a string 'data'", field="data")
+        return cast(FileMessage, obj)
     ok = obj.get("ok")
     if ok is True:
         if "result" not in obj:

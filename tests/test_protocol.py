@@ -35,7 +35,7 @@ def test_round_trip_of_every_request_type() -> None:
         "ping": {}, "list": {}, "approvals": {}, "screenshot": {},
         "submit": {"prompt": "p", "model": "m", "max_steps": 3, "approval": "actions"},
         "show": {"id": 1}, "follow": {"id": 2}, "cancel": {"id": 3}, "approve": {"id": 4},
-        "deny": {"id": 5, "reason": "no"},
+        "deny": {"id": 5, "reason": "no"}, "record": {"id": 6},
     }
     assert set(samples) == REQUEST_TYPES
     for kind, fields in samples.items():
