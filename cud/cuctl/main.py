@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from cud.cuctl import approvals, ping, screen, tasks
+from cud.cuctl import approvals, export, ping, progress, report, screen, tasks
 from cud.cuctl.client import Client, socket_path
 from cud.errors import CudError
 
@@ -56,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true", help="block until the task ends; print its final message")
     add("list", tasks.list_tasks, "list tasks")
     add("show", tasks.show, "show one task").add_argument("id", type=int, metavar="ID")
-    add("follow", tasks.follow, "print a task's events until it ends").add_argument("id", type=int, metavar="ID")
+    add("follow", progress.follow, "show a task's progress until it ends").add_argument("id", type=int, metavar="ID")
     add("cancel", tasks.cancel, "cancel a task").add_argument("id", type=int, metavar="ID")
     add("approvals", approvals.list_approvals, "list pending approvals")
     add("approve", approvals.approve, "approve a pending approval").add_argument("id", type=int, metavar="ID")
@@ -66,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     add("screenshot", screen.screenshot, "save the display as a PNG").add_argument(
         "-o", "--output", metavar="FILE", help="file to write (default: stdout, if it is not a terminal)")
     add("ping", ping.ping, "check that the daemon answers")
+    p = add("report", report.report, "write a task's record as one self-contained HTML page")
+    p.add_argument("id", type=int, metavar="ID")
+    p.add_argument("-o", "--output", metavar="FILE", help="file to write (default task-ID.html; - for stdout)")
+    p = add("export", export.export, "write a task's raw record (events and screenshots) as files")
+    p.add_argument("id", type=int, metavar="ID")
+    p.add_argument("-o", "--output", metavar="DIR_OR_FILE",
+                   help="new directory, or a .tar/.tar.gz/.tgz archive (default task-ID/)")
     return parser
 
 

@@ -1,0 +1,64 @@
+"""cuctl export: a task's raw record as files (layout: :mod:`cud.record.export`); also fetches records for report."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import os
+from pathlib import Path
+from typing import Any
+
+from cud.cuctl.client import Client
+from cud.cuctl.output import emit_json
+from cud.errors import ProtocolError
+from cud.record.export import write_export
+from cud.record.model import Record
+
+__all__ = ("fetch_record",)
+
+
+def fetch_record(client: Client, task_id: int) -> Record:
+    """The task's record as the daemon streams it, checked against the totals in its reply."""
+    events: list[dict[str, Any]] = []
+    parts: dict[str, list[bytes]] = {}
+
+    def on_message(message: Any) -> None:
+        kind = message.get("type")
+        if kind == "event":
+            events.append(message["event"])
+        elif kind == "file":
+            chunks = parts.setdefault(message["name"], [])
+            have = sum(len(c) for c in chunks)
+            if message["offset"] != have:
+                raise ProtocolError(f"file {message['name']!r} arrived out of order: offset {message['offset']}, "
+                                    f"expected {have}", name=message["name"])
+            try:
+                chunks.append(base64.b64decode(message["data"], validate=True))
+            except (binascii.Error, ValueError):
+                raise ProtocolError(f"file {message['name']!r} has invalid base64", name=message["name"]) from None
+        else:
+            raise ProtocolError(f"unexpected {kind!r} message in a record")
+
+    result = client.call("record", on_message, id=task_id)
+    files = {name: b"".join(chunks) for name, chunks in parts.items()}
+    if len(events) != result["events"]:
+        raise ProtocolError(f"record of task {task_id} arrived with {len(events)} events, "
+                            f"the daemon sent {result['events']}")
+    expected = {f["name"]: f["bytes"] for f in result["files"]}
+    got = {name: len(data) for name, data in files.items()}
+    if got != expected:
+        raise ProtocolError(f"record of task {task_id} arrived with files {got}, the daemon sent {expected}")
+    return Record(task=result["task"], events=events, files=files)
+
+
+def export(client: Client, args: argparse.Namespace) -> int:
+    record = fetch_record(client, args.id)
+    target = Path(args.output or f"task-{args.id}")
+    write_export(record, target)
+    if args.json:
+        emit_json({"path": os.path.abspath(target), "events": len(record.events), "files": len(record.files)})
+    else:
+        print(f"{target}: task {args.id} ({record.task['state']}), {len(record.events)} events, "
+              f"{len(record.files)} screenshots")
+    return 0

@@ -1,0 +1,175 @@
+"""cuctl follow on a terminal: a log of finished steps and notices above one redrawn status line.
+
+The status line shows the step counter, what is happening now (the last
+action, waiting for the model, waiting for approval with the command that
+answers it) and the elapsed time, which keeps ticking while nothing happens.
+When stdout is not a terminal (a pipe, a file, ``TERM=dumb``) or ``--json`` is
+given, ``follow`` prints one plain line per event instead (:func:`cud.cuctl.tasks.follow`).
+
+The socket is read on a helper thread; only the main thread writes to the
+terminal, so a redraw never interleaves with a notice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import sys
+import threading
+import time
+from datetime import datetime
+from typing import Any, TextIO
+
+from cud.cuctl import tasks
+from cud.cuctl.client import Client
+from cud.cuctl.output import short
+from cud.record.model import describe
+
+__all__ = ("follow",)
+
+#: How often the elapsed time is redrawn while no event arrives.
+TICK = 1.0
+
+
+def follow(client: Client, args: argparse.Namespace) -> int:
+    if args.json or not live_terminal(sys.stdout):
+        return tasks.follow(client, args)
+    task = client.call("show", id=args.id)
+    return Progress(sys.stdout, task).run(client)
+
+
+def live_terminal(stream: TextIO) -> bool:
+    return stream.isatty() and os.environ.get("TERM", "") != "dumb"
+
+
+def _epoch(iso: str | None) -> float | None:
+    if not iso:
+        return None
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+class Progress:
+    def __init__(self, out: TextIO, task: dict[str, Any]) -> None:
+        self.out = out
+        self.task = task
+        self.id = task["id"]
+        self.state = task["state"]
+        self.step = task["steps"]
+        self.max_steps = task["max_steps"]
+        self.doing = "queued" if self.state == "queued" else "waiting for the model"
+        self.since = _epoch(task["started_at"]) or _epoch(task["created_at"]) or time.time()
+        self.colour = "NO_COLOR" not in os.environ
+        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self, client: Client) -> int:
+        reader = threading.Thread(target=self._read, args=(client,), name="cuctl-follow", daemon=True)
+        reader.start()
+        self._redraw()
+        try:
+            while True:
+                try:
+                    kind, value = self._events.get(timeout=TICK)
+                except queue.Empty:
+                    self._redraw()
+                    continue
+                if kind == "event":
+                    self._on_event(value)
+                    self._redraw()
+                elif kind == "error":
+                    self._clear()
+                    raise value
+                else:  # "done": the follow reply, the task as it ended
+                    self._clear()
+                    return tasks._ended(value, False, quiet=True)
+        except KeyboardInterrupt:
+            self._clear()
+            raise
+
+    def _read(self, client: Client) -> None:
+        try:
+            task = client.call("follow", lambda m: self._events.put(("event", m["event"])), wait_forever=True,
+                               id=self.id)
+            self._events.put(("done", task))
+        except BaseException as exc:  # handed to the main thread, which owns the terminal
+            self._events.put(("error", exc))
+
+    # -- what events change ----------------------------------------------------------------------
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind, data = event["kind"], event["data"]
+        if kind == "running":
+            self.state, self.doing = "running", "waiting for the model"
+            self.since = _epoch(event["at"]) or self.since
+            self._line(f"task {self.id} started: {short(self.task['prompt'], 60)}")
+        elif kind == "action":
+            self.step = max(self.step, data.get("step", self.step))
+            self.doing = describe(data.get("action"), 60)
+        elif kind == "step":
+            self.step = data["step"]
+            actions = ", ".join(describe(a.get("action"), 40) for a in data.get("actions", [])[:3])
+            what = actions or ("took a screenshot" if data.get("screenshot") else "answered")
+            self._line(f"step {data['step']}: {what} ({data.get('total_ms', 0) / 1000:.1f} s)")
+            self.doing = "waiting for the model"
+        elif kind == "approval_requested":
+            approval = data["approval_id"]
+            self.state = "awaiting_approval"
+            self.doing = f"waiting for approval {approval}: cuctl approve {approval}"
+            checks = "; ".join(c.get("message") or c.get("code") or "?" for c in data.get("checks", []))
+            what = checks or ", ".join(describe(a, 40) for a in data.get("actions", []))
+            self._line(self._em(f"approval {approval} needed ({data.get('kind')}): {short(what, 70)}"))
+            self._line(self._em(f"  run: cuctl approve {approval}   or: cuctl deny {approval} --reason TEXT"))
+        elif kind == "approval_decided":
+            self.state = "running" if data.get("outcome") == "approved" else self.state
+            by = f" by {data['by']['name']}" if data.get("by") else ""
+            self._line(f"approval {data['approval_id']} {data.get('outcome')}{by}")
+            self.doing = "running the approved action" if data.get("outcome") == "approved" else self.doing
+        elif kind == "cancel_requested":
+            self._line(f"cancel requested by {data['by']['name']}")
+            self.doing = "cancelling"
+        elif kind == "end":
+            self.state = data["state"]
+            took = _clock(time.time() - self.since)
+            detail = data.get("final_message") or (data.get("error") or {}).get("message") or data.get("reason")
+            self._line(f"task {self.id} {data['state']} after {self.step} steps in {took}"
+                       + (f": {short(detail, 100)}" if detail else ""))
+        elif kind == "diagnostic":
+            self._line(f"diagnostic: {short(str(data), 100)}")
+
+    # -- drawing ----------------------------------------------------------------------------
+    def _status(self) -> str:
+        elapsed = _clock(time.time() - self.since)
+        return f"task {self.id} · step {self.step}/{self.max_steps} · {self.state} · {self.doing} · {elapsed}"
+
+    def _width(self) -> int:
+        try:
+            columns = os.get_terminal_size(self.out.fileno()).columns
+        except (OSError, ValueError):
+            columns = 0
+        return columns if columns > 10 else 80
+
+    def _redraw(self) -> None:
+        # Cut to the width: a wrapped status line could not be redrawn in place.
+        self.out.write("\r\x1b[K" + short(self._status(), self._width() - 1))
+        self.out.flush()
+
+    def _clear(self) -> None:
+        self.out.write("\r\x1b[K")
+        self.out.flush()
+
+    def _line(self, text: str) -> None:
+        """A line that stays, printed above the status line."""
+        self.out.write("\r\x1b[K" + text + "\n")
+        self.out.flush()
+
+    def _em(self, text: str) -> str:
+        return f"\x1b[1;33m{text}\x1b[0m" if self.colour else text

@@ -1,0 +1,171 @@
+"""A task's record as cuctl receives it, and the steps a person reads it by.
+
+The daemon keeps a task as its rows and events plus its screenshot files; the
+``record`` request streams exactly that, and :class:`Record` holds it. The
+events are the truth; :func:`steps` only groups them: every event between one
+``step`` event and the next belongs to the later step (a step is recorded when
+it ends), and what follows the last ``step`` event is a step that never ended
+(the task is still running, or it failed or was stopped mid-step).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from datetime import datetime
+from typing import Any
+
+__all__ = ("Approval", "Record", "Step", "describe", "point", "seconds_between", "steps")
+
+
+@dataclasses.dataclass
+class Record:
+    task: dict[str, Any]  # a TaskView
+    events: list[dict[str, Any]]  # EventViews in seq order
+    files: dict[str, bytes]  # trajectory file name -> bytes
+
+
+@dataclasses.dataclass
+class Approval:
+    id: int
+    kind: str
+    checks: list[dict[str, Any]]
+    actions: list[dict[str, Any]]
+    screenshot: str | None
+    requested_at: str
+    deadline_at: str | None
+    outcome: str | None = None  # None while pending
+    by: dict[str, Any] | None = None
+    reason: str | None = None
+    decided_at: str | None = None
+
+
+@dataclasses.dataclass
+class Step:
+    number: int
+    ended: bool  # False for a step the record stops in the middle of
+    saw: str | None  # screenshot file the model was sent for this step
+    screenshot: str | None  # screenshot file this step produced
+    messages: list[str]
+    actions: list[dict[str, Any]]  # {"action": {...}, "ms": float}
+    approvals: list[Approval]
+    diagnostics: list[dict[str, Any]]
+    timings: dict[str, float]  # total_ms, model_ms, driver_ms, approval_ms, overhead_ms (ended steps)
+    at: str | None  # when the step ended (or its last event)
+
+
+def steps(record: Record) -> list[Step]:
+    """The record's steps in order, with their approvals and diagnostics attached."""
+    out: list[Step] = []
+    approvals: dict[int, Approval] = {}
+    pending_actions: list[dict[str, Any]] = []
+    pending_approvals: list[Approval] = []
+    pending_diagnostics: list[dict[str, Any]] = []
+    last_at: str | None = None
+    last_screenshot: str | None = None
+    for event in record.events:
+        kind, data = event["kind"], event["data"]
+        if kind == "action":
+            pending_actions.append({"action": data.get("action", {}), "ms": data.get("ms")})
+        elif kind == "approval_requested":
+            approval = Approval(
+                id=data["approval_id"], kind=data.get("kind", "?"), checks=list(data.get("checks") or []),
+                actions=list(data.get("actions") or []), screenshot=data.get("screenshot"),
+                requested_at=event["at"], deadline_at=data.get("deadline_at"),
+            )
+            approvals[approval.id] = approval
+            pending_approvals.append(approval)
+        elif kind == "approval_decided":
+            decided = approvals.get(data.get("approval_id", -1))
+            if decided is not None:
+                decided.outcome, decided.by = data.get("outcome"), data.get("by")
+                decided.reason, decided.decided_at = data.get("reason"), event["at"]
+        elif kind == "diagnostic":
+            pending_diagnostics.append(data)
+        elif kind == "step":
+            out.append(Step(
+                number=int(data["step"]), ended=True, saw=data.get("saw"), screenshot=data.get("screenshot"),
+                messages=[str(m) for m in data.get("messages") or []],
+                actions=list(data.get("actions") or []),
+                approvals=pending_approvals, diagnostics=pending_diagnostics,
+                timings={k: float(data[k]) for k in ("total_ms", "model_ms", "driver_ms", "approval_ms",
+                                                     "overhead_ms") if isinstance(data.get(k), (int, float))},
+                at=event["at"],
+            ))
+            last_screenshot = data.get("screenshot") or last_screenshot
+            pending_actions, pending_approvals, pending_diagnostics = [], [], []
+        elif kind == "end":
+            for approval in approvals.values():  # the store cancels pending approvals without an event
+                if approval.outcome is None:
+                    approval.outcome, approval.decided_at = "cancelled", event["at"]
+                    approval.reason = f"the task ended ({data.get('state')})"
+        last_at = event["at"]
+    if pending_actions or pending_approvals or pending_diagnostics:
+        out.append(Step(
+            number=(out[-1].number if out else 0) + 1, ended=False, saw=last_screenshot, screenshot=None,
+            messages=[], actions=pending_actions, approvals=pending_approvals,
+            diagnostics=pending_diagnostics, timings={}, at=last_at,
+        ))
+    return out
+
+
+def point(holder: Any) -> tuple[float, float] | None:
+    """(x, y) of an action or path point if both are finite numbers (model data is not trusted)."""
+    if not isinstance(holder, dict):
+        return None
+    x, y = holder.get("x"), holder.get("y")
+    if _number(x) and _number(y):
+        return float(x), float(y)
+    return None
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _at(p: tuple[float, float] | None) -> str:
+    return "?" if p is None else f"({p[0]:g}, {p[1]:g})"
+
+
+def describe(action: Any, limit: int = 80) -> str:
+    """One short human phrase for an action: ``click left at (200, 150)``, ``type "hello"``."""
+    if not isinstance(action, dict):
+        return repr(action)[:limit]
+    kind = str(action.get("type", "?"))
+    if kind == "click":
+        return f"click {action.get('button', 'left')} at {_at(point(action))}"
+    if kind == "double_click":
+        return f"double-click at {_at(point(action))}"
+    if kind == "move":
+        return f"move to {_at(point(action))}"
+    if kind == "scroll":
+        return f"scroll ({action.get('scroll_x', 0)}, {action.get('scroll_y', 0)}) at {_at(point(action))}"
+    if kind == "drag":
+        path = action.get("path") if isinstance(action.get("path"), list) else []
+        if not path:
+            return "drag (no path)"
+        return f"drag {_at(point(path[0]))} → {_at(point(path[-1]))} ({len(path)} points)"
+    if kind == "type":
+        text = str(action.get("text", ""))
+        shown = text if len(text) <= limit else text[: limit - 1] + "…"
+        return f"type {shown!r}"
+    if kind == "keypress":
+        keys = action.get("keys")
+        return "press " + ("+".join(str(k) for k in keys) if isinstance(keys, list) else repr(keys))
+    if kind == "wait":
+        return "wait"
+    if kind == "screenshot":
+        return "screenshot"
+    return f"{kind}: {action!r}"[:limit]
+
+
+def seconds_between(start: str | None, end: str | None) -> float | None:
+    """Seconds between two ISO timestamps of the daemon, or None if either is missing."""
+    if not start or not end:
+        return None
+    try:
+        a = datetime.fromisoformat(start.replace("Z", "+00:00"))
+        b = datetime.fromisoformat(end.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (b - a).total_seconds()
