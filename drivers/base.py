@@ -10,7 +10,11 @@ Concrete drivers (``x11``, ``vnc``) validate every action with
 from __future__ import annotations
 
 import abc
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from .actions import plan
 
 if TYPE_CHECKING:
     from openai.lib.computer import ComputerActionInput, Screenshot
@@ -21,28 +25,51 @@ __all__ = ()
 class Driver(abc.ABC):
     """A synchronous driver for one display. Not thread-safe: use it from one thread."""
 
+    #: Seconds a model's ``wait`` action waits.
+    wait_seconds: float = 1.0
+
     @property
     @abc.abstractmethod
     def screen_size(self) -> tuple[int, int]:
         """(width, height) of the screen in native pixels, as of now."""
 
     # -- the SDK's ComputerDriver methods --------------------------------------------
+    # Every input action is validated as a whole and then executed by ``_act``; the
+    # driver decides how its plan reaches the display.
     @abc.abstractmethod
-    def click(self, action: ComputerActionInput) -> None: ...
-    @abc.abstractmethod
-    def double_click(self, action: ComputerActionInput) -> None: ...
-    @abc.abstractmethod
-    def drag(self, action: ComputerActionInput) -> None: ...
-    @abc.abstractmethod
-    def keypress(self, action: ComputerActionInput) -> None: ...
-    @abc.abstractmethod
-    def move(self, action: ComputerActionInput) -> None: ...
-    @abc.abstractmethod
-    def scroll(self, action: ComputerActionInput) -> None: ...
-    @abc.abstractmethod
-    def type(self, action: ComputerActionInput) -> None: ...
-    @abc.abstractmethod
-    def wait(self, action: ComputerActionInput) -> None: ...
+    def _act(self, action: ComputerActionInput) -> object:
+        """Validate ``action`` with ``actions.plan`` and run it; send nothing if it is invalid."""
+
+    def click(self, action: ComputerActionInput) -> None:
+        self._act(action)
+
+    def double_click(self, action: ComputerActionInput) -> None:
+        self._act(action)
+
+    def drag(self, action: ComputerActionInput) -> None:
+        self._act(action)
+
+    def keypress(self, action: ComputerActionInput) -> None:
+        self._act(action)
+
+    def move(self, action: ComputerActionInput) -> None:
+        self._act(action)
+
+    def scroll(self, action: ComputerActionInput) -> None:
+        self._act(action)
+
+    def type(self, action: ComputerActionInput) -> None:
+        self._act(action)
+
+    def wait(self, action: ComputerActionInput, cancelled: Callable[[], bool] | None = None) -> None:
+        """Sleep ``wait_seconds``; the SDK passes ``cancelled`` so a cancel ends it early."""
+        plan(action, (1, 1))  # a wait has nothing to check but its type
+        deadline = time.monotonic() + self.wait_seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if cancelled is not None and cancelled():
+                return
+            time.sleep(min(left, 0.05))
+
     @abc.abstractmethod
     def screenshot(self) -> Screenshot: ...
 

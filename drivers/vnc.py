@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from vncdotool.command import parse_server
@@ -73,6 +73,10 @@ _MAX_BUTTON = 8
 #: Seconds to let X clients read a key event before the next keysym the server may
 #: have to put on a borrowed keycode is sent (see ``_type_batches``).
 DRAIN_SECONDS = 0.05
+#: Spare keycodes x11vnc and Xvnc have on their default keymaps for keysyms they lack.
+#: Past this many distinct such keysyms on one connection they drop keys silently,
+#: so an action that would go past it is refused before anything is sent.
+BORROW_LIMIT = 19
 
 
 def parse_address(server: str) -> Address:
@@ -119,6 +123,9 @@ class VNCDriver(Driver):
         self._unreleased_buttons = False
         #: The connection that has carried a key event (see ``_act``).
         self._keyboard_used: Connection | None = None
+        # Keysyms the server may have borrowed a keycode for on the current connection.
+        self._borrowed: set[int] = set()
+        self._borrowed_on: Connection | None = None
 
     def __repr__(self) -> str:
         return f"VNCDriver({self.server!r})"
@@ -214,6 +221,16 @@ class VNCDriver(Driver):
         step = A.plan(action, conn.size)
         batches = self._events(step)
         keys = [e[1] for batch in batches for e in batch if e[0] == "key"]
+        if conn is not self._borrowed_on:
+            self._borrowed, self._borrowed_on = set(), conn
+        borrowed = self._borrowed | {k for k in keys if _may_be_borrowed(k)}
+        if len(borrowed) > BORROW_LIMIT:
+            raise ActionRejected(
+                f"this action needs {len(borrowed)} distinct characters missing from the VNC server's "
+                f"keymap on one connection; servers hold at most {BORROW_LIMIT} and drop the rest",
+                needed=len(borrowed), limit=BORROW_LIMIT,
+            )
+        self._borrowed = borrowed
         if keys and conn is not self._keyboard_used:
             if _may_be_borrowed(keys[0]):
                 # Xvnc switches its core keyboard to the VNC device on that device's
@@ -228,36 +245,6 @@ class VNCDriver(Driver):
             self._acted = True
             self._send(conn, events)
         return step
-
-    # -- the SDK's ComputerDriver -----------------------------------------------
-    def click(self, action: Any) -> None:
-        self._act(action)
-
-    def double_click(self, action: Any) -> None:
-        self._act(action)
-
-    def drag(self, action: Any) -> None:
-        self._act(action)
-
-    def keypress(self, action: Any) -> None:
-        self._act(action)
-
-    def move(self, action: Any) -> None:
-        self._act(action)
-
-    def scroll(self, action: Any) -> None:
-        self._act(action)
-
-    def type(self, action: Any) -> None:
-        self._act(action)
-
-    def wait(self, action: Any, cancelled: Callable[[], bool] | None = None) -> None:
-        A.plan(action, (1, 1))  # a wait has nothing to check but its type
-        deadline = time.monotonic() + self.wait_seconds
-        while (left := deadline - time.monotonic()) > 0:
-            if cancelled is not None and cancelled():
-                return
-            time.sleep(min(left, 0.05))
 
     def _grab(self) -> np.ndarray:
         return self._send(self._connection(), [], frame=True)

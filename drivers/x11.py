@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import mss
@@ -179,12 +179,9 @@ class X11Driver(Driver):
                 conn.dpy.sync()
             self._acted = True
 
-    def _act(self, action: Any, check: Callable[[A.Plan, _Connection], None] | None = None) -> A.Plan:
-        """Validate ``action`` and run it; nothing is sent unless the whole action is valid."""
+    def _act(self, action: Any) -> A.Plan:
         with self._session() as conn:
             step = A.plan(action, conn.size)
-            if check is not None:
-                check(step, conn)
             self._run(conn, step)
             return step
 
@@ -229,36 +226,6 @@ class X11Driver(Driver):
             with self._holding(conn, ()):
                 caps_lock = bool(conn.root.query_pointer().mask & X.LockMask)
                 conn.keyboard.type(step.keysyms, caps_lock=caps_lock)
-
-    # -- the SDK's ComputerDriver -----------------------------------------------
-    def click(self, action: Any) -> None:
-        self._act(action)
-
-    def double_click(self, action: Any) -> None:
-        self._act(action)
-
-    def drag(self, action: Any) -> None:
-        self._act(action)
-
-    def keypress(self, action: Any) -> None:
-        self._act(action)
-
-    def move(self, action: Any) -> None:
-        self._act(action)
-
-    def scroll(self, action: Any) -> None:
-        self._act(action)
-
-    def type(self, action: Any) -> None:
-        self._act(action)
-
-    def wait(self, action: Any, cancelled: Callable[[], bool] | None = None) -> None:
-        A.plan(action, (1, 1))  # a wait has nothing to check but its type
-        deadline = time.monotonic() + self.wait_seconds
-        while (left := deadline - time.monotonic()) > 0:
-            if cancelled is not None and cancelled():
-                return
-            time.sleep(min(left, 0.05))
 
     def screenshot(self) -> Screenshot:
         with self._session() as conn:

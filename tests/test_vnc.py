@@ -284,6 +284,17 @@ def test_rejected_actions_send_nothing_at_all(driver: VNCDriver, seat: Seat, act
     assert_nothing_held(seat.display)
 
 
+def test_more_borrowed_characters_than_the_server_holds_are_refused_up_front(driver: VNCDriver, seat: Seat) -> None:
+    driver.type({"type": "type", "text": "äöü"})
+    seat.recorder.wait_text("äöü")
+    start = seat.recorder.mark()
+    greek = "".join(chr(c) for c in range(0x3B1, 0x3B1 + 17))  # 3 + 17 > 19 distinct borrowed
+    with pytest.raises(ActionRejected, match="at most 19"):
+        driver.type({"type": "type", "text": greek})
+    assert marker(driver, seat.recorder, start) == []
+    assert seat.recorder.text() == "äöü"
+
+
 def test_release_all_releases_modifiers_a_dead_client_left_held(driver: VNCDriver, seat: Seat) -> None:
     # A client that pressed keys and died without releasing them (cud crashing half-way).
     crashed = Connection(driver.address, seat.vnc.password, 10.0)
