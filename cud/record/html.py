@@ -51,14 +51,17 @@ dl.facts dt { color: var(--dim); } dl.facts dd { margin: 0; }
 .error { color: #b3141b; }
 .totals { color: var(--dim); }
 nav.index { margin-top: 8px; }
-nav.index ol { columns: 3 300px; margin: 6px 0 16px; padding-left: 2.6em; font-size: 14px; }
+nav.index ol { columns: 3 320px; column-gap: 2.5em; margin: 6px 0 16px; padding-left: 2.6em; font-size: 14px; }
+nav.index li { break-inside: avoid; overflow-wrap: anywhere; }
 nav.index a { color: #1d4ed8; }
 section.step { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 14px 16px;
                margin: 0 0 16px; scroll-margin-top: 8px; }
+.body { display: grid; grid-template-columns: minmax(0, 3fr) minmax(280px, 2fr); gap: 0 20px; align-items: start; }
+@media (max-width: 900px) { .body { grid-template-columns: minmax(0, 1fr); } }
 .when { color: var(--dim); font-weight: normal; font-size: 14px; }
 .messages p { margin: 4px 0 8px; padding: 6px 10px; background: #eef4ff; border-left: 3px solid #1d6fe0;
               white-space: pre-wrap; overflow-wrap: anywhere; }
-figure { margin: 8px 0; }
+figure { margin: 4px 0 8px; }
 .frame { position: relative; display: inline-block; max-width: 100%; line-height: 0;
          border: 1px solid var(--line); }
 .frame img { display: block; max-width: 100%; height: auto; }
@@ -161,46 +164,47 @@ def _index(all_steps: list[Step]) -> str:
 
 def _summary(step: Step) -> str:
     if step.actions:
-        text = ", ".join(describe(a.get("action"), 40) for a in step.actions[:3])
-        return text + (f" (+{len(step.actions) - 3})" if len(step.actions) > 3 else "")
+        text = ", ".join(describe(a.get("action"), 40) for a in step.actions[:2])
+        return text + (f" (+{len(step.actions) - 2} more)" if len(step.actions) > 2 else "")
     if step.approvals and not step.ended:
         return f"approval {step.approvals[-1].id} ({step.approvals[-1].outcome or 'pending'})"
     if step.screenshot:
         return "looked at the screen"
     if step.messages:
-        return "message: " + " ".join(step.messages[0].split())[:60]
+        return "said: " + " ".join(step.messages[0].split())[:60]
     return "model turn"
 
 
 # -- one step ----------------------------------------------------------------------------------
 def _step(record: Record, step: Step) -> str:
+    """A step: the screen with its marks on the left; messages, actions, approvals and timings beside it."""
     n = step.number
     when = f' <span class="when">{escape(step.at or "")}{"" if step.ended else " · did not finish"}</span>'
-    parts = [f'<section class="step" id="step-{n}"><h2><a href="#step-{n}">Step {n}</a>{when}</h2>']
-    if step.messages:
-        parts.append('<div class="messages">' + "".join(f"<p>{escape(m)}</p>" for m in step.messages) + "</div>")
-    parts.append(_figure(record, step.saw, step.actions, f"The screen the model saw before step {n}"))
+    left = [_figure(record, step.saw, step.actions, f"The screen the model saw before step {n}")]
     notes = captions(step.actions)
     if notes:
         items = "".join(
-            f'<li>{number}. {kind}' + (f' <code>{escape(text)}</code>' if text else "") + "</li>"
+            f"<li>{number}. {kind}" + (f" <code>{escape(text)}</code>" if text else "") + "</li>"
             for number, kind, text in notes
         )
-        parts.append(f'<ul class="captions">{items}</ul>')
-    parts.append(_actions(step))
-    parts.extend(_approval(a) for a in step.approvals)
+        left.append(f'<ul class="captions">{items}</ul>')
+    right = []
+    if step.messages:
+        right.append('<div class="messages">' + "".join(f"<p>{escape(m)}</p>" for m in step.messages) + "</div>")
+    right.append(_actions(step))
+    right.extend(_approval(a) for a in step.approvals)
     for diagnostic in step.diagnostics:
         text = json.dumps(diagnostic, ensure_ascii=False)
-        parts.append(f'<p class="ms">diagnostic: <code>{escape(text)}</code></p>')
+        right.append(f'<p class="ms">diagnostic: <code>{escape(text)}</code></p>')
     if step.timings:
         t = step.timings
-        parts.append(
+        right.append(
             f'<p class="timings">{t.get("total_ms", 0):.0f} ms in all: model {t.get("model_ms", 0):.0f} ms, '
             f'driver {t.get("driver_ms", 0):.0f} ms, approval wait {t.get("approval_ms", 0):.0f} ms, '
             f'cud {t.get("overhead_ms", 0):.1f} ms</p>'
         )
-    parts.append("</section>")
-    return "".join(parts)
+    return (f'<section class="step" id="step-{n}"><h2><a href="#step-{n}">Step {n}</a>{when}</h2>'
+            f'<div class="body"><div>{"".join(left)}</div><div>{"".join(right)}</div></div></section>')
 
 
 def _figure(record: Record, name: str | None, actions: list[dict[str, Any]], alt: str) -> str:

@@ -26,22 +26,22 @@ _MOVE = "#1d6fe0"
 
 def svg_overlay(actions: list[dict[str, Any]], width: int, height: int) -> str:
     """An ``<svg>`` covering the image, with one mark per pointer action ('' if there is none)."""
-    size = max(14.0, width / 64)  # label size in image pixels: ~20 px on a 1280-wide screen
+    size = max(16.0, width / 50)  # label size in image pixels: ~26 px on a 1280-wide screen
     marks: list[str] = []
     for number, entry in enumerate(actions, start=1):
         action = entry.get("action") if isinstance(entry, dict) else None
         if isinstance(action, dict):
-            marks.append(_mark(number, action, size))
+            marks.append(_mark(number, action, size, width))
     marks = [m for m in marks if m]
     if not marks:
         return ""
     return (
         f'<svg class="overlay" viewBox="0 0 {width} {height}" preserveAspectRatio="none" '
-        f'xmlns="http://www.w3.org/2000/svg" aria-hidden="true">{"".join(marks)}</svg>'
+        f'aria-hidden="true">{"".join(marks)}</svg>'
     )
 
 
-def _mark(number: int, action: dict[str, Any], size: float) -> str:
+def _mark(number: int, action: dict[str, Any], size: float, width: int) -> str:
     kind = action.get("type")
     if kind in ("click", "double_click"):
         where = point(action)
@@ -55,22 +55,22 @@ def _mark(number: int, action: dict[str, Any], size: float) -> str:
             label = f"{number} double-click"
         else:
             label = f"{number} {action.get('button', 'left')} click"
-        return f'<g class="mark click">{rings}{_label(x + r * 1.6, y - r * 0.6, label, size, _POINTER)}</g>'
+        return f'<g class="mark click">{rings}{_label(x, r * 1.6, y - r * 0.6, label, size, _POINTER, width)}</g>'
     if kind == "move":
         where = point(action)
         if where is None:
             return ""
         x, y = where
         return (f'<g class="mark move">{_circle(x, y, size * 0.45, _MOVE, dashed=True)}'
-                f'{_label(x + size, y - size * 0.4, f"{number} move", size, _MOVE)}</g>')
+                f'{_label(x, size, y - size * 0.4, f"{number} move", size, _MOVE, width)}</g>')
     if kind == "scroll":
-        return _scroll(number, action, size)
+        return _scroll(number, action, size, width)
     if kind == "drag":
-        return _drag(number, action, size)
+        return _drag(number, action, size, width)
     return ""
 
 
-def _scroll(number: int, action: dict[str, Any], size: float) -> str:
+def _scroll(number: int, action: dict[str, Any], size: float, width: int) -> str:
     where = point(action)
     if where is None:
         return ""
@@ -83,10 +83,10 @@ def _scroll(number: int, action: dict[str, Any], size: float) -> str:
         ex, ey = x + dx / length * reach, y + dy / length * reach
         parts.append(_line([(x, y), (ex, ey)], _POINTER) + _arrowhead((x, y), (ex, ey), size, _POINTER))
     label = f"{number} scroll {dx:g},{dy:g}"
-    return f'<g class="mark scroll">{"".join(parts)}{_label(x + size, y + size * 1.4, label, size, _POINTER)}</g>'
+    return f'<g class="mark scroll">{"".join(parts)}{_label(x, size, y + size * 1.4, label, size, _POINTER, width)}</g>'
 
 
-def _drag(number: int, action: dict[str, Any], size: float) -> str:
+def _drag(number: int, action: dict[str, Any], size: float, width: int) -> str:
     raw = action.get("path")
     points = [p for p in (point(q) for q in raw) if p is not None] if isinstance(raw, list) else []
     if not points:
@@ -95,7 +95,7 @@ def _drag(number: int, action: dict[str, Any], size: float) -> str:
     if len(points) > 1:
         parts.append(_line(points, _POINTER) + _arrowhead(points[-2], points[-1], size, _POINTER))
     x, y = points[0]
-    return f'<g class="mark drag">{"".join(parts)}{_label(x + size, y - size * 0.6, f"{number} drag", size, _POINTER)}</g>'
+    return f'<g class="mark drag">{"".join(parts)}{_label(x, size, y - size * 0.6, f"{number} drag", size, _POINTER, width)}</g>'
 
 
 def captions(actions: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
@@ -160,7 +160,14 @@ def _arrowhead(start: tuple[float, float], end: tuple[float, float], size: float
     return f'<polygon points="{coords}" fill="{colour}" stroke="#fff" stroke-width="1" vector-effect="non-scaling-stroke"/>'
 
 
-def _label(x: float, y: float, text: str, size: float, colour: str) -> str:
-    return (f'<text x="{_n(x)}" y="{_n(y)}" font-size="{_n(size)}" fill="{colour}" stroke="#fff" '
+def _label(x: float, offset: float, y: float, text: str, size: float, colour: str, width: int) -> str:
+    """``text`` beside the mark at ``x``: to its right, or to its left where it would leave the image."""
+    anchor = ""
+    if x + offset + len(text) * size * 0.62 > width:
+        x, anchor = x - offset, ' text-anchor="end"'
+    else:
+        x += offset
+    y = max(y, size)  # never above the top edge
+    return (f'<text x="{_n(x)}" y="{_n(y)}"{anchor} font-size="{_n(size)}" fill="{colour}" stroke="#fff" '
             f'stroke-width="{_n(size / 4)}" paint-order="stroke" font-family="sans-serif" '
             f'font-weight="bold">{escape(text)}</text>')

@@ -1,0 +1,258 @@
+"""cuctl report and follow on a real task: the real daemon, Xvfb, the scripted model and headless Chromium.
+
+How the page is checked, and why this way: Chromium is driven over the DevTools
+protocol on a pipe (``--remote-debugging-pipe``; see tests/support/chromium.py),
+which needs no new dependency and no listening port, and unlike ``--dump-dom``
+or scraping ``--enable-logging`` output it reports every console message,
+exception, log entry (CSP violations, failed loads) and network request of the
+page itself. A control page proves the harness sees those when they happen.
+The page is also checked without a browser: every loadable attribute must be a
+``data:`` image or an in-page anchor, and no tag may come from model text.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import pty
+import select
+import struct
+import subprocess
+import sys
+import termios
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from cud.record.html import render
+from cud.record.model import Record
+from tests.support.chromium import CHROMIUM, Chromium
+from tests.support.daemon import ROOT, Daemon, cuctl, start_daemon  # noqa: F401
+from tests.support.recorder import Recorder, wait_until
+from tests.support.records import FINAL, HOSTILE, PROMPT, RICH, TYPED, run_rich_task, whoami
+
+needs_chromium = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"no Chromium at {CHROMIUM}")
+
+PROBE = """(async () => {
+  const imgs = [...document.images];
+  imgs.forEach(i => { i.loading = "eager"; });  // lazy images below the fold must load too
+  await Promise.all(imgs.map(i => i.decode().catch(() => null)));
+  return {
+    images: imgs.length,
+    data: imgs.filter(i => i.src.startsWith("data:image/")).length,
+    decoded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
+    shown: imgs.filter(i => i.getBoundingClientRect().width > 100).length,
+    steps: [...document.querySelectorAll("section.step")].map(s => s.id),
+    stepImages: [...document.querySelectorAll("section.step")].map(s => s.querySelectorAll("img").length),
+    index: [...document.querySelectorAll("nav.index a")].map(a => a.getAttribute("href")),
+    marks: [...document.querySelectorAll("svg.overlay .mark")].map(m => m.getAttribute("class")),
+    scripts: document.scripts.length,
+    text: document.body.innerText,
+  };
+})()"""
+
+
+class _Tags(HTMLParser):
+    """Every start tag with its attributes, and the text, as a browser's parser sees them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "span", "dl", "dt", "dd",
+                "code", "nav", "ol", "ul", "li", "a", "main", "section", "div", "p", "figure", "img", "svg", "g",
+                "circle", "path", "polyline", "polygon", "text", "figcaption", "b", "br", "details", "summary", "pre"}
+
+
+def check_self_contained(page: str, *, text_has_urls: bool = False) -> _Tags:
+    """Only known tags; nothing that loads from anywhere but data: images and in-page anchors."""
+    parsed = _Tags()
+    parsed.feed(page)
+    assert {tag for tag, _ in parsed.tags} <= ALLOWED_TAGS
+    for tag, attrs in parsed.tags:
+        for name, value in attrs.items():
+            assert not name.startswith("on"), (tag, name)
+            if name in ("src", "srcset", "poster", "data", "action", "xlink:href", "background"):
+                assert tag == "img" and name == "src" and (value or "").startswith("data:image/"), (tag, name)
+            if name == "href":
+                assert (value or "").startswith("#"), (tag, value)
+    if not text_has_urls:  # a page whose data holds no URL has none anywhere
+        assert "http:" not in page and "https:" not in page and "url(" not in page and "@import" not in page
+    return parsed
+
+
+def test_a_report_escapes_everything_it_is_given() -> None:
+    bad = "<script>alert(1)</script><img src=http://example.invalid/x onerror=alert(2)>\"'&"
+    task = {"id": 7, "state": "failed", "prompt": bad, "model": bad, "max_steps": 5, "approval": "safety", "steps": 1,
+            "final_message": bad, "error": {"kind": bad, "message": bad, "details": {"x": bad}}, "reason": bad,
+            "submitter": {"uid": 0, "name": bad}, "created_at": bad, "started_at": None, "finished_at": None}
+    action = {"type": "type", "text": bad}
+    events = [
+        {"task_id": 7, "seq": 1, "at": bad, "kind": "approval_requested",
+         "data": {"approval_id": 3, "kind": bad, "checks": [{"code": bad, "message": bad}], "actions": [action],
+                  "screenshot": bad, "deadline_at": bad}},
+        {"task_id": 7, "seq": 2, "at": bad, "kind": "approval_decided",
+         "data": {"approval_id": 3, "outcome": bad, "by": {"uid": 0, "name": bad}, "reason": bad}},
+        {"task_id": 7, "seq": 3, "at": bad, "kind": "step",
+         "data": {"step": 1, "saw": bad, "screenshot": None, "messages": [bad], "total_ms": 1,
+                  "actions": [{"action": action, "ms": 1}, {"action": {"type": "keypress", "keys": [bad]}, "ms": 1},
+                              {"action": {"type": "click", "button": bad, "x": bad, "y": 1}, "ms": 1}]}},
+        {"task_id": 7, "seq": 4, "at": bad, "kind": bad, "data": {bad: bad}},
+    ]
+    page = render(Record(task=task, events=events, files={}))
+    parsed = check_self_contained(page, text_has_urls=True)
+    assert sum(bad in chunk for chunk in parsed.text) >= 10  # shown, as text
+    assert [tag for tag, _ in parsed.tags].count("img") == 0
+
+
+@needs_chromium
+def test_the_page_check_sees_errors_and_requests_when_there_are_some(tmp_path: Path) -> None:
+    # The control: without it, "no console errors, no requests" could be a harness that sees nothing.
+    page = tmp_path / "bad.html"
+    page.write_text('<!doctype html><html><head><meta charset="utf-8"><title>bad</title></head><body>'
+                    '<img src="http://127.0.0.1:9/x.png"><script>console.error("boom")</script></body></html>')
+    browser = Chromium(tmp_path)
+    try:
+        seen = browser.inspect(page.as_uri(), "document.images.length")
+    finally:
+        browser.close()
+    assert seen.value == 1
+    assert "http://127.0.0.1:9/x.png" in seen.requests
+    assert any("boom" in p for p in seen.problems())
+
+
+@needs_chromium
+def test_the_report_of_a_real_task_renders_in_chromium(start_daemon, recorder: Recorder, tmp_path: Path) -> None:
+    daemon: Daemon = start_daemon(RICH)
+    task = run_rich_task(daemon)
+    assert task["state"] == "succeeded", task
+    recorder.wait_text(TYPED + "\n")
+    out = tmp_path / "report.html"
+    made = cuctl(daemon.socket, "report", str(task["id"]), "-o", str(out))
+    assert made.returncode == 0, made.stderr
+    assert oct(out.stat().st_mode & 0o777) == oct(0o600)
+    page = out.read_text(encoding="utf-8")
+    shots = sorted(p.name for p in (daemon.state_dir / "trajectories" / str(task["id"])).iterdir())
+    assert len(shots) == 4
+
+    parsed = check_self_contained(page)
+    images = [attrs for tag, attrs in parsed.tags if tag == "img"]
+    assert len(images) == len(shots)
+    assert all(a.get("loading") == "lazy" and a.get("width") == "1280" and a.get("height") == "800" for a in images)
+
+    browser = Chromium(tmp_path)
+    try:
+        seen = browser.inspect(out.as_uri(), PROBE, screenshot_height=2600)
+    finally:
+        browser.close()
+    assert seen.problems() == []
+    assert [u for u in seen.requests if not u.startswith("data:")] == [out.as_uri()]
+    value: dict[str, Any] = seen.value
+    # Every step's screenshot is there, decoded and on screen; step 1 came before any screenshot.
+    assert value["images"] == value["data"] == value["decoded"] == value["shown"] == len(shots)
+    assert value["steps"] == [f"step-{n}" for n in range(1, 6)]
+    assert value["stepImages"] == [0, 1, 1, 1, 1]
+    assert value["index"] == [f"#step-{n}" for n in range(1, 6)]
+    assert value["marks"] == ["mark click", "mark scroll", "mark drag", "mark click", "mark click"]
+    assert value["scripts"] == 0
+    text = value["text"]
+    # Model text is shown as text, tags and all; the approver and the timings are there.
+    for needle in (PROMPT, HOSTILE, TYPED, FINAL.replace("\n", " "), "keys ENTER", "About to type <into>",
+                   f"approved by {whoami()}", "click left at (200, 150)", "drag (100, 600) → (500, 600)",
+                   "scroll (0, 3) at (640, 400)", "double-click at (900, 300)", "click right at (1000, 500)",
+                   "gpt-5.4", "succeeded"):
+        assert needle in text, needle
+    assert "ms in all: model" in text
+
+    image = Image.open(io.BytesIO(seen.screenshot)).convert("RGB")
+    assert image.size == (1280, 2600)
+    colours = image.getcolors(maxcolors=1 << 20) or []
+    assert len(colours) > 50  # text, badges, screenshots: not a blank page
+    # The overlay's red marks are drawn on the page, not just present in the DOM.
+    assert any(abs(r - 0xE0) < 12 and abs(g - 0x24) < 12 and abs(b - 0x5E) < 12 for _, (r, g, b) in colours)
+
+
+def test_report_of_an_unknown_task_fails_cleanly(start_daemon, tmp_path: Path) -> None:
+    daemon = start_daemon({"name": "t", "steps": [{"message": "hi"}]})
+    result = cuctl(daemon.socket, "report", "99", "-o", str(tmp_path / "x.html"))
+    assert result.returncode == 2 and "no task with id 99" in result.stderr
+    assert not (tmp_path / "x.html").exists()
+
+
+def _read_until(fd: int, needle: bytes, seen: bytearray, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    def found() -> bool:
+        while select.select([fd], [], [], 0)[0]:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                return needle in seen
+            if not chunk:
+                break
+            seen.extend(chunk)
+        if needle not in seen and proc.poll() is not None:
+            raise AssertionError(f"cuctl follow exited {proc.returncode} before {needle!r}; output: {bytes(seen)!r}")
+        return needle in seen
+
+    wait_until(found, timeout, f"{needle!r} on the terminal")
+
+
+def test_follow_on_a_terminal_shows_a_live_status_and_the_approve_hint(start_daemon, recorder: Recorder) -> None:
+    daemon = start_daemon(RICH)
+    task_id = daemon.call("submit", prompt=PROMPT)["id"]
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cud.cuctl.main", "--socket", str(daemon.socket), "follow", str(task_id)],
+        stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
+    )
+    os.close(slave)
+    seen = bytearray()
+    try:
+        approval = daemon.wait_approval(task_id)
+        _read_until(master, f"cuctl approve {approval['id']}".encode(), seen, proc, 30)
+        _read_until(master, f"waiting for approval {approval['id']}".encode(), seen, proc, 30)
+        assert cuctl(daemon.socket, "approve", str(approval["id"])).returncode == 0
+        _read_until(master, f"task {task_id} succeeded after 5 steps".encode(), seen, proc, 60)
+        assert proc.wait(timeout=30) == 0
+        _read_until(master, b"", seen, proc, 1)  # whatever is left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    screen = seen.decode("utf-8", errors="replace")
+    assert "\r\x1b[K" in screen  # the status line is redrawn in place
+    assert f"task {task_id} · step " in screen and "/50 · " in screen  # the step counter
+    assert "awaiting_approval" in screen and "\x1b[1;33mapproval" in screen  # the notice stands out
+    assert "step 2: click left at (200, 150)" in screen
+    assert f"approval {approval['id']} approved by {whoami()}" in screen
+    # Every status line fits the 120 columns, so redrawing it never scrolls.
+    for line in screen.replace("\r\n", "\n").split("\n"):
+        for drawn in line.split("\r\x1b[K"):
+            assert len(drawn.replace("\x1b[1;33m", "").replace("\x1b[0m", "")) < 120, drawn
+
+
+def test_follow_without_a_terminal_prints_plain_lines(start_daemon, recorder: Recorder) -> None:
+    daemon = start_daemon(RICH)
+    task = run_rich_task(daemon)
+    result = cuctl(daemon.socket, "follow", str(task["id"]))
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\r" not in result.stdout
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(daemon.events(task["id"]))  # one line per event
+    assert any("waiting for approval" in line and "cuctl approve" in line for line in lines)
+    assert lines[-1].endswith(f"ended succeeded: {FINAL}")
