@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import stat
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -17,13 +20,14 @@ from typing import Any
 import pytest
 
 from cud.errors import ConfigError
+from cud.protocol import MAX_MESSAGE_BYTES
 from cud.record.export import load_export
 from cud.record.replay import scenario_from_export
 from cud.scripted import ScriptedModel, parse_scenario
 from tests.support.daemon import Daemon, cuctl, json_out, start_daemon  # noqa: F401
-from tests.support.recorder import Recorder
+from tests.support.recorder import Recorder, wait_until
 from tests.support.records import PROMPT, RICH, TYPED, run_rich_task
-from tests.support.xserver import start_xvfb
+from tests.support.xserver import start_xvfb, stop_process
 
 
 def _input(recorder: Recorder, since: int = 0) -> list[tuple[Any, ...]]:
@@ -148,3 +152,48 @@ def test_replaying_an_export_drives_the_same_actions_on_a_fresh_screen(
         model.stop()
         replay_recorder.stop()
         xvfb.stop()
+
+
+NOISE_APP = """
+import base64, io, os, sys, tkinter as tk
+from PIL import Image
+width, height, ready = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+image = Image.frombytes("RGB", (width, height), os.urandom(width * height * 3))
+data = io.BytesIO()
+image.save(data, "PNG", compress_level=1)
+root = tk.Tk()
+root.overrideredirect(True)
+root.geometry(f"{width}x{height}+0+0")
+photo = tk.PhotoImage(data=base64.b64encode(data.getvalue()))
+tk.Label(root, image=photo, borderwidth=0, highlightthickness=0).pack()
+def shown():
+    root.update_idletasks()
+    open(ready, "w").write("ready")
+root.after(300, shown)
+root.mainloop()
+"""
+
+
+def test_a_record_larger_than_the_message_cap_streams_in_pieces(start_daemon, xvfb: Any, tmp_path: Path) -> None:
+    # Random pixels do not compress: each screenshot is several times the socket's 1 MiB message cap.
+    ready = tmp_path / "ready"
+    app = subprocess.Popen([sys.executable, "-c", NOISE_APP, str(xvfb.width), str(xvfb.height), str(ready)],
+                           env={**os.environ, "DISPLAY": xvfb.display}, stdin=subprocess.DEVNULL)
+    try:
+        wait_until(ready.exists, 30, "the noise window")
+        daemon = start_daemon({"name": "big", "steps": [
+            {"actions": [{"type": "screenshot"}]}, {"actions": [{"type": "wait"}]}, {"message": "seen"}]})
+        task_id = daemon.call("submit", prompt="look at the noise")["id"]
+        daemon.wait_state(task_id, "succeeded")
+    finally:
+        stop_process(app)
+    kept = daemon.state_dir / "trajectories" / str(task_id)
+    sizes = {p.name: p.stat().st_size for p in kept.iterdir()}
+    assert len(sizes) == 2 and min(sizes.values()) > 2 * MAX_MESSAGE_BYTES
+    target = tmp_path / "big"
+    assert cuctl(daemon.socket, "export", str(task_id), "-o", str(target)).returncode == 0
+    for name in sizes:
+        assert (target / "screenshots" / name).read_bytes() == (kept / name).read_bytes()
+    report = tmp_path / "big.html"
+    assert cuctl(daemon.socket, "report", str(task_id), "-o", str(report)).returncode == 0
+    assert report.stat().st_size > sum(sizes.values())  # both screenshots are in the page

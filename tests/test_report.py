@@ -117,6 +117,34 @@ def test_a_report_escapes_everything_it_is_given() -> None:
     assert [tag for tag, _ in parsed.tags].count("img") == 0
 
 
+def test_a_long_task_has_an_index_and_lazy_images() -> None:
+    png = io.BytesIO()
+    Image.new("RGB", (64, 40), "#3366CC").save(png, "PNG")
+    steps = 300
+    events = [
+        {"task_id": 1, "seq": n, "at": f"2026-01-01T00:00:{n % 60:02d}.000Z", "kind": "step",
+         "data": {"step": n, "saw": f"step-{n - 1:04d}.png" if n > 1 else None, "screenshot": f"step-{n:04d}.png",
+                  "messages": [], "actions": [{"action": {"type": "click", "button": "left", "x": n % 64, "y": 5},
+                                               "ms": 1.0}],
+                  "total_ms": 3, "model_ms": 1, "driver_ms": 1, "approval_ms": 0, "overhead_ms": 1}}
+        for n in range(1, steps + 1)
+    ]
+    task = {"id": 1, "state": "interrupted", "prompt": "p", "model": "m", "max_steps": 500, "approval": "safety",
+            "steps": steps, "final_message": None, "error": None, "reason": "the daemon stopped",
+            "submitter": {"uid": 0, "name": "root"}, "created_at": "2026-01-01T00:00:00.000Z",
+            "started_at": "2026-01-01T00:00:00.000Z", "finished_at": "2026-01-01T00:05:00.000Z"}
+    files = {f"step-{n:04d}.png": png.getvalue() for n in range(1, steps + 1)}
+    parsed = check_self_contained(render(Record(task=task, events=events, files=files)))
+    links = [a["href"] for tag, a in parsed.tags if tag == "a" and a.get("href", "").startswith("#step-")]
+    ids = [a["id"] for tag, a in parsed.tags if tag == "section"]
+    # Each step is in the index and has its anchor (its own heading links to it too).
+    assert links[:steps] == [f"#step-{n}" for n in range(1, steps + 1)]
+    assert ids == [f"step-{n}" for n in range(1, steps + 1)] + ["after"]  # the unseen last screen comes last
+    images = [a for tag, a in parsed.tags if tag == "img"]
+    assert len(images) == steps  # steps 2..300 show what they saw, plus the screen after step 300
+    assert all(a["loading"] == "lazy" and (a["width"], a["height"]) == ("64", "40") for a in images)
+
+
 @needs_chromium
 def test_the_page_check_sees_errors_and_requests_when_there_are_some(tmp_path: Path) -> None:
     # The control: without it, "no console errors, no requests" could be a harness that sees nothing.
