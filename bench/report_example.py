@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
         assert made.returncode == 0, made.stderr
         browser = Chromium(work)
         try:
-            seen = browser.inspect(page.as_uri(), "document.images.length", width=1280, screenshot_height=1500)
+            seen = browser.inspect(page.as_uri(), "document.images.length", width=1280, screenshot_height=1760)
         finally:
             browser.close()
         assert not seen.problems(), seen.problems()
