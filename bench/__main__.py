@@ -9,14 +9,15 @@ from __future__ import annotations
 import importlib
 import platform
 import sys
-import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 SECTIONS = ("bench.x11_bench", "bench.vnc_bench", "bench.daemon_bench")
 
 
 def main() -> int:
-    header = (f"cud benchmark, {time.strftime('%Y-%m-%d %H:%M')} UTC, Python {platform.python_version()}, "
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
+    header = (f"cud benchmark, {now} UTC, Python {platform.python_version()}, "
               f"{platform.machine()}, shared machine: compare ratios, not milliseconds")
     parts = [header]
     failed = False
