@@ -16,6 +16,7 @@ import fcntl
 import io
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
@@ -28,6 +29,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from cud.cuctl.progress import Progress
 from cud.record.html import render
 from cud.record.model import Record
 from tests.support.chromium import CHROMIUM, Chromium
@@ -268,10 +270,9 @@ def test_follow_on_a_terminal_shows_a_live_status_and_the_approve_hint(start_dae
     assert "awaiting_approval" in screen and "\x1b[1;33mapproval" in screen  # the notice stands out
     assert "step 2: click left at (200, 150)" in screen
     assert f"approval {approval['id']} approved by {whoami()}" in screen
-    # Every status line fits the 120 columns, so redrawing it never scrolls.
-    for line in screen.replace("\r\n", "\n").split("\n"):
-        for drawn in line.split("\r\x1b[K"):
-            assert len(drawn.replace("\x1b[1;33m", "").replace("\x1b[0m", "")) < 120, drawn
+    # Every status line (drawn without a newline) fits the 120 columns, so redrawing it never scrolls.
+    statuses = [d for d in screen.split("\r\x1b[K") if d and not d.endswith("\n")]
+    assert len(statuses) >= 5 and all(len(d) < 120 for d in statuses), statuses
 
 
 def test_follow_without_a_terminal_prints_plain_lines(start_daemon, recorder: Recorder) -> None:
@@ -284,3 +285,25 @@ def test_follow_without_a_terminal_prints_plain_lines(start_daemon, recorder: Re
     assert len(lines) == len(daemon.events(task["id"]))  # one line per event
     assert any("waiting for approval" in line and "cuctl approve" in line for line in lines)
     assert lines[-1].endswith(f"ended succeeded: {FINAL}")
+
+
+def test_follow_never_hands_control_characters_from_the_model_to_the_terminal() -> None:
+    out = io.StringIO()
+    task = {"id": 4, "state": "running", "prompt": "p\x1b[31m", "steps": 2, "max_steps": 9,
+            "created_at": "2026-01-01T00:00:00.000Z", "started_at": "2026-01-01T00:00:01.000Z"}
+    progress = Progress(out, task)
+    progress.colour = True
+    evil = "ok\x1b]0;owned\x07\x1b[2J\r\nnext\x9b"
+    for kind, data in (
+        ("action", {"step": 3, "action": {"type": "type", "text": evil}, "ms": 1}),
+        ("approval_requested", {"approval_id": 2, "kind": "safety", "checks": [{"code": "c", "message": evil}],
+                                "actions": []}),
+        ("end", {"state": "succeeded", "final_message": evil, "error": None, "reason": None}),
+    ):
+        progress._on_event({"task_id": 4, "seq": 1, "at": "2026-01-01T00:00:02.000Z", "kind": kind, "data": data})
+        progress._redraw()
+    shown = out.getvalue()
+    assert "owned" in shown and "next" in shown  # the text is there...
+    assert "\x07" not in shown and "\x1b]" not in shown and "\x1b[2J" not in shown and "\x9b" not in shown
+    # ...and the only escapes are our own: erase-line, the notice's colour and its reset.
+    assert set(re.findall("\x1b\\[[0-9;]*[A-Za-z]", shown)) == {"\x1b[K", "\x1b[1;33m", "\x1b[0m"}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -24,6 +25,7 @@ from typing import Any, TextIO
 from cud.cuctl import tasks
 from cud.cuctl.client import Client
 from cud.cuctl.output import short
+from cud.protocol import FINAL_STATES
 from cud.record.model import describe
 
 __all__ = ("follow",)
@@ -64,11 +66,11 @@ class Progress:
         self.task = task
         self.id = task["id"]
         self.state = task["state"]
-        self.step = task["steps"]
+        self.done = task["steps"]  # steps finished; the one in progress is done + 1
         self.max_steps = task["max_steps"]
         self.doing = "queued" if self.state == "queued" else "waiting for the model"
         self.since = _epoch(task["started_at"]) or _epoch(task["created_at"]) or time.time()
-        self.colour = "NO_COLOR" not in os.environ
+        self.colour = not os.environ.get("NO_COLOR")  # no-color.org: set and non-empty
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
 
     # -- the loop ----------------------------------------------------------------------------
@@ -112,12 +114,13 @@ class Progress:
             self.since = _epoch(event["at"]) or self.since
             self._line(f"task {self.id} started: {short(self.task['prompt'], 60)}")
         elif kind == "action":
-            self.step = max(self.step, data.get("step", self.step))
             self.doing = describe(data.get("action"), 60)
         elif kind == "step":
-            self.step = data["step"]
-            actions = ", ".join(describe(a.get("action"), 40) for a in data.get("actions", [])[:3])
-            what = actions or ("took a screenshot" if data.get("screenshot") else "answered")
+            self.done = data["step"]
+            done = data.get("actions", [])
+            what = ", ".join(describe(a.get("action"), 40) for a in done[:3])
+            what += f" (+{len(done) - 3} more)" if len(done) > 3 else ""
+            what = what or ("took a screenshot" if data.get("screenshot") else "answered")
             self._line(f"step {data['step']}: {what} ({data.get('total_ms', 0) / 1000:.1f} s)")
             self.doing = "waiting for the model"
         elif kind == "approval_requested":
@@ -126,8 +129,8 @@ class Progress:
             self.doing = f"waiting for approval {approval}: cuctl approve {approval}"
             checks = "; ".join(c.get("message") or c.get("code") or "?" for c in data.get("checks", []))
             what = checks or ", ".join(describe(a, 40) for a in data.get("actions", []))
-            self._line(self._em(f"approval {approval} needed ({data.get('kind')}): {short(what, 70)}"))
-            self._line(self._em(f"  run: cuctl approve {approval}   or: cuctl deny {approval} --reason TEXT"))
+            self._line(f"approval {approval} needed ({data.get('kind')}): {short(what, 70)}", em=True)
+            self._line(f"  run: cuctl approve {approval}   or: cuctl deny {approval} --reason TEXT", em=True)
         elif kind == "approval_decided":
             self.state = "running" if data.get("outcome") == "approved" else self.state
             by = f" by {data['by']['name']}" if data.get("by") else ""
@@ -137,10 +140,10 @@ class Progress:
             self._line(f"cancel requested by {data['by']['name']}")
             self.doing = "cancelling"
         elif kind == "end":
-            self.state = data["state"]
+            self.state, self.doing = data["state"], "ended"
             took = _clock(time.time() - self.since)
             detail = data.get("final_message") or (data.get("error") or {}).get("message") or data.get("reason")
-            self._line(f"task {self.id} {data['state']} after {self.step} steps in {took}"
+            self._line(f"task {self.id} {data['state']} after {self.done} steps in {took}"
                        + (f": {short(detail, 100)}" if detail else ""))
         elif kind == "diagnostic":
             self._line(f"diagnostic: {short(str(data), 100)}")
@@ -148,7 +151,8 @@ class Progress:
     # -- drawing ----------------------------------------------------------------------------
     def _status(self) -> str:
         elapsed = _clock(time.time() - self.since)
-        return f"task {self.id} · step {self.step}/{self.max_steps} · {self.state} · {self.doing} · {elapsed}"
+        step = self.done if self.state in FINAL_STATES or self.state == "queued" else self.done + 1
+        return f"task {self.id} · step {step}/{self.max_steps} · {self.state} · {self.doing} · {elapsed}"
 
     def _width(self) -> int:
         try:
@@ -159,17 +163,26 @@ class Progress:
 
     def _redraw(self) -> None:
         # Cut to the width: a wrapped status line could not be redrawn in place.
-        self.out.write("\r\x1b[K" + short(self._status(), self._width() - 1))
+        self.out.write("\r\x1b[K" + short(printable(self._status()), self._width() - 1))
         self.out.flush()
 
     def _clear(self) -> None:
         self.out.write("\r\x1b[K")
         self.out.flush()
 
-    def _line(self, text: str) -> None:
+    def _line(self, text: str, *, em: bool = False) -> None:
         """A line that stays, printed above the status line."""
+        text = printable(text)
+        if em and self.colour:
+            text = f"\x1b[1;33m{text}\x1b[0m"
         self.out.write("\r\x1b[K" + text + "\n")
         self.out.flush()
 
-    def _em(self, text: str) -> str:
-        return f"\x1b[1;33m{text}\x1b[0m" if self.colour else text
+
+def printable(text: str) -> str:
+    """``text`` with control characters shown as U+FFFD: model text must not drive the terminal."""
+    return _CONTROLS.sub("\ufffd", text)
+
+
+# C0 and C1 controls and DEL; a tab or newline in model text would break the line layout too.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
