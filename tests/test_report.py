@@ -307,3 +307,31 @@ def test_follow_never_hands_control_characters_from_the_model_to_the_terminal() 
     assert "\x07" not in shown and "\x1b]" not in shown and "\x1b[2J" not in shown and "\x9b" not in shown
     # ...and the only escapes are our own: erase-line, the notice's colour and its reset.
     assert set(re.findall("\x1b\\[[0-9;]*[A-Za-z]", shown)) == {"\x1b[K", "\x1b[1;33m", "\x1b[0m"}
+
+
+def test_the_report_shows_a_pending_and_then_a_denied_approval(start_daemon, recorder: Recorder,
+                                                               tmp_path: Path) -> None:
+    daemon = start_daemon({"name": "deny", "steps": [
+        {"actions": [{"type": "screenshot"}]},
+        {"message": "Typing now.", "safety_checks": [{"code": "risky", "message": "This may send mail."}],
+         "actions": [{"type": "type", "text": "never typed"}]},
+        {"message": "never"},
+    ]})
+    task_id = daemon.call("submit", prompt="send it")["id"]
+    approval = daemon.wait_approval(task_id)
+    pending = tmp_path / "pending.html"
+    assert cuctl(daemon.socket, "report", str(task_id), "-o", str(pending)).returncode == 0
+    text = " ".join(check_self_contained(pending.read_text()).text)
+    assert "awaiting_approval" in text and "pending" in text and f"cuctl approve {approval['id']}" in text
+    assert "This may send mail." in text and "did not finish" in text
+
+    assert cuctl(daemon.socket, "deny", str(approval["id"]), "--reason", "not <today>").returncode == 0
+    daemon.wait_state(task_id, "failed")
+    ended = tmp_path / "ended.html"
+    assert cuctl(daemon.socket, "report", str(task_id), "-o", str(ended)).returncode == 0
+    parsed = check_self_contained(ended.read_text())
+    text = " ".join(parsed.text)
+    assert f"denied by {whoami()}" in text and "not <today>" in text and "no action ran" in text
+    assert f"approval: approval {approval['id']} was denied by {whoami()}" in text  # the task's error, by kind
+    assert "never typed" in text  # the action that was asked for, though it never ran
+    assert len([t for t, _ in parsed.tags if t == "img"]) == 1  # the one screenshot, seen by step 2

@@ -228,9 +228,14 @@ def _figure(record: Record, name: str | None, actions: list[dict[str, Any]], alt
 
 def _actions(step: Step) -> str:
     if not step.actions:
-        what = "took a screenshot" if step.screenshot else "no actions"
-        if step.ended and not step.screenshot and step.messages:
+        if step.screenshot:
+            what = "took a screenshot"
+        elif step.approvals:
+            what = "no action ran"
+        elif step.ended and step.messages:
             what = "answered with a message"
+        else:
+            what = "no actions"
         return f'<p class="ms">{what}</p>'
     items = []
     for entry in step.actions:
