@@ -89,6 +89,14 @@ def test_export_writes_the_documented_layout_as_a_directory_and_an_archive(
     from_dir, from_tar = load_export(target), load_export(archive)
     assert (from_dir.task, from_dir.events, from_dir.files) == (from_tar.task, from_tar.events, from_tar.files)
 
+    # The export holds everything the report is made of: offline, it renders the very same page.
+    live, offline = tmp_path / "live.html", tmp_path / "offline.html"
+    assert cuctl(daemon.socket, "report", str(task["id"]), "-o", str(live)).returncode == 0
+    made = subprocess.run([sys.executable, "-m", "cud.record", "report", str(archive), "-o", str(offline)],
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    assert offline.read_bytes() == live.read_bytes()
+
     # Nothing is overwritten.
     again = cuctl(daemon.socket, "export", str(task["id"]), "-o", str(target))
     assert again.returncode == 2 and "already exists" in again.stderr
@@ -126,6 +134,9 @@ def test_replaying_an_export_drives_the_same_actions_on_a_fresh_screen(
 
     scenario = scenario_from_export(export)
     parse_scenario(scenario)  # the scripted model's own validation
+    printed = subprocess.run([sys.executable, "-m", "cud.record", "replay", str(export)],
+                             capture_output=True, text=True, timeout=60)
+    assert printed.returncode == 0 and json.loads(printed.stdout) == scenario
     assert [list(s) for s in scenario["steps"]][-1] == ["message"]
     assert scenario["steps"][2]["safety_checks"] == [{"code": "confirm_typing",
                                                       "message": "About to type <into> the focused window."}]

@@ -13,15 +13,13 @@ it replays as ``{"type": "screenshot"}``. A run that did not succeed has no
 final message: its scenario ends after the last recorded turn, so the scripted
 model answers a further request with an error, as a diverging run should.
 
-    python -m cud.record.replay EXPORT > scenario.json
+    python -m cud.record replay EXPORT > scenario.json
     python -m cud.scripted --scenario scenario.json
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from typing import Any
 
 from cud.record.export import load_export
@@ -65,17 +63,3 @@ def scenario_from_record(record: Record, *, safety_checks: bool = True) -> dict[
 def scenario_from_export(source: str | os.PathLike[str], *, safety_checks: bool = True) -> dict[str, Any]:
     """:func:`scenario_from_record` of an export directory or archive."""
     return scenario_from_record(load_export(source), safety_checks=safety_checks)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or args[0].startswith("-"):
-        print("usage: python -m cud.record.replay EXPORT_DIR_OR_TAR > scenario.json", file=sys.stderr)
-        return 2
-    json.dump(scenario_from_export(args[0]), sys.stdout, ensure_ascii=False, indent=2)
-    print()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
