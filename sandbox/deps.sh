@@ -26,6 +26,7 @@ tigervnc-tools
 fonts-dejavu-core
 xdotool
 scrot
+chromium
 systemd
 util-linux
 "
@@ -38,6 +39,7 @@ util-linux
 # tigervnc-tools                vncpasswd, for the generated VNC password
 # fonts-dejavu-core             glyphs for the demo's non-ASCII text
 # xdotool, scrot                `make bench` compares against them
+# chromium                      the tests open `cuctl report` pages in headless Chromium
 # systemd                       systemd-analyze and systemd-sysusers for the unit tests
 # util-linux                    setpriv, for the other-uid socket tests
 

@@ -12,6 +12,9 @@ import pytest
 from tests.support.recorder import Recorder
 from tests.support.xserver import XServer, start_xvfb
 
+# The real daemon as a fixture (start_daemon), for every test module that wants one.
+pytest_plugins = ["tests.support.daemon"]
+
 
 @pytest.fixture
 def short_tmp() -> Iterator[Path]:

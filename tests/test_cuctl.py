@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from cud.cuctl.main import main
-from tests.support.daemon import Daemon, scenario, start_daemon  # noqa: F401
+from tests.support.daemon import Daemon, scenario
 from tests.support.recorder import Recorder
 
 

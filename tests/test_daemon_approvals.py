@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tests.support.daemon import Daemon, cuctl, json_out, scenario, start_daemon  # noqa: F401
+from tests.support.daemon import Daemon, cuctl, json_out, scenario
 from tests.support.recorder import Recorder, wait_until
 from tests.support.xserver import stop_process
 

@@ -6,7 +6,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from tests.support.daemon import Daemon, scenario, start_daemon  # noqa: F401
+from tests.support.daemon import Daemon, scenario
 from tests.support.recorder import Recorder, wait_until
 
 SLOW = scenario({"actions": [{"type": "wait"}], "delay": 60}, {"message": "done"})

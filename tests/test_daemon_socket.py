@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cud.protocol import MAX_MESSAGE_BYTES
-from tests.support.daemon import Daemon, cuctl, scenario, start_daemon  # noqa: F401
+from tests.support.daemon import Daemon, cuctl, scenario
 
 IDLE = scenario({"message": "hi"}, look_first=False)
 

@@ -7,7 +7,7 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from tests.support.daemon import Daemon, cuctl, json_out, scenario, start_daemon  # noqa: F401
+from tests.support.daemon import Daemon, cuctl, json_out, scenario
 from tests.support.recorder import Recorder, wait_until
 
 TEXT = "Grüße — ✓ ü € 東京"

@@ -24,7 +24,7 @@ from cud.protocol import MAX_MESSAGE_BYTES, parse_message
 from cud.record.export import load_export
 from cud.record.replay import scenario_from_export
 from cud.scripted import ScriptedModel, parse_scenario
-from tests.support.daemon import Daemon, cuctl, json_out, start_daemon  # noqa: F401
+from tests.support.daemon import Daemon, cuctl, json_out
 from tests.support.recorder import Recorder, wait_until
 from tests.support.records import PROMPT, RICH, TYPED, run_rich_task
 from tests.support.xserver import start_xvfb, stop_process

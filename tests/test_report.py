@@ -33,7 +33,7 @@ from cud.cuctl.progress import Progress
 from cud.record.html import render
 from cud.record.model import Record
 from tests.support.chromium import CHROMIUM, Chromium
-from tests.support.daemon import ROOT, Daemon, cuctl, start_daemon  # noqa: F401
+from tests.support.daemon import ROOT, Daemon, cuctl
 from tests.support.recorder import Recorder, wait_until
 from tests.support.records import FINAL, HOSTILE, PROMPT, RICH, TYPED, run_rich_task, whoami
 

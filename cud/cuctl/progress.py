@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import queue
-import re
 import sys
 import threading
 import time
@@ -24,7 +23,7 @@ from typing import Any, TextIO
 
 from cud.cuctl import tasks
 from cud.cuctl.client import Client
-from cud.cuctl.output import short
+from cud.cuctl.output import printable, short
 from cud.protocol import FINAL_STATES
 from cud.record.model import describe
 
@@ -179,10 +178,3 @@ class Progress:
         self.out.flush()
 
 
-def printable(text: str) -> str:
-    """``text`` with control characters shown as U+FFFD: model text must not drive the terminal."""
-    return _CONTROLS.sub("\ufffd", text)
-
-
-# C0 and C1 controls and DEL; a tab or newline in model text would break the line layout too.
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from cud.cuctl.client import Client
-from cud.cuctl.output import describe_action, emit_json, short, table, warn
+from cud.cuctl.output import describe_action, emit_json, printable, short, table, warn
 
 __all__ = ()
 
@@ -91,7 +91,11 @@ def _ended(task: dict[str, Any], as_json: bool, quiet: bool = False) -> int:
 
 
 def describe_event(event: dict[str, Any]) -> str:
-    """One line per event, for people (cuctl follow without --json)."""
+    """One line per event, for people (cuctl follow without --json); model text cannot drive the terminal."""
+    return printable(_describe(event))
+
+
+def _describe(event: dict[str, Any]) -> str:
     data, kind = event["data"], event["kind"]
     prefix = f"[{event['at'][11:19]}] task {event['task_id']}"
     if kind == "queued":
