@@ -19,6 +19,7 @@ python3-tk
 xvfb
 xauth
 x11-utils
+x11-xserver-utils
 openbox
 x11vnc
 tigervnc-standalone-server
@@ -33,6 +34,7 @@ util-linux
 # make, python3, python3-venv   the Makefile and its .venv
 # python3-tk                    the sandbox's demo app and the tests' recording window
 # xvfb, xauth, x11-utils        the virtual display, its cookie, xdpyinfo for humans
+# x11-xserver-utils             xrandr: the VNC tests change the desktop size
 # openbox                       the sandbox's window manager
 # x11vnc                        watching the sandbox (localhost, password)
 # tigervnc-standalone-server    Xvnc: SANDBOX=xvnc and the VNC driver's tests
