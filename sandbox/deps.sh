@@ -16,6 +16,11 @@ make
 python3
 python3-venv
 python3-tk
+libxcb1
+libxcb-randr0
+libxcb-render0
+libxcb-shm0
+libxcb-xfixes0
 xvfb
 xauth
 x11-utils
@@ -33,6 +38,8 @@ util-linux
 "
 # make, python3, python3-venv   the Makefile and its .venv
 # python3-tk                    the sandbox's demo app and the tests' recording window
+# libxcb1, libxcb-randr0, -render0, -shm0, -xfixes0
+#                               loaded at run time by mss (the X11 driver's screenshots)
 # xvfb, xauth, x11-utils        the virtual display, its cookie, xdpyinfo for humans
 # x11-xserver-utils             xrandr: the VNC tests change the desktop size
 # openbox                       the sandbox's window manager

@@ -99,6 +99,16 @@ def test_cud_service_is_a_watched_notify_service_with_its_own_user() -> None:
     assert re.search(r"^u cud\s", sysusers, re.M) and re.search(r"^m cud cud-display$", sysusers, re.M)
 
 
+def test_x_server_units_keep_their_abstract_socket_in_the_hosts_network_namespace() -> None:
+    # libxcb clients try @/tmp/.X11-unix/XN before the file. A server in a private network
+    # namespace leaves that name free in the host's, for any local user to bind and show
+    # cud a fake screen (seen for real: a container's clients reached another server).
+    for unit in ("xvfb@.service", "xvnc@.service"):
+        settings = unit_settings(SYSTEMD / unit)
+        assert settings.get("PrivateNetwork", ["no"]) == ["no"], unit
+        assert "-nolisten local" not in settings["ExecStart"][0], unit
+
+
 def test_display_units_use_one_environment_line_per_setting() -> None:
     for unit in ("xvfb@.service", "x11vnc@.service", "xvnc@.service"):
         for line in unit_settings(SYSTEMD / unit).get("Environment", []):
@@ -330,6 +340,7 @@ def test_xvfb_unit_serves_only_cookie_holders_and_x11vnc_unit_only_loopback_with
     assert stat.S_IMODE(cookie.stat().st_mode) == 0o640
     assert x_connects(display, cookie)
     assert not x_connects(display, "/nonexistent")  # no -ac, no open door for other local users
+    assert f"@/tmp/.X11-unix/X{runner.number}" in Path("/proc/net/unix").read_text()  # it holds the abstract name
     runner.start("x11vnc@.service")
     port = 5900 + runner.number  # x11vnc -N
     wait_until(lambda: listening_addresses(port), 30, f"x11vnc to listen on {port}")
