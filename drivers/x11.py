@@ -49,6 +49,15 @@ def _same_frame(a: Any, b: Any) -> bool:
     return bool(a.raw == b.raw)
 
 
+def _grabber(name: str) -> mss.MSS:
+    try:
+        return mss.MSS(display=name)
+    except mss.exception.ScreenShotError:
+        # mss's default (XCB, XShm) backend rejects some servers' root visual
+        # (TigerVNC's Xvnc); its plain Xlib backend reads them, a little slower.
+        return mss.MSS(display=name, backend="xlib")
+
+
 class _Connection:
     """One live connection to the X server: input, keymap, screenshots."""
 
@@ -65,7 +74,7 @@ class _Connection:
             geometry = self.root.get_geometry()
             self.size = (geometry.width, geometry.height)
             self.buttons = len(self.dpy.get_pointer_mapping())
-            self.grabber = mss.MSS(display=name)
+            self.grabber = _grabber(name)
             self.keyboard = Keyboard(self.dpy, self.wait_for_clients)
         except BaseException:
             self.dpy.close()

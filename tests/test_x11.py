@@ -323,3 +323,34 @@ def test_the_async_toolset_drives_the_driver_through_the_adapter(driver: X11Driv
     assert output["output"]["image_url"].startswith("data:image/png;base64,")
     recorder.wait_text("async ü")
 
+
+
+def test_the_x11_driver_also_drives_an_xvnc_display(tmp_path: Path) -> None:
+    # mss's default backend rejects Xvnc's root visual; the driver falls back to another.
+    import Xlib.protocol.display
+    import Xlib.protocol.event
+
+    from tests.support.vnc import start_xvnc
+
+    def reset_xlib_event_codes() -> None:  # python-xlib shares them across servers (see test_vnc.py)
+        Xlib.protocol.display.Display.event_classes = Xlib.protocol.event.event_class.copy()
+
+    reset_xlib_event_codes()
+    server = start_xvnc(tmp_path)
+    recorder = drv = None
+    try:
+        recorder = Recorder(server.display, tmp_path, "1280x800+0+0")
+        drv = X11Driver(server.display)
+        start = recorder.mark()
+        drv.click({"type": "click", "x": 321, "y": 123, "button": "right"})
+        recorder.wait_for(lambda e: e["type"] == "ButtonRelease", since=start, what="the release")
+        assert presses(recorder.events(start)) == [(3, 321, 123)]
+        image = Image.open(io.BytesIO(base64.b64decode(drv.screenshot()["image_url"].split(",", 1)[1])))
+        assert image.size == (1280, 800)
+    finally:
+        if drv is not None:
+            drv.close()
+        if recorder is not None:
+            recorder.stop()
+        server.stop()
+        reset_xlib_event_codes()
