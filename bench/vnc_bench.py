@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import base64
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
 from cud.drivers.vnc import VNCDriver
 from cud.drivers.x11 import X11Driver
-from tests.support.recorder import Recorder, wait_until
 from tests.support.vnc import VncServer, start_x11vnc, start_xvnc
 from tests.support.xserver import start_xvfb
 
 from .scene import show_busy_scene
 from .stats import median_ms, table
+from .x11_bench import typing_rate
 
 WIDTH, HEIGHT = 1280, 800
 ASCII_TEXT = ("The quick brown fox jumps over the lazy dog 0123456789 ~!@#$%^&*()_+{}|:<>? " * 4)[:300]
@@ -76,29 +75,13 @@ def _clicks(vnc_driver: VNCDriver, x11_driver: X11Driver) -> list[tuple[object, 
     ]
 
 
-def _typing_rate(display: str, workdir: Path, text: str, send: object) -> tuple[float, bool]:
-    recorder = Recorder(display, workdir, "900x700+0+0")
-    try:
-        start = time.perf_counter()
-        send()  # type: ignore[operator]
-        try:
-            wait_until(lambda: len(recorder.text()) >= len(text), 60, "the text")
-        except AssertionError:
-            pass
-        elapsed = time.perf_counter() - start
-        time.sleep(0.2)  # anything still arriving would make it inexact
-        return len(text) / elapsed, recorder.text() == text
-    finally:
-        recorder.stop()
-
-
 def _typing(vnc_driver: VNCDriver, x11_driver: X11Driver, display: str, workdir: Path) -> list[tuple[object, ...]]:
     rows: list[tuple[object, ...]] = []
     for label, text in (("ASCII", ASCII_TEXT), ("mixed non-ASCII", MIXED_TEXT)):
         for name, driver in (("x11vnc: VNC driver", vnc_driver), ("X11 driver", x11_driver)):
             # Keys go to the window under the pointer (no window manager).
             driver.move({"type": "move", "x": 450, "y": 350})
-            rate, exact = _typing_rate(display, workdir, text, lambda d=driver, t=text: d.type({"type": "type", "text": t}))
+            rate, exact = typing_rate(display, workdir, text, lambda d=driver, t=text: d.type({"type": "type", "text": t}))
             driver.screenshot()
             rows.append((f"{name}: type 300 {label} chars", f"{rate:.0f} chars/s, exact: {_mark(exact)}", "", ""))
     return rows

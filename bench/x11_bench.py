@@ -82,7 +82,7 @@ def _clicks(driver: X11Driver) -> list[tuple[object, ...]]:
     ]
 
 
-def _typing_rate(display: str, workdir: Path, text: str, send: object) -> tuple[float, bool]:
+def typing_rate(display: str, workdir: Path, text: str, send: object) -> tuple[float, bool]:
     """Characters per second from the first key sent until the app holds the text, and exactness."""
     recorder = Recorder(display, workdir, "900x700+0+0")
     try:
@@ -105,9 +105,9 @@ def _typing(driver: X11Driver, workdir: Path) -> list[tuple[object, ...]]:
     rows: list[tuple[object, ...]] = []
     env = {"DISPLAY": driver.display, "LC_ALL": "C.UTF-8"}  # xdotool reads the text in the locale's charset
     for label, text, target in (("ASCII", ASCII_TEXT, 1000), ("mixed non-ASCII", MIXED_TEXT, 300)):
-        rate, exact = _typing_rate(driver.display, workdir, text, lambda t=text: driver.type({"type": "type", "text": t}))
+        rate, exact = typing_rate(driver.display, workdir, text, lambda t=text: driver.type({"type": "type", "text": t}))
         driver.screenshot()  # settle and give borrowed keycodes back, as the SDK loop does
-        anchor_rate, anchor_exact = _typing_rate(
+        anchor_rate, anchor_exact = typing_rate(
             driver.display, workdir, text,
             lambda t=text: subprocess.run(["xdotool", "type", "--delay", "12", "--", t], check=False, env=env))
         rows.append((f"type 300 {label} chars", f"{rate:.0f} chars/s, exact: {_mark(exact)}",

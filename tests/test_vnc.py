@@ -34,7 +34,7 @@ from cud.drivers.vnc_client import Connection
 from cud.errors import (ActionRejected, AuthenticationFailed, ConfigError, DisplayUnavailable, DriverTimeout,
                         OutOfBounds, UnknownKey)
 from tests.support.rawx import RawWindow, held_state
-from tests.support.recorder import Recorder, wait_until
+from tests.support.recorder import Recorder, events_before_marker, presses, wait_until
 from tests.support.vnc import VncServer, start_x11vnc, start_xvnc
 from tests.support.xserver import XServer, start_xvfb
 
@@ -118,9 +118,6 @@ def driver(seat: Seat) -> Iterator[VNCDriver]:
     drv.close()
 
 
-def presses(events: list[dict], kind: str = "ButtonPress") -> list[tuple[int, int, int]]:
-    return [(e["button"], e["x"], e["y"]) for e in events if e["type"] == kind]
-
 
 def assert_nothing_held(display: str) -> None:
     # The VNC server passes events on asynchronously after our fence: poll, then insist.
@@ -130,13 +127,6 @@ def assert_nothing_held(display: str) -> None:
         pass
     assert held_state(display) == ([], 0)
 
-
-def marker(driver: VNCDriver, recorder: Recorder, since: int) -> list[dict]:
-    """Move to a marker point and return every event between ``since`` and its arrival."""
-    driver.move({"type": "move", "x": 1, "y": 1})
-    recorder.wait_for(lambda e: e["type"] == "Motion" and (e["x"], e["y"]) == (1, 1), since=since, what="marker")
-    events = recorder.events(since)
-    return events[: next(i for i, e in enumerate(events) if e["type"] == "Motion" and (e["x"], e["y"]) == (1, 1))]
 
 
 def key_presses(recorder: Recorder, since: int) -> list[tuple[str, int]]:
@@ -280,7 +270,7 @@ def test_rejected_actions_send_nothing_at_all(driver: VNCDriver, seat: Seat, act
     start = seat.recorder.mark()
     with pytest.raises(error):
         getattr(driver, action["type"])(action)
-    assert marker(driver, seat.recorder, start) == []
+    assert events_before_marker(driver, seat.recorder, start) == []
     assert_nothing_held(seat.display)
 
 
@@ -291,7 +281,7 @@ def test_more_borrowed_characters_than_the_server_holds_are_refused_up_front(dri
     greek = "".join(chr(c) for c in range(0x3B1, 0x3B1 + 17))  # 3 + 17 > 19 distinct borrowed
     with pytest.raises(ActionRejected, match="at most 19"):
         driver.type({"type": "type", "text": greek})
-    assert marker(driver, seat.recorder, start) == []
+    assert events_before_marker(driver, seat.recorder, start) == []
     assert seat.recorder.text() == "äöü"
 
 

@@ -20,7 +20,7 @@ from cud.drivers.aio import AsyncDriver
 from cud.drivers.x11 import X11Driver
 from cud.errors import ActionRejected, DisplayUnavailable, OutOfBounds, UnknownKey
 from tests.support.rawx import RawWindow, held_state
-from tests.support.recorder import Recorder, wait_until
+from tests.support.recorder import Recorder, events_before_marker, presses, wait_until
 from tests.support.xserver import XServer, start_xvfb, stop_process
 
 SHIFT, CONTROL = X.ShiftMask, X.ControlMask
@@ -33,20 +33,10 @@ def driver(xvfb: XServer) -> Iterator[X11Driver]:
     drv.close()
 
 
-def presses(events: list[dict], kind: str = "ButtonPress") -> list[tuple[int, int, int]]:
-    return [(e["button"], e["x"], e["y"]) for e in events if e["type"] == kind]
-
 
 def assert_nothing_held(display: str) -> None:
     assert held_state(display) == ([], 0)
 
-
-def marker(driver: X11Driver, recorder: Recorder, since: int) -> list[dict]:
-    """Move to a marker point and return every event between ``since`` and its arrival."""
-    driver.move({"type": "move", "x": 1, "y": 1})
-    recorder.wait_for(lambda e: e["type"] == "Motion" and (e["x"], e["y"]) == (1, 1), since=since, what="marker")
-    events = recorder.events(since)
-    return events[: next(i for i, e in enumerate(events) if e["type"] == "Motion" and (e["x"], e["y"]) == (1, 1))]
 
 
 def keymap(display: str) -> list[tuple[int, ...]]:
@@ -196,7 +186,7 @@ def test_rejected_actions_send_nothing_at_all(driver: X11Driver, recorder: Recor
     start = recorder.mark()
     with pytest.raises(error):
         getattr(driver, action["type"])(action)
-    assert marker(driver, recorder, start) == []
+    assert events_before_marker(driver, recorder, start) == []
     assert_nothing_held(driver.display)
 
 

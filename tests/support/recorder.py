@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from .xserver import stop_process
 
-__all__ = ("Recorder", "wait_until")
+__all__ = ("Recorder", "wait_until", "presses", "events_before_marker")
 
 Event = dict[str, Any]
 
@@ -88,3 +88,23 @@ class Recorder:
 
     def stop(self) -> None:
         stop_process(self.proc)
+
+
+def presses(events: list[Event], kind: str = "ButtonPress") -> list[tuple[int, int, int]]:
+    """(button, x, y) of each button event of ``kind``."""
+    return [(e["button"], e["x"], e["y"]) for e in events if e["type"] == kind]
+
+
+def events_before_marker(driver: Any, recorder: Recorder, since: int) -> list[Event]:
+    """Move ``driver``'s pointer to a marker point; every event between ``since`` and its arrival.
+
+    A rejected action must have sent nothing: this is how a test proves it, as events
+    reach the window in order.
+    """
+    def is_marker(e: Event) -> bool:
+        return e["type"] == "Motion" and (e["x"], e["y"]) == (1, 1)
+
+    driver.move({"type": "move", "x": 1, "y": 1})
+    recorder.wait_for(is_marker, since=since, what="the marker")
+    events = recorder.events(since)
+    return events[: next(i for i, e in enumerate(events) if is_marker(e))]
