@@ -53,6 +53,12 @@ class Keyboard:
         # keycode -> its own symbols, to put back; keycode 8 maps to no evdev key.
         self._original = {kc: syms for kc, syms in self._borrowable().items() if kc > 8}
         self._free = sorted(self._original, reverse=True)
+        # Keycodes a killed run (ours or xdotool's) left a borrowed symbol on: empty them.
+        left_behind = {kc: () for kc, syms in self._original.items() if not syms}
+        if left_behind:
+            self._change(left_behind)
+            self._dpy.sync()
+            self.refresh()
 
     def refresh(self) -> None:
         """Re-read the keymap (after a MappingNotify for the keyboard)."""
@@ -73,10 +79,15 @@ class Keyboard:
         self._shift_code = found.get(_SHIFT, (0, 0))[0]
 
     def _borrowable(self) -> dict[int, tuple[int, ...]]:
-        return {
-            self._min + i: tuple(syms) for i, syms in enumerate(self._map)
-            if all(sym == X.NoSymbol or sym in _VENDOR_KEYSYMS for sym in syms)
-        }
+        """Keycodes we may lend out, with the symbols to give back (empty for a left-behind one)."""
+        out: dict[int, tuple[int, ...]] = {}
+        for offset, syms in enumerate(self._map):
+            present = {sym for sym in syms if sym != X.NoSymbol}
+            if all(sym in _VENDOR_KEYSYMS for sym in present):
+                out[self._min + offset] = tuple(syms)
+            elif len(present) == 1 and len(syms) > 1 and syms[0] == syms[1] and _borrowed_looking(syms[0]):
+                out[self._min + offset] = ()
+        return out
 
     def prepare(self, keysyms: tuple[int, ...]) -> None:
         """Make sure each keysym has a keycode, assigning borrowed ones in order of first use.
@@ -202,6 +213,16 @@ class Keyboard:
         for keycode, syms in rows.items():
             self._map[keycode - self._min] = (tuple(syms) + (X.NoSymbol,) * self._per)[: self._per]
         self._dpy.change_keyboard_mapping(first, [tuple(self._map[kc - self._min]) for kc in range(first, last + 1)])
+
+def _borrowed_looking(keysym: int) -> bool:
+    """A non-ASCII character, alone on a key on both levels: a borrowed keycode never given back.
+
+    Real layouts pair a letter with its other case (udiaeresis, Udiaeresis) and a
+    one-level key has nothing on level 2 (plusminus, NoSymbol); this module and
+    xdotool put the same symbol on both.
+    """
+    return 0xA0 <= keysym <= 0xFF or 0x01000100 <= keysym <= 0x0110FFFF
+
 
 def _is_letter(keysym: int) -> bool:
     return 0x41 <= keysym <= 0x5A or 0x61 <= keysym <= 0x7A or 0xC0 <= keysym <= 0xFE and keysym != 0xD7 and keysym != 0xF7

@@ -344,3 +344,24 @@ def test_the_x11_driver_also_drives_an_xvnc_display(tmp_path: Path) -> None:
             recorder.stop()
         server.stop()
         reset_xlib_event_codes()
+
+
+def test_keycodes_a_killed_run_left_borrowed_are_given_back(xvfb: XServer, recorder: Recorder) -> None:
+    dpy = Display(xvfb.display)
+    try:
+        rows = dpy.get_keyboard_mapping(8, 248)
+        spare = next(8 + i for i, row in enumerate(rows) if 8 + i > 8 and not any(row))
+        # What cud or xdotool leaves behind when killed while typing a check mark.
+        dpy.change_keyboard_mapping(spare, [(0x01002713,) * 2 + (X.NoSymbol,) * (len(rows[0]) - 2)])
+        dpy.sync()
+    finally:
+        dpy.close()
+    assert keymap(xvfb.display)[spare - 8] == (0x01002713, 0x01002713)
+    drv = X11Driver(xvfb.display)
+    try:
+        drv.screenshot()  # connects
+        assert keymap(xvfb.display)[spare - 8] == (X.NoSymbol, X.NoSymbol)
+        drv.type({"type": "type", "text": "✓ü"})
+        recorder.wait_text("✓ü")
+    finally:
+        drv.close()
