@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.probes import rfb_security_types, x_connects
 from tests.support.recorder import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,19 +79,6 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
     return result.stdout
 
 
-def x_connects(display: str, xauthority: Path | str) -> bool:
-    code = "import sys, Xlib.display; Xlib.display.Display(sys.argv[1]).close()"
-    env = {**os.environ, "XAUTHORITY": str(xauthority)}
-    result = subprocess.run([sys.executable, "-c", code, display], env=env, capture_output=True, timeout=30)
-    return result.returncode == 0
-
-
-def rfb_security_types(port: int) -> list[int]:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-        assert conn.recv(12).startswith(b"RFB 003.")
-        conn.sendall(b"RFB 003.008\n")
-        count = conn.recv(1)[0]
-        return list(conn.recv(count))
 
 
 def test_deps_lists_the_debian_packages_one_a_line() -> None:

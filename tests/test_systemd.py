@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.daemon import Daemon, scenario
+from tests.support.probes import rfb_security_types, x_connects
 from tests.support.recorder import wait_until
 from tests.support.vnc import write_vnc_passwd
 from tests.support.xserver import stop_process
@@ -252,19 +253,6 @@ def free_display_number() -> int:
     raise AssertionError("no free X display number in 300..599")
 
 
-def x_connects(display: str, xauthority: Path | str) -> bool:
-    code = "import sys, Xlib.display; Xlib.display.Display(sys.argv[1]).close()"
-    env = {**os.environ, "XAUTHORITY": str(xauthority)}
-    result = subprocess.run([sys.executable, "-c", code, display], env=env, capture_output=True, timeout=30)
-    return result.returncode == 0
-
-
-def rfb_security_types(port: int) -> list[int]:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-        assert conn.recv(12).startswith(b"RFB 003.")
-        conn.sendall(b"RFB 003.008\n")
-        count = conn.recv(1)[0]
-        return list(conn.recv(count))
 
 
 def listening_addresses(port: int) -> set[str]:

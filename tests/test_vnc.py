@@ -33,7 +33,7 @@ from cud.drivers.vnc import VNCDriver
 from cud.drivers.vnc_client import Connection
 from cud.errors import (ActionRejected, AuthenticationFailed, ConfigError, DisplayUnavailable, DriverTimeout,
                         OutOfBounds, UnknownKey)
-from tests.support.rawx import RawWindow, held_state
+from tests.support.rawx import RawWindow, held_state, wheel_presses
 from tests.support.recorder import Recorder, events_before_marker, presses, wait_until
 from tests.support.vnc import VncServer, start_x11vnc, start_xvnc
 from tests.support.xserver import XServer, start_xvfb
@@ -217,12 +217,7 @@ def test_modifier_order_press_in_order_release_in_reverse(driver: VNCDriver, sea
 def test_wheel_directions_and_notches(driver: VNCDriver, seat: Seat) -> None:
     raw = RawWindow(seat.display, WIDTH, HEIGHT)
     try:
-        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": 0, "scroll_y": 250})
-        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": 0, "scroll_y": -100})
-        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": 120, "scroll_y": 0})
-        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": -80, "scroll_y": 0})
-        driver.click({"type": "click", "x": 300, "y": 200, "button": "left"})  # end marker
-        pressed = [(b, x, y) for kind, b, x, y, _ in raw.events(until_release_of=1) if kind == "press"]
+        pressed = wheel_presses(driver, raw)
     finally:
         raw.close()
     vertical = [(5, 300, 200)] * 3 + [(4, 300, 200)]

@@ -19,7 +19,7 @@ from Xlib.display import Display
 from cud.drivers.aio import AsyncDriver
 from cud.drivers.x11 import X11Driver
 from cud.errors import ActionRejected, DisplayUnavailable, OutOfBounds, UnknownKey
-from tests.support.rawx import RawWindow, held_state
+from tests.support.rawx import RawWindow, held_state, wheel_presses
 from tests.support.recorder import Recorder, events_before_marker, presses, wait_until
 from tests.support.xserver import XServer, start_xvfb, stop_process
 
@@ -140,12 +140,7 @@ def test_model_key_names_press_the_right_keysym(driver: X11Driver, recorder: Rec
 def test_wheel_directions_and_notches(driver: X11Driver, xvfb: XServer) -> None:
     raw = RawWindow(xvfb.display, xvfb.width, xvfb.height)
     try:
-        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": 0, "scroll_y": 250})
-        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": 0, "scroll_y": -100})
-        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": 120, "scroll_y": 0})
-        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": -80, "scroll_y": 0})
-        driver.click({"type": "click", "x": 300, "y": 200, "button": "left"})  # end marker
-        pressed = [(b, x, y) for kind, b, x, y, _ in raw.events(until_release_of=1) if kind == "press"]
+        pressed = wheel_presses(driver, raw)
     finally:
         raw.close()
     assert pressed == [(5, 300, 200)] * 3 + [(4, 300, 200), (7, 300, 200), (6, 300, 200), (1, 300, 200)]

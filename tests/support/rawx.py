@@ -11,7 +11,7 @@ import time
 from Xlib import X
 from Xlib.display import Display
 
-__all__ = ("RawWindow", "held_state")
+__all__ = ("RawWindow", "held_state", "wheel_presses")
 
 
 class RawWindow:
@@ -67,3 +67,11 @@ def held_state(display: str) -> tuple[list[int], int]:
         return keys, buttons
     finally:
         dpy.close()
+
+
+def wheel_presses(driver: object, raw: RawWindow) -> list[tuple[int, int, int]]:
+    """Scroll down 250 px, up 100, right 120, left 80, then click: the presses the server saw."""
+    for dx, dy in ((0, 250), (0, -100), (120, 0), (-80, 0)):
+        driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": dx, "scroll_y": dy})  # type: ignore[attr-defined]
+    driver.click({"type": "click", "x": 300, "y": 200, "button": "left"})  # type: ignore[attr-defined]  # end marker
+    return [(b, x, y) for kind, b, x, y, _ in raw.events(until_release_of=1) if kind == "press"]
