@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from cud.cuctl.client import Client
-from cud.cuctl.output import describe_action, emit_json, short, table
+from cud.cuctl.output import emit_json, short, table
+from cud.record.model import describe
 
 __all__ = ()
 
@@ -18,7 +19,7 @@ def list_approvals(client: Client, args: argparse.Namespace) -> int:
     rows = []
     for a in pending:
         checks = "; ".join(c.get("message") or c.get("code") or "?" for c in a["checks"])
-        actions = ", ".join(describe_action(x) for x in a["actions"])
+        actions = ", ".join(describe(x, 200) for x in a["actions"])
         rows.append([str(a["id"]), str(a["task_id"]), a["kind"], a["created_at"], short(checks or actions, 70)])
     table(["ID", "TASK", "KIND", "CREATED", "WHAT"], rows)
     return 0

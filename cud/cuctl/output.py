@@ -40,7 +40,3 @@ def warn(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-def describe_action(action: dict[str, Any]) -> str:
-    kind = action.get("type", "?")
-    args = ", ".join(f"{k}={v!r}" for k, v in action.items() if k != "type")
-    return f"{kind}({args})"

@@ -7,7 +7,8 @@ import sys
 from typing import Any
 
 from cud.cuctl.client import Client
-from cud.cuctl.output import describe_action, emit_json, printable, short, table, warn
+from cud.cuctl.output import emit_json, printable, short, table, warn
+from cud.record.model import describe
 
 __all__ = ()
 
@@ -103,13 +104,13 @@ def _describe(event: dict[str, Any]) -> str:
     if kind == "running":
         return f"{prefix} running"
     if kind == "action":
-        return f"{prefix} step {data['step']}: {describe_action(data['action'])} ({data['ms']:.0f} ms)"
+        return f"{prefix} step {data['step']}: {describe(data['action'])} ({data['ms']:.0f} ms)"
     if kind == "step":
         return (f"{prefix} step {data['step']} done in {data['total_ms']:.0f} ms "
                 f"(model {data['model_ms']:.0f}, driver {data['driver_ms']:.0f}, cud {data['overhead_ms']:.0f})")
     if kind == "approval_requested":
         what = "; ".join(c.get("message") or c.get("code") or "?" for c in data["checks"]) or ", ".join(
-            describe_action(a) for a in data["actions"])
+            describe(a) for a in data["actions"])
         return (f"{prefix} waiting for approval {data['approval_id']} ({data['kind']}): {what} "
                 f"-- cuctl approve {data['approval_id']} | cuctl deny {data['approval_id']}")
     if kind == "approval_decided":
