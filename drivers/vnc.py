@@ -24,10 +24,11 @@ Latin-1. The *server* turns a keysym into a keycode and the Shift state, so:
   down; so does this driver for keys in a combo that holds Shift (``shift+a``
   sends Shift_L, A; ``shift+1`` sends Shift_L, exclam, as on a US layout;
   ``shift+Tab`` sends ISO_Left_Tab), or the server would release Shift first.
-- Both have 19 spare keycodes on a default keymap and do not free them while a
-  connection lasts (Xvnc logs "Failure adding new keysym" and drops the key; x11vnc
-  drops it too): one connection can type at most ~19 distinct characters missing
-  from the server's keymap. The driver sends each such character in its own batch
+- Both have 19 spare keycodes on a default keymap and do not free them, not even
+  when the client reconnects (Xvnc logs "Failure adding new keysym" and drops the
+  key; x11vnc drops it too): a server can be sent at most ~19 distinct characters
+  missing from its keymap, and the driver refuses an action that would go past
+  that (counted per server for the life of the process). The driver sends each such character in its own batch
   with a fence and a 50 ms pause, because both servers also re-use those keycodes.
 - Xvnc loses a borrowed keysym sent as the very first key event of a connection
   (its core keyboard switches to the VNC device on that event); the driver taps
@@ -74,9 +75,12 @@ _MAX_BUTTON = 8
 #: have to put on a borrowed keycode is sent (see ``_type_batches``).
 DRAIN_SECONDS = 0.05
 #: Spare keycodes x11vnc and Xvnc have on their default keymaps for keysyms they lack.
-#: Past this many distinct such keysyms on one connection they drop keys silently,
-#: so an action that would go past it is refused before anything is sent.
+#: Past this many distinct such keysyms they drop keys silently, and they never give
+#: the keycodes back (not even when the client reconnects), so an action that would
+#: go past it on a server is refused before anything is sent.
 BORROW_LIMIT = 19
+#: Keysyms that may have been put on a spare keycode, per server, for this process's life.
+_BORROWED: dict[str, set[int]] = {}
 
 
 def parse_address(server: str) -> Address:
@@ -123,9 +127,6 @@ class VNCDriver(Driver):
         self._unreleased_buttons = False
         #: The connection that has carried a key event (see ``_act``).
         self._keyboard_used: Connection | None = None
-        # Keysyms the server may have borrowed a keycode for on the current connection.
-        self._borrowed: set[int] = set()
-        self._borrowed_on: Connection | None = None
 
     def __repr__(self) -> str:
         return f"VNCDriver({self.server!r})"
@@ -221,16 +222,15 @@ class VNCDriver(Driver):
         step = A.plan(action, conn.size)
         batches = self._events(step)
         keys = [e[1] for batch in batches for e in batch if e[0] == "key"]
-        if conn is not self._borrowed_on:
-            self._borrowed, self._borrowed_on = set(), conn
-        borrowed = self._borrowed | {k for k in keys if _may_be_borrowed(k)}
-        if len(borrowed) > BORROW_LIMIT:
+        borrowed = _BORROWED.setdefault(self.server, set())
+        needed = borrowed | {k for k in keys if _may_be_borrowed(k)}
+        if len(needed) > BORROW_LIMIT:
             raise ActionRejected(
-                f"this action needs {len(borrowed)} distinct characters missing from the VNC server's "
-                f"keymap on one connection; servers hold at most {BORROW_LIMIT} and drop the rest",
-                needed=len(borrowed), limit=BORROW_LIMIT,
+                f"typing this would need {len(needed)} distinct characters missing from the keymap of "
+                f"{self.server}; VNC servers hold at most {BORROW_LIMIT} and drop the rest",
+                needed=len(needed), limit=BORROW_LIMIT, server=self.server,
             )
-        self._borrowed = borrowed
+        borrowed |= needed
         if keys and conn is not self._keyboard_used:
             if _may_be_borrowed(keys[0]):
                 # Xvnc switches its core keyboard to the VNC device on that device's
