@@ -5,12 +5,13 @@ PY      = $(VENV)/bin/python
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: help setup test bench sandbox-up sandbox-down sandbox-status demo install clean
+.PHONY: help setup test bench report-example sandbox-up sandbox-down sandbox-status demo install clean
 
 help:
 	@echo "make setup          create $(VENV) and install cud with its test extra"
 	@echo "make test           run the whole test suite (starts its own Xvfb/VNC servers)"
 	@echo "make bench          measure cud against scrot, xdotool, Pillow and vncdotool"
+	@echo "make report-example remake docs/report-example.png from a real run of the demo task"
 	@echo "make sandbox-up     start Xvfb (or SANDBOX=xvnc), openbox, x11vnc, a demo app and cud"
 	@echo "make demo           run the demo task in the sandbox (real model with OPENAI_API_KEY, else scripted)"
 	@echo "make sandbox-status say what the sandbox runs"
@@ -30,6 +31,9 @@ test: $(PY)
 
 bench: $(PY)
 	$(PY) -m bench
+
+report-example: $(PY)
+	$(PY) -m bench.report_example
 
 sandbox-up: $(PY)
 	sandbox/up.sh
