@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.stats import table
 from cud.cuctl.client import Client
 from cud.scripted import ScriptedModel
 from tests.support.daemon import Daemon
@@ -124,17 +125,14 @@ def run(steps: int = 50, submissions: int = 200, approvals: int = 10) -> str:
 
     p50, p95 = statistics.median(overheads), percentile(overheads, 95)
     verdict = "ok" if p95 <= TARGET_OVERHEAD_MS else "OVER TARGET"
-    return "\n".join([
-        "### Daemon (zero-latency scripted model, 1280x800 Xvfb)",
-        "",
-        "| metric | value |",
-        "|---|---|",
-        f"| daemon overhead per step, median ({len(overheads)} steps) | {p50:.1f} ms |",
-        f"| daemon overhead per step, p95 (target <= {TARGET_OVERHEAD_MS:g} ms) | {p95:.1f} ms ({verdict}) |",
-        f"| submissions per second (one connection, durable) | {rate:.0f} /s |",
-        f"| approval round-trip, median (approve -> action ran) | {statistics.median(round_trips):.1f} ms |",
-        f"| daemon RSS when idle | {rss / 1024:.1f} MiB |",
-    ])
+    rows = [
+        (f"daemon overhead per step, median ({len(overheads)} steps)", f"{p50:.1f} ms"),
+        (f"daemon overhead per step, p95 (target <= {TARGET_OVERHEAD_MS:g} ms)", f"{p95:.1f} ms ({verdict})"),
+        ("submissions per second (one connection, durable)", f"{rate:.0f} /s"),
+        ("approval round-trip, median (approve -> action ran)", f"{statistics.median(round_trips):.1f} ms"),
+        ("daemon RSS when idle", f"{rss / 1024:.1f} MiB"),
+    ]
+    return "### Daemon (zero-latency scripted model, 1280x800 Xvfb)\n\n" + table(("metric", "value"), rows)
 
 
 def main() -> int:

@@ -10,6 +10,7 @@ behaviour we would have to switch off.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -114,8 +115,6 @@ class X11Driver(Driver):
 
     def __init__(self, display: str | None = None, *, wait_seconds: float = 1.0, settle_timeout: float = 1.0,
                  settle_interval: float = 0.02) -> None:
-        import os
-
         name = display if display is not None else os.environ.get("DISPLAY", "")
         if not name:
             raise DisplayUnavailable("no X display given and $DISPLAY is not set", display=name)

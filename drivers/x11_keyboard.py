@@ -44,7 +44,6 @@ class Keyboard:
         self._count = dpy.display.info.max_keycode - self._min + 1
         # keysym -> spare keycode it is on now, least recently used first.
         self._assigned: OrderedDict[int, int] = OrderedDict()
-        self._free: list[int] = []
         # A remapped keycode was pressed since the last drain: re-assigning one is unsafe.
         self._dirty = False
         #: Keycodes pressed through this object and not yet released, in order.
@@ -126,7 +125,7 @@ class Keyboard:
         self._sent += 1
         if down:
             self.held.append(keycode)
-            if keycode in self._assigned.values():
+            if keycode in self._original:  # a borrowable keycode: its meaning may change
                 self._dirty = True
         elif keycode in self.held:
             self.held.remove(keycode)
@@ -169,7 +168,7 @@ class Keyboard:
         keycode, level = self._lookup[keysym]
         shifted = level == 1
         # Caps Lock inverts the case of letters only; both levels of a spare are equal.
-        if caps_lock and keycode not in self._assigned.values() and _is_letter(keysym):
+        if caps_lock and keycode not in self._original and _is_letter(keysym):
             shifted = not shifted
         return keycode, shifted
 

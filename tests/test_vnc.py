@@ -33,7 +33,7 @@ from cud.drivers.vnc import VNCDriver
 from cud.drivers.vnc_client import Connection
 from cud.errors import (ActionRejected, AuthenticationFailed, ConfigError, DisplayUnavailable, DriverTimeout,
                         OutOfBounds, UnknownKey)
-from tests.support.rawx import RawWindow, held_state, wheel_presses
+from tests.support.rawx import RawWindow, drag_events, held_state, wheel_presses
 from tests.support.recorder import Recorder, events_before_marker, presses, wait_until
 from tests.support.vnc import VncServer, start_x11vnc, start_xvnc
 from tests.support.xserver import XServer, start_xvfb
@@ -229,9 +229,7 @@ def test_wheel_directions_and_notches(driver: VNCDriver, seat: Seat) -> None:
 def test_drag_presses_at_the_first_point_and_releases_at_the_last(driver: VNCDriver, seat: Seat) -> None:
     raw = RawWindow(seat.display, WIDTH, HEIGHT)
     try:
-        path = [{"x": 100, "y": 100}, {"x": 150, "y": 120}, {"x": 220, "y": 180}, {"x": 400, "y": 300}]
-        driver.drag({"type": "drag", "path": path, "keys": ["SHIFT"]})
-        events = raw.events(until_release_of=1)
+        events = drag_events(driver, raw)
     finally:
         raw.close()
     assert [(k, d, x, y) for k, d, x, y, _ in events if k != "motion"] == [

@@ -19,7 +19,7 @@ from Xlib.display import Display
 from cud.drivers.aio import AsyncDriver
 from cud.drivers.x11 import X11Driver
 from cud.errors import ActionRejected, DisplayUnavailable, OutOfBounds, UnknownKey
-from tests.support.rawx import RawWindow, held_state, wheel_presses
+from tests.support.rawx import RawWindow, drag_events, held_state, wheel_presses
 from tests.support.recorder import Recorder, events_before_marker, presses, wait_until
 from tests.support.xserver import XServer, start_xvfb, stop_process
 
@@ -150,9 +150,7 @@ def test_drag_follows_the_whole_path(driver: X11Driver, xvfb: XServer) -> None:
     # Read at the server level: toolkits (Tk included) merge queued motion events.
     raw = RawWindow(xvfb.display, xvfb.width, xvfb.height)
     try:
-        path = [{"x": 100, "y": 100}, {"x": 150, "y": 120}, {"x": 220, "y": 180}, {"x": 400, "y": 300}]
-        driver.drag({"type": "drag", "path": path, "keys": ["SHIFT"]})
-        events = raw.events(until_release_of=1)
+        events = drag_events(driver, raw)
     finally:
         raw.close()
     assert [(k, d, x, y) for k, d, x, y, _ in events if k != "motion"] == [
@@ -273,8 +271,19 @@ def test_display_going_away_is_clear_and_the_next_call_reconnects(tmp_path: Path
 
 
 def test_wait_honours_cancellation(driver: X11Driver) -> None:
+    import threading
+
     driver.wait_seconds = 3600
-    driver.wait({"type": "wait"}, cancelled=lambda: True)  # returns at once instead of in an hour
+    asked = threading.Event()
+
+    def cancelled() -> bool:
+        asked.set()
+        return True
+
+    waiter = threading.Thread(target=driver.wait, args=({"type": "wait"},), kwargs={"cancelled": cancelled})
+    waiter.start()
+    waiter.join(120)  # a guard against hanging for the hour, not a timing check
+    assert asked.is_set() and not waiter.is_alive()
 
 
 def _call(*actions: dict) -> ResponseComputerToolCall:

@@ -11,7 +11,7 @@ import time
 from Xlib import X
 from Xlib.display import Display
 
-__all__ = ("RawWindow", "held_state", "wheel_presses")
+__all__ = ("RawWindow", "held_state", "wheel_presses", "drag_events", "DRAG_PATH")
 
 
 class RawWindow:
@@ -75,3 +75,12 @@ def wheel_presses(driver: object, raw: RawWindow) -> list[tuple[int, int, int]]:
         driver.scroll({"type": "scroll", "x": 300, "y": 200, "scroll_x": dx, "scroll_y": dy})  # type: ignore[attr-defined]
     driver.click({"type": "click", "x": 300, "y": 200, "button": "left"})  # type: ignore[attr-defined]  # end marker
     return [(b, x, y) for kind, b, x, y, _ in raw.events(until_release_of=1) if kind == "press"]
+
+
+DRAG_PATH = [{"x": 100, "y": 100}, {"x": 150, "y": 120}, {"x": 220, "y": 180}, {"x": 400, "y": 300}]
+
+
+def drag_events(driver: object, raw: RawWindow) -> list[tuple[str, int, int, int, int]]:
+    """Drag along ``DRAG_PATH`` holding Shift: the pointer events the server saw."""
+    driver.drag({"type": "drag", "path": DRAG_PATH, "keys": ["SHIFT"]})  # type: ignore[attr-defined]
+    return raw.events(until_release_of=1)

@@ -10,7 +10,7 @@ import select
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ("XServer", "start_xvfb", "stop_process")
@@ -34,7 +34,6 @@ class XServer:
     width: int
     height: int
     log: Path
-    extra: dict[str, object] = field(default_factory=dict)
 
     @property
     def pid(self) -> int:
