@@ -11,8 +11,6 @@ record is its events plus this directory. Retention removes both together.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import os
 import shutil
@@ -20,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cud.drivers.png import parse_data_url
 from cud.errors import DriverError
 
 __all__ = ()
@@ -29,14 +28,13 @@ _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
 
 def decode_data_url(url: str) -> tuple[str, bytes]:
     """(extension, bytes) of a ``data:image/...;base64,`` URL as drivers return screenshots."""
-    header, sep, payload = url.partition(",")
-    media = header.removeprefix("data:").removesuffix(";base64")
-    if not sep or not header.startswith("data:") or not header.endswith(";base64") or media not in _EXTENSIONS:
-        raise DriverError(f"screenshot is not a base64 image data URL: {url[:40]!r}", value=url[:40])
     try:
-        return _EXTENSIONS[media], base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError):
-        raise DriverError("screenshot data URL has invalid base64", value=url[:40]) from None
+        media, data = parse_data_url(url)
+    except ValueError as exc:
+        raise DriverError(f"screenshot: {exc}", value=str(url)[:40]) from None
+    if media not in _EXTENSIONS:
+        raise DriverError(f"screenshot is a {media!r} image, not one of {sorted(_EXTENSIONS)}", value=media)
+    return _EXTENSIONS[media], data
 
 
 class Trajectories:

@@ -18,6 +18,8 @@ container itself is three chunks.
 from __future__ import annotations
 
 import base64
+import binascii
+import re
 import struct
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from isal import isal_zlib
 
-__all__ = ("PngEncoder", "to_data_url")
+__all__ = ("PngEncoder", "to_data_url", "parse_data_url")
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
@@ -105,3 +107,17 @@ class PngEncoder:
 
 def to_data_url(png: bytes) -> str:
     return (_DATA_URL_PREFIX + base64.b64encode(png)).decode("ascii")
+
+
+_DATA_URL = re.compile(r"data:(image/[A-Za-z0-9.+-]+);base64,", re.ASCII)
+
+
+def parse_data_url(url: str) -> tuple[str, bytes]:
+    """(media type, bytes) of a ``data:image/...;base64,`` URL; ValueError says what is wrong."""
+    match = _DATA_URL.match(url) if isinstance(url, str) else None
+    if match is None:
+        raise ValueError(f"not a base64 image data URL: {str(url)[:40]!r}")
+    try:
+        return match.group(1), base64.b64decode(url[match.end():], validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"image data URL is not valid base64: {exc}") from None

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cud.drivers.png import PngEncoder, to_data_url
+from cud.drivers.png import PngEncoder, parse_data_url, to_data_url
 
 
 @pytest.mark.parametrize("size", [(1, 1), (2, 1), (1, 2), (3, 5), (640, 480), (1921, 1081)])
@@ -41,3 +41,12 @@ def test_bad_frames_are_named() -> None:
         PngEncoder().encode(bytes(16), 2, 2, "YUV")
     with pytest.raises(ValueError, match="15 bytes is not 2x2"):
         PngEncoder().encode(bytes(15), 2, 2)
+
+
+def test_data_urls_parse_back_and_bad_ones_are_named() -> None:
+    png = PngEncoder().encode(bytes(16), 2, 2)
+    assert parse_data_url(to_data_url(png)) == ("image/png", png)
+    with pytest.raises(ValueError, match="'http://example.invalid/x.png'"):
+        parse_data_url("http://example.invalid/x.png")
+    with pytest.raises(ValueError, match="not valid base64"):
+        parse_data_url("data:image/png;base64,@@@")

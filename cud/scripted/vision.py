@@ -8,17 +8,16 @@ answer is exact and the same on every run.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import io
 import re
 
 from PIL import Image, ImageChops
 
+from cud.drivers.png import parse_data_url
+
 __all__ = ()
 
 _COLOUR = re.compile(r"#[0-9A-Fa-f]{6}")
-_DATA_URL = re.compile(r"data:image/[A-Za-z0-9.+-]+;base64,", re.ASCII)
 
 
 def parse_colour(text: str) -> tuple[int, int, int] | None:
@@ -30,13 +29,7 @@ def parse_colour(text: str) -> tuple[int, int, int] | None:
 
 def decode_screenshot(image_url: str) -> Image.Image:
     """Decode a ``data:image/...;base64,`` URL; ValueError says what is wrong with it."""
-    match = _DATA_URL.match(image_url)
-    if match is None:
-        raise ValueError(f"screenshot image_url is not a base64 data URL: {image_url[:40]!r}")
-    try:
-        raw = base64.b64decode(image_url[match.end() :], validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise ValueError(f"screenshot data URL is not valid base64: {exc}") from None
+    _, raw = parse_data_url(image_url)
     try:
         image = Image.open(io.BytesIO(raw))
         image.load()
