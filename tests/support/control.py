@@ -1,0 +1,97 @@
+"""xdotool as a driver: the control of the conformance suite.
+
+It has the SDK driver's methods, validated by the same ``actions.plan`` (so it
+reads key names from the same table), and carries each action out with xdotool
+on the test's own display. When an application cell fails for a cud driver but
+passes here, the driver is at fault; when it fails here too, the harness is.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from typing import Any
+
+from Xlib import XK
+
+from cud.drivers import actions as A
+from cud.drivers.x11 import X11Driver
+
+__all__ = ("Xdotool",)
+
+#: xdotool's own pause between the clicks of a double-click, in ms (a person's ~100 ms).
+DOUBLE_CLICK_DELAY_MS = 80
+TYPE_DELAY_MS = 12
+
+
+def _key_name(keysym: int) -> str:
+    name = XK.keysym_to_string(keysym)
+    if name is None:
+        raise ValueError(f"xdotool has no name for keysym {keysym:#x}")
+    return name
+
+
+class Xdotool:
+    """Run actions with xdotool on ``display``; screenshots through an X11Driver (not under test here)."""
+
+    kind = "xdotool"
+    #: Actions xdotool cannot do exactly; their cells are not run for the control.
+    cannot: frozenset[str] = frozenset()
+
+    def __init__(self, display: str) -> None:
+        self.display = display
+        self.env = {**os.environ, "DISPLAY": display}
+        self._size = X11Driver(display)  # for the screen size and release_all only
+
+    def _run(self, *args: str) -> None:
+        subprocess.run(["xdotool", *args], env=self.env, check=True, timeout=60,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+    @property
+    def screen_size(self) -> tuple[int, int]:
+        return self._size.screen_size
+
+    def _keys_down(self, keys: tuple[int, ...]) -> list[str]:
+        return [arg for k in keys for arg in ("keydown", _key_name(k))]
+
+    def _keys_up(self, keys: tuple[int, ...]) -> list[str]:
+        return [arg for k in reversed(keys) for arg in ("keyup", _key_name(k))]
+
+    def _act(self, action: Any) -> None:
+        step = A.plan(action, self.screen_size)
+        keys = getattr(step, "keys", ())
+        if isinstance(step, A.Click):
+            self._run(*self._keys_down(keys), "mousemove", str(step.x), str(step.y), "click", "--repeat",
+                      str(step.count), "--delay", str(DOUBLE_CLICK_DELAY_MS), str(step.button), *self._keys_up(keys))
+        elif isinstance(step, A.Move):
+            self._run("mousemove", str(step.x), str(step.y))
+        elif isinstance(step, A.Drag):
+            (x0, y0), rest = step.path[0], step.path[1:]
+            args = [*self._keys_down(keys), "mousemove", str(x0), str(y0), "mousedown", "1"]
+            for x, y in rest:
+                args += ["sleep", "0.02", "mousemove", str(x), str(y)]
+            self._run(*args, "sleep", "0.02", "mouseup", "1", *self._keys_up(keys))
+        elif isinstance(step, A.Scroll):
+            args = [*self._keys_down(keys), "mousemove", str(step.x), str(step.y)]
+            for button, notches in step.wheel:
+                args += ["click", "--repeat", str(notches), "--delay", "10", str(button)]
+            self._run(*args, *self._keys_up(keys))
+        elif isinstance(step, A.Keypress):
+            self._run("key", "--clearmodifiers", "+".join(_key_name(k) for k in step.keys))
+        elif isinstance(step, A.TypeText):
+            self._run("type", "--delay", str(TYPE_DELAY_MS), "--", step.text)
+
+    click = double_click = drag = keypress = move = scroll = type = _act
+
+    def wait(self, action: Any) -> None:
+        time.sleep(0.05)
+
+    def screenshot(self) -> Any:
+        return self._size.peek()
+
+    def release_all(self) -> None:
+        self._size.release_all()
+
+    def close(self) -> None:
+        self._size.close()
