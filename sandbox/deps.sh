@@ -33,6 +33,10 @@ fonts-dejavu-core
 xdotool
 scrot
 chromium
+xterm
+python3-gi
+gir1.2-gtk-3.0
+python3-pyqt5
 systemd
 util-linux
 "
@@ -48,7 +52,11 @@ util-linux
 # tigervnc-tools                vncpasswd, for the generated VNC password
 # fonts-dejavu-core             glyphs for the demo's non-ASCII text
 # xdotool, scrot                `make bench` compares against them
-# chromium                      the tests open `cuctl report` pages in headless Chromium
+# chromium                      the tests open `cuctl report` pages in headless Chromium, and
+#                               drive it headed on the conformance suite's displays
+# xterm                         the conformance suite's terminal
+# python3-gi, gir1.2-gtk-3.0    the conformance suite's GTK 3 probe (run by Debian's python3)
+# python3-pyqt5                 the conformance suite's Qt 5 probe (xcb platform, Debian's python3)
 # systemd                       systemd-analyze and systemd-sysusers for the unit tests
 # util-linux                    setpriv, for the other-uid socket tests
 
