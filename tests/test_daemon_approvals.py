@@ -52,7 +52,7 @@ def test_deny_fails_the_task_and_the_action_never_runs(start_daemon, recorder: R
     task = daemon.wait_state(task_id, "failed")
     assert task["error"]["kind"] == "approval"
     assert f"approval {approval['id']} was denied by root (uid 0): not today" == task["error"]["message"]
-    assert recorder.text() == "" and not any(e["type"] == "KeyPress" for e in recorder.events())
+    assert not any(e["type"] == "KeyPress" for e in recorder.fenced()) and recorder.text() == ""
 
 
 def test_an_unanswered_approval_times_out(start_daemon, recorder: Recorder) -> None:
@@ -60,7 +60,8 @@ def test_an_unanswered_approval_times_out(start_daemon, recorder: Recorder) -> N
     task_id = daemon.call("submit", prompt="type ok")["id"]
     task = daemon.wait_state(task_id, "failed")
     assert "timed out after 0.5 s" in task["error"]["message"]
-    assert daemon.call("approvals") == [] and recorder.text() == ""
+    assert daemon.call("approvals") == []
+    assert not any(e["type"] == "KeyPress" for e in recorder.fenced()) and recorder.text() == ""
 
 
 def test_cancel_while_awaiting_approval(start_daemon, recorder: Recorder) -> None:
@@ -71,7 +72,7 @@ def test_cancel_while_awaiting_approval(start_daemon, recorder: Recorder) -> Non
     assert daemon.wait_state(task_id, "cancelled")["reason"] == "cancelled by root (uid 0)"
     late = cuctl(daemon.socket, "approve", str(approval["id"]))
     assert late.returncode == 2 and "it is cancelled" in late.stderr
-    assert recorder.text() == ""
+    assert not any(e["type"] == "KeyPress" for e in recorder.fenced()) and recorder.text() == ""
 
 
 def test_policy_actions_asks_before_every_effectful_action(start_daemon, recorder: Recorder) -> None:
@@ -105,7 +106,7 @@ def test_a_submitter_may_make_the_policy_stricter(start_daemon, recorder: Record
     assert approval["kind"] == "action" and daemon.task(task_id)["approval"] == "actions"
     daemon.call("deny", id=approval["id"])
     daemon.wait_state(task_id, "failed")
-    assert recorder.text() == ""
+    assert not any(e["type"] == "KeyPress" for e in recorder.fenced()) and recorder.text() == ""
 
 
 def test_an_approved_click_is_refused_if_the_screen_changed_under_it(start_daemon, recorder: Recorder,
@@ -131,7 +132,7 @@ def test_an_approved_click_is_refused_if_the_screen_changed_under_it(start_daemo
             cover.stdout.close()
     assert task["error"]["kind"] == "approval"
     assert "the screen around (300, 300) changed since it was approved" in task["error"]["message"]
-    assert [e for e in recorder.events(mark) if e["type"] == "ButtonPress"] == []
+    assert [e for e in recorder.fenced(mark) if e["type"] == "ButtonPress"] == []
 
 
 def test_an_approved_click_runs_when_the_screen_is_unchanged(start_daemon, recorder: Recorder) -> None:

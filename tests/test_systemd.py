@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SYSTEMD = ROOT / "systemd"
 UNITS = ("cud.service", "xvfb@.service", "x11vnc@.service", "xvnc@.service")
 
-pytestmark = pytest.mark.skipif(
+needs_analyze = pytest.mark.skipif(
     shutil.which("systemd-analyze") is None, reason="systemd-analyze missing: apt-get install systemd"
 )
 
@@ -117,6 +117,7 @@ def test_display_units_use_one_environment_line_per_setting() -> None:
             assert re.fullmatch(r"[A-Z0-9_]+=\S*", line), f"{unit}: {line}"
 
 
+@needs_analyze
 def test_cud_service_exposure_is_at_most_2() -> None:
     figure = exposure(SYSTEMD / "cud.service")
     assert figure <= 2.0, f"cud.service: exposure {figure}"
@@ -173,6 +174,7 @@ def test_install_into_a_prefix_gives_working_commands_and_rewritten_units(prefix
     assert os.access(prefix / "lib/cud/cud-xauth", os.X_OK)
 
 
+@needs_analyze
 @pytest.mark.parametrize("unit", UNITS)
 def test_systemd_analyze_verify_accepts_every_installed_unit(prefix_install: Path, unit: str) -> None:
     # Verified where install.sh put it: there the Exec binaries exist (systemd-analyze
@@ -186,6 +188,7 @@ def test_systemd_analyze_verify_accepts_every_installed_unit(prefix_install: Pat
         assert exposure(path) <= 2.0
 
 
+@needs_analyze
 def test_systemd_analyze_verify_catches_a_missing_binary(prefix_install: Path, tmp_path: Path) -> None:
     # The check above must be able to fail: the same unit naming a binary that is not there.
     broken = tmp_path / "cud.service"
@@ -399,8 +402,9 @@ def test_daemon_sends_ready_feeds_the_watchdog_while_a_task_runs_and_says_stoppi
     from cud.scripted import ScriptedModel
 
     notify = NotifySocket(short_tmp / "notify")
-    # The model takes a while to answer: the daemon's loop must keep feeding the watchdog meanwhile.
-    model = ScriptedModel(scenario({"message": "done", "delay": 5.0}))
+    # The model's answer never comes within the test: the daemon's loop must keep feeding the
+    # watchdog while it waits, however long that is, until the task is cancelled.
+    model = ScriptedModel(scenario({"message": "done", "delay": 3600}))
     url = model.start()
     daemon = Daemon(xvfb.display, url, workdir=short_tmp,
                     extra_env={"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "200000"})
@@ -414,8 +418,9 @@ def test_daemon_sends_ready_feeds_the_watchdog_while_a_task_runs_and_says_stoppi
         daemon.wait_state(task, "running")
         during = notify.count("WATCHDOG")
         wait_until(lambda: notify.count("WATCHDOG") >= during + 3, 30, "WATCHDOG=1 while the task runs")
-        assert daemon.task(task)["state"] == "running", "the task ended before the watchdog was fed 3 times"
-        assert daemon.wait_state(task, "succeeded", "failed")["state"] == "succeeded"
+        assert daemon.task(task)["state"] == "running"
+        daemon.call("cancel", id=task)
+        daemon.wait_state(task, "cancelled")
         assert notify.first("STOPPING") is None
 
         assert daemon.stop() == 0, daemon.log_text()  # SIGTERM, and a clean exit

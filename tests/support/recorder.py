@@ -35,6 +35,7 @@ class Recorder:
     """A Tk window covering ``geometry`` on ``display`` that records what reaches it."""
 
     def __init__(self, display: str, workdir: Path, geometry: str) -> None:
+        self.display = display
         self.events_path = workdir / "events.jsonl"
         self.text_path = workdir / "text.txt"
         self.events_path.write_text("")
@@ -85,6 +86,21 @@ class Recorder:
         except AssertionError:
             raise AssertionError(f"text area holds {self.text()!r}, expected {expected!r}") from None
         return expected
+
+    def fenced(self, since: int = 0) -> list[Event]:
+        """Every event since ``since`` that was sent before now: a marker sent now has arrived.
+
+        For tests whose own input went through a daemon: "nothing reached the window"
+        means nothing, including a late event still on its way.
+        """
+        from cud.drivers.x11 import X11Driver
+
+        driver = X11Driver(self.display)
+        try:
+            driver.move({"type": "move", "x": 2, "y": 2})  # the marker needs motion to (1, 1)
+            return events_before_marker(driver, self, since)
+        finally:
+            driver.close()
 
     def stop(self) -> None:
         stop_process(self.proc)
