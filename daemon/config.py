@@ -39,6 +39,7 @@ _TOP_KEYS = {
     "max_steps",
     "wait_seconds",
     "settle_timeout",
+    "max_connections",
     "access",
     "retention",
 }
@@ -76,6 +77,8 @@ class Config:
     max_steps: int = 50
     wait_seconds: float = 1.0
     settle_timeout: float = 2.0
+    #: Client connections served at once (also bounded by the file-descriptor limit).
+    max_connections: int = 1024
     access: Access = Access()
     retention: Retention = Retention()
 
@@ -127,6 +130,12 @@ def _positive_number(key: str, value: object, *, allow_zero: bool = False) -> fl
 def _positive_int(key: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise _bad(key, value, "a positive integer")
+    return value
+
+
+def _int_in_range(key: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _bad(key, value, f"an integer from {low} to {high}")
     return value
 
 
@@ -252,6 +261,8 @@ def load_config(
         kwargs["wait_seconds"] = _positive_number("wait_seconds", merged["wait_seconds"], allow_zero=True)
     if "settle_timeout" in merged:
         kwargs["settle_timeout"] = _positive_number("settle_timeout", merged["settle_timeout"], allow_zero=True)
+    if "max_connections" in merged:
+        kwargs["max_connections"] = _int_in_range("max_connections", merged["max_connections"], 1, 65536)
     if "access" in merged:
         table = _table("access", merged["access"], _ACCESS_KEYS)
         kwargs["access"] = Access(

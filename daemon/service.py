@@ -24,7 +24,7 @@ from cud.daemon.config import Config, read_secret_file, resolve_api_key
 from cud.daemon.handlers import HANDLERS, Context
 from cud.daemon.notify import Notifier
 from cud.daemon.runner import Seat
-from cud.daemon.server import Server
+from cud.daemon.server import Server, connection_slots
 from cud.daemon.store import Store
 from cud.daemon.trajectory import Trajectories
 
@@ -67,7 +67,8 @@ class Daemon:
         self.approvals = Approvals(self.store)
         self.driver = await self._open_driver()
         self.seat = Seat(config, self.store, self.approvals, self.trajectories, self.driver, api_key)
-        self.server = Server(config.socket, self.policy, self.dispatch)
+        self.server = Server(config.socket, self.policy, self.dispatch,
+                             max_connections=connection_slots(config.max_connections))
         await self.server.start()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

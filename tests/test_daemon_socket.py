@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import resource
 import socket
 import stat
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cud.daemon.server import FIRST_REQUEST_TIMEOUT
 from cud.protocol import MAX_MESSAGE_BYTES
 from tests.support.daemon import Daemon, cuctl, scenario
 
@@ -121,6 +123,84 @@ def test_half_open_and_silent_clients_do_not_block_others(start_daemon) -> None:
         for sock in stuck:
             sock.close()
     assert daemon.call("ping")["protocol"] == 1
+
+
+def _half_open(path: Path, count: int) -> list[socket.socket]:
+    socks = []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        socks.append(sock)
+        sock.connect(str(path))
+        sock.sendall(b'{"v": 1, "type": "pi')  # half a request, never finished
+    return socks
+
+
+def test_a_thousand_idle_half_open_connections_never_lock_out_a_newcomer(start_daemon) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    daemon = start_daemon(IDLE, config="max_connections = 300\n")
+    nobody = pwd.getpwnam("nobody")
+    os.chmod(daemon.dir, 0o711)
+    os.chmod(daemon.socket, 0o666)
+    stuck: list[socket.socket] = []
+    try:
+        # One uid (root, like a leaking monitoring script) holds far more than every slot.
+        stuck = _half_open(daemon.socket, 1000)
+        for _ in range(3):
+            assert daemon.call("ping")["protocol"] == 1  # the same uid, served at once
+        # So is another user, through a real cuctl; the slots of the idle ones were given up.
+        setpriv = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
+        other = cuctl(daemon.socket, "ping", prefix=setpriv)
+        assert other.returncode == 2 and "may not use this daemon" in other.stderr  # refused by [access], not by load
+        assert "dropping an idle connection of uid 0" in daemon.log_text()
+        # Dropped connections are closed (EOF), not left hanging on the client side.
+        dropped = 0
+        for sock in stuck[:100]:
+            sock.settimeout(10)
+            try:
+                dropped += sock.recv(1) == b""
+            except ConnectionResetError:
+                dropped += 1
+        assert dropped == 100
+    finally:
+        for sock in stuck:
+            sock.close()
+    assert daemon.call("ping")["protocol"] == 1
+
+
+def test_a_connection_that_sends_no_complete_request_is_dropped(start_daemon) -> None:
+    daemon = start_daemon(IDLE)
+    [sock] = _half_open(daemon.socket, 1)
+    with sock:
+        sock.settimeout(FIRST_REQUEST_TIMEOUT + 20)
+        assert sock.recv(1) == b""  # closed by the daemon, long before the 30 s idle timeout
+
+
+def test_a_busy_connection_is_never_dropped_for_a_newcomer(start_daemon) -> None:
+    daemon = start_daemon(scenario({"actions": [{"type": "wait"}], "delay": 3600}, {"message": "never"}),
+                          config="max_connections = 6\n")  # 4 slots of 6 per uid
+    task_id = daemon.call("submit", prompt="slow")["id"]
+    follows = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(3)]
+    try:
+        for sock in follows:  # three clients following the task: requests in progress, the uid's share
+            sock.connect(str(daemon.socket))
+            sock.sendall(json.dumps({"v": 1, "type": "follow", "id": task_id}).encode() + b"\n")
+            sock.settimeout(10)
+            assert sock.recv(1)  # the stream has begun
+        stuck = _half_open(daemon.socket, 10)  # each evicts the one before it
+        for sock in stuck:
+            sock.close()
+        assert daemon.call("ping")["protocol"] == 1
+        for sock in follows:
+            sock.setblocking(False)
+            try:
+                assert sock.recv(65536) != b""  # still open: not dropped
+            except BlockingIOError:
+                pass
+        daemon.call("cancel", id=task_id)
+    finally:
+        for sock in follows:
+            sock.close()
 
 
 @pytest.fixture(scope="module")

@@ -78,7 +78,12 @@ class Client:
         # follow and --wait may sit for hours awaiting a human: no read deadline then.
         self._sock.settimeout(None if wait_forever else self.timeout)
         try:
-            self._sock.sendall(encode(message))
+            try:
+                self._sock.sendall(encode(message))
+            except (BrokenPipeError, ConnectionResetError):
+                # The daemon may answer and close before reading (a refused peer, a full
+                # house): its reason is already in our receive buffer.
+                pass
             while True:
                 line = self._file.readline(MAX_MESSAGE_BYTES + 1)
                 if not line:
