@@ -23,6 +23,7 @@ __all__ = [
     "AccessDenied",
     "ApprovalError",
     "NotFound",
+    "TaskTimeout",
 ]
 
 
@@ -111,3 +112,9 @@ class NotFound(CudError):
     """A task or approval id does not exist."""
 
     kind = "not_found"
+
+
+class TaskTimeout(CudError):
+    """A task ran past its wall-clock limit (``max_duration``) and was stopped."""
+
+    kind = "timeout"

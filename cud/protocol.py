@@ -51,6 +51,8 @@ MAX_TEXT = 64 * 1024
 MAX_ID = (1 << 63) - 1
 #: Upper bound a submitter may ask for; the daemon's config caps it further.
 MAX_STEPS_LIMIT = 10_000
+#: The longest wall-clock limit a task may have, in seconds (a week).
+MAX_DURATION_LIMIT = 7 * 24 * 3600
 
 TaskState = Literal["queued", "running", "awaiting_approval", "succeeded", "failed", "cancelled", "interrupted"]
 TASK_STATES: tuple[TaskState, ...] = (
@@ -85,6 +87,7 @@ class SubmitRequest(TypedDict):
     prompt: str
     model: NotRequired[str]
     max_steps: NotRequired[int]
+    max_duration: NotRequired[int]
     approval: NotRequired[ApprovalPolicy]
 
 
@@ -175,6 +178,8 @@ class TaskView(TypedDict):
     prompt: str
     model: str
     max_steps: int
+    #: Seconds the task may run, approvals included (null: the daemon's max_duration).
+    max_duration: int | None
     approval: ApprovalPolicy
     steps: int
     final_message: str | None
@@ -384,6 +389,7 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "prompt": (_text(), True),
         "model": (_text(200), False),
         "max_steps": (_integer(1, MAX_STEPS_LIMIT), False),
+        "max_duration": (_integer(1, MAX_DURATION_LIMIT), False),
         "approval": (_choice(*APPROVAL_POLICIES), False),
     },
     "list": {},

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cud.errors import ConfigError
+from cud.protocol import MAX_DURATION_LIMIT
 
 __all__ = ("Config", "default_socket", "load_config", "read_secret_file", "resolve_api_key")
 
@@ -37,6 +38,7 @@ _TOP_KEYS = {
     "approval",
     "approval_timeout",
     "max_steps",
+    "max_duration",
     "wait_seconds",
     "settle_timeout",
     "max_connections",
@@ -75,6 +77,8 @@ class Config:
     approval: str = "safety"
     approval_timeout: float = 600.0
     max_steps: int = 50
+    #: Seconds a task may run, approvals included: the default and the ceiling per task.
+    max_duration: int = 3600
     wait_seconds: float = 1.0
     settle_timeout: float = 2.0
     #: Client connections served at once (also bounded by the file-descriptor limit).
@@ -257,6 +261,8 @@ def load_config(
         kwargs["approval_timeout"] = _positive_number("approval_timeout", merged["approval_timeout"])
     if "max_steps" in merged:
         kwargs["max_steps"] = _positive_int("max_steps", merged["max_steps"])
+    if "max_duration" in merged:
+        kwargs["max_duration"] = _int_in_range("max_duration", merged["max_duration"], 1, MAX_DURATION_LIMIT)
     if "wait_seconds" in merged:
         kwargs["wait_seconds"] = _positive_number("wait_seconds", merged["wait_seconds"], allow_zero=True)
     if "settle_timeout" in merged:

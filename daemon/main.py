@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--approval", choices=("safety", "actions"), help="approval policy")
     run.add_argument("--approval-timeout", type=float, metavar="S", help="seconds an approval may stay pending")
     run.add_argument("--max-steps", type=int, metavar="N", help="model turns per task, default and ceiling")
+    run.add_argument("--max-duration", type=int, metavar="S",
+                     help="seconds a task may run (approvals included), default and ceiling")
     run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     return parser
 
@@ -62,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         "approval": args.approval,
         "approval_timeout": args.approval_timeout,
         "max_steps": args.max_steps,
+        "max_duration": args.max_duration,
     }
     try:
         config = load_config(args.config, overrides)

@@ -30,7 +30,7 @@ from cud.daemon.trajectory import StepRecord, Trajectories, decode_data_url, ms_
 from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
-from cud.errors import ApprovalError, CudError
+from cud.errors import ApprovalError, CudError, TaskTimeout
 from cud.protocol import TaskView
 
 __all__ = ()
@@ -160,6 +160,8 @@ class TaskRun:
         self.policy = task["approval"]
         self.cancel_reason: str | None = None
         self.stopping = False
+        #: Set when the task ran past its max_duration: it then fails with this error.
+        self.timed_out: TaskTimeout | None = None
         self.job: asyncio.Task[Any] | None = None
         self.in_model = False
         self.step: StepRecord | None = None
@@ -182,10 +184,23 @@ class TaskRun:
     def is_cancelled(self) -> bool:
         return self.cancel_reason is not None
 
+    def _out_of_time(self, limit: int) -> None:
+        if self.cancel_reason is not None:
+            return
+        self.timed_out = TaskTimeout(
+            f"task {self.task['id']} ran past its max_duration of {limit} s and was stopped",
+            max_duration=limit,
+        )
+        self.cancel(f"ran past its max_duration of {limit} s")
+
     async def execute(self, client: AsyncOpenAI) -> None:
         task_id = self.task["id"]
         self.step = StepRecord(number=1, started=time.monotonic(), saw=None)
         toolset = AsyncComputerToolset(RecordingDriver(self.seat.driver, self))
+        limit = self.task["max_duration"] or self.seat.config.max_duration
+        # Wall clock from the start, approval waits included: the limit bounds what a
+        # submitter waits for, whatever the task is doing.
+        timer = asyncio.get_running_loop().call_later(limit, self._out_of_time, limit)
         params: Any = {"model": self.task["model"], "input": self.task["prompt"], "tools": [{"type": "computer"}]}
         self.job = asyncio.create_task(
             toolset.run(
@@ -217,9 +232,12 @@ class TaskRun:
             log.exception("task %d failed unexpectedly", task_id)
             error = {"kind": "internal", "message": self.seat.redact(f"{type(exc).__name__}: {exc}"), "details": {}}
         finally:
+            timer.cancel()
             toolset.close()
         self._finish_step()
-        if self.cancel_reason is not None and state != "succeeded":
+        if self.timed_out is not None and state != "succeeded":
+            self.store.finish(task_id, "failed", error=self.timed_out.to_dict(), reason=self.cancel_reason)
+        elif self.cancel_reason is not None and state != "succeeded":
             state = "interrupted" if self.stopping else "cancelled"
             self.store.finish(task_id, state, error=error, reason=self.cancel_reason)
         else:

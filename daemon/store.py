@@ -83,6 +83,10 @@ MIGRATIONS: tuple[str, ...] = (
         outcome TEXT NOT NULL
     );
     """,
+    # 2: a wall-clock limit per task, in seconds; NULL (tasks from before) means the daemon's.
+    """
+    ALTER TABLE tasks ADD COLUMN max_duration INTEGER
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -185,12 +189,13 @@ class Store:
         )
 
     # -- tasks ----------------------------------------------------------------------------------
-    def submit(self, prompt: str, model: str, max_steps: int, approval: str, uid: int, name: str) -> TaskView:
+    def submit(self, prompt: str, model: str, max_steps: int, approval: str, uid: int, name: str,
+               max_duration: int | None = None) -> TaskView:
         with self._tx(durable=True) as db:
             cur = db.execute(
-                "INSERT INTO tasks (state, prompt, model, max_steps, approval, submitter_uid, submitter_name,"
-                " created_at) VALUES ('queued', ?, ?, ?, ?, ?, ?, ?)",
-                (prompt, model, max_steps, approval, uid, name, now_iso()),
+                "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
+                " submitter_name, created_at) VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?)",
+                (prompt, model, max_steps, max_duration, approval, uid, name, now_iso()),
             )
             task_id = int(cur.lastrowid or 0)
             self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
@@ -410,6 +415,7 @@ def _task_view(row: sqlite3.Row) -> TaskView:
         "prompt": row["prompt"],
         "model": row["model"],
         "max_steps": row["max_steps"],
+        "max_duration": row["max_duration"],
         "approval": row["approval"],
         "steps": row["steps"],
         "final_message": row["final_message"],

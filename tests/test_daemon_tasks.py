@@ -161,3 +161,33 @@ def test_retention_removes_old_tasks_with_their_screenshots(start_daemon) -> Non
     wait_until(lambda: [t["id"] for t in daemon.call("list")] == [second], 30, "the first task to be pruned")
     assert not (daemon.state_dir / "trajectories" / str(first)).exists()
     assert (daemon.state_dir / "trajectories" / str(second) / "step-0001.png").exists()
+
+
+def test_a_task_past_its_max_duration_fails_with_a_timeout(start_daemon) -> None:
+    # The model never answers its second turn, and an approval is never given: only the
+    # wall-clock limit can end either task.
+    daemon = start_daemon(scenario({"actions": [{"type": "wait"}], "delay": 3600}, {"message": "never"}),
+                          config="max_duration = 30\n")
+    refused = cuctl(daemon.socket, "submit", "too long", "--max-duration", "31")
+    assert refused.returncode == 2 and "'max_duration' is 31 s, above the daemon's limit of 30 s" in refused.stderr
+    task_id = json_out(cuctl(daemon.socket, "submit", "slow model", "--max-duration", "2", "--json"))["id"]
+    assert daemon.task(task_id)["max_duration"] == 2
+    task = daemon.wait_state(task_id, "failed")
+    assert task["error"]["kind"] == "timeout" and task["error"]["details"] == {"max_duration": 2}
+    assert f"task {task_id} ran past its max_duration of 2 s" in task["error"]["message"]
+    assert task["reason"] == "ran past its max_duration of 2 s"
+    assert "timeout: task 1 ran past its max_duration of 2 s" in cuctl(daemon.socket, "show", str(task_id)).stdout
+    assert cuctl(daemon.socket, "follow", str(task_id)).returncode == 1
+
+
+def test_max_duration_covers_the_wait_for_an_approval(start_daemon, recorder: Recorder) -> None:
+    step = {"safety_checks": [{"code": "c", "message": "m"}], "actions": [{"type": "type", "text": "x"}]}
+    daemon = start_daemon(scenario(step, {"message": "done"}), config="max_duration = 2\n")
+    task_id = daemon.call("submit", prompt="ask and wait")["id"]
+    approval = daemon.wait_approval(task_id)
+    task = daemon.wait_state(task_id, "failed")
+    assert task["error"]["kind"] == "timeout"
+    assert daemon.call("approvals") == []
+    late = cuctl(daemon.socket, "approve", str(approval["id"]))
+    assert late.returncode == 2
+    assert not any(e["type"] == "KeyPress" for e in recorder.fenced()) and recorder.text() == ""

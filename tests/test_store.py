@@ -128,11 +128,13 @@ def test_a_v1_database_upgrades_and_keeps_every_row(tmp_path: Path) -> None:
         done, running, queued = store.tasks()
         assert done["state"] == "succeeded" and done["prompt"] == "type „Grüße“ into the editor"
         assert done["final_message"] == "typed it" and done["steps"] == 1
+        assert done["max_duration"] is None  # v2: tasks from before run under the daemon's limit
         assert running["state"] == "awaiting_approval" and running["submitter"]["name"] == "alice"
         assert store.pending_approvals()[0]["actions"] == [{"type": "click", "x": 1, "y": 2, "button": "left"}]
         assert store.recover() == [running["id"]]
         assert store.next_queued()["id"] == queued["id"]
         assert store.submit("new", "m", 1, "safety", 0, "root")["id"] > queued["id"]
+        assert store.submit("limited", "m", 1, "safety", 0, "root", max_duration=60)["max_duration"] == 60
     finally:
         store.close()
 

@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("prompt", metavar="PROMPT")
     p.add_argument("--model", metavar="M")
     p.add_argument("--max-steps", type=int, metavar="N")
+    p.add_argument("--max-duration", type=int, metavar="S", help="seconds the task may run, approvals included")
     p.add_argument("--approval", choices=("safety", "actions"))
     p.add_argument("--wait", action="store_true", help="block until the task ends; print its final message")
     add("list", tasks.list_tasks, "list tasks")

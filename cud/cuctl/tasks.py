@@ -15,7 +15,7 @@ __all__ = ()
 
 def submit(client: Client, args: argparse.Namespace) -> int:
     result = client.call("submit", prompt=args.prompt, model=args.model, max_steps=args.max_steps,
-                         approval=args.approval)
+                         max_duration=args.max_duration, approval=args.approval)
     task_id = result["id"]
     if not args.wait:
         emit_json({"id": task_id}) if args.json else print(task_id)
@@ -43,7 +43,7 @@ def show(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(task)
         return 0
-    for key in ("id", "state", "prompt", "model", "approval", "steps", "max_steps", "final_message", "reason",
+    for key in ("id", "state", "prompt", "model", "approval", "steps", "max_steps", "max_duration", "final_message", "reason",
                 "created_at", "started_at", "finished_at"):
         print(f"{key + ':':15}{'-' if task[key] is None else task[key]}")
     print(f"{'submitter:':15}{task['submitter']['name']} (uid {task['submitter']['uid']})")

@@ -43,8 +43,17 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
             value=max_steps,
             limit=config.max_steps,
         )
+    max_duration = request.get("max_duration", config.max_duration)
+    if max_duration > config.max_duration:
+        raise ProtocolError(
+            f"'submit' field 'max_duration' is {max_duration} s, above the daemon's limit of {config.max_duration} s",
+            field="max_duration",
+            value=max_duration,
+            limit=config.max_duration,
+        )
     task = daemon.store.submit(
-        request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name
+        request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name,
+        max_duration,
     )
     daemon.seat.wake()
     return {"id": task["id"], "task": task}
