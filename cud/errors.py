@@ -24,6 +24,7 @@ __all__ = [
     "ApprovalError",
     "NotFound",
     "TaskTimeout",
+    "StorageFull",
 ]
 
 
@@ -112,6 +113,12 @@ class NotFound(CudError):
     """A task or approval id does not exist."""
 
     kind = "not_found"
+
+
+class StorageFull(CudError):
+    """The state directory's disk has no room: new work is refused, nothing is half-written."""
+
+    kind = "storage_full"
 
 
 class TaskTimeout(CudError):

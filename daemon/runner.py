@@ -16,6 +16,7 @@ the model. Whatever is left of a step is the daemon's own overhead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
@@ -30,7 +31,7 @@ from cud.daemon.trajectory import StepRecord, Trajectories, decode_data_url, ms_
 from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
-from cud.errors import ApprovalError, CudError, TaskTimeout
+from cud.errors import ApprovalError, CudError, StorageFull, TaskTimeout
 from cud.protocol import TaskView
 
 __all__ = ()
@@ -40,6 +41,8 @@ log = logging.getLogger("cud.runner")
 _ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type", "wait")
 _POINTER = {"click", "double_click", "move", "scroll", "drag"}
 _HARMLESS = {"screenshot", "wait"}
+#: Seconds the seat waits before trying again when the disk was too full to record a task.
+FULL_DISK_RETRY = 5.0
 #: Half-width of the square compared to bind an approval to the screen the approver saw.
 BINDING_RADIUS = 16
 
@@ -82,8 +85,16 @@ class Seat:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            await self._run(task)
-            self._prune()
+            try:
+                await self._run(task)
+                self._prune()
+            except StorageFull as exc:
+                # Even the space reserve is gone. The task stays as recorded (a restart
+                # marks it interrupted); nothing else can be recorded until there is room.
+                log.error("task %d: %s; waiting for room on the disk", task["id"], exc.message)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), FULL_DISK_RETRY)
+                self._wake.clear()
 
     async def stop(self, reason: str) -> None:
         """Interrupt the running task (if any) and end :meth:`serve` after it."""

@@ -23,6 +23,7 @@ from cud.daemon.approvals import Approvals
 from cud.daemon.config import Config, read_secret_file, resolve_api_key
 from cud.daemon.handlers import HANDLERS, Context
 from cud.daemon.notify import Notifier
+from cud.daemon.reserve import SpaceReserve
 from cud.daemon.runner import Seat
 from cud.daemon.server import Server, connection_slots
 from cud.daemon.store import Store
@@ -59,11 +60,15 @@ class Daemon:
         config = self.config
         api_key = resolve_api_key(config)
         config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.store = Store(config.state_dir / "cud.sqlite3")
+        self.reserve = SpaceReserve(config.state_dir)
+        if not self.reserve.ensure():
+            log.warning("the disk of %s has no room for the space reserve: new tasks are refused until it has",
+                        config.state_dir)
+        self.store = Store(config.state_dir / "cud.sqlite3", on_full=self.reserve.release)
         recovered = self.store.recover()
         if recovered:
             log.warning("tasks %s were running when the daemon last stopped; marked interrupted", recovered)
-        self.trajectories = Trajectories(config.state_dir)
+        self.trajectories = Trajectories(config.state_dir, keep_free=self.reserve.size)
         self.approvals = Approvals(self.store)
         self.driver = await self._open_driver()
         self.seat = Seat(config, self.store, self.approvals, self.trajectories, self.driver, api_key)

@@ -7,20 +7,25 @@ leaves either all of a change or none of it. The schema version lives in
 
 Events are published to subscribers only after their transaction commits, so
 a follower never sees an event that a crash could take back.
+
+A full disk makes a write fail whole with ``StorageFull``. Writes that finish or
+decide work already accepted (``_finishing``) then ask ``on_full`` to free the
+space reserve (``daemon/reserve.py``) and try once more; a submission does not.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
-from cud.errors import ConfigError, NotFound
+from cud.errors import ConfigError, NotFound, StorageFull
 from cud.protocol import FINAL_STATES, ApprovalView, EventView, TaskView
 
 __all__ = ()
@@ -91,6 +96,25 @@ MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 Subscriber = Callable[[EventView], None]
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _finishing(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A write that records the end or a decision of accepted work: on a full disk it may use the reserve."""
+
+    @functools.wraps(method)
+    def write(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except StorageFull:
+            store = args[0]
+            assert isinstance(store, Store)
+            if store.on_full is None or not store.on_full():
+                raise
+            return method(*args, **kwargs)  # the failed transaction was rolled back whole
+
+    return write
 
 
 def now_iso() -> str:
@@ -104,8 +128,10 @@ def _iso_to_epoch(text: str) -> float:
 class Store:
     """The daemon's one connection to its database. Used from the event loop's thread only."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_full: Callable[[], bool] | None = None) -> None:
         self.path = path
+        #: Frees room on a full disk (the space reserve); True if it freed any.
+        self.on_full = on_full
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
         except sqlite3.Error as exc:
@@ -152,11 +178,16 @@ class Store:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        else:
             self._db.execute("COMMIT")
+        except BaseException as exc:
+            if self._db.in_transaction:  # SQLite may have rolled back itself (SQLITE_FULL)
+                self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
+                raise StorageFull(
+                    f"the disk holding {str(self.path)!r} is full; nothing was written",
+                    path=str(self.path),
+                ) from None
+            raise
         finally:
             self._pending = []
             if durable:
@@ -215,6 +246,7 @@ class Store:
         row = self._db.execute("SELECT * FROM tasks WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
         return None if row is None else _task_view(row)
 
+    @_finishing
     def start(self, task_id: int) -> None:
         with self._tx() as db:
             db.execute(
@@ -223,12 +255,14 @@ class Store:
             )
             self._event(db, task_id, "running", {})
 
+    @_finishing
     def add_event(self, task_id: int, kind: str, data: dict[str, Any], *, steps: int | None = None) -> EventView:
         with self._tx() as db:
             if steps is not None:
                 db.execute("UPDATE tasks SET steps = ? WHERE id = ?", (steps, task_id))
             return self._event(db, task_id, kind, data)
 
+    @_finishing
     def finish(
         self,
         task_id: int,
@@ -257,6 +291,7 @@ class Store:
                 {"state": state, "final_message": final_message, "error": error, "reason": reason},
             )
 
+    @_finishing
     def cancel(self, task_id: int, uid: int, name: str) -> str:
         """Record a cancel request. Returns the task's state before it (queued tasks end here)."""
         with self._tx() as db:
@@ -277,6 +312,7 @@ class Store:
                 self._event(db, task_id, "cancel_requested", {"by": {"uid": uid, "name": name}})
         return str(state)
 
+    @_finishing
     def recover(self) -> list[int]:
         """At start-up: tasks a dead daemon left running become interrupted. Returns their ids."""
         with self._tx() as db:
@@ -306,6 +342,7 @@ class Store:
         ]
 
     # -- approvals ------------------------------------------------------------------------------
+    @_finishing
     def create_approval(
         self,
         task_id: int,
@@ -336,6 +373,7 @@ class Store:
             )
         return self.approval(approval_id)
 
+    @_finishing
     def decide_approval(
         self, approval_id: int, outcome: str, uid: int | None, name: str | None, reason: str | None
     ) -> bool:
@@ -385,6 +423,7 @@ class Store:
             self._audit(db, uid, name, request, target, f"refused: {reason}")
 
     # -- retention ------------------------------------------------------------------------------
+    @_finishing
     def prune(self, max_tasks: int, max_age_days: float) -> list[int]:
         """Delete finished tasks beyond the newest ``max_tasks`` or older than ``max_age_days``."""
         cutoff = time.time() - max_age_days * 86400

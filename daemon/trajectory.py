@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cud.daemon.reserve import free_bytes, is_out_of_space
 from cud.drivers.png import parse_data_url
-from cud.errors import DriverError
+from cud.errors import DriverError, StorageFull
 
 __all__ = ()
 
@@ -38,7 +39,9 @@ def decode_data_url(url: str) -> tuple[str, bytes]:
 
 
 class Trajectories:
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, keep_free: int = 0) -> None:
+        #: Bytes a screenshot may never eat into: the database's space reserve (see reserve.py).
+        self.keep_free = keep_free
         self.root = state_dir / "trajectories"
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
@@ -50,12 +53,25 @@ class Trajectories:
         """Write the screenshot; return its file name (relative to the task's directory)."""
         extension, data = decode_data_url(data_url)
         folder = self.task_dir(task_id)
-        folder.mkdir(mode=0o700, exist_ok=True)
         name = f"step-{step:04d}{suffix}.{extension}"
-        fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        free = free_bytes(self.root)
+        if free - len(data) < self.keep_free:
+            raise self._full(task_id, step, f"{free} bytes are free, and {self.keep_free} are kept for the database")
+        try:
+            folder.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            if not is_out_of_space(exc):
+                raise
+            (folder / name).unlink(missing_ok=True)  # never leave half a picture behind
+            raise self._full(task_id, step, "no space left on device") from None
         return name
+
+    def _full(self, task_id: int, step: int, why: str) -> StorageFull:
+        return StorageFull(f"cannot save the screenshot of task {task_id} step {step} in {str(self.root)!r}: {why}",
+                           path=str(self.root), task=task_id, step=step)
 
     def remove(self, task_ids: list[int]) -> None:
         for task_id in task_ids:

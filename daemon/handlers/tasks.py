@@ -7,7 +7,7 @@ from typing import Any
 
 from cud.daemon.handlers.base import Context
 
-from cud.errors import AccessDenied, ProtocolError
+from cud.errors import AccessDenied, ProtocolError, StorageFull
 from cud.protocol import (
     FINAL_STATES,
     POLICY_STRICTNESS,
@@ -50,6 +50,11 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
             field="max_duration",
             value=max_duration,
             limit=config.max_duration,
+        )
+    if not daemon.reserve.has_room():
+        raise StorageFull(
+            f"the disk of the state directory {str(config.state_dir)!r} is full; the task was not queued",
+            path=str(config.state_dir),
         )
     task = daemon.store.submit(
         request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name,
