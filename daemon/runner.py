@@ -25,6 +25,7 @@ from typing import Any
 
 import openai
 from cud.daemon.approvals import Approvals
+from cud.daemon.binding import ScreenWatch
 from cud.daemon.config import Config
 from cud.daemon.store import Store
 from cud.daemon.trajectory import StepRecord, Trajectories, decode_data_url, ms_since
@@ -180,6 +181,7 @@ class TaskRun:
         self.last_screenshot: str | None = None
         self._covered = 0  # actions still covered by the approval just granted
         self._bound = False  # those actions are bound to the screen the approver saw
+        self._watch: ScreenWatch | None = None  # what changed by itself around their targets
 
     # -- control ------------------------------------------------------------------------
     def cancel(self, reason: str, *, stopping: bool = False) -> None:
@@ -245,6 +247,7 @@ class TaskRun:
         finally:
             timer.cancel()
             toolset.close()
+            await self._set_watch(None)
         self._finish_step()
         if self.timed_out is not None and state != "succeeded":
             self.store.finish(task_id, "failed", error=self.timed_out.to_dict(), reason=self.cancel_reason)
@@ -334,9 +337,19 @@ class TaskRun:
         approval = self.store.create_approval(
             self.task["id"], kind, checks, actions, self.step.number, self.last_screenshot, timeout
         )
-        outcome = await self.seat.approvals.wait(approval["id"], timeout)
+        # While the approver looks, learn what changes by itself around the targets.
+        points = [p for a in actions for p in _targets(a)]
+        watch = ScreenWatch(self.seat.driver, points, BINDING_RADIUS) if points and self.last_screenshot else None
+        if watch is not None:
+            await watch.start()
+        try:
+            outcome = await self.seat.approvals.wait(approval["id"], timeout)
+        finally:
+            if watch is not None:
+                await watch.stop()
         self.step.approval_ms += ms_since(started)
         if outcome == "approved":
+            await self._set_watch(watch)
             return True
         if outcome == "cancelled":
             return False
@@ -362,18 +375,24 @@ class TaskRun:
                 "the approved action has no screenshot to compare with: the model acted before seeing the screen",
                 action=_plain(action),
             )
-        points = [(p.x, p.y) for p in action.path] if action.type == "drag" else [(action.x, action.y)]
-        for x, y in dict.fromkeys(points[:1] + points[-1:]):
-            # Off-screen points clip to equal (empty) patches; the driver's bounds check rejects them.
-            seen = await self.seat.driver.call("target_patch", x, y, BINDING_RADIUS, from_last_screenshot=True)
-            now = await self.seat.driver.call("target_patch", x, y, BINDING_RADIUS, from_last_screenshot=False)
-            if seen != now:
-                raise ApprovalError(
-                    f"the screen around ({x}, {y}) changed since it was approved; the action was not run",
-                    x=x,
-                    y=y,
-                    action=_plain(action),
-                )
+        if self._watch is None:
+            await self._set_watch(ScreenWatch(self.seat.driver, [], BINDING_RADIUS))
+        assert self._watch is not None
+        # Off-screen points clip to equal (empty) patches; the driver's bounds check rejects them.
+        changed = await self._watch.changed_point(_targets(_plain(action)))
+        if changed is not None:
+            x, y = changed
+            raise ApprovalError(
+                f"the screen around ({x}, {y}) changed since it was approved; the action was not run",
+                x=x,
+                y=y,
+                action=_plain(action),
+            )
+
+    async def _set_watch(self, watch: ScreenWatch | None) -> None:
+        if self._watch is not None and self._watch is not watch:
+            await self._watch.stop()
+        self._watch = watch
 
 
 class _TimedClient:
@@ -396,6 +415,19 @@ class _TimedClient:
 
         timed.responses.create = create  # type: ignore[method-assign]
         return timed
+
+
+def _targets(action: dict[str, Any]) -> list[tuple[int, int]]:
+    """The points an approved pointer action must find unchanged: its target, a drag's two ends."""
+    if action.get("type") not in _POINTER:
+        return []
+    if action.get("type") == "drag":
+        path = [(p.get("x"), p.get("y")) for p in action.get("path") or [] if isinstance(p, dict)]
+        points = path[:1] + path[-1:]
+    else:
+        points = [(action.get("x"), action.get("y"))]
+    # Malformed points are the driver's to reject; only whole integer points are compared.
+    return [(x, y) for x, y in points if isinstance(x, int) and isinstance(y, int)]
 
 
 def _plain(action: Any) -> dict[str, Any]:
