@@ -13,12 +13,14 @@ __all__ = ("Driver", "open_driver")
 
 
 def open_driver(display: str | None = None, vnc: str | None = None, vnc_password: str | None = None,
-                wait_seconds: float = 1.0, settle_timeout: float = 1.0) -> Driver:
+                wait_seconds: float = 1.0, settle_timeout: float = 1.0, vnc_horizontal_scroll: str = "auto",
+                timeout: float = 10.0) -> Driver:
     """An X11 driver for ``display`` (default ``$DISPLAY``), or a VNC driver for ``vnc`` ("HOST::PORT")."""
     if vnc is not None:
         from .vnc import VNCDriver
 
-        return VNCDriver(vnc, password=vnc_password, wait_seconds=wait_seconds, settle_timeout=settle_timeout)
+        return VNCDriver(vnc, password=vnc_password, wait_seconds=wait_seconds, settle_timeout=settle_timeout,
+                         horizontal_scroll=vnc_horizontal_scroll, timeout=timeout)
     from .x11 import X11Driver
 
-    return X11Driver(display, wait_seconds=wait_seconds, settle_timeout=settle_timeout)
+    return X11Driver(display, wait_seconds=wait_seconds, settle_timeout=settle_timeout, timeout=timeout)

@@ -32,6 +32,10 @@ __all__ = (
     "SCROLL_PIXELS_PER_NOTCH",
     "MAX_TEXT_CHARS",
     "MAX_PATH_POINTS",
+    "DOUBLE_CLICK_GAP_SECONDS",
+    "BUTTON_HOLD_SECONDS",
+    "RELEASE_SETTLE_SECONDS",
+    "DRAG_STEP_SECONDS",
 )
 
 #: X button numbers; VNC button masks are ``1 << (n - 1)`` of the same numbers.
@@ -45,6 +49,27 @@ MAX_SCROLL_NOTCHES = 100
 #: The longest text one ``type`` action may carry; longer text is refused, not cut.
 MAX_TEXT_CHARS = 4096
 MAX_PATH_POINTS = 1024
+#: Pause between the release of a double click's first click and the second press.
+#: Toolkits count a second press as a double click only if its server timestamp is
+#: *later* than the first's (Chromium's ``IsRepeatedClickEvent`` refuses equal ones,
+#: and two clicks sent back to back get the same millisecond) and within their
+#: double-click time: xterm's multiClickTime 250 ms, GTK's and Qt's 400 ms, Chromium's
+#: 500 ms. 50 ms is a brisk human double click and leaves room for delivery delays.
+DOUBLE_CLICK_GAP_SECONDS = 0.05
+#: How long a click holds its button down, and how long the pointer then stays where
+#: it was released before the next pointer event. A window manager that focuses on
+#: click (openbox, as in the sandbox) grabs the button and freezes the pointer until
+#: it has replayed the press to the window: a release or motion sent in that moment
+#: is delivered late, at wherever the pointer has gone by then (seen: 8-10 of 20 GTK
+#: and Qt clicks released at the next action's point). And Chromium merges a release
+#: with a motion queued right behind it (seen: 4 of 20 mouseups at the next point with
+#: no gap, none with 1 ms). A person's click holds ~100 ms.
+BUTTON_HOLD_SECONDS = 0.03
+RELEASE_SETTLE_SECONDS = 0.03
+#: Pause between the points of a drag path: apps merge motion events that queue up,
+#: and drag-and-drop needs motion over time to start. A 1024-point path (the most
+#: allowed) takes ~5 s.
+DRAG_STEP_SECONDS = 0.005
 
 Point = tuple[int, int]
 Keysyms = tuple[int, ...]

@@ -14,7 +14,15 @@ from Xlib import XK
 
 from cud.errors import UnknownKey
 
-__all__ = ("keysym_for_name", "keysym_for_char", "MODIFIER_KEYSYMS", "MAX_KEYS_PER_COMBO")
+__all__ = ("keysym_for_name", "keysym_for_char", "MODIFIER_KEYSYMS", "MAX_KEYS_PER_COMBO",
+           "KEYMAP_SETTLE_SECONDS")
+
+#: Seconds X clients get to re-read the keymap after a keysym was put on a spare
+#: keycode (by the X11 driver, or by a VNC server), before a key that needs it is
+#: sent. Chromium re-reads it asynchronously after MappingNotify and handles a key
+#: that arrives sooner with the old keymap: it types nothing (seen through both
+#: drivers: è, à, П lost in most runs; 0.1 s was enough in every run measured).
+KEYMAP_SETTLE_SECONDS = 0.15
 
 # Keysym groups python-xlib does not load by default but models ask for (F13-F24
 # and keypad keys are in miscellany; Greek, Cyrillic etc. only matter for names).

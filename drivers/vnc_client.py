@@ -17,6 +17,8 @@ bring the framebuffer up to date) a call ends with two FramebufferUpdateRequests
 an *incremental* one for the whole screen (only what changed comes back) and a
 *non-incremental* one for the single pixel (0, 0), which the server must answer
 promptly. The update that repaints (0, 0) completes the oldest pending fence.
+(These are not the RFB *Fence* extension's messages: those are only answered, and
+tell us which servers implement it; see ``Connection.server_fences``.)
 
 Timeouts. A call that times out aborts its connection: whatever arrives later
 belongs to no one, and the next call connects afresh (there is no way to tag RFB
@@ -39,7 +41,7 @@ import numpy as np
 from twisted.internet import protocol, reactor
 from twisted.python.failure import Failure
 from vncdotool import rfb
-from vncdotool.const import AuthTypes, Encoding
+from vncdotool.const import AuthTypes, Encoding, MsgC2S, MsgS2C
 
 from cud.errors import AuthenticationFailed, DisplayUnavailable, DriverTimeout
 
@@ -59,8 +61,14 @@ RAWMODE = "BGRX"
 # decoders run per tile in Python and are slower than RAW's bytes over loopback.
 # Cursor: the server sends the pointer shape apart instead of painting it into the
 # framebuffer, so frames hold screen content only, as mss's do.
+# Fence is asked for to learn whether the server has it: a server that does sends a
+# Fence request as soon as it reads our SetEncodings (which we answer). TigerVNC's
+# Xvnc and TurboVNC do, x11vnc (libvncserver) does not, and the VNC driver has to
+# tell them apart (see ``Connection.server_fences``).
 _ENCODINGS = (Encoding.RAW, Encoding.COPY_RECTANGLE, Encoding.PSEUDO_CURSOR, Encoding.PSEUDO_DESKTOP_SIZE,
-              Encoding.PSEUDO_LAST_RECT)
+              Encoding.PSEUDO_LAST_RECT, Encoding.PSEUDO_FENCE)
+# Fence flags (the RFB community extension): the three we honour, and "reply wanted".
+_FENCE_BLOCK_BEFORE, _FENCE_BLOCK_AFTER, _FENCE_SYNC_NEXT, _FENCE_REQUEST = 1, 2, 4, 1 << 31
 _MAX_SIDE = 16384
 _REFENCE_SECONDS = 0.5
 
@@ -161,6 +169,8 @@ class _RFB(rfb.RFBClient):
         #: Pending fences, oldest first: (future, whether it wants a copy of the frame).
         self.fences: collections.deque[tuple[Future[Any], bool]] = collections.deque()
         self._fence_painted = False
+        #: The server has sent a Fence message (it implements the Fence extension).
+        self.server_fences = False
 
     # connection and handshake
     def connectionMade(self) -> None:
@@ -227,6 +237,30 @@ class _RFB(rfb.RFBClient):
         while self.fences:
             _resolve(self.fences.popleft()[0], error=error)
 
+    def _handleConnection(self, block: bytes) -> None:
+        if block[0] == MsgS2C.SERVER_FENCE:  # vncdotool cannot parse it
+            self.server_fences = True
+            self.expect(self._handleFence, 8)  # 3 padding, flags, payload length
+            return
+        super()._handleConnection(block)
+
+    def _handleFence(self, block: bytes) -> None:
+        flags, length = struct.unpack("!xxxIB", block)
+        if length:
+            self.expect(self._handleFencePayload, length, flags)
+        else:
+            self._handleFencePayload(b"", flags)
+
+    def _handleFencePayload(self, payload: bytes, flags: int) -> None:
+        if flags & _FENCE_REQUEST:
+            # Answer at once with the same payload: everything before it has been
+            # read (BlockBefore), nothing after it yet (BlockAfter, SyncNext). Xvnc
+            # times these round trips for its congestion control, so an unanswered
+            # one could hold its updates back.
+            flags &= _FENCE_BLOCK_BEFORE | _FENCE_BLOCK_AFTER | _FENCE_SYNC_NEXT
+            self.transport.write(struct.pack("!BxxxIB", MsgC2S.CLIENT_FENCE, flags, len(payload)) + payload)
+        self.expect(self._handleConnection, 1)
+
     # framebuffer
     def _resize(self, width: int, height: int) -> None:
         if not (0 < width <= _MAX_SIDE and 0 < height <= _MAX_SIDE):
@@ -262,12 +296,15 @@ class _RFB(rfb.RFBClient):
             _resolve(future, self.fb.copy() if wants_frame else self.size)
 
     # called through _submit
-    def send_and_fence(self, future: Future[Any], events: list[Event], wants_frame: bool) -> None:
+    def send_events(self, events: list[Event]) -> None:
         for event in events:
             if event[0] == "key":
                 self.keyEvent(event[1], down=event[2])
             else:
                 self.pointerEvent(event[1], event[2], event[3])
+
+    def send_and_fence(self, future: Future[Any], events: list[Event], wants_frame: bool) -> None:
+        self.send_events(events)
         self.fences.append((future, wants_frame))
         self.framebufferUpdateRequest(incremental=True)
         self.framebufferUpdateRequest(0, 0, 1, 1, incremental=False)
@@ -344,7 +381,7 @@ class Connection:
         self._wait(_submit(connect), "connecting")
         self.alive = True
         try:
-            self._wait(ready, "the handshake and first frame")
+            self._fenced(ready, "the handshake and first frame", full=True)
         except BaseException:
             self.alive = False
             self._abort()
@@ -366,6 +403,16 @@ class Connection:
         self.alive = False
 
     @property
+    def server_fences(self) -> bool:
+        """Whether the server implements RFB Fence (TigerVNC and TurboVNC do; x11vnc does not).
+
+        Known by the time the connection is made: such a server sends its first
+        Fence when it reads our SetEncodings, before it answers the first update request.
+        """
+        proto = self._factory.proto
+        return proto is not None and proto.server_fences
+
+    @property
     def size(self) -> tuple[int, int]:
         proto = self._factory.proto
         return proto.size if proto is not None else (0, 0)
@@ -377,7 +424,7 @@ class Connection:
             self.alive = False
             self._abort()
             raise DriverTimeout(
-                f"VNC server {self.address} did not answer within {self.timeout}s ({what})",
+                f"VNC server {self.address} did not answer within {self.timeout:g} s ({what})",
                 server=str(self.address), timeout=self.timeout) from None
 
     def _abort(self) -> None:
@@ -398,31 +445,60 @@ class Connection:
         Returns a copy of the framebuffer (H x W x 4, BGRX) as of the fence if
         ``frame``, else the framebuffer size.
         """
-        if not self.alive:
-            raise DisplayUnavailable(f"connection to VNC server {self.address} is closed", server=str(self.address))
+        self._check_alive()
 
         def run(future: Future[Any]) -> None:
-            proto = self._factory.proto
-            if proto is None or not proto.transport.connected:
-                raise DisplayUnavailable(f"connection to VNC server {self.address} is closed",
-                                         server=str(self.address))
-            proto.send_and_fence(future, events, frame)
+            self._live_proto().send_and_fence(future, events, frame)
 
-        future = _submit(run)
-        # A fence the server dropped (seen once while Xvnc changed its size) would
-        # wait for the whole timeout: ask for the pixel again now and then.
+        return self._fenced(_submit(run), "a framebuffer update")
+
+    def post(self, events: list[Event]) -> None:
+        """Write ``events`` without a fence; the next ``send`` fences them with its own."""
+        self._check_alive()
+
+        def run(future: Future[Any]) -> None:
+            self._live_proto().send_events(events)
+            future.set_result(None)
+
+        self._wait(_submit(run), "writing input events")
+
+    def _closed(self) -> DisplayUnavailable:
+        return DisplayUnavailable(f"connection to VNC server {self.address} is closed", server=str(self.address))
+
+    def _check_alive(self) -> None:
+        if not self.alive:
+            raise self._closed()
+
+    def _live_proto(self) -> _RFB:
+        """The protocol instance, if its transport is still connected (reactor thread only)."""
+        proto = self._factory.proto
+        if proto is None or not proto.transport.connected:
+            raise self._closed()
+        return proto
+
+    def _fenced(self, future: Future[Any], what: str, *, full: bool = False) -> Any:
+        """Wait for a fence, asking again now and then: a server may answer a request without (0, 0).
+
+        Seen with Xvnc: a connect made while Chromium started waited its whole
+        timeout, the server logging one update of 0 rectangles (most likely only
+        the new cursor shape), and once a fence while Xvnc changed its size.
+        ``full`` asks for the whole screen again, for the first frame of a connection.
+        """
         deadline = time.monotonic() + self.timeout
         while deadline - time.monotonic() > _REFENCE_SECONDS:
             try:
                 return future.result(_REFENCE_SECONDS)
             except FutureTimeout:
-                _submit(self._refence)
-        return self._wait(future, "a framebuffer update", max(0.0, deadline - time.monotonic()))
+                _submit(lambda f: self._refence(f, full))
+        return self._wait(future, what, max(0.0, deadline - time.monotonic()))
 
-    def _refence(self, future: Future[Any]) -> None:
+    def _refence(self, future: Future[Any], full: bool) -> None:
         proto = self._factory.proto
         if proto is not None and proto.transport is not None and proto.transport.connected:
-            proto.framebufferUpdateRequest(0, 0, 1, 1, incremental=False)
+            if full:
+                proto.framebufferUpdateRequest(incremental=False)
+            else:
+                proto.framebufferUpdateRequest(0, 0, 1, 1, incremental=False)
         future.set_result(None)
 
     def close(self) -> None:

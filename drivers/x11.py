@@ -10,9 +10,11 @@ behaviour we would have to switch off.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import mss
@@ -21,10 +23,11 @@ from Xlib import X, error as xerror
 from Xlib.display import Display
 from Xlib.ext import xtest
 
-from cud.errors import ActionRejected, DisplayUnavailable, DriverError
+from cud.errors import ActionRejected, DisplayUnavailable, DriverError, DriverTimeout
 
 from . import actions as A
 from .base import Driver
+from .deadline import Deadline, probe_x_server, shut_down_fd
 from .frames import patch, settle
 from .png import PngEncoder, to_data_url
 from .x11_keyboard import Keyboard
@@ -33,9 +36,6 @@ if TYPE_CHECKING:
     from openai.lib.computer import Screenshot
 
 __all__ = ("X11Driver",)
-
-#: Pause between the points of a drag path (a 1024-point path, the most allowed, takes ~5 s).
-DRAG_STEP_SECONDS = 0.005
 
 # A conservative pace for re-assigning borrowed keycodes mid-text (see x11_keyboard).
 DRAIN_BASE_SECONDS = 0.05
@@ -50,6 +50,33 @@ def _same_frame(a: Any, b: Any) -> bool:
     return bool(a.raw == b.raw)
 
 
+def _grabber_fd(grabber: mss.MSS) -> int | None:
+    """The socket of mss's own X connection, to shut it down when a grab hangs.
+
+    mss keeps it inside its backend: libxcb's (``conn``, whose descriptor libxcb
+    gives out) or libX11's (``_handles.display``, through ``XConnectionNumber``).
+    """
+    impl = getattr(grabber, "_impl", None)
+    conn = getattr(impl, "conn", None)
+    if conn is not None:
+        xcb = ctypes.CDLL(ctypes.util.find_library("xcb") or "libxcb.so.1")
+        xcb.xcb_get_file_descriptor.argtypes = [ctypes.c_void_p]
+        return int(xcb.xcb_get_file_descriptor(_address(conn)))
+    display = getattr(getattr(impl, "_handles", None), "display", None)
+    if display:
+        xlib = ctypes.CDLL(ctypes.util.find_library("X11") or "libX11.so.6")
+        xlib.XConnectionNumber.argtypes = [ctypes.c_void_p]
+        return int(xlib.XConnectionNumber(_address(display)))
+    return None
+
+
+def _address(handle: Any) -> ctypes.c_void_p:
+    """A C pointer to ``handle``, which mss keeps as a structure or as a pointer to one."""
+    if isinstance(handle, ctypes.Structure):
+        return ctypes.c_void_p(ctypes.addressof(handle))
+    return ctypes.cast(handle, ctypes.c_void_p)
+
+
 def _grabber(name: str) -> mss.MSS:
     try:
         return mss.MSS(display=name)
@@ -62,7 +89,9 @@ def _grabber(name: str) -> mss.MSS:
 class _Connection:
     """One live connection to the X server: input, keymap, screenshots."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, progress: Callable[[], None]) -> None:
+        #: Called whenever the server has answered, so a long call is bounded per answer.
+        self.progress = progress
         self.dpy = Display(name)
         try:
             if not self.dpy.has_extension("XTEST"):
@@ -76,6 +105,7 @@ class _Connection:
             self.size = (geometry.width, geometry.height)
             self.buttons = len(self.dpy.get_pointer_mapping())
             self.grabber = _grabber(name)
+            self.grabber_fd = _grabber_fd(self.grabber)
             self.keyboard = Keyboard(self.dpy, self.wait_for_clients)
         except BaseException:
             self.dpy.close()
@@ -101,7 +131,22 @@ class _Connection:
 
     def grab(self) -> Any:
         width, height = self.size
-        return self.grabber.grab({"left": 0, "top": 0, "width": width, "height": height})
+        try:
+            frame = self.grabber.grab({"left": 0, "top": 0, "width": width, "height": height})
+        except AssertionError as exc:  # mss asserts on a reply its dead XCB connection never gave
+            raise mss.exception.ScreenShotError(f"the screenshot connection was lost: {exc!r}") from exc
+        self.progress()
+        return frame
+
+    def sync(self) -> None:
+        self.dpy.sync()
+        self.progress()
+
+    def cut(self) -> None:
+        """Shut both sockets down (from another thread): a read blocked on either returns."""
+        shut_down_fd(self.dpy.fileno())
+        if self.grabber_fd is not None:
+            shut_down_fd(self.grabber_fd)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -111,10 +156,16 @@ class _Connection:
 
 
 class X11Driver(Driver):
-    """Drive one X display. ``display=None`` means ``$DISPLAY``."""
+    """Drive one X display. ``display=None`` means ``$DISPLAY``.
+
+    ``timeout`` bounds every call: past that many seconds without an answer from the
+    server (a stopped X server never answers; python-xlib and libxcb would wait
+    forever) the connection is cut from a watchdog thread and the call raises
+    ``DriverTimeout`` naming it; the next call connects afresh.
+    """
 
     def __init__(self, display: str | None = None, *, wait_seconds: float = 1.0, settle_timeout: float = 1.0,
-                 settle_interval: float = 0.02) -> None:
+                 settle_interval: float = 0.02, timeout: float = 10.0) -> None:
         name = display if display is not None else os.environ.get("DISPLAY", "")
         if not name:
             raise DisplayUnavailable("no X display given and $DISPLAY is not set", display=name)
@@ -129,23 +180,48 @@ class X11Driver(Driver):
         # settle. True at first too: we do not know what happened before we came.
         self._acted = True
         self._buttons_held: list[int] = []
+        #: When the pointer may move again after the last release (see RELEASE_SETTLE_SECONDS).
+        self._pointer_free_at = 0.0
+        self._deadline = Deadline(timeout)
+
+    @property
+    def timeout(self) -> float:
+        return self._deadline.timeout
+
+    @timeout.setter
+    def timeout(self, value: float) -> None:
+        self._deadline.timeout = value
 
     # -- connection --------------------------------------------------------------
     @contextlib.contextmanager
-    def _session(self) -> Iterator[_Connection]:
-        """The live connection, made on demand; a dead server becomes DisplayUnavailable."""
+    def _session(self, what: str) -> Iterator[_Connection]:
+        """The live connection, made on demand; a dead server becomes DisplayUnavailable, a hung one DriverTimeout."""
         try:
-            if self._conn is None:
-                self._conn = _Connection(self.display)
-            self._conn.pump()
-            yield self._conn
+            with self._deadline.bound(what, self._cut):
+                if self._conn is None:
+                    probe_x_server(self.display, self.timeout)
+                    self._conn = _Connection(self.display, self._deadline.progress)
+                self._conn.pump()
+                yield self._conn
+            if self._deadline.expired == what:
+                # Cut, though the call got to its end: what it sent after the cut was lost.
+                raise xerror.ConnectionClosedError("the connection was cut")
             if self._conn.async_errors:
                 err = self._conn.async_errors.pop(0)
                 self._conn.async_errors.clear()
                 raise DriverError(f"X server rejected a request on {self.display}: {err}", display=self.display)
         except _CONNECTION_ERRORS as exc:
             self._drop()
+            if self._deadline.expired == what:
+                raise DriverTimeout(
+                    f"X display {self.display!r} did not answer within {self.timeout:g} s ({what}); "
+                    "the connection was dropped and the next call reconnects",
+                    display=self.display, call=what, timeout=self.timeout) from exc
             raise DisplayUnavailable(f"X display {self.display!r} is unavailable: {exc}", display=self.display) from exc
+
+    def _cut(self) -> None:
+        if self._conn is not None:
+            self._conn.cut()
 
     def _drop(self) -> None:
         if self._conn is not None:
@@ -155,11 +231,13 @@ class X11Driver(Driver):
 
     @property
     def screen_size(self) -> tuple[int, int]:
-        with self._session() as conn:
+        with self._session("screen_size") as conn:
             return conn.size
 
     # -- input primitives -------------------------------------------------------
     def _pointer(self, conn: _Connection, kind: int, detail: int = 0, x: int = 0, y: int = 0) -> None:
+        if (wait := self._pointer_free_at - time.monotonic()) > 0:
+            time.sleep(wait)
         if kind == X.MotionNotify:
             xtest.fake_input(conn.dpy, X.MotionNotify, x=x, y=y)
             return
@@ -168,6 +246,18 @@ class X11Driver(Driver):
             self._buttons_held.append(detail)
         elif detail in self._buttons_held:
             self._buttons_held.remove(detail)
+
+    def _button(self, conn: _Connection, button: int) -> None:
+        """A click of ``button`` as a person makes it: held a moment, then time to land (see actions)."""
+        self._pointer(conn, X.ButtonPress, button)
+        conn.sync()
+        time.sleep(A.BUTTON_HOLD_SECONDS)
+        self._pointer(conn, X.ButtonRelease, button)
+        self._released(conn)
+
+    def _released(self, conn: _Connection) -> None:
+        conn.sync()
+        self._pointer_free_at = time.monotonic() + A.RELEASE_SETTLE_SECONDS
 
     @contextlib.contextmanager
     def _holding(self, conn: _Connection, keys: tuple[int, ...]) -> Iterator[None]:
@@ -184,11 +274,12 @@ class X11Driver(Driver):
                     xtest.fake_input(conn.dpy, X.ButtonRelease, button)
                 self._buttons_held.clear()
                 keyboard.release_held()
-                conn.dpy.sync()
+                conn.sync()
             self._acted = True
 
     def _act(self, action: Any) -> A.Plan:
-        with self._session() as conn:
+        kind = action.get("type") if isinstance(action, dict) else getattr(action, "type", None)
+        with self._session(str(kind)) as conn:
             step = A.plan(action, conn.size)
             self._run(conn, step)
             return step
@@ -202,9 +293,11 @@ class X11Driver(Driver):
                 )
             with self._holding(conn, step.keys):
                 self._pointer(conn, X.MotionNotify, x=step.x, y=step.y)
-                for _ in range(step.count):
-                    self._pointer(conn, X.ButtonPress, step.button)
-                    self._pointer(conn, X.ButtonRelease, step.button)
+                for index in range(step.count):
+                    if index:
+                        # Let the server stamp the next press later (see DOUBLE_CLICK_GAP_SECONDS).
+                        time.sleep(A.DOUBLE_CLICK_GAP_SECONDS)
+                    self._button(conn, step.button)
         elif isinstance(step, A.Move):
             with self._holding(conn, step.keys):
                 self._pointer(conn, X.MotionNotify, x=step.x, y=step.y)
@@ -213,13 +306,16 @@ class X11Driver(Driver):
                 (x0, y0), rest = step.path[0], step.path[1:]
                 self._pointer(conn, X.MotionNotify, x=x0, y=y0)
                 self._pointer(conn, X.ButtonPress, A.BUTTONS["left"])
+                conn.sync()
+                time.sleep(A.BUTTON_HOLD_SECONDS)
                 for x, y in rest:
-                    # Apps merge motion events that queue up; a moment per point lets
-                    # them see the whole path, not just its end.
-                    conn.dpy.sync()
-                    time.sleep(DRAG_STEP_SECONDS)
+                    conn.sync()
+                    time.sleep(A.DRAG_STEP_SECONDS)
                     self._pointer(conn, X.MotionNotify, x=x, y=y)
+                conn.sync()
+                time.sleep(A.DRAG_STEP_SECONDS)
                 self._pointer(conn, X.ButtonRelease, A.BUTTONS["left"])
+                self._released(conn)
         elif isinstance(step, A.Scroll):
             with self._holding(conn, step.keys):
                 self._pointer(conn, X.MotionNotify, x=step.x, y=step.y)
@@ -236,7 +332,7 @@ class X11Driver(Driver):
                 conn.keyboard.type(step.keysyms, caps_lock=caps_lock)
 
     def screenshot(self) -> Screenshot:
-        with self._session() as conn:
+        with self._session("screenshot") as conn:
             if self._acted:
                 frame = settle(conn.grab, _same_frame, self.settle_timeout, self.settle_interval)
                 # The screen stopped changing, so clients have handled our keys:
@@ -252,13 +348,13 @@ class X11Driver(Driver):
 
     # -- what the daemon needs besides ------------------------------------------
     def peek(self) -> Screenshot:
-        with self._session() as conn:
+        with self._session("peek") as conn:
             frame = conn.grab()
             png = self._encoder.encode(frame.raw, *frame.size)
         return {"type": "computer_screenshot", "image_url": to_data_url(png)}
 
     def release_all(self) -> None:
-        with self._session() as conn:
+        with self._session("release_all") as conn:
             keys = conn.dpy.query_keymap()
             for index, byte in enumerate(keys):
                 for bit in range(8):
@@ -270,10 +366,10 @@ class X11Driver(Driver):
                 if mask & held:
                     xtest.fake_input(conn.dpy, X.ButtonRelease, button)
             conn.keyboard.restore(settled=False)
-            conn.dpy.sync()
+            conn.sync()
 
     def target_patch(self, x: int, y: int, radius: int, *, from_last_screenshot: bool) -> bytes:
-        with self._session() as conn:
+        with self._session("target_patch") as conn:
             frame = self._last_frame if from_last_screenshot else conn.grab()
             if frame is None:
                 raise DriverError("no screenshot has been taken on this driver yet", display=self.display)

@@ -4,7 +4,9 @@ A keysym found at level 0 or 1 of the core keymap is pressed with Shift as its
 level needs. Any other keysym (ü, —, ✓, 日, €, F13 ...) is put on a *borrowed*
 keycode for as long as it is needed, with the same symbol on both levels so the
 Shift state cannot change it. Borrowed are keycodes with no symbols at all and
-those carrying only vendor (XF86 media) keysyms: ~110 on Xvfb's default map.
+those carrying only vendor (XF86 media) keysyms, but for the browser and editing
+command keys Chromium acts on by keycode (``_COMMAND_KEYSYMS``): ~100 on Xvfb's
+default map.
 
 Why the care: an X client turns a keycode into a keysym when it *processes* the
 event, using the keymap it fetched after the last MappingNotify. Changing a
@@ -19,6 +21,7 @@ and then restored.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -28,10 +31,23 @@ from Xlib.ext import xtest
 
 from cud.errors import DriverError
 
+from .keys import KEYMAP_SETTLE_SECONDS
+
 __all__ = ()
 
 _SHIFT = XK.XK_Shift_L
 _VENDOR_KEYSYMS = range(0x1008FF00, 0x10090000)
+#: Vendor keys never lent out: Chromium acts on these *keycodes* (by their evdev code,
+#: whatever symbol they carry now) as browser and editing commands, and types nothing.
+#: Measured by borrowing every spare keycode of Xvfb's keymap for a character typed into
+#: Chromium: Copy, Paste, Cut, Favorites, Back, Forward, HomePage (it navigated away),
+#: Reload and Search failed; Stop and Refresh are their siblings.
+_COMMAND_KEYSYMS = frozenset({
+    0x1008FF57, 0x1008FF6D, 0x1008FF58,  # XF86Copy, XF86Paste, XF86Cut
+    0x1008FF30, 0x1008FF26, 0x1008FF27,  # XF86Favorites, XF86Back, XF86Forward
+    0x1008FF18, 0x1008FF73, 0x1008FF1B,  # XF86HomePage, XF86Reload, XF86Search
+    0x1008FF28, 0x1008FF29,  # XF86Stop, XF86Refresh
+})
 
 
 class Keyboard:
@@ -82,7 +98,7 @@ class Keyboard:
         out: dict[int, tuple[int, ...]] = {}
         for offset, syms in enumerate(self._map):
             present = {sym for sym in syms if sym != X.NoSymbol}
-            if all(sym in _VENDOR_KEYSYMS for sym in present):
+            if all(sym in _VENDOR_KEYSYMS for sym in present) and not present & _COMMAND_KEYSYMS:
                 out[self._min + offset] = tuple(syms)
             elif len(present) == 1 and len(syms) > 1 and syms[0] == syms[1] and _borrowed_looking(syms[0]):
                 out[self._min + offset] = ()
@@ -106,7 +122,10 @@ class Keyboard:
             changes[keycode] = (sym, sym)
             self._assigned[sym] = keycode
             self._lookup[sym] = (keycode, 0)
-        self._change(changes)
+        if changes:
+            self._change(changes)
+            self._dpy.sync()
+            time.sleep(KEYMAP_SETTLE_SECONDS)  # let clients re-read the keymap first (see keys)
 
     def chunk_end(self, keysyms: tuple[int, ...], start: int) -> int:
         """End of the longest run from ``start`` whose keysyms fit the spare keycodes at once."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +20,10 @@ from Xlib.display import Display
 
 from cud.drivers.aio import AsyncDriver
 from cud.drivers.x11 import X11Driver
-from cud.errors import ActionRejected, DisplayUnavailable, OutOfBounds, UnknownKey
-from tests.support.rawx import RawWindow, drag_events, held_state, wheel_presses
+from cud.drivers.x11_keyboard import _COMMAND_KEYSYMS
+from cud.errors import ActionRejected, DisplayUnavailable, DriverTimeout, OutOfBounds, UnknownKey
+from tests.support.rawx import (RawWindow, assert_double_click_is_timed_right, drag_events, held_state,
+                                wheel_presses)
 from tests.support.recorder import Recorder, events_before_marker, presses, wait_until
 from tests.support.xserver import XServer, start_xvfb, stop_process
 
@@ -74,6 +78,11 @@ def test_double_click_is_two_left_clicks_at_the_point(driver: X11Driver, recorde
     assert presses(recorder.events(start)) == [(1, 20, 799), (1, 20, 799)]
 
 
+def test_double_click_presses_have_distinct_server_times_within_the_double_click_time(
+        driver: X11Driver, xvfb: XServer) -> None:
+    assert_double_click_is_timed_right(driver, xvfb.display, xvfb.width, xvfb.height)
+
+
 def test_keys_held_during_a_click_are_in_its_state_and_released(driver: X11Driver, recorder: Recorder) -> None:
     start = recorder.mark()
     driver.click({"type": "click", "x": 50, "y": 60, "button": "left", "keys": ["SHIFT", "CTRL"]})
@@ -104,7 +113,11 @@ def test_type_more_distinct_missing_characters_than_spare_keycodes(driver: X11Dr
     before = keymap(driver.display)
     driver.type({"type": "type", "text": text})
     recorder.wait_text(text, timeout=30)
-    assert keymap(driver.display) != before, "the text should have needed borrowed keycodes"
+    during = keymap(driver.display)
+    assert during != before, "the text should have needed borrowed keycodes"
+    # Keys Chromium acts on by keycode (Back, Reload, Copy...) are never lent out.
+    commands = [i for i, syms in enumerate(before) if set(syms) & _COMMAND_KEYSYMS]
+    assert commands and all(during[i] == before[i] for i in commands)
     driver.screenshot()  # settles, then gives the borrowed keycodes back
     assert keymap(driver.display) == before
 
@@ -235,6 +248,38 @@ def test_target_patch_tracks_changes_since_the_last_screenshot(driver: X11Driver
     recorder.wait_text("WWWWWWWW")
     driver.screenshot()
     assert driver.target_patch(30, 10, 16, from_last_screenshot=False) != before
+
+
+@pytest.mark.parametrize("call", ["click", "screenshot", "connect"])
+def test_a_stopped_x_server_times_out_naming_the_call_and_the_next_call_works(
+        xvfb: XServer, recorder: Recorder, call: str) -> None:
+    # python-xlib and libxcb wait forever on a stopped server: the driver's watchdog
+    # cuts the connection (click: python-xlib's socket; screenshot: mss's; connect: before either).
+    drv = X11Driver(xvfb.display)
+    try:
+        if call != "connect":
+            drv.screenshot()  # connected, with the default timeout
+        drv.timeout = 1.0
+        os.kill(xvfb.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(DriverTimeout) as info:
+                if call == "screenshot":
+                    drv.screenshot()
+                else:
+                    drv.click({"type": "click", "x": 5, "y": 5, "button": "left"})
+        finally:
+            os.kill(xvfb.pid, signal.SIGCONT)
+        named = "connecting" if call == "connect" else "(click)" if call == "click" else "(screenshot)"
+        assert xvfb.display in info.value.message and named in info.value.message, info.value.message
+        drv.timeout = 10.0
+        start = recorder.mark()
+        drv.click({"type": "click", "x": 444, "y": 222, "button": "right"})
+        recorder.wait_for(lambda e: e["type"] == "ButtonRelease" and e["button"] == 3, since=start,
+                          what="the click after SIGCONT")
+        assert [p for p in presses(recorder.events(start)) if p[0] == 3] == [(3, 444, 222)]
+    finally:
+        drv.close()
+    assert_nothing_held(xvfb.display)
 
 
 def test_display_going_away_is_clear_and_the_next_call_reconnects(tmp_path: Path) -> None:

@@ -11,7 +11,13 @@ import time
 from Xlib import X
 from Xlib.display import Display
 
-__all__ = ("RawWindow", "held_state", "wheel_presses", "drag_events", "DRAG_PATH")
+__all__ = ("RawWindow", "held_state", "wheel_presses", "drag_events", "double_click_presses",
+           "assert_double_click_is_timed_right", "DRAG_PATH",
+           "DOUBLE_CLICK_LIMIT_MS")
+
+#: The strictest double-click time of the toolkits we drive (xterm's multiClickTime;
+#: GTK and Qt allow 400 ms, Chromium 500 ms).
+DOUBLE_CLICK_LIMIT_MS = 250
 
 
 class RawWindow:
@@ -39,13 +45,17 @@ class RawWindow:
 
     def events(self, until_release_of: int, timeout: float = 10.0) -> list[tuple[str, int, int, int, int]]:
         """Pointer events up to the release of button ``until_release_of``: (kind, detail, x, y, state)."""
-        seen: list[tuple[str, int, int, int, int]] = []
+        return [e[:5] for e in self.timed_events(until_release_of, timeout)]
+
+    def timed_events(self, until_release_of: int, timeout: float = 10.0) -> list[tuple[str, int, int, int, int, int]]:
+        """Like ``events``, each with the X server's timestamp (ms) last: (kind, detail, x, y, state, time)."""
+        seen: list[tuple[str, int, int, int, int, int]] = []
         kinds = {X.ButtonPress: "press", X.ButtonRelease: "release", X.MotionNotify: "motion"}
 
         def collect(event) -> bool:  # type: ignore[no-untyped-def]
             kind = kinds.get(event.type)
             if kind is not None:
-                seen.append((kind, event.detail, event.root_x, event.root_y, event.state))
+                seen.append((kind, event.detail, event.root_x, event.root_y, event.state, event.time))
             return kind == "release" and event.detail == until_release_of
 
         self._wait(collect, timeout)
@@ -84,3 +94,24 @@ def drag_events(driver: object, raw: RawWindow) -> list[tuple[str, int, int, int
     """Drag along ``DRAG_PATH`` holding Shift: the pointer events the server saw."""
     driver.drag({"type": "drag", "path": DRAG_PATH, "keys": ["SHIFT"]})  # type: ignore[attr-defined]
     return raw.events(until_release_of=1)
+
+
+def assert_double_click_is_timed_right(driver: object, display: str, width: int, height: int) -> None:
+    """Two presses at the point, stamped apart by the server and within the double-click time.
+
+    Chromium takes two presses with the same server timestamp for two single clicks.
+    """
+    raw = RawWindow(display, width, height)
+    try:
+        (_, *first, t1), (_, *second, t2) = double_click_presses(driver, raw)
+    finally:
+        raw.close()
+    assert first == second == [300, 200]
+    assert 0 < t2 - t1 < DOUBLE_CLICK_LIMIT_MS
+
+
+def double_click_presses(driver: object, raw: RawWindow) -> list[tuple[int, int, int, int]]:
+    """Double-click at (300, 200): the presses the server saw, (button, x, y, server time in ms)."""
+    driver.double_click({"type": "double_click", "x": 300, "y": 200})  # type: ignore[attr-defined]
+    driver.click({"type": "click", "x": 10, "y": 10, "button": "right"})  # type: ignore[attr-defined]  # end marker
+    return [(b, x, y, t) for kind, b, x, y, _, t in raw.timed_events(until_release_of=3) if kind == "press" and b == 1]
