@@ -27,12 +27,21 @@ from tests.support.recorder import wait_until
 REFUSED = {
     ("x11vnc", "back"), ("x11vnc", "forward"),
     ("xvnc", "back"), ("xvnc", "forward"),
+    ("x11vnc", "scroll_x"),  # it drops buttons 6/7 (vnc_horizontal_scroll = "shift" is the opt-in)
+    ("x11vnc", "SHIFT+F5"),  # it releases Shift for F1-F12 and BackSpace
 }
-#: What the xdotool control cannot do exactly; those cells run for the drivers only.
-CONTROL_CANNOT: set[str] = set()
+#: Tests the xdotool control cannot pass, and why; those cells run for the drivers only.
+CONTROL_CANNOT = {
+    # xdotool re-binds one spare keycode per character and changes it back at once, so
+    # GTK, Qt and Chromium translate some keys with a keymap that has already moved on
+    # (measured: 3-5 of 9 strings lose or double characters, with --delay up to 300 ms).
+    "test_type_mixed_text_exactly": "xdotool drops non-ASCII characters",
+}
 
 ASCII = "The quick brown fox, 0123456789 !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
-MIXED = ["Grüße, naïve café — ✓ 日本語 €5", "Ωμέγα ½ ß «¿» Привет — ✓", "naïve café €5 日本 ü é"]
+# Latin-1, symbols, CJK, Cyrillic and €: 18 distinct characters missing from a US keymap
+# together, as many as a VNC server can borrow keycodes for (more are refused: test_vnc.py).
+MIXED = ["Grüße, naïve café — ✓ 日本語 €5", "crème brûlée 5 € — ✓ 日本", "Привет, naïve café €5"]
 
 
 def needs(what: str) -> Any:
@@ -47,7 +56,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     what = marker.args[0] if marker else None
     cells = [(kind, name) for name in NAMES for kind in KINDS
              if (what is None or what in app_class(name).capabilities)
-             and not (kind == "xdotool" and what in CONTROL_CANNOT)]
+             and not (kind == "xdotool" and metafunc.function.__name__ in CONTROL_CANNOT)]
     metafunc.parametrize(("kind", "app_name"), cells, indirect=True, scope="module",
                          ids=[f"{name}-{kind}" for kind, name in cells])
 
@@ -95,7 +104,12 @@ def pointer_events(events: list[dict[str, Any]]) -> list[tuple[str, int, int, in
 
 
 def focus_field(app: App) -> None:
-    """Click into the text input, empty it, and wait until the application has seen the click."""
+    """Click into the text input, empty it, and wait until the application has seen the click.
+
+    A screenshot first, as the SDK's loop takes one after every batch of actions: the
+    click is a new turn's, on a screen that has settled.
+    """
+    app.desktop.driver.screenshot()
     x, y, w, h = app.field
     since = app.mark()
     app.desktop.driver.click({"type": "click", "x": x + w - 5, "y": y + h - 5, "button": "left"})
@@ -173,11 +187,20 @@ def test_html5_drag_and_drop(app: App) -> None:
 @pytest.mark.parametrize(("dx", "dy"), [(0, 300), (0, -300), (300, 0), (-300, 0)],
                          ids=["down", "up", "right", "left"])
 @needs("scroll")
-def test_scroll_moves_the_content_the_right_way(app: App, dx: int, dy: int) -> None:
+def test_scroll_moves_the_content_the_right_way(app: App, kind: str, dx: int, dy: int) -> None:
     app.reset_scroll()
     before = app.scroll_position()
     x, y = point(app, 0.5, 0.5)
-    app.desktop.driver.scroll({"type": "scroll", "x": x, "y": y, "scroll_x": dx, "scroll_y": dy})
+    action = {"type": "scroll", "x": x, "y": y, "scroll_x": dx, "scroll_y": dy}
+    if dx and (kind, "scroll_x") in REFUSED:
+        since = app.mark()
+        with pytest.raises(ActionRejected, match="drops horizontal wheel buttons"):
+            app.desktop.driver.scroll(action)
+        assert [e for e in app.fence(since) if e["type"] == "wheel"] == []
+        assert app.scroll_position() == before
+        return
+    since = app.mark()
+    app.desktop.driver.scroll(action)
 
     def moved() -> bool:
         left, top = app.scroll_position()
@@ -186,6 +209,7 @@ def test_scroll_moves_the_content_the_right_way(app: App, dx: int, dy: int) -> N
 
     wait_until(moved, 10, f"{app.name} to scroll by ({dx}, {dy}); it went from {before} to "
                f"{app.scroll_position()}")
+    app.fence(since)  # every notch has arrived: none spills into the next cell
 
 
 # -- keyboard --------------------------------------------------------------------------
@@ -203,9 +227,15 @@ COMBOS = [
 
 @pytest.mark.parametrize(("keys", "key", "mods"), COMBOS, ids=["+".join(c[0]) for c in COMBOS])
 @needs("keys")
-def test_key_combo_arrives_with_its_modifiers(app: App, keys: list[str], key: str, mods: list[str]) -> None:
+def test_key_combo_arrives_with_its_modifiers(app: App, kind: str, keys: list[str], key: str,
+                                             mods: list[str]) -> None:
     focus_field(app)
     since = app.mark()
+    if (kind, "+".join(keys)) in REFUSED:
+        with pytest.raises(ActionRejected, match="without Shift"):
+            app.desktop.driver.keypress({"type": "keypress", "keys": keys})
+        assert [e for e in app.fence(since) if e["type"] == "key"] == []
+        return
     app.desktop.driver.keypress({"type": "keypress", "keys": keys})
     presses = [(e["key"], e["mods"]) for e in app.fence(since) if e["type"] == "key"]
     modifiers = {"Shift", "Control", "Alt", "Meta", "Super"}

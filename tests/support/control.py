@@ -25,11 +25,19 @@ DOUBLE_CLICK_DELAY_MS = 80
 TYPE_DELAY_MS = 12
 
 
+#: X's own keysym names (what xdotool reads back with XStringToKeysym): "Control_L", "F5", "a", "space".
+_NAMES: dict[int, str] = {}
+for _attr, _value in vars(XK).items():
+    if _attr.startswith("XK_"):
+        _NAMES.setdefault(_value, _attr[3:])
+
+
 def _key_name(keysym: int) -> str:
-    name = XK.keysym_to_string(keysym)
-    if name is None:
-        raise ValueError(f"xdotool has no name for keysym {keysym:#x}")
-    return name
+    if keysym in _NAMES:
+        return _NAMES[keysym]
+    if keysym >= 0x1000000:  # a Unicode keysym
+        return f"U{keysym - 0x1000000:04X}"
+    raise ValueError(f"xdotool has no name for keysym {keysym:#x}")
 
 
 class Xdotool:
@@ -80,7 +88,12 @@ class Xdotool:
         elif isinstance(step, A.Keypress):
             self._run("key", "--clearmodifiers", "+".join(_key_name(k) for k in step.keys))
         elif isinstance(step, A.TypeText):
-            self._run("type", "--delay", str(TYPE_DELAY_MS), "--", step.text)
+            # xdotool types "\n" as the Linefeed keysym, which GTK and Qt do not take for Return.
+            for i, line in enumerate(step.text.split("\n")):
+                if i:
+                    self._run("key", "Return")
+                if line:
+                    self._run("type", "--delay", str(TYPE_DELAY_MS), "--", line)
 
     click = double_click = drag = keypress = move = scroll = type = _act
 

@@ -30,7 +30,7 @@ from cud.drivers.x11 import X11Driver
 from .control import Xdotool
 from .recorder import wait_until
 from .vnc import start_x11vnc, start_xvnc
-from .xserver import start_xvfb, stop_process
+from .xserver import reset_xlib_event_codes, start_xvfb, stop_process
 
 __all__ = ("KINDS", "Desktop", "start_desktop")
 
@@ -84,7 +84,7 @@ def _openbox_running(display: str) -> bool:
 
     dpy = Display(display)
     try:
-        return dpy.get_selection_owner(dpy.intern_atom("WM_S0")) != 0
+        return bool(dpy.get_selection_owner(dpy.intern_atom("WM_S0")) != 0)
     finally:
         dpy.close()
 
@@ -96,6 +96,7 @@ def start_desktop(kind: str, workdir: Path) -> Iterator[Desktop]:
         raise ValueError(f"unknown desktop kind {kind!r}; one of {KINDS}")
     procs: list[subprocess.Popen[bytes]] = []
     desktop: Desktop | None = None
+    reset_xlib_event_codes()  # the previous desktop may have been another kind of server
     try:
         if kind == "xvnc":
             vnc = start_xvnc(workdir, width=WIDTH, height=HEIGHT)
@@ -126,3 +127,4 @@ def start_desktop(kind: str, workdir: Path) -> Iterator[Desktop]:
         else:
             for proc in reversed(procs):
                 stop_process(proc)
+        reset_xlib_event_codes()

@@ -13,7 +13,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ("XServer", "start_xvfb", "stop_process")
+__all__ = ("XServer", "start_xvfb", "stop_process", "reset_xlib_event_codes")
+
+
+def reset_xlib_event_codes() -> None:
+    """Give python-xlib a clean table of extension event codes.
+
+    python-xlib keeps that table in a class attribute shared by every connection of
+    the process, so after talking to an Xvfb it cannot open an Xvnc display (whose
+    extensions number their events differently) and vice versa. Call it when no
+    connection to the other server is left open.
+    """
+    import Xlib.protocol.display
+    import Xlib.protocol.event
+
+    Xlib.protocol.display.Display.event_classes = Xlib.protocol.event.event_class.copy()
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:

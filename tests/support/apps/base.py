@@ -83,21 +83,28 @@ class App(abc.ABC):
                  what: str = "an event") -> Event:
         return wait_until(lambda: next((e for e in self.events(since) if predicate(e)), None), timeout, what)
 
+    #: Seconds the marker may take to arrive.
+    fence_timeout = 10.0
+    _fences = 0
+
     def fence(self, since: int) -> list[Event]:
-        """Move the pointer to the marker point; every event between ``since`` and its arrival.
+        """Move the pointer to a marker point; every event between ``since`` and its arrival.
 
         Events reach the application in the order they were sent, so nothing that
-        came before the marker can still be on its way.
+        came before the marker can still be on its way. The marker is approached
+        from a point beside it (a move into a window from outside may report only
+        an enter), and alternates between two points: toolkits merge queued motion
+        (Qt, Chromium, xterm) and drop a motion to where they last saw the pointer.
         """
-        x, y = self.pad[0] + MARKER_INSET, self.pad[1] + MARKER_INSET
-        # From somewhere else first: a move to where the pointer already is reports nothing.
+        self._fences += 1
+        x, y = self.pad[0] + MARKER_INSET + 2 * (self._fences % 2), self.pad[1] + MARKER_INSET
         self.desktop.driver.move({"type": "move", "x": x + 1, "y": y + 1})
         self.desktop.driver.move({"type": "move", "x": x, "y": y})
 
         def is_marker(e: Event) -> bool:
             return e["type"] == "move" and (e["x"], e["y"]) == (x, y)
 
-        self.wait_for(is_marker, since, what=f"the marker motion to ({x}, {y}) in {self.name}")
+        self.wait_for(is_marker, since, timeout=self.fence_timeout, what=f"the marker motion to ({x}, {y}) in {self.name}")
         events = self.events(since)
         return events[: next(i for i, e in enumerate(events) if is_marker(e))]
 

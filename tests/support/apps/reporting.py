@@ -14,13 +14,16 @@ paths in its environment:
   command it carries out *from the application's side* (no input is sent):
   ``clear`` (empty the text input), ``reset_scroll`` (scroll area back to its
   middle), then bumps ``done``.
+
+The state may also hold ``"drag": [[x0, y0], [x1, y1], text]``: the points of a
+left drag that selects ``text`` (``selection_drag``).
 """
 
 from __future__ import annotations
 
-import abc
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from ..recorder import wait_until
@@ -37,10 +40,12 @@ class ReportingApp(App):
     """An ``App`` whose program speaks the file protocol above."""
 
     ready_timeout = 30.0
+    #: The probe program beside this module, run by ``SYSTEM_PYTHON``.
+    probe: str
 
-    @abc.abstractmethod
     def argv(self) -> list[str]:
         """The command line that starts the program."""
+        return [SYSTEM_PYTHON, str(Path(__file__).with_name(self.probe))]
 
     def start(self) -> None:
         workdir = self.desktop.workdir / self.name
@@ -103,6 +108,10 @@ class ReportingApp(App):
 
     def selection(self) -> str:
         return str(self._state().get("selection", ""))
+
+    def selection_drag(self) -> tuple[tuple[int, int], tuple[int, int], str]:
+        (x0, y0), (x1, y1), text = self._state()["drag"]
+        return (x0, y0), (x1, y1), text
 
     def scroll_position(self) -> tuple[int, int]:
         left, top = self._state().get("scroll", (0, 0))
