@@ -31,6 +31,7 @@ _TOP_KEYS = {
     "display",
     "vnc",
     "vnc_password_file",
+    "vnc_horizontal_scroll",
     "model",
     "api_key_file",
     "api_key_credential",
@@ -41,6 +42,7 @@ _TOP_KEYS = {
     "max_duration",
     "wait_seconds",
     "settle_timeout",
+    "driver_timeout",
     "max_connections",
     "access",
     "retention",
@@ -70,6 +72,8 @@ class Config:
     display: str | None
     vnc: str | None
     vnc_password_file: Path | None
+    #: How scroll_x reaches a VNC server: see cud.drivers.vnc.HORIZONTAL_SCROLL_MODES.
+    vnc_horizontal_scroll: str = "auto"
     model: str = DEFAULT_MODEL
     api_key_file: Path | None = None
     api_key_credential: str | None = None
@@ -81,6 +85,8 @@ class Config:
     max_duration: int = 3600
     wait_seconds: float = 1.0
     settle_timeout: float = 2.0
+    #: Seconds any one driver call may go without an answer from the display.
+    driver_timeout: float = 10.0
     #: Client connections served at once (also bounded by the file-descriptor limit).
     max_connections: int = 1024
     access: Access = Access()
@@ -236,6 +242,12 @@ def load_config(
         kwargs["vnc_password_file"] = Path(_str("vnc_password_file", merged["vnc_password_file"]))
     else:
         kwargs["vnc_password_file"] = None
+    if "vnc_horizontal_scroll" in merged:
+        if "vnc" not in merged:
+            raise ConfigError("config key 'vnc_horizontal_scroll' needs 'vnc'", key="vnc_horizontal_scroll")
+        if merged["vnc_horizontal_scroll"] not in ("auto", "buttons", "shift"):
+            raise _bad("vnc_horizontal_scroll", merged["vnc_horizontal_scroll"], "'auto', 'buttons' or 'shift'")
+        kwargs["vnc_horizontal_scroll"] = merged["vnc_horizontal_scroll"]
     if "model" in merged:
         kwargs["model"] = _str("model", merged["model"])
     if "api_key_file" in merged and "api_key_credential" in merged:
@@ -267,6 +279,11 @@ def load_config(
         kwargs["wait_seconds"] = _positive_number("wait_seconds", merged["wait_seconds"], allow_zero=True)
     if "settle_timeout" in merged:
         kwargs["settle_timeout"] = _positive_number("settle_timeout", merged["settle_timeout"], allow_zero=True)
+    if "driver_timeout" in merged:
+        value = _positive_number("driver_timeout", merged["driver_timeout"])
+        if not 0.5 <= value <= 600:
+            raise _bad("driver_timeout", merged["driver_timeout"], "a number of seconds from 0.5 to 600")
+        kwargs["driver_timeout"] = value
     if "max_connections" in merged:
         kwargs["max_connections"] = _int_in_range("max_connections", merged["max_connections"], 1, 65536)
     if "access" in merged:

@@ -101,6 +101,8 @@ class Daemon:
             vnc_password=password,
             wait_seconds=config.wait_seconds,
             settle_timeout=config.settle_timeout,
+            vnc_horizontal_scroll=config.vnc_horizontal_scroll,
+            timeout=config.driver_timeout,
         )
         adriver = AsyncDriver(driver)
         # A crashed run can leave keys or buttons held; nothing must start on a stuck modifier.

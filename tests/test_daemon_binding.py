@@ -3,7 +3,7 @@
 An approved click into a text field whose caret blinks inside the compared
 square must run, approved at any moment; a target covered, relabelled or moved
 while the approval waited must be refused with no click delivered. The covered
-case is in test_daemon_approvals.py; carets of other toolkits are in
+case is in test_daemon_approvals.py; GTK's and Chromium's carets are in
 test_apps_binding.py.
 """
 
@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import queue
-import random
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,13 +21,8 @@ from typing import Any
 import pytest
 
 from cud.drivers.x11 import X11Driver
-from tests.support.daemon import Daemon, scenario
+from tests.support.daemon import APPROVALS, approve_each, scenario
 from tests.support.xserver import XServer, stop_process
-
-APPROVALS = 20
-#: Approvals come at random moments up to this long after they were asked for: over
-#: two of Tk's 900 ms blink cycles, so every phase of the caret is hit.
-MAX_THINK_SECONDS = 2.0
 
 
 class TkForm:
@@ -76,17 +69,6 @@ def form(xvfb: XServer) -> Iterator[TkForm]:
 def centre(box: list[int]) -> tuple[int, int]:
     x, y, w, h = box
     return x + w // 2, y + h // 2
-
-
-def approve_each(daemon: Daemon, task_id: int, count: int, seed: int) -> None:
-    """Approve ``count`` approvals of the task one after another, each after a random pause."""
-    rng = random.Random(seed)
-    for _ in range(count):
-        approval = daemon.wait_approval(task_id)
-        time.sleep(rng.uniform(0, MAX_THINK_SECONDS))
-        daemon.call("approve", id=approval["id"])
-        while daemon.call("approvals") and daemon.call("approvals")[0]["id"] == approval["id"]:
-            time.sleep(0.01)
 
 
 def test_approved_clicks_next_to_a_blinking_tk_caret_are_never_refused(start_daemon, form: TkForm) -> None:

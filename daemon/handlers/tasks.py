@@ -24,6 +24,15 @@ from cud.protocol import (
 __all__ = ()
 
 
+def _at_most(request: SubmitRequest, field: str, limit: int, unit: str) -> int:
+    """The task's ``field``, the daemon's own by default; a submitter may ask for less, never more."""
+    value = int(request.get(field, limit))  # type: ignore[call-overload]
+    if value > limit:
+        raise ProtocolError(f"'submit' field {field!r} is {value}{unit}, above the daemon's limit of {limit}{unit}",
+                            field=field, value=value, limit=limit)
+    return value
+
+
 async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     daemon, peer = ctx.daemon, ctx.peer
     daemon.policy.require_submit(peer, "submit tasks")
@@ -35,22 +44,8 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
             field="approval",
             value=approval,
         )
-    max_steps = request.get("max_steps", config.max_steps)
-    if max_steps > config.max_steps:
-        raise ProtocolError(
-            f"'submit' field 'max_steps' is {max_steps}, above the daemon's limit of {config.max_steps}",
-            field="max_steps",
-            value=max_steps,
-            limit=config.max_steps,
-        )
-    max_duration = request.get("max_duration", config.max_duration)
-    if max_duration > config.max_duration:
-        raise ProtocolError(
-            f"'submit' field 'max_duration' is {max_duration} s, above the daemon's limit of {config.max_duration} s",
-            field="max_duration",
-            value=max_duration,
-            limit=config.max_duration,
-        )
+    max_steps = _at_most(request, "max_steps", config.max_steps, "")
+    max_duration = _at_most(request, "max_duration", config.max_duration, " s")
     if not daemon.reserve.has_room():
         raise StorageFull(
             f"the disk of the state directory {str(config.state_dir)!r} is full; the task was not queued",

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,14 @@ from cud.scripted import ScriptedModel
 from .recorder import wait_until
 from .xserver import stop_process
 
-__all__ = ("Daemon", "cuctl", "json_out", "scenario", "start_daemon")
+__all__ = ("Daemon", "cuctl", "json_out", "scenario", "start_daemon", "approve_each", "APPROVALS")
+
+#: Approvals a caret test gives, each at a random moment (see ``approve_each``).
+APPROVALS = 20
+#: Approvals come at random moments up to this long after they were asked for: over
+#: two blink cycles of Tk (900 ms), GTK (1.2 s) and Chromium (1.06 s), so every phase
+#: of a caret is hit.
+MAX_THINK_SECONDS = 2.5
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,14 +55,20 @@ class Daemon:
         max_steps: int | None = None,
         config: str | None = None,
         extra_env: dict[str, str] | None = None,
+        vnc: tuple[str, Path] | None = None,
     ) -> None:
+        """``vnc=(HOST::PORT, password file)`` drives that VNC server instead of ``display``."""
         self.dir = workdir or Path(tempfile.mkdtemp(prefix="cud-", dir="/tmp"))
         self._own_dir = workdir is None
         self.socket = self.dir / "s"
         self.state_dir = self.dir / "state"
         self.log = self.dir / "daemon.log"
         self.display = display
-        self.args = ["--socket", str(self.socket), "--state-dir", str(self.state_dir), "--display", display]
+        self.args = ["--socket", str(self.socket), "--state-dir", str(self.state_dir)]
+        if vnc is None:
+            self.args += ["--display", display]
+        else:
+            self.args += ["--vnc", vnc[0], "--vnc-password-file", str(vnc[1])]
         if approval:
             self.args += ["--approval", approval]
         if approval_timeout is not None:
@@ -173,6 +188,17 @@ def scenario(*steps: dict[str, Any], look_first: bool = True) -> dict[str, Any]:
     """A scripted-model scenario; by default the model first asks for a screenshot, as real ones do."""
     first = [{"actions": [{"type": "screenshot"}]}] if look_first else []
     return {"name": "test", "steps": [*first, *steps]}
+
+
+def approve_each(daemon: Daemon, task_id: int, count: int, seed: int) -> None:
+    """Approve ``count`` approvals of the task one after another, each after a random pause."""
+    rng = random.Random(seed)
+    for _ in range(count):
+        approval = daemon.wait_approval(task_id)
+        time.sleep(rng.uniform(0, MAX_THINK_SECONDS))
+        daemon.call("approve", id=approval["id"])
+        wait_until(lambda a=approval: all(p["id"] != a["id"] for p in daemon.call("approvals")), 30,
+                   f"approval {approval['id']} to be taken")
 
 
 @pytest.fixture
