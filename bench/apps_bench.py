@@ -24,7 +24,7 @@ APPS = ("chromium", "gtk")
 KINDS = (("x11", "X11 driver"), ("x11vnc", "VNC driver, x11vnc"), ("xvnc", "VNC driver, Xvnc"),
          ("xdotool", "xdotool type --delay 12"))
 ASCII_TEXT = ("The quick brown fox jumps over the lazy dog 0123456789 ~!@#$%^&*()_+{}|:<>? " * 4)[:300]
-# At most ~19 distinct characters a VNC server must borrow keycodes for (see cud.drivers.vnc).
+# At most 18 distinct characters a VNC server must borrow keycodes for (see cud.drivers.vnc).
 MIXED_TEXT = ("Grüße — ✓ 日本語 € naïve café " * 12)[:300]
 
 

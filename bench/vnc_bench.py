@@ -26,7 +26,7 @@ from .x11_bench import typing_rate
 
 WIDTH, HEIGHT = 1280, 800
 ASCII_TEXT = ("The quick brown fox jumps over the lazy dog 0123456789 ~!@#$%^&*()_+{}|:<>? " * 4)[:300]
-# At most ~19 distinct characters a VNC server must borrow keycodes for (see cud.drivers.vnc).
+# At most 18 distinct characters a VNC server must borrow keycodes for (see cud.drivers.vnc).
 MIXED_TEXT = ("Grüße — ✓ 日本語 € naïve café " * 12)[:300]
 
 
