@@ -93,6 +93,10 @@ _MAX_BUTTON = 7
 _SHIFT_LOST = frozenset(range(0xFFBE, 0xFFBE + 12)) | {0xFF08}
 #: Extra seconds to wait after a prime, per keysym the server added (see ``_prime``).
 KEYMAP_CHANGE_SECONDS = 0.05
+#: Pause between a drag's batches: longer than the X11 driver's, as x11vnc "eats"
+#: motion that comes faster than it polls (its -pointer_mode 2) and Chromium then saw
+#: too little movement to start an HTML5 drag in some runs.
+DRAG_STEP_SECONDS = 0.02
 #: A drag path goes out in at most this many paced batches (see ``_events``).
 MAX_DRAG_BATCHES = 64
 #: How ``scroll_x`` reaches the server (the ``horizontal_scroll`` option):
@@ -295,10 +299,10 @@ class VNCDriver(Driver):
             per_batch = -(-len(points) // MAX_DRAG_BATCHES)
             for index in range(0, len(points), per_batch):
                 if index:
-                    later(A.DRAG_STEP_SECONDS)
+                    later(DRAG_STEP_SECONDS)
                 for x, y in points[index:index + per_batch]:
                     move(x, y, left)
-            later(A.DRAG_STEP_SECONDS)
+            later(DRAG_STEP_SECONDS)
             move(*step.path[-1])
         elif isinstance(step, A.Scroll):
             move(step.x, step.y)

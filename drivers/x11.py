@@ -29,6 +29,7 @@ from . import actions as A
 from .base import Driver
 from .deadline import Deadline, probe_x_server, shut_down_fd
 from .frames import patch, settle
+from .keys import KEYMAP_SETTLE_SECONDS
 from .png import PngEncoder, to_data_url
 from .x11_keyboard import Keyboard
 
@@ -236,7 +237,13 @@ class X11Driver(Driver):
 
     # -- input primitives -------------------------------------------------------
     def _pointer(self, conn: _Connection, kind: int, detail: int = 0, x: int = 0, y: int = 0) -> None:
-        if (wait := self._pointer_free_at - time.monotonic()) > 0:
+        free_at = self._pointer_free_at
+        if kind == X.ButtonPress:
+            # After a keymap change a window manager re-grabs its keys, and its click-to-focus
+            # grab holds a press until it is done (seen: xterm got a click 0.3 s late, its
+            # release at the next point, right after borrowed keycodes were given back).
+            free_at = max(free_at, conn.keyboard.changed_at + KEYMAP_SETTLE_SECONDS)
+        if (wait := free_at - time.monotonic()) > 0:
             time.sleep(wait)
         if kind == X.MotionNotify:
             xtest.fake_input(conn.dpy, X.MotionNotify, x=x, y=y)

@@ -64,6 +64,8 @@ class Keyboard:
         self._dirty = False
         #: Keycodes pressed through this object and not yet released, in order.
         self.held: list[int] = []
+        #: When this keyboard last changed the keymap (time.monotonic()).
+        self.changed_at = 0.0
         self.refresh()
         # keycode -> its own symbols, to put back; keycode 8 maps to no evdev key.
         self._original = {kc: syms for kc, syms in self._borrowable().items() if kc > 8}
@@ -227,6 +229,7 @@ class Keyboard:
         """Set the symbols of some keycodes in one request over their whole range."""
         if not rows:
             return
+        self.changed_at = time.monotonic()
         first, last = min(rows), max(rows)
         for keycode, syms in rows.items():
             self._map[keycode - self._min] = (tuple(syms) + (X.NoSymbol,) * self._per)[: self._per]
