@@ -248,9 +248,10 @@ def test_sysusers_and_tmpfiles_apply_to_a_private_root(prefix_install: Path, tmp
 
 
 # -- the display units' command lines, run for real -----------------------------------------------
-def free_display_number() -> int:
-    # The units take the number from the instance name, so the test must choose one.
-    for number in range(300, 600):
+def free_display_number(after: int = 299) -> int:
+    # The units take the number from the instance name, so the test must choose one. A
+    # number seen free here may be taken before the server starts: see start_server.
+    for number in range(after + 1, 600):
         if not Path(f"/tmp/.X11-unix/X{number}").exists() and not Path(f"/tmp/.X{number}-lock").exists():
             return number
     raise AssertionError("no free X display number in 300..599")
@@ -312,6 +313,21 @@ def unit_runner(prefix_install: Path, short_tmp: Path) -> Iterator[object]:
                 subprocess.run([*as_user, *unit_command(line, env, replace)], check=True, timeout=60)
             return proc
 
+        def start_server(self, unit: str) -> subprocess.Popen[bytes]:
+            """``start`` an X server unit; if its number was taken meanwhile, on the next free one."""
+            for _ in range(5):
+                try:
+                    proc = self.start(unit)
+                except subprocess.CalledProcessError:
+                    if procs[-1].poll() is None:  # the server runs: the failure was something else
+                        raise
+                else:
+                    if proc.poll() is None:
+                        return proc
+                # It exited: another server got the number between the scan and the start.
+                self.number = free_display_number(after=self.number)
+            raise AssertionError(f"{unit} found no free display number in 5 tries")
+
     runner = Runner()
     runner.run.mkdir(mode=0o755)
     runner.creds.mkdir(mode=0o700)
@@ -326,7 +342,7 @@ def unit_runner(prefix_install: Path, short_tmp: Path) -> Iterator[object]:
 
 def test_xvfb_unit_serves_only_cookie_holders_and_x11vnc_unit_only_loopback_with_a_password(unit_runner) -> None:
     runner = unit_runner
-    runner.start("xvfb@.service")
+    runner.start_server("xvfb@.service")
     display, cookie = f":{runner.number}", runner.run / str(runner.number) / "Xauthority"
     assert stat.S_IMODE(cookie.stat().st_mode) == 0o640
     assert x_connects(display, cookie)
@@ -339,9 +355,25 @@ def test_xvfb_unit_serves_only_cookie_holders_and_x11vnc_unit_only_loopback_with
     assert rfb_security_types(port) == [2]  # VNC password authentication, and nothing else
 
 
+def test_a_display_number_taken_after_it_was_chosen_moves_the_unit_to_the_next(unit_runner,
+                                                                               short_tmp: Path) -> None:
+    runner = unit_runner
+    chosen = runner.number
+    # Another X server takes the number between the scan and the unit's start.
+    squatter = subprocess.Popen(["Xvfb", f":{chosen}", "-nolisten", "tcp", "-auth", str(short_tmp / "nothing")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: Path(f"/tmp/.X11-unix/X{chosen}").exists(), 30, "the squatting server")
+        proc = runner.start_server("xvfb@.service")
+        assert runner.number != chosen and proc.poll() is None
+        assert x_connects(f":{runner.number}", runner.run / str(runner.number) / "Xauthority")
+    finally:
+        stop_process(squatter)
+
+
 def test_xvnc_unit_serves_only_cookie_holders_and_loopback_with_a_password(unit_runner) -> None:
     runner = unit_runner
-    runner.start("xvnc@.service")
+    runner.start_server("xvnc@.service")
     display, cookie = f":{runner.number}", runner.run / str(runner.number) / "Xauthority"
     assert x_connects(display, cookie) and not x_connects(display, "/nonexistent")
     port = 5900 + runner.number
