@@ -321,10 +321,13 @@ def unit_runner(prefix_install: Path, short_tmp: Path) -> Iterator[object]:
                 except subprocess.CalledProcessError:
                     if procs[-1].poll() is None:  # the server runs: the failure was something else
                         raise
-                else:
-                    if proc.poll() is None:
-                        return proc
-                # It exited: another server got the number between the scan and the start.
+                    proc = procs[-1]
+                # The X server's lock file names the pid that holds the number: ours, or the
+                # server that got it between the scan and the start.
+                lock = Path(f"/tmp/.X{self.number}-lock")
+                if proc.poll() is None and lock.exists() and lock.read_text().strip() == str(proc.pid):
+                    return proc
+                stop_process(proc)
                 self.number = free_display_number(after=self.number)
             raise AssertionError(f"{unit} found no free display number in 5 tries")
 
@@ -355,15 +358,16 @@ def test_xvfb_unit_serves_only_cookie_holders_and_x11vnc_unit_only_loopback_with
     assert rfb_security_types(port) == [2]  # VNC password authentication, and nothing else
 
 
-def test_a_display_number_taken_after_it_was_chosen_moves_the_unit_to_the_next(unit_runner,
-                                                                               short_tmp: Path) -> None:
+def test_a_display_number_taken_after_it_was_chosen_moves_the_unit_to_the_next(unit_runner) -> None:
     runner = unit_runner
     chosen = runner.number
     # Another X server takes the number between the scan and the unit's start.
-    squatter = subprocess.Popen(["Xvfb", f":{chosen}", "-nolisten", "tcp", "-auth", str(short_tmp / "nothing")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    squatter = subprocess.Popen(["Xvfb", f":{chosen}", "-nolisten", "tcp"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
     try:
-        wait_until(lambda: Path(f"/tmp/.X11-unix/X{chosen}").exists(), 30, "the squatting server")
+        # It answers (it has no cookie), so the number is really taken, not just a stale socket file.
+        wait_until(lambda: squatter.poll() is None and x_connects(f":{chosen}", "/nonexistent"), 30,
+                   f"a squatting X server on :{chosen}")
         proc = runner.start_server("xvfb@.service")
         assert runner.number != chosen and proc.poll() is None
         assert x_connects(f":{runner.number}", runner.run / str(runner.number) / "Xauthority")
