@@ -10,15 +10,13 @@ it holds with the text.
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 
 from tests.support.apps import app_class
 from tests.support.apps.base import App
 from tests.support.desktop import start_desktop
-from tests.support.recorder import wait_until
 
-from .stats import table
+from .stats import table, typing_rate
 
 APPS = ("chromium", "gtk")
 KINDS = (("x11", "X11 driver"), ("x11vnc", "VNC driver, x11vnc"), ("xvnc", "VNC driver, Xvnc"),
@@ -38,17 +36,9 @@ def _rate(app: App, text: str) -> tuple[float, bool]:
     driver.click({"type": "click", "x": x + w // 2, "y": y + h // 2, "button": "left"})
     app.fence(app.mark())
     app.clear()
-    start = time.perf_counter()
-    driver.type({"type": "type", "text": text})
-    try:
-        wait_until(lambda: len(app.value()) >= len(text), 120, "the text")
-    except AssertionError:
-        pass
-    elapsed = time.perf_counter() - start
-    time.sleep(0.3)  # anything still arriving would make it inexact
-    exact = app.value() == text
+    result = typing_rate(lambda: driver.type({"type": "type", "text": text}), app.value, text)
     driver.screenshot()  # settle and give borrowed keycodes back, as the SDK loop does
-    return len(text) / elapsed, exact
+    return result
 
 
 def run() -> str:

@@ -10,17 +10,17 @@ import base64
 import io
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from PIL import Image
 
 from cud.drivers.png import PngEncoder, to_data_url
 from cud.drivers.x11 import X11Driver
-from tests.support.recorder import Recorder, wait_until
+from tests.support.recorder import Recorder
 from tests.support.xserver import start_xvfb
 
 from .scene import show_busy_scene
+from . import stats
 from .stats import median_ms, table
 
 WIDTH, HEIGHT = 1920, 1080
@@ -91,15 +91,7 @@ def typing_rate(display: str, workdir: Path, text: str, send: object) -> tuple[f
     try:
         # With no window manager, keys go to the window under the pointer.
         subprocess.run(["xdotool", "mousemove", "450", "350"], check=True, env={"DISPLAY": display})
-        start = time.perf_counter()
-        send()  # type: ignore[operator]
-        try:
-            wait_until(lambda: len(recorder.text()) >= len(text), 60, "the text")
-        except AssertionError:
-            pass
-        elapsed = time.perf_counter() - start
-        time.sleep(0.2)  # anything still arriving would make it inexact
-        return len(text) / elapsed, recorder.text() == text
+        return stats.typing_rate(send, recorder.text, text)  # type: ignore[arg-type]
     finally:
         recorder.stop()
 

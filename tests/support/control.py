@@ -44,8 +44,6 @@ class Xdotool:
     """Run actions with xdotool on ``display``; screenshots through an X11Driver (not under test here)."""
 
     kind = "xdotool"
-    #: Actions xdotool cannot do exactly; their cells are not run for the control.
-    cannot: frozenset[str] = frozenset()
 
     def __init__(self, display: str) -> None:
         self.display = display
