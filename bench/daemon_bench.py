@@ -8,7 +8,10 @@ Prints a markdown table:
 * submissions per second over one connection;
 * approval round-trip: from sending ``approve`` until the approved action has
   run (its ``action`` event reaches a follower);
-* the daemon's resident memory when idle.
+* the daemon's resident memory when idle;
+* request bytes per step of a 20-step task on a busy screen at 1280x800 and
+  1920x1080, from the scripted model's own count of the bodies it received (the
+  SDK's loop replays the whole input history, every screenshot included, each turn).
 
 Run: ``.venv/bin/python bench/daemon_bench.py [--steps N] [--submissions N]``.
 """
@@ -16,7 +19,9 @@ Run: ``.venv/bin/python bench/daemon_bench.py [--steps N] [--submissions N]``.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -26,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.scene import show_busy_scene
 from bench.stats import table
 from cud.cuctl.client import Client
 from cud.scripted import ScriptedModel
@@ -34,6 +40,21 @@ from tests.support.recorder import wait_until
 from tests.support.xserver import start_xvfb
 
 TARGET_OVERHEAD_MS = 25.0
+#: Model turns of the request-bytes task, and the screens it runs on.
+BYTES_STEPS = 20
+BYTES_SIZES = ((1280, 800), (1920, 1080))
+BYTES_REPORTED = (1, 5, 10, 20)
+
+# A one-line entry over the busy scene: each step types a letter into it, so every
+# screenshot differs a little, as a real task's do (a pointer move alone changes no
+# pixel: X screenshots leave the cursor out).
+_ENTRY = r'''
+import sys, tkinter as tk
+root = tk.Tk(); root.overrideredirect(True); root.geometry(sys.argv[1])
+entry = tk.Entry(root, font=("DejaVu Sans", 14)); entry.pack(fill="both", expand=True)
+root.after(200, lambda: (entry.focus_force(), print("ready", flush=True)))
+root.mainloop()
+'''
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -97,6 +118,67 @@ def idle_rss_kib(daemon: Daemon) -> int:
     raise RuntimeError("no VmRSS")
 
 
+def request_bytes(width: int, height: int) -> tuple[list[int], list[int]]:
+    """Each request body's bytes of a 20-step task on a ``width``x``height`` busy screen; each screenshot's."""
+    x, y = 240, height - 62  # inside the entry
+    edits = [{"actions": [{"type": "click", "button": "left", "x": x + 7 * n, "y": y},
+                          {"type": "type", "text": "abcdefghijklmnopqrstuvwxyz"[n]}]} for n in range(BYTES_STEPS - 2)]
+    # Turn 1 looks, turns 2-19 edit, turn 20 answers: 20 requests.
+    model = ScriptedModel({"name": "bench-bytes", "steps": [{"actions": [{"type": "screenshot"}]}, *edits,
+                                                           {"message": "done"}]}, record=False)
+    xvfb = start_xvfb(Path(tempfile.mkdtemp(prefix="cud-bench-bytes-")), width, height)
+    procs: list[subprocess.Popen[str]] = []
+    daemon: Daemon | None = None
+    try:
+        procs.append(show_busy_scene(xvfb.display, width, height))
+        procs.append(subprocess.Popen([sys.executable, "-c", _ENTRY, f"400x36+40+{height - 80}"],
+                                      env={**os.environ, "DISPLAY": xvfb.display}, stdout=subprocess.PIPE, text=True))
+        assert procs[-1].stdout is not None
+        if procs[-1].stdout.readline().strip() != "ready":
+            raise RuntimeError("the entry window did not start")
+        daemon = Daemon(xvfb.display, model.start(), max_steps=BYTES_STEPS)
+        daemon.start()
+        task_id = daemon.call("submit", prompt="type the alphabet")["id"]
+        task = daemon.wait_state(task_id, "succeeded", "failed", timeout=600)
+        if task["state"] != "succeeded" or task["steps"] != BYTES_STEPS:
+            raise RuntimeError(f"the request-bytes task ended {task['state']} after {task['steps']} steps: {task}")
+        sizes = model.request_bytes
+        shots = [p.stat().st_size for p in sorted((daemon.state_dir / "trajectories" / str(task_id)).iterdir())]
+    finally:
+        if daemon is not None:
+            daemon.cleanup()
+        model.stop()
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
+        xvfb.stop()
+    if len(sizes) != BYTES_STEPS:
+        raise RuntimeError(f"the scripted model counted {len(sizes)} requests, not {BYTES_STEPS}")
+    return sizes, shots
+
+
+def bytes_section() -> str:
+    """Request bytes per step at each size (markdown)."""
+    measured = {size: request_bytes(*size) for size in BYTES_SIZES}
+    rows: list[tuple[object, ...]] = []
+    for step in BYTES_REPORTED:
+        rows.append((f"request body, step {step}", *(_size(m[0][step - 1]) for m in measured.values())))
+    rows.append((f"all {BYTES_STEPS} requests", *(_size(sum(m[0])) for m in measured.values())))
+    growth = [statistics.median(b - a for a, b in zip(m[0], m[0][1:])) for m in measured.values()]
+    rows.append(("growth per step, median", *(_size(g) for g in growth)))
+    rows.append(("one screenshot, PNG (median)", *(_size(statistics.median(m[1])) for m in measured.values())))
+    header = ("request bytes, 20-step task, busy screen", *(f"{w}x{h}" for w, h in BYTES_SIZES))
+    return table(header, rows)
+
+
+def _size(count: float) -> str:
+    if count < 10 * 1024:
+        return f"{count:.0f} B"
+    if count < 1024 * 1024:
+        return f"{count / 1024:.1f} KiB"
+    return f"{count / 1024 / 1024:.2f} MiB"
+
+
 def run(steps: int = 50, submissions: int = 200, approvals: int = 10) -> str:
     """The daemon's section of ``make bench`` (markdown)."""
     args = argparse.Namespace(steps=steps, submissions=submissions, approvals=approvals)
@@ -132,7 +214,10 @@ def run(steps: int = 50, submissions: int = 200, approvals: int = 10) -> str:
         ("approval round-trip, median (approve -> action ran)", f"{statistics.median(round_trips):.1f} ms"),
         ("daemon RSS when idle", f"{rss / 1024:.1f} MiB"),
     ]
-    return "### Daemon (zero-latency scripted model, 1280x800 Xvfb)\n\n" + table(("metric", "value"), rows)
+    return ("### Daemon (zero-latency scripted model, 1280x800 Xvfb)\n\n" + table(("metric", "value"), rows)
+            + "\n\nRequest bytes per step, as the scripted model counted the bodies it received (the SDK's loop "
+            "sends the whole history each turn, every earlier screenshot as a base64 data URL):\n\n"
+            + bytes_section())
 
 
 def main() -> int:

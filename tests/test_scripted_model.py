@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import openai
 import pytest
 from openai.lib.computer import ComputerToolset
@@ -105,6 +106,24 @@ def test_a_multi_step_scenario_runs_to_its_final_message_with_exact_actions() ->
     assert len(ids) == len(set(ids)) == 5  # 3 calls, the commentary and the final message
     call_ids = [item["call_id"] for item in requests[-1]["input"] if item.get("type") == "computer_call"]
     assert len(set(call_ids)) == 3
+
+
+def test_request_bytes_are_the_bodies_as_the_client_sent_them_even_unrecorded() -> None:
+    sent: list[int] = []  # the client's own count, from httpx2's request hook
+    steps = [{"actions": [{"type": "screenshot"}]}, {"actions": [{"type": "wait"}]}, {"message": "done"}]
+    with ScriptedModel({"name": "bytes", "steps": steps}, record=False) as model:
+        http = httpx2.Client(event_hooks={"request": [lambda request: sent.append(len(request.read()))]})
+        with openai.OpenAI(base_url=model.base_url, api_key="k", http_client=http) as client:
+            ComputerToolset(PaintedScreen()).run(client, PARAMS)
+        broken = b"{not json at all"
+        assert post(model, "/v1/responses", broken)[0] == 401  # refused, still received
+        assert post(model, "/v1/other", b"{}")[0] == 404  # not a Responses body: not counted
+        counted = model.request_bytes
+        assert model.requests == []
+    assert counted == [*sent, len(broken)] and len(sent) == 3
+    # The loop replays the whole history, so each turn's body adds at least the newest screenshot.
+    shot = len(PaintedScreen().url)
+    assert counted[1] - counted[0] > shot and counted[2] - counted[1] > shot
 
 
 def test_safety_checks_reach_the_approver_and_come_back_acknowledged() -> None:

@@ -63,7 +63,7 @@ class ScriptedModel:
     name of a bundled scenario. ``latency`` is added before every answer. Usable as a
     context manager; ``requests`` lists the decoded request bodies received so far
     (each carries every earlier screenshot, so a long-lived server passes
-    ``record=False``).
+    ``record=False``); ``request_bytes`` the size of each, counted even then.
     """
 
     def __init__(
@@ -83,6 +83,7 @@ class ScriptedModel:
         self.record = record
         self._lock = threading.Lock()
         self._requests: list[Any] = []
+        self._sizes: list[int] = []
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
         self._server: _Server | None = None
@@ -143,6 +144,15 @@ class ScriptedModel:
         with self._lock:
             return copy.deepcopy(self._requests)
 
+    @property
+    def request_bytes(self) -> list[int]:
+        """The length of every ``POST /v1/responses`` body as read off the socket, in arrival order.
+
+        Counted before anything is parsed, so a body the server then refuses counts too.
+        """
+        with self._lock:
+            return list(self._sizes)
+
     # -- connection bookkeeping (called from handler threads) --------------------------
     def _register(self, connection: socket.socket) -> bool:
         with self._lock:
@@ -157,6 +167,8 @@ class ScriptedModel:
 
     # -- answering ---------------------------------------------------------------------
     def _answer(self, raw: bytes, headers: Any) -> dict[str, Any]:
+        with self._lock:
+            self._sizes.append(len(raw))
         auth = headers.get("Authorization") or ""
         if not auth.startswith("Bearer ") or not auth[7:].strip():
             raise _ApiError(401, "Missing bearer Authorization header; any API key will do.", code="invalid_api_key")
