@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cud.daemon.request import check_request
+
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
 
@@ -46,6 +48,7 @@ _TOP_KEYS = {
     "max_connections",
     "access",
     "retention",
+    "request",
 }
 _ACCESS_KEYS = {"submit_users", "submit_groups", "approve_users", "approve_groups"}
 _RETENTION_KEYS = {"max_tasks", "max_age_days"}
@@ -91,6 +94,8 @@ class Config:
     max_connections: int = 1024
     access: Access = Access()
     retention: Retention = Retention()
+    #: Extra Responses parameters for every model request (see cud.daemon.request), as written.
+    request: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False)
 
 
 def default_socket(env: Mapping[str, str] | None = None) -> Path:
@@ -299,6 +304,8 @@ def load_config(
         if "max_age_days" in table:
             values["max_age_days"] = _positive_number("retention.max_age_days", table["max_age_days"])
         kwargs["retention"] = Retention(**values)
+    if "request" in merged:
+        kwargs["request"] = check_request(merged["request"])
     return Config(**kwargs)
 
 

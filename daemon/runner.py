@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import inspect
 import logging
 import time
@@ -214,7 +215,14 @@ class TaskRun:
         # Wall clock from the start, approval waits included: the limit bounds what a
         # submitter waits for, whatever the task is doing.
         timer = asyncio.get_running_loop().call_later(limit, self._out_of_time, limit)
-        params: Any = {"model": self.task["model"], "input": self.task["prompt"], "tools": [{"type": "computer"}]}
+        # The [request] table holds none of these keys (the config refuses them); copied per
+        # task so nothing the SDK does to a request can reach the next one.
+        params: Any = {
+            **copy.deepcopy(dict(self.seat.config.request)),
+            "model": self.task["model"],
+            "input": self.task["prompt"],
+            "tools": [{"type": "computer"}],
+        }
         self.job = asyncio.create_task(
             toolset.run(
                 _TimedClient.wrap(client, self),

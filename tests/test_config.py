@@ -127,3 +127,76 @@ def test_api_key_sources_in_order(tmp_path: Path) -> None:
     empty.write_text("\n")
     with pytest.raises(ConfigError, match="is empty"):
         resolve_api_key(load_config(None, {**base, "api_key_file": str(empty)}, env=ENV), {})
+
+
+def test_a_request_table_passes_responses_parameters_through_as_written(tmp_path: Path) -> None:
+    path = write(tmp_path, """
+[request]
+truncation = "auto"
+reasoning = { effort = "low", summary = "concise" }
+store = false
+temperature = 1
+metadata = { team = "ops" }
+[[request.context_management]]
+type = "compaction"
+compact_threshold = 200000
+""")
+    config = load_config(path, {"socket": "/tmp/s", "state_dir": "/tmp/x"}, env=ENV)
+    assert dict(config.request) == {
+        "truncation": "auto",
+        "reasoning": {"effort": "low", "summary": "concise"},
+        "store": False,
+        "temperature": 1,
+        "metadata": {"team": "ops"},
+        "context_management": [{"type": "compaction", "compact_threshold": 200000}],
+    }
+    assert load_config(None, {"socket": "/tmp/s", "state_dir": "/tmp/x"}, env=ENV).request == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "needle", "key"),
+    [
+        # keys: the SDK's ResponseCreateParams, with a suggestion when one is close
+        ("truncaton = 'auto'", ("unknown config key 'request.truncaton': not a Responses parameter of the installed "
+                                "openai SDK; did you mean 'truncation'?"), "request.truncaton"),
+        ("extra_body = {}", "unknown config key 'request.extra_body'", "request.extra_body"),
+        # the loop's own keys
+        ("model = 'gpt-x'", "'request.model' cannot be set: the computer loop owns it", "request.model"),
+        ("input = 'hi'", "'request.input' cannot be set: the computer loop owns it", "request.input"),
+        ("tools = []", "'request.tools' cannot be set: the computer loop owns it", "request.tools"),
+        ("previous_response_id = 'resp_1'", "'request.previous_response_id' cannot be set", "request.previous_response_id"),
+        ("stream = true", "'request.stream' cannot be set", "request.stream"),
+        # values: the SDK's types, strictly, nested keys included
+        ("truncation = 'sometimes'", "'request.truncation' must be 'auto' or 'disabled', got 'sometimes'",
+         "request.truncation"),
+        ("reasoning = { effort = 'lowest' }", "'request.reasoning.effort' must be 'none', 'minimal', 'low'",
+         "request.reasoning.effort"),
+        ("reasoning = { effrot = 'low' }", "unknown config key 'request.reasoning.effrot'", "request.reasoning.effrot"),
+        ("reasoning = 'low'", "'request.reasoning' must be a valid dictionary, got 'low'", "request.reasoning"),
+        ("max_output_tokens = '500'", "'request.max_output_tokens' must be a valid integer, got '500'",
+         "request.max_output_tokens"),
+        ("max_output_tokens = 1.5", "'request.max_output_tokens' must be a valid integer, got 1.5",
+         "request.max_output_tokens"),
+        ("context_management = { type = 'compaction' }",
+         "'request.context_management' must be a valid list, got {'type': 'compaction'}", "request.context_management"),
+        ("context_management = [{ compact_threshold = 5 }]", "'request.context_management[0].type' is missing",
+         "request.context_management[0].type"),
+        ("context_management = [{ type = 'compaction', compact_threshold = 'big' }]",
+         "'request.context_management[0].compact_threshold' must be a valid integer, got 'big'",
+         "request.context_management[0].compact_threshold"),
+        ("text = { format = { type = 'yaml' } }",
+         "'request.text.format' matches none of the openai SDK's types for it, got {'type': 'yaml'}",
+         "request.text.format"),
+        ("metadata = { when = 2026-01-01 }", "'request.metadata.when' must be JSON-like", "request.metadata.when"),
+    ],
+)
+def test_a_bad_request_key_or_value_is_named(tmp_path: Path, text: str, needle: str, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, "[request]\n" + text), {"socket": "/tmp/s", "state_dir": "/tmp/x"}, env=ENV)
+    assert needle in caught.value.message
+    assert caught.value.details["key"] == key
+
+
+def test_request_must_be_a_table(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="config key 'request' must be a table, got 'auto'"):
+        load_config(write(tmp_path, "request = 'auto'"), {"socket": "/tmp/s", "state_dir": "/tmp/x"}, env=ENV)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.support.daemon import Daemon, cuctl, json_out, scenario
+from tests.support.daemon import ROOT, Daemon, cuctl, json_out, scenario
 from tests.support.recorder import Recorder, wait_until
 
 TEXT = "Grüße — ✓ ü € 東京"
@@ -161,6 +164,41 @@ def test_retention_removes_old_tasks_with_their_screenshots(start_daemon) -> Non
     wait_until(lambda: [t["id"] for t in daemon.call("list")] == [second], 30, "the first task to be pruned")
     assert not (daemon.state_dir / "trajectories" / str(first)).exists()
     assert (daemon.state_dir / "trajectories" / str(second) / "step-0001.png").exists()
+
+
+REQUEST = """
+[request]
+truncation = "auto"
+reasoning = { effort = "low" }
+[[request.context_management]]
+type = "compaction"
+compact_threshold = 200000
+"""
+
+
+def test_the_request_table_reaches_the_model_in_every_request(start_daemon) -> None:
+    daemon = start_daemon(scenario({"actions": [{"type": "wait"}]}, {"message": "done"}), config=REQUEST)
+    task_id = daemon.call("submit", prompt="bounded history")["id"]
+    daemon.wait_state(task_id, "succeeded")
+    bodies = daemon.model.requests
+    assert len(bodies) == 3
+    for body in bodies:  # every turn, as the scripted model received it
+        assert body["truncation"] == "auto" and body["reasoning"] == {"effort": "low"}
+        assert body["context_management"] == [{"type": "compaction", "compact_threshold": 200000}]
+        assert body["model"] == "gpt-5.4" and body["tools"] == [{"type": "computer"}]
+    assert bodies[0]["input"] == [{"role": "user", "content": "bounded history"}]
+
+
+def test_a_bad_request_table_stops_the_daemon_at_start_naming_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "cud.toml"
+    config.write_text("[request]\ntools = []\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "cud.daemon.main", "run", "--config", str(config), "--display", ":99",
+         "--socket", str(tmp_path / "s"), "--state-dir", str(tmp_path / "state")],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
+    )
+    assert result.returncode == 2
+    assert "config key 'request.tools' cannot be set: the computer loop owns it" in result.stderr
 
 
 def test_a_task_past_its_max_duration_fails_with_a_timeout(start_daemon) -> None:
