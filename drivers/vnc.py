@@ -70,7 +70,7 @@ from . import actions as A
 from .base import Driver
 from .frames import patch, settle
 from .keys import KEYMAP_SETTLE_SECONDS, MODIFIER_KEYSYMS
-from .png import PngEncoder, to_data_url
+from .png import PngEncoder, PngSettings
 from .vnc_client import RAWMODE, Address, Connection, Event
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class VNCDriver(Driver):
 
     def __init__(self, server: str = "127.0.0.1::5900", password: str | None = None, *,
                  wait_seconds: float = 1.0, settle_timeout: float = 1.0, settle_interval: float = 0.02,
-                 timeout: float = 10.0, horizontal_scroll: str = "auto") -> None:
+                 timeout: float = 10.0, horizontal_scroll: str = "auto", png: PngSettings | None = None) -> None:
         if horizontal_scroll not in HORIZONTAL_SCROLL_MODES:
             raise ConfigError(
                 f"horizontal_scroll must be one of {', '.join(HORIZONTAL_SCROLL_MODES)}, got {horizontal_scroll!r}",
@@ -157,7 +157,7 @@ class VNCDriver(Driver):
         self.settle_interval = settle_interval
         self._timeout = timeout
         self._conn: Connection | None = None
-        self._encoder = PngEncoder()
+        self._encoder = PngEncoder(png)
         self._last_frame: np.ndarray | None = None
         self._acted = False
         #: Last pointer position sent (RFB pointer events always carry one).
@@ -431,14 +431,15 @@ class VNCDriver(Driver):
             frame = self._grab()
         self._last_frame = frame
         height, width = frame.shape[:2]
-        png = self._encoder.encode(frame.reshape(-1), width, height, RAWMODE)
-        return {"type": "computer_screenshot", "image_url": to_data_url(png)}
+        url = self._encoder.data_url(frame.reshape(-1), width, height, RAWMODE)
+        return {"type": "computer_screenshot", "image_url": url}
 
     # -- what the daemon needs besides ------------------------------------------
     def peek(self) -> Screenshot:
         frame = self._grab()
         height, width = frame.shape[:2]
-        return {"type": "computer_screenshot", "image_url": to_data_url(self._encoder.encode(frame.reshape(-1), width, height, RAWMODE))}
+        url = self._encoder.data_url(frame.reshape(-1), width, height, RAWMODE)
+        return {"type": "computer_screenshot", "image_url": url}
 
     def release_all(self) -> None:
         """Release every modifier, every key this driver held, and the mouse buttons.

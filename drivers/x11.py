@@ -30,7 +30,7 @@ from .base import Driver
 from .deadline import Deadline, probe_x_server, shut_down_fd
 from .frames import patch, settle
 from .keys import KEYMAP_SETTLE_SECONDS
-from .png import PngEncoder, to_data_url
+from .png import PngEncoder, PngSettings
 from .x11_keyboard import Keyboard
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ class X11Driver(Driver):
     """
 
     def __init__(self, display: str | None = None, *, wait_seconds: float = 1.0, settle_timeout: float = 1.0,
-                 settle_interval: float = 0.02, timeout: float = 10.0) -> None:
+                 settle_interval: float = 0.02, timeout: float = 10.0, png: PngSettings | None = None) -> None:
         name = display if display is not None else os.environ.get("DISPLAY", "")
         if not name:
             raise DisplayUnavailable("no X display given and $DISPLAY is not set", display=name)
@@ -175,7 +175,7 @@ class X11Driver(Driver):
         self.settle_timeout = settle_timeout
         self.settle_interval = settle_interval
         self._conn: _Connection | None = None
-        self._encoder = PngEncoder()
+        self._encoder = PngEncoder(png)
         self._last_frame: Any = None
         # Input was sent since the last screenshot: the next one waits for the screen to
         # settle. True at first too: we do not know what happened before we came.
@@ -349,16 +349,15 @@ class X11Driver(Driver):
             else:
                 frame = conn.grab()
             self._last_frame = frame
-            width, height = frame.size
-            png = self._encoder.encode(frame.raw, width, height)
-        return {"type": "computer_screenshot", "image_url": to_data_url(png)}
+            url = self._encoder.data_url(frame.raw, *frame.size)
+        return {"type": "computer_screenshot", "image_url": url}
 
     # -- what the daemon needs besides ------------------------------------------
     def peek(self) -> Screenshot:
         with self._session("peek") as conn:
             frame = conn.grab()
-            png = self._encoder.encode(frame.raw, *frame.size)
-        return {"type": "computer_screenshot", "image_url": to_data_url(png)}
+            url = self._encoder.data_url(frame.raw, *frame.size)
+        return {"type": "computer_screenshot", "image_url": url}
 
     def release_all(self) -> None:
         with self._session("release_all") as conn:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import base64
 import io
+import zlib
 
 import numpy as np
 import pytest
+from cud.drivers.png import BAND_ROWS, PngEncoder, PngSettings, parse_data_url, to_data_url
+from cud.drivers.png_filters import AVERAGE, PAETH, SUB, UP
 from PIL import Image
-
-from cud.drivers.png import PngEncoder, parse_data_url, to_data_url
 
 
 @pytest.mark.parametrize("size", [(1, 1), (2, 1), (1, 2), (3, 5), (640, 480), (1921, 1081)])
@@ -50,3 +51,97 @@ def test_data_urls_parse_back_and_bad_ones_are_named() -> None:
         parse_data_url("http://example.invalid/x.png")
     with pytest.raises(ValueError, match="not valid base64"):
         parse_data_url("data:image/png;base64,@@@")
+
+
+# -- the encoder's settings, its band classes and its reuse of unchanged bands --------------------------------
+
+SETTINGS = [
+    PngSettings(),
+    PngSettings(engine="isal", level=1, filters=(SUB, UP), classify=False),
+    PngSettings(engine="isal", level=3),
+    PngSettings(level=9, filters=(SUB, UP, AVERAGE, PAETH), threads=1),
+    PngSettings(reuse=False),
+]
+
+
+def _decoded(png: bytes) -> bytes:
+    image = Image.open(io.BytesIO(png))
+    image.load()
+    assert image.mode == "RGB"
+    return image.tobytes()
+
+
+def _rgb(raw: bytes, width: int, height: int) -> bytes:
+    return Image.frombytes("RGB", (width, height), raw, "raw", "BGRX").tobytes()
+
+
+def _filter_types(png: bytes, width: int, height: int) -> np.ndarray:
+    """The filter-type byte of every row, read back from the IDAT stream."""
+    stream = png[png.index(b"IDAT") + 4:png.index(b"IEND") - 8]
+    return np.frombuffer(zlib.decompress(stream), np.uint8).reshape(height, width * 3 + 1)[:, 0]
+
+
+def _classes_frame(width: int, height: int) -> np.ndarray:
+    """Three bands of each kind: text-like (flat with sparse glyphs), noise, and half noise half flat."""
+    rng = np.random.default_rng(5)
+    frame = np.full((height, width, 4), 230, np.uint8)
+    frame[::7, ::5, :3] = 20  # sparse dark "glyph" pixels
+    frame[BAND_ROWS:2 * BAND_ROWS] = rng.integers(0, 256, (BAND_ROWS, width, 4), dtype=np.uint8)
+    frame[2 * BAND_ROWS:, : width // 2] = rng.integers(0, 256, (height - 2 * BAND_ROWS, width // 2, 4), dtype=np.uint8)
+    return frame
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=repr)
+@pytest.mark.parametrize("size", [(1, 1), (5, 3), (333, 130), (1281, 799)])
+def test_every_setting_holds_exactly_the_frame(settings: PngSettings, size: tuple[int, int]) -> None:
+    width, height = size
+    frame = _classes_frame(width, max(height, 3 * BAND_ROWS))[:height]
+    raw = frame.tobytes()
+    assert _decoded(PngEncoder(settings).encode(raw, width, height)) == _rgb(raw, width, height)
+
+
+def test_bands_are_classed_by_their_content() -> None:
+    width, height = 640, 3 * BAND_ROWS
+    png = PngEncoder().encode(_classes_frame(width, height).tobytes(), width, height)
+    types = _filter_types(png, width, height)
+    assert set(types[:BAND_ROWS]) == {0}  # text-like: unfiltered, so repeated glyphs match
+    assert PAETH in set(types[BAND_ROWS:2 * BAND_ROWS])  # noise: Paeth is offered there and wins rows
+    assert 0 not in set(types[2 * BAND_ROWS:]) and PAETH not in set(types[2 * BAND_ROWS:])  # mixed: adaptive
+    plain = PngEncoder(PngSettings(classify=False)).encode(_classes_frame(width, height).tobytes(), width, height)
+    assert 0 not in set(_filter_types(plain, width, height))
+
+
+def test_unchanged_bands_are_reused_and_changed_ones_redone() -> None:
+    width, height = 300, 5 * BAND_ROWS + 10
+    rng = np.random.default_rng(9)
+    first = rng.integers(0, 256, (height, width, 4), dtype=np.uint8)
+    second = first.copy()
+    second[2 * BAND_ROWS + 3, 17] ^= 0x55  # one pixel, inside band 2
+    third = second.copy()
+    third[2 * BAND_ROWS - 1, 0] ^= 1  # the last row of band 1 is the row above band 2
+    encoder = PngEncoder()
+    seen = []
+    for frame in (first, first, second, third, first):
+        raw = frame.tobytes()
+        png = encoder.encode(raw, width, height)
+        assert _decoded(png) == _rgb(raw, width, height)
+        seen.append(encoder.changed_bands)
+    assert seen == [6, 0, 1, 2, 2]
+    assert encoder.encode(first.tobytes(), width, height) is encoder.encode(first.tobytes(), width, height)
+    assert encoder.data_url(first.tobytes(), width, height) is encoder.data_url(first.tobytes(), width, height)
+
+
+def test_a_new_size_starts_afresh() -> None:
+    encoder = PngEncoder()
+    for width, height in ((64, 64), (65, 64), (64, 64)):
+        raw = bytes(range(256)) * (width * height * 4 // 256) + bytes(width * height * 4 % 256)
+        assert _decoded(encoder.encode(raw, width, height)) == _rgb(raw, width, height)
+
+
+@pytest.mark.parametrize(("kwargs", "named"), [
+    ({"engine": "gzip"}, "'gzip'"), ({"level": 0}, "level 0"), ({"engine": "isal", "level": 4}, "level 4"),
+    ({"filters": (SUB,)}, r"\(1,\)"), ({"filters": (UP, 7)}, r"\(2, 7\)"), ({"threads": -1}, "-1"),
+])
+def test_bad_settings_are_named(kwargs: dict[str, object], named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        PngSettings(**kwargs)  # type: ignore[arg-type]
