@@ -1,4 +1,4 @@
-"""X11 driver against the anchors (scrot, xdotool, Pillow's default PNG), in one run.
+"""X11 driver's input against xdotool, in one run (its screenshots: ``bench.screenshot_bench``).
 
 All numbers are medians on a private 1920x1080 Xvfb showing the busy scene; the
 ratios matter more than the milliseconds on a shared machine.
@@ -6,15 +6,11 @@ ratios matter more than the milliseconds on a shared machine.
 
 from __future__ import annotations
 
-import base64
-import io
 import subprocess
 import tempfile
 from pathlib import Path
 
-from PIL import Image
 
-from cud.drivers.png import PngEncoder, to_data_url
 from cud.drivers.x11 import X11Driver
 from tests.support.recorder import Recorder
 from tests.support.xserver import start_xvfb
@@ -30,40 +26,6 @@ MIXED_TEXT = ("Grüße — ✓ 日本語 € naïve café Ωμέγα Приве�
 
 def _mark(ok: bool) -> str:
     return "yes" if ok else "NO"
-
-
-def _screenshots(driver: X11Driver, workdir: Path) -> tuple[list[tuple[object, ...]], dict[str, float]]:
-    driver.screenshot()  # connect, and take a frame of the scene
-    conn = driver._conn
-    assert conn is not None
-    frame = conn.grab()
-    encoder = PngEncoder()
-    png = encoder.encode(frame.raw, *frame.size)
-    ours = median_ms(driver.screenshot, 40)
-    grab = median_ms(conn.grab, 40)
-    encode = median_ms(lambda: encoder.encode(frame.raw, *frame.size), 40)
-    b64 = median_ms(lambda: to_data_url(png), 40)
-    shot = workdir / "scrot.png"
-
-    def scrot() -> str:
-        subprocess.run(["scrot", "--overwrite", str(shot)], check=True, env={"DISPLAY": driver.display})
-        return base64.b64encode(shot.read_bytes()).decode()
-
-    anchor = median_ms(scrot, 15)
-    pillow = io.BytesIO()
-    Image.frombuffer("RGB", frame.size, frame.raw, "raw", "BGRX", 0, 1).save(pillow, "PNG")
-    size_ratio = len(png) / len(pillow.getvalue())
-    rows = [
-        ("screenshot -> data URL, median", f"{ours:.1f} ms", "<= 10 ms", _mark(ours <= 10)),
-        ("scrot to file + base64, median", f"{anchor:.1f} ms", "", ""),
-        ("speed-up over scrot", f"{anchor / ours:.1f}x", ">= 5x", _mark(anchor / ours >= 5)),
-        ("PNG bytes vs Pillow default PNG", f"{size_ratio:.3f}x ({len(png) // 1024} KiB vs "
-         f"{len(pillow.getvalue()) // 1024} KiB)", "<= 1.2x", _mark(size_ratio <= 1.2)),
-        ("  where it goes: XShm grab", f"{grab:.1f} ms", "", ""),
-        ("  where it goes: PNG encode (swizzle, filter, ISA-L deflate)", f"{encode:.1f} ms", "", ""),
-        ("  where it goes: base64 data URL", f"{b64:.1f} ms", "", ""),
-    ]
-    return rows, {"screenshot_ms": ours, "scrot_ms": anchor, "png_ratio": size_ratio}
 
 
 def _clicks(driver: X11Driver) -> list[tuple[object, ...]]:
@@ -120,7 +82,7 @@ def run() -> str:
         driver = X11Driver(server.display)
         try:
             scene = show_busy_scene(server.display, WIDTH, HEIGHT)
-            shots, _ = _screenshots(driver, workdir)
+            driver.screenshot()  # connect, and let the scene settle
             clicks = _clicks(driver)
             scene.terminate()
             scene.wait()
@@ -131,7 +93,7 @@ def run() -> str:
                 scene.terminate()
                 scene.wait()
             server.stop()
-    rows = shots + clicks + typing
+    rows = clicks + typing
     return "### X11 driver (1920x1080 Xvfb, busy scene)\n\n" + table(("measure", "cud", "target", "met"), rows)
 
 

@@ -90,8 +90,8 @@ def _openbox_running(display: str) -> bool:
 
 
 @contextlib.contextmanager
-def start_desktop(kind: str, workdir: Path) -> Iterator[Desktop]:
-    """A running desktop of ``kind`` with openbox; everything stopped on exit."""
+def start_desktop(kind: str, workdir: Path, width: int = WIDTH, height: int = HEIGHT) -> Iterator[Desktop]:
+    """A running ``width`` x ``height`` desktop of ``kind`` with openbox; everything stopped on exit."""
     if kind not in KINDS:
         raise ValueError(f"unknown desktop kind {kind!r}; one of {KINDS}")
     procs: list[subprocess.Popen[bytes]] = []
@@ -99,11 +99,11 @@ def start_desktop(kind: str, workdir: Path) -> Iterator[Desktop]:
     reset_xlib_event_codes()  # the previous desktop may have been another kind of server
     try:
         if kind == "xvnc":
-            vnc = start_xvnc(workdir, width=WIDTH, height=HEIGHT)
+            vnc = start_xvnc(workdir, width=width, height=height)
             procs.append(vnc.proc)
             display = vnc.display
         else:
-            xvfb = start_xvfb(workdir, WIDTH, HEIGHT)
+            xvfb = start_xvfb(workdir, width, height)
             procs.append(xvfb.proc)
             display = xvfb.display
             if kind == "x11vnc":
@@ -116,7 +116,7 @@ def start_desktop(kind: str, workdir: Path) -> Iterator[Desktop]:
             driver = Xdotool(display)
         else:
             driver = VNCDriver(vnc.server, vnc.password, wait_seconds=0.05)
-        desktop = Desktop(kind, display, workdir, driver, procs)
+        desktop = Desktop(kind, display, workdir, driver, procs, width, height)
         desktop.spawn(["openbox", "--sm-disable"], "openbox.log")
         wait_until(lambda: _openbox_running(display), 30, "openbox to manage the screen")
         driver.release_all()
