@@ -100,9 +100,19 @@ def start_x11vnc(display: str, workdir: Path, password: str = "s3cret", port: in
     log = workdir / f"x11vnc-{port}.log"
     # -defer/-wait 5: poll the screen and send updates every 5 ms instead of 20, so
     # tests spend less time waiting; the driver does not depend on it.
+    # -speeds 0,100000,1: loopback's bandwidth (KB/s) and latency (ms) given, the read
+    # rate (0) still measured. Otherwise x11vnc measures the link once per client, on the
+    # first update of 10 KB or more (rates.c, measure_send_rates): it spins its main loop
+    # for up to 5 s waiting for an update request while nothing is modified (a viewer
+    # always has one outstanding; the driver asks only at its fences), and all that time
+    # it turns the client's pointer and key events into XTest requests without flushing
+    # its X connection, so they reach the X server in one burst at the end (seen: a whole
+    # HTML5 drag arriving 4 s late in one millisecond, no drop). Which cell met that
+    # window depended on the order the cells ran in, and the link it measured (LAN or
+    # "dialup", with longer wireframe timeouts) on how soon the next fence came.
     argv = ["x11vnc", "-display", display, "-rfbport", str(port), "-localhost", "-no6", "-passwdfile",
-            str(passwd), "-forever", "-shared", "-defer", "5", "-wait", "5", "-norc", "-nocmds",
-            "-noxrecord", "-o", str(log)]
+            str(passwd), "-forever", "-shared", "-defer", "5", "-wait", "5", "-speeds", "0,100000,1",
+            "-norc", "-nocmds", "-noxrecord", "-o", str(log)]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_listening(port, proc, log)
     return VncServer("x11vnc", display, port, password, proc, argv, log)
