@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cud.daemon.request import check_request
 
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
@@ -305,6 +304,10 @@ def load_config(
             values["max_age_days"] = _positive_number("retention.max_age_days", table["max_age_days"])
         kwargs["retention"] = Retention(**values)
     if "request" in merged:
+        # Imported here: it builds validators from the openai SDK's types, which a config
+        # without [request] (and `cud --help`) should not pay for.
+        from cud.daemon.request import check_request
+
         kwargs["request"] = check_request(merged["request"])
     return Config(**kwargs)
 
