@@ -200,6 +200,8 @@ class PngEncoder:
 
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
+# A forked child has none of the parent's threads: its pools would take work and never run it.
+os.register_at_fork(after_in_child=_POOLS.clear)
 
 
 def _pool(threads: int) -> ThreadPoolExecutor:

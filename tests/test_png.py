@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import io
+import os
+import time
 import zlib
 
 import numpy as np
@@ -145,3 +147,25 @@ def test_a_new_size_starts_afresh() -> None:
 def test_bad_settings_are_named(kwargs: dict[str, object], named: str) -> None:
     with pytest.raises(ValueError, match=named):
         PngSettings(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_forked_child_encodes_too() -> None:
+    # The pools' threads do not survive a fork; the child must not wait on them forever.
+    raw = bytes(range(256)) * 64
+    PngEncoder().encode(raw, 64, 64)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(0 if _decoded(PngEncoder().encode(raw, 64, 64)) == _rgb(raw, 64, 64) else 1)
+        finally:
+            os._exit(2)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    raise AssertionError("the forked child never finished encoding")
