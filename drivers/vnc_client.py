@@ -20,6 +20,24 @@ promptly. The update that repaints (0, 0) completes the oldest pending fence.
 (These are not the RFB *Fence* extension's messages: those are only answered, and
 tell us which servers implement it; see ``Connection.server_fences``.)
 
+x11vnc's link measurement. x11vnc rates each client's link once (rates.c,
+``measure_send_rates``), right after a turn of its main loop that sent the client
+10 KB or more (measured: not within half a second of connecting, so not on the
+first frame). It marks the 16x16 pixels at (0, 0) modified and waits until it has
+sent them and holds a new update request with nothing modified, then does that
+three times more to time the round trip. A viewer, which asks again after every
+update, ends it in four round trips; a client that does not ask leaves x11vnc
+waiting 5 s and then 2 s per round, and all that time it turns our events into
+XTest requests without flushing its X connection (seen: a click's press and
+release reaching the X server 6 s late, in one millisecond). So on a server
+without Fence, a fence that brought 10 KB or more is held while the driver
+probes: an incremental request for the screen, then one for the pixel at (0, 0).
+x11vnc reads one message at a time, so the pixel alone back means it is not
+measuring; the 16x16 block first means it is, and the driver answers each update
+with another incremental request until four blocks have come (see
+``_RFB._rating_update``). Each probe costs a round trip; x11vnc is done with the
+driver after its one measurement, and servers with Fence (Xvnc) are never probed.
+
 Timeouts. A call that times out aborts its connection: whatever arrives later
 belongs to no one, and the next call connects afresh (there is no way to tag RFB
 replies, so a half-finished connection cannot be trusted to answer the next call).
@@ -71,6 +89,15 @@ _ENCODINGS = (Encoding.RAW, Encoding.COPY_RECTANGLE, Encoding.PSEUDO_CURSOR, Enc
 _FENCE_BLOCK_BEFORE, _FENCE_BLOCK_AFTER, _FENCE_SYNC_NEXT, _FENCE_REQUEST = 1, 2, 4, 1 << 31
 _MAX_SIDE = 16384
 _REFENCE_SECONDS = 0.5
+# x11vnc's link measurement (rates.c; see the module docstring): what starts it (its
+# min_cmp), the block it marks at (0, 0) for each of its rounds, and how many rounds.
+_RATING_BYTES = 10_000
+_PING_SIDE = 16
+_PINGS = 4
+# Answering: a round comes a round trip plus 5 ms after our request, so a gap this
+# long means x11vnc has stopped (or never started); the probe's own bound.
+_RATING_QUIET_SECONDS = 0.25
+_RATING_MAX_SECONDS = 2.0
 
 Event = tuple[Any, ...]  # ("key", keysym, down) | ("pointer", x, y, button_mask)
 
@@ -171,6 +198,17 @@ class _RFB(rfb.RFBClient):
         self._fence_painted = False
         #: The server has sent a Fence message (it implements the Fence extension).
         self.server_fences = False
+        #: x11vnc's link measurement: None, "probe" or "answer"; fences held meanwhile.
+        self.rating: str | None = None
+        self.rated = False
+        self._pings = 0
+        self._pinged = False
+        self._held: list[tuple[Future[Any], Any]] = []
+        self._rating_timer: Any = None
+        self._rating_ends = 0.0
+        #: Bytes received, and as of the last fence (x11vnc measures after 10 KB).
+        self.received = 0
+        self._received_at_fence = 0
 
     # connection and handshake
     def connectionMade(self) -> None:
@@ -229,13 +267,20 @@ class _RFB(rfb.RFBClient):
         self.fences.append((self.factory.ready, False))
         self.framebufferUpdateRequest(incremental=False)
 
+    def dataReceived(self, data: bytes) -> None:
+        self.received += len(data)
+        super().dataReceived(data)
+
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self.factory.lost(reason)
         error = DisplayUnavailable(
             f"connection to VNC server {self.factory.address} lost: {reason.getErrorMessage()}",
             server=str(self.factory.address))
-        while self.fences:
-            _resolve(self.fences.popleft()[0], error=error)
+        self._cancel_rating_timer()
+        held, self._held = self._held, []
+        for future, _ in [*held, *self.fences]:
+            _resolve(future, error=error)
+        self.fences.clear()
 
     def _handleConnection(self, block: bytes) -> None:
         if block[0] == MsgS2C.SERVER_FENCE:  # vncdotool cannot parse it
@@ -274,6 +319,7 @@ class _RFB(rfb.RFBClient):
 
     def beginUpdate(self) -> None:
         self._fence_painted = False
+        self._pinged = False
 
     def copyRectangle(self, srcx: int, srcy: int, x: int, y: int, width: int, height: int) -> None:
         if not width or not height:
@@ -291,9 +337,81 @@ class _RFB(rfb.RFBClient):
         self.framebufferUpdateRequest(incremental=False)
 
     def commitUpdate(self, rectangles: list[rfb.Rect] | None = None) -> None:
+        if self.rating is not None:
+            self._rating_update()
         if self._fence_painted and self.fences:
             future, wants_frame = self.fences.popleft()
-            _resolve(future, self.fb.copy() if wants_frame else self.size)
+            value = self.fb.copy() if wants_frame else self.size
+            if self.rating is None and self._may_be_rating():
+                self._start_rating()
+            if self.rating is not None:
+                self._held.append((future, value))
+            else:
+                _resolve(future, value)
+
+    # x11vnc's link measurement (see the module docstring)
+    def _may_be_rating(self) -> bool:
+        """Whether the updates of the fence just completed may have started x11vnc's measurement."""
+        received, self._received_at_fence = self.received - self._received_at_fence, self.received
+        return not self.server_fences and not self.rated and received >= _RATING_BYTES
+
+    def _start_rating(self) -> None:
+        self.rating, self._pings = "probe", 0
+        self._rating_ends = time.monotonic() + _RATING_MAX_SECONDS
+        self._probe()
+
+    def _probe(self) -> None:
+        # Incremental first: x11vnc reads one message at a time and answers it with
+        # what is modified, so while it measures the block comes back before the pixel.
+        self._received_at_fence = self.received
+        self.framebufferUpdateRequest(incremental=True)
+        self.framebufferUpdateRequest(0, 0, 1, 1, incremental=False)
+        self._arm_rating_timer(max(0.0, self._rating_ends - time.monotonic()))
+
+    def _rating_update(self) -> None:
+        """One update during the measurement, or the probe for it."""
+        if self.rating == "probe":
+            if not self._fence_painted:  # not the probe's answer yet
+                return
+            if not self._pinged:  # the pixel alone: not measuring, unless this update starts it
+                if self._may_be_rating() and time.monotonic() < self._rating_ends:
+                    self._probe()
+                else:
+                    self._end_rating(rated=False)
+                return
+            self.rating = "answer"
+        self._pings += self._pinged
+        if self._pings >= _PINGS or time.monotonic() > self._rating_ends:
+            # The request that ends the last round, for one pixel away from (0, 0):
+            # left pending, its answer cannot be taken for a later fence's.
+            self.framebufferUpdateRequest(self.width - 1, self.height - 1, 1, 1, incremental=True)
+            self._end_rating(rated=True)
+            return
+        # The whole screen, incremental: a round ends only with nothing modified, and a
+        # non-incremental request would mark its area modified again.
+        self.framebufferUpdateRequest(incremental=True)
+        self._arm_rating_timer(_RATING_QUIET_SECONDS)
+
+    def _rating_timeout(self) -> None:
+        self._rating_timer = None
+        self._end_rating(rated=self._pings > 0)
+
+    def _end_rating(self, rated: bool) -> None:
+        self._cancel_rating_timer()
+        self.rating = None
+        self.rated |= rated
+        held, self._held = self._held, []
+        for future, value in held:
+            _resolve(future, value)
+
+    def _arm_rating_timer(self, seconds: float) -> None:
+        self._cancel_rating_timer()
+        self._rating_timer = reactor.callLater(seconds, self._rating_timeout)
+
+    def _cancel_rating_timer(self) -> None:
+        if self._rating_timer is not None and self._rating_timer.active():
+            self._rating_timer.cancel()
+        self._rating_timer = None
 
     # called through _submit
     def send_events(self, events: list[Event]) -> None:
@@ -319,6 +437,7 @@ def _update_rectangle(self: _RFB, x: int, y: int, width: int, height: int, data:
     target = self.fb[y:y + height, x:x + width]
     target[...] = pixels[:target.shape[0], :target.shape[1]]
     self._fence_painted |= x == 0 and y == 0
+    self._pinged |= (x, y, width, height) == (0, 0, min(_PING_SIDE, self.width), min(_PING_SIDE, self.height))
 
 
 # Set after the class exists: vncdotool warns at class creation that this hook's
@@ -494,7 +613,8 @@ class Connection:
 
     def _refence(self, future: Future[Any], full: bool) -> None:
         proto = self._factory.proto
-        if proto is not None and proto.transport is not None and proto.transport.connected:
+        # Not while x11vnc measures: a non-incremental request would keep its round from ending.
+        if proto is not None and proto.transport is not None and proto.transport.connected and proto.rating is None:
             if full:
                 proto.framebufferUpdateRequest(incremental=False)
             else:
