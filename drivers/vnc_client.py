@@ -20,23 +20,7 @@ promptly. The update that repaints (0, 0) completes the oldest pending fence.
 (These are not the RFB *Fence* extension's messages: those are only answered, and
 tell us which servers implement it; see ``Connection.server_fences``.)
 
-x11vnc's link measurement. x11vnc rates each client's link once (rates.c,
-``measure_send_rates``), right after a turn of its main loop that sent the client
-10 KB or more (measured: not within half a second of connecting, so not on the
-first frame). It marks the 16x16 pixels at (0, 0) modified and waits until it has
-sent them and holds a new update request with nothing modified, then does that
-three times more to time the round trip. A viewer, which asks again after every
-update, ends it in four round trips; a client that does not ask leaves x11vnc
-waiting 5 s and then 2 s per round, and all that time it turns our events into
-XTest requests without flushing its X connection (seen: a click's press and
-release reaching the X server 6 s late, in one millisecond). So on a server
-without Fence, a fence that brought 10 KB or more is held while the driver
-probes: an incremental request for the screen, then one for the pixel at (0, 0).
-x11vnc reads one message at a time, so the pixel alone back means it is not
-measuring; the 16x16 block first means it is, and the driver answers each update
-with another incremental request until four blocks have come (see
-``_RFB._rating_update``). Each probe costs a round trip; x11vnc is done with the
-driver after its one measurement, and servers with Fence (Xvnc) are never probed.
+x11vnc's link measurement: see ``cud.drivers.x11vnc_rating``.
 
 Timeouts. A call that times out aborts its connection: whatever arrives later
 belongs to no one, and the next call connects afresh (there is no way to tag RFB
@@ -62,6 +46,8 @@ from vncdotool import rfb
 from vncdotool.const import AuthTypes, Encoding, MsgC2S, MsgS2C
 
 from cud.errors import AuthenticationFailed, DisplayUnavailable, DriverTimeout
+
+from .x11vnc_rating import PING_SIDE, LinkRatingAnswers
 
 try:  # cryptography >= 43 keeps DES here and warns on the old path
     from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
@@ -89,16 +75,6 @@ _ENCODINGS = (Encoding.RAW, Encoding.COPY_RECTANGLE, Encoding.PSEUDO_CURSOR, Enc
 _FENCE_BLOCK_BEFORE, _FENCE_BLOCK_AFTER, _FENCE_SYNC_NEXT, _FENCE_REQUEST = 1, 2, 4, 1 << 31
 _MAX_SIDE = 16384
 _REFENCE_SECONDS = 0.5
-# x11vnc's link measurement (rates.c; see the module docstring): what starts it (its
-# min_cmp), the block it marks at (0, 0) for each of its rounds, and how many rounds.
-_RATING_BYTES = 10_000
-_PING_SIDE = 16
-_PINGS = 4
-# Answering: a round comes a round trip plus 5 ms after our request, so a gap this
-# long means x11vnc has stopped (or never started); the probe's own bound.
-_RATING_QUIET_SECONDS = 0.25
-_RATING_MAX_SECONDS = 2.0
-
 Event = tuple[Any, ...]  # ("key", keysym, down) | ("pointer", x, y, button_mask)
 
 
@@ -184,7 +160,7 @@ def _des_response(password: str, challenge: bytes) -> bytes:
     return encryptor.update(challenge) + encryptor.finalize()
 
 
-class _RFB(rfb.RFBClient):
+class _RFB(rfb.RFBClient, LinkRatingAnswers):
     # Only what we can do without a prompt: vncdotool's Apple DH type asks on stdin.
     SUPPORTED_AUTHS = {AuthTypes.NONE, AuthTypes.VNC_AUTHENTICATION}
     factory: _Factory
@@ -198,17 +174,7 @@ class _RFB(rfb.RFBClient):
         self._fence_painted = False
         #: The server has sent a Fence message (it implements the Fence extension).
         self.server_fences = False
-        #: x11vnc's link measurement: None, "probe" or "answer"; fences held meanwhile.
-        self.rating: str | None = None
-        self.rated = False
-        self._pings = 0
-        self._pinged = False
-        self._held: list[tuple[Future[Any], Any]] = []
-        self._rating_timer: Any = None
-        self._rating_ends = 0.0
-        #: Bytes received, and as of the last fence (x11vnc measures after 10 KB).
-        self.received = 0
-        self._received_at_fence = 0
+        self._init_rating()
 
     # connection and handshake
     def connectionMade(self) -> None:
@@ -349,69 +315,8 @@ class _RFB(rfb.RFBClient):
             else:
                 _resolve(future, value)
 
-    # x11vnc's link measurement (see the module docstring)
-    def _may_be_rating(self) -> bool:
-        """Whether the updates of the fence just completed may have started x11vnc's measurement."""
-        received, self._received_at_fence = self.received - self._received_at_fence, self.received
-        return not self.server_fences and not self.rated and received >= _RATING_BYTES
-
-    def _start_rating(self) -> None:
-        self.rating, self._pings = "probe", 0
-        self._rating_ends = time.monotonic() + _RATING_MAX_SECONDS
-        self._probe()
-
-    def _probe(self) -> None:
-        # Incremental first: x11vnc reads one message at a time and answers it with
-        # what is modified, so while it measures the block comes back before the pixel.
-        self._received_at_fence = self.received
-        self.framebufferUpdateRequest(incremental=True)
-        self.framebufferUpdateRequest(0, 0, 1, 1, incremental=False)
-        self._arm_rating_timer(max(0.0, self._rating_ends - time.monotonic()))
-
-    def _rating_update(self) -> None:
-        """One update during the measurement, or the probe for it."""
-        if self.rating == "probe":
-            if not self._fence_painted:  # not the probe's answer yet
-                return
-            if not self._pinged:  # the pixel alone: not measuring, unless this update starts it
-                if self._may_be_rating() and time.monotonic() < self._rating_ends:
-                    self._probe()
-                else:
-                    self._end_rating(rated=False)
-                return
-            self.rating = "answer"
-        self._pings += self._pinged
-        if self._pings >= _PINGS or time.monotonic() > self._rating_ends:
-            # The request that ends the last round, for one pixel away from (0, 0):
-            # left pending, its answer cannot be taken for a later fence's.
-            self.framebufferUpdateRequest(self.width - 1, self.height - 1, 1, 1, incremental=True)
-            self._end_rating(rated=True)
-            return
-        # The whole screen, incremental: a round ends only with nothing modified, and a
-        # non-incremental request would mark its area modified again.
-        self.framebufferUpdateRequest(incremental=True)
-        self._arm_rating_timer(_RATING_QUIET_SECONDS)
-
-    def _rating_timeout(self) -> None:
-        self._rating_timer = None
-        self._end_rating(rated=self._pings > 0)
-
-    def _end_rating(self, rated: bool) -> None:
-        self._cancel_rating_timer()
-        self.rating = None
-        self.rated |= rated
-        held, self._held = self._held, []
-        for future, value in held:
-            _resolve(future, value)
-
-    def _arm_rating_timer(self, seconds: float) -> None:
-        self._cancel_rating_timer()
-        self._rating_timer = reactor.callLater(seconds, self._rating_timeout)
-
-    def _cancel_rating_timer(self) -> None:
-        if self._rating_timer is not None and self._rating_timer.active():
-            self._rating_timer.cancel()
-        self._rating_timer = None
+    def resolve_fence(self, future: Future[Any], value: Any) -> None:
+        _resolve(future, value)
 
     # called through _submit
     def send_events(self, events: list[Event]) -> None:
@@ -437,7 +342,7 @@ def _update_rectangle(self: _RFB, x: int, y: int, width: int, height: int, data:
     target = self.fb[y:y + height, x:x + width]
     target[...] = pixels[:target.shape[0], :target.shape[1]]
     self._fence_painted |= x == 0 and y == 0
-    self._pinged |= (x, y, width, height) == (0, 0, min(_PING_SIDE, self.width), min(_PING_SIDE, self.height))
+    self._pinged |= (x, y, width, height) == (0, 0, min(PING_SIDE, self.width), min(PING_SIDE, self.height))
 
 
 # Set after the class exists: vncdotool warns at class creation that this hook's
