@@ -17,7 +17,8 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -315,7 +316,7 @@ def measuring(tmp_path: Path) -> Iterator[tuple[VncServer, RawWindow]]:
     xvfb.stop()
 
 
-def _start_the_measurement(driver: VNCDriver, raw: RawWindow) -> None:
+def _start_the_measurement(driver: VNCDriver, raw: RawWindow, attempt: int) -> None:
     """Screenshot a change of 1 MB on a connection older than a second: x11vnc measures then.
 
     It measures a client once, after a loop that sent it 10 KB or more, but (measured)
@@ -327,17 +328,41 @@ def _start_the_measurement(driver: VNCDriver, raw: RawWindow) -> None:
     # the event after it (seen with -speeds too, in 1 of 3 to 5 drags; in none after a move,
     # nor with x11vnc -nonap).
     driver.move({"type": "move", "x": 640, "y": 700})
-    gc = raw.window.create_gc(foreground=raw.dpy.screen().black_pixel)
-    raw.window.fill_rectangle(gc, 0, 200, WIDTH, 200)
+    screen = raw.dpy.screen()
+    pixel, rgb = (screen.black_pixel, (0, 0, 0)) if attempt % 2 else (screen.white_pixel, (255, 255, 255))
+    raw.window.fill_rectangle(raw.window.create_gc(foreground=pixel), 0, 200, WIDTH, 200)
     raw.dpy.sync()
-    wait_until(lambda: _decode(driver.screenshot()).getpixel((WIDTH // 2, 300)) == (0, 0, 0), 10,
+    wait_until(lambda: _decode(driver.screenshot()).getpixel((WIDTH // 2, 300)) == rgb, 10,
                "a screenshot with the change")
 
 
-def _assert_x11vnc_measured(vnc: VncServer) -> None:
-    """x11vnc did measure this client's link (it logs the result when it is done)."""
-    wait_until(lambda: "client 1 network rate" in vnc.log.read_text(errors="replace"), 10,
-               "x11vnc to log the link it measured")
+def _x11vnc_measured(vnc: VncServer, client: int) -> bool:
+    """x11vnc measured its ``client``-th client's link (it logs the result when it is done)."""
+    deadline = time.monotonic() + 10
+    while f"client {client} network rate" not in vnc.log.read_text(errors="replace"):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _while_x11vnc_measures(vnc: VncServer, raw: RawWindow, act: Callable[[VNCDriver], Any]) -> Any:
+    """What ``act`` returned on a fresh connection whose link x11vnc measured.
+
+    x11vnc does not always start measuring on the screenshot meant to start it (seen in
+    1 of ~20 runs: it started only as the driver left); such a connection proves nothing,
+    so the next one tries again. Only connections x11vnc measured count.
+    """
+    for client in range(1, 4):
+        driver = VNCDriver(vnc.server, vnc.password)
+        try:
+            _start_the_measurement(driver, raw, client)
+            result = act(driver)
+        finally:
+            driver.close()
+        if _x11vnc_measured(vnc, client):
+            return result
+    raise AssertionError("x11vnc measured none of 3 connections: the measurement was never exercised")
 
 
 # While x11vnc measures, it delivers input in one burst when it is done: without the
@@ -347,32 +372,28 @@ def _assert_x11vnc_measured(vnc: VncServer) -> None:
 # lengthens pauses; in one burst they are 0.
 def test_a_click_keeps_its_hold_while_x11vnc_measures_the_link(measuring: tuple[VncServer, RawWindow]) -> None:
     vnc, raw = measuring
-    driver = VNCDriver(vnc.server, vnc.password)
-    try:
-        _start_the_measurement(driver, raw)
+
+    def click(driver: VNCDriver) -> dict[str, int]:
         driver.click({"type": "click", "x": 300, "y": 200, "button": "left"})
-        times = {kind: t for kind, _, _, _, _, t in raw.timed_events(until_release_of=1) if kind != "motion"}
-    finally:
-        driver.close()
+        return {kind: t for kind, _, _, _, _, t in raw.timed_events(until_release_of=1) if kind != "motion"}
+
+    times = _while_x11vnc_measures(vnc, raw, click)
     assert times["release"] - times["press"] >= 15  # the 30 ms hold
-    _assert_x11vnc_measured(vnc)
 
 
 def test_a_drag_arrives_paced_while_x11vnc_measures_the_link(measuring: tuple[VncServer, RawWindow]) -> None:
     vnc, raw = measuring
-    driver = VNCDriver(vnc.server, vnc.password)
-    try:
-        _start_the_measurement(driver, raw)
+
+    def drag(driver: VNCDriver) -> list[tuple[str, int]]:
         driver.drag({"type": "drag", "path": DRAG_PATH})
         # The press, the motions with the button down and the release, as the server stamped them.
-        stamped = [(kind, t) for kind, _, _, _, state, t in raw.timed_events(until_release_of=1)
-                   if kind != "motion" or state & X.Button1Mask]
-    finally:
-        driver.close()
+        return [(kind, t) for kind, _, _, _, state, t in raw.timed_events(until_release_of=1)
+                if kind != "motion" or state & X.Button1Mask]
+
+    stamped = _while_x11vnc_measures(vnc, raw, drag)
     assert stamped[0][0] == "press" and stamped[-1][0] == "release" and len(stamped) > 2, stamped
     (_, pressed), (_, moved), (_, released) = stamped[0], stamped[1], stamped[-1]
     assert moved - pressed >= 15 and released - pressed >= 45, stamped  # the 30 ms hold; 90 ms in all
-    _assert_x11vnc_measured(vnc)
 
 
 # -- rejections and held state ---------------------------------------------------------------
