@@ -537,7 +537,11 @@ def test_a_desktop_size_change_moves_the_bounds(tmp_path: Path) -> None:
 
 # -- failures: restart, password, security type, a stopped server --------------------------------
 def test_a_restarted_server_is_reconnected(driver: VNCDriver, seat: Seat) -> None:
+    before = seat.recorder.mark()
     driver.click({"type": "click", "x": 10, "y": 10, "button": "left"})
+    # The fence says x11vnc read the release, not that it has sent it on to the X server:
+    # killed before it did, it left button 1 down, and the next click's press was swallowed.
+    seat.recorder.wait_for(lambda e: e["type"] == "ButtonRelease", since=before, what="the first click's release")
     seat.restart()
     start = seat.recorder.mark()
 
