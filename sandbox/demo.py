@@ -8,6 +8,11 @@ succeeded (and, with the scripted model, the demo app received the exact text).
 
 Without OPENAI_API_KEY the sandbox's daemon talks to the bundled scripted
 model; that is said plainly, before and after.
+
+With several seats (``SEATS=N``) the task is pinned to the first seat
+(``cuctl submit --seat seat1``): the one the summary lists first, whose
+viewer a person watching the demo has open, and whose demo app the result
+is checked against. The other seats stay free for tasks of one's own.
 """
 
 from __future__ import annotations
@@ -54,10 +59,11 @@ class Cuctl:
         return json.loads(result.stdout)
 
 
-def received(settings: Settings) -> list[str]:
+def received(settings: Settings, prefix: str = "") -> list[str]:
+    """What the demo app of one seat (``prefix``: its records' prefix, "" for a lone seat) received, in order."""
     lines = []
     try:
-        raw = settings.path("demo-app.jsonl").read_text(encoding="utf-8").splitlines()
+        raw = settings.path(f"{prefix}demo-app.jsonl").read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return lines
     for line in raw:
@@ -79,9 +85,20 @@ def run(settings: Settings) -> int:
     else:
         say("using the OpenAI API (OPENAI_API_KEY is set); the model sees the sandbox's screen")
     cuctl = Cuctl(settings)
-    before = len(received(settings))
-    task = cuctl.json("submit", PROMPT)["id"]
-    say(f"submitted task {task}: {PROMPT}")
+    # "seat1=:5,seat2=:6" when the sandbox runs several seats; one seat has no such entry.
+    seats = [entry.partition("=") for entry in daemon.info["seats"].split(",")] if daemon.info.get("seats") else []
+    pin: list[str] = []
+    prefix = ""
+    if seats:
+        seat, _, place = seats[0]
+        pin, prefix = ["--seat", seat], f"{seat}."
+        watch = load(settings.dir / "run", f"{prefix}x11vnc") or load(settings.dir / "run", f"{prefix}xserver")
+        port = watch.info.get("vnc_port", "?") if watch else "?"
+        say(f"the sandbox has {len(seats)} seats; the task is pinned to the first, {seat} ({place}; "
+            f"watch it on localhost::{port}). `{cuctl.shown} seats` lists them all.")
+    before = len(received(settings, prefix))
+    task = cuctl.json("submit", *pin, PROMPT)["id"]
+    say(f"submitted task {task}{f' to seat {pin[1]}' if pin else ''}: {PROMPT}")
     follow = subprocess.Popen([*cuctl.argv, "follow", str(task)])
     approved: set[int] = set()
     delay = 0.1
@@ -107,9 +124,10 @@ def run(settings: Settings) -> int:
             follow.terminate()
             follow.wait()
     result = cuctl.json("show", str(task))
-    got = received(settings)[before:]
+    got = received(settings, prefix)[before:]
     print()
-    say(f"task {task} {result['state']} after {result['steps']} step(s)")
+    where = f" on seat {result['seat']}" if seats and result.get("seat") else ""
+    say(f"task {task} {result['state']}{where} after {result['steps']} step(s)")
     if result.get("final_message"):
         say(f"the model's final message: {result['final_message']}")
     if result.get("error"):
@@ -128,7 +146,8 @@ def run(settings: Settings) -> int:
 def main() -> int:
     started = time.monotonic()
     try:
-        code = run(Settings.from_env(ROOT))
+        # The seats are what sandbox-up started (read from its records), not $SEATS.
+        code = run(Settings.from_env(ROOT, seats=False))
     except SandboxError as exc:
         say(str(exc))
         return 1

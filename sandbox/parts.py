@@ -3,12 +3,19 @@
 Order matters: a part starts only after the parts it needs answer, and a part
 is restarted whenever one it needs is (a new X server means a new display for
 everything drawn on it; a new scripted model means a new port for the daemon).
+
+With ``SEATS=N`` (N > 1) every seat has its own X server, openbox, x11vnc and
+demo app, recorded as ``seatK.xserver`` and so on, and the one daemon drives
+them all (``cud run --seat seat1=:X --seat seat2=:Y ...``). One seat keeps the
+plain names (``xserver``, ...) and the daemon's single seat is its ``default``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import re
 import secrets
 import select
 import shutil
@@ -20,11 +27,17 @@ import sys
 import time
 from pathlib import Path
 
-from procs import Record, SandboxError, spawn, wait_for
+from procs import Record, SandboxError, spawn, state_of, wait_for
 
-__all__ = ("Settings", "PARTS", "NEEDS", "wanted_parts", "start", "answers")
+__all__ = (
+    "MAX_SEATS", "NEEDS", "PARTS", "SEAT_PARTS", "Seat", "Settings", "answers", "is_part_name", "kind_of",
+    "needs", "seat_count", "seat_spec", "show_order", "start", "stop_order", "wanted_parts",
+)
 
+#: The kinds of part, in the order they start.
 PARTS = ("xserver", "openbox", "x11vnc", "demo-app", "model", "daemon")
+#: The kinds every seat has one of; the rest (model, daemon) exist once.
+SEAT_PARTS = ("xserver", "openbox", "x11vnc", "demo-app")
 NEEDS = {
     "xserver": (),
     "openbox": ("xserver",),
@@ -37,6 +50,60 @@ NEEDS = {
 TIMEOUTS = {"xserver": 30.0, "openbox": 20.0, "x11vnc": 20.0, "demo-app": 30.0, "model": 20.0, "daemon": 60.0}
 #: Not a key: the scripted model accepts anything, and the SDK insists on one.
 SCRIPTED_KEY = "sk-scripted-demo-not-a-real-key"
+#: Each seat is an X server, a window manager, a VNC server and a Tk app (~60 MiB
+#: together): the cap catches a typo (SEATS=100) before it fills a small VM.
+MAX_SEATS = 16
+#: What a record may be called: a seat's part (``xserver``, ``seat2.xserver``) or a shared one.
+_PART_NAME = re.compile(r"(?:seat[1-9][0-9]*\.)?(?:xserver|openbox|x11vnc|demo-app)|model|daemon")
+
+
+@dataclasses.dataclass(frozen=True)
+class Seat:
+    #: What the daemon calls it: ``default`` when it is the only one, else seat1..seatN.
+    name: str
+    #: What its parts' records are called before the kind: "" for the only seat, else "seatK.".
+    prefix: str
+
+    def part(self, kind: str) -> str:
+        return self.prefix + kind
+
+
+def kind_of(name: str) -> str:
+    """``seat2.xserver`` -> ``xserver``; ``daemon`` -> ``daemon``."""
+    return name.rpartition(".")[2]
+
+
+def _prefix_of(name: str) -> str:
+    return name[: len(name) - len(kind_of(name))]
+
+
+def is_part_name(name: str) -> bool:
+    return _PART_NAME.fullmatch(name) is not None
+
+
+def _seat_number(name: str) -> int:
+    prefix = _prefix_of(name)
+    return int(prefix[4:-1]) if prefix else 0
+
+
+def stop_order(names: list[str]) -> list[str]:
+    """Dependents first: the daemon, the model, then every seat's parts from the app down to its X server."""
+    return sorted(names, key=lambda n: (-PARTS.index(kind_of(n)), _seat_number(n)))
+
+
+def show_order(names: list[str]) -> list[str]:
+    """Seat by seat (each in start order), then the shared parts: how status lists them."""
+    return sorted(names, key=lambda n: (kind_of(n) not in SEAT_PARTS, _seat_number(n), PARTS.index(kind_of(n))))
+
+
+def seat_count(raw: str | None) -> int:
+    """``$SEATS``: empty means 1; anything but a whole number from 1 to MAX_SEATS is refused by name."""
+    text = (raw or "").strip()
+    if not text:
+        return 1
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_SEATS:
+        raise SandboxError(f"SEATS must be a whole number from 1 to {MAX_SEATS} (displays to start), got {raw!r}")
+    return int(text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,9 +115,15 @@ class Settings:
     model: str  # "scripted" or "openai"
     driver: str  # "x11" or "vnc"
     geometry: str = "1280x800"
+    seats: int = 1
 
     @classmethod
-    def from_env(cls, root: Path) -> Settings:
+    def from_env(cls, root: Path, *, seats: bool = True) -> Settings:
+        """The settings ``make`` passes through the environment.
+
+        ``seats=False`` ignores ``$SEATS`` (down, status and the demo go by what
+        was started, so a stray or bad SEATS never keeps anyone from stopping it).
+        """
         env = os.environ
         xserver = env.get("SANDBOX", "") or "xvfb"
         if xserver not in ("xvfb", "xvnc"):
@@ -72,6 +145,7 @@ class Settings:
             model="openai" if env.get("OPENAI_API_KEY", "").strip() else "scripted",
             driver=driver,
             geometry=geometry,
+            seats=seat_count(env.get("SEATS")) if seats else 1,
         )
 
     def path(self, name: str) -> Path:
@@ -88,12 +162,47 @@ class Settings:
     def log(self, part: str) -> Path:
         return self.dir / "logs" / f"{part}.log"
 
+    @property
+    def seat_list(self) -> tuple[Seat, ...]:
+        if self.seats == 1:
+            return (Seat("default", ""),)
+        return tuple(Seat(f"seat{k}", f"seat{k}.") for k in range(1, self.seats + 1))
+
 
 def wanted_parts(settings: Settings) -> list[str]:
+    """Every part this configuration runs, in start order: seat by seat, then the model and the daemon."""
     unused = {"x11vnc"} if settings.xserver == "xvnc" else set()  # Xvnc serves VNC itself
     if settings.model == "openai":
         unused.add("model")
-    return [name for name in PARTS if name not in unused]
+    names = [seat.part(kind) for seat in settings.seat_list for kind in SEAT_PARTS if kind not in unused]
+    return names + [kind for kind in ("model", "daemon") if kind not in unused]
+
+
+def needs(settings: Settings, name: str) -> list[str]:
+    """The parts ``name`` needs: its seat's X server; for the daemon, every seat's and the model."""
+    kind = kind_of(name)
+    if kind == "daemon":
+        return [seat.part("xserver") for seat in settings.seat_list] + ["model"]
+    return [_prefix_of(name) + need for need in NEEDS[kind]]
+
+
+def seat_spec(settings: Settings, records: dict[str, Record]) -> str | None:
+    """``seat1=:5,seat2=:6`` (or VNC addresses): what the daemon drives; None for one seat or a missing server."""
+    if settings.seats == 1:
+        return None
+    places = []
+    for seat in settings.seat_list:
+        xserver = records.get(seat.part("xserver"))
+        if xserver is None:
+            return None
+        places.append(f"{seat.name}={_seat_place(settings, xserver)}")
+    return ",".join(places)
+
+
+def _seat_place(settings: Settings, xserver: Record) -> str:
+    if settings.driver == "vnc":
+        return f"127.0.0.1::{xserver.info['vnc_port']}"
+    return xserver.info["display"]
 
 
 # -- secrets ----------------------------------------------------------------------------------
@@ -223,8 +332,9 @@ def daemon_answers(settings: Settings) -> bool:
 def answers(settings: Settings, record: Record, records: dict[str, Record]) -> bool:
     """Whether a running part does its job right now (one quick probe, no waiting)."""
     xauthority = settings.path("Xauthority")
-    display = records["xserver"].info.get("display", "") if "xserver" in records else ""
-    name = record.name
+    xserver = records.get(_prefix_of(record.name) + "xserver")
+    display = xserver.info.get("display", "") if xserver is not None else ""
+    name = kind_of(record.name)
     if name == "xserver":
         ok = x_connects(record.info["display"], xauthority)
         return ok and ("vnc_port" not in record.info or rfb_answers(int(record.info["vnc_port"])))
@@ -266,9 +376,15 @@ def _read_displayfd(fd: int, proc: subprocess.Popen[bytes], log: Path, timeout: 
     return ":" + data.decode().strip()
 
 
-def _start_xserver(settings: Settings, log: Path) -> tuple[subprocess.Popen[bytes], Record]:
+def _start_xserver(
+    settings: Settings, name: str, log: Path, records: dict[str, Record]
+) -> tuple[subprocess.Popen[bytes], Record]:
     xauthority = settings.path("Xauthority")
-    write_xauthority(xauthority)
+    # One cookie for every display of the sandbox (the daemon and the viewers read one
+    # file): a fresh one, unless another seat's X server still runs with the current one.
+    others = [r for n, r in records.items() if kind_of(n) == "xserver" and n != name and state_of(r) == "running"]
+    if not others or not xauthority.exists():
+        write_xauthority(xauthority)
     read_fd, write_fd = os.pipe()
     common = ["-displayfd", str(write_fd), "-nolisten", "tcp", "-noreset", "-auth", str(xauthority)]
     vnc_port = None
@@ -281,7 +397,7 @@ def _start_xserver(settings: Settings, log: Path) -> tuple[subprocess.Popen[byte
     else:
         argv = ["Xvfb", *common, "-screen", "0", f"{settings.geometry}x24"]
     try:
-        proc, record = spawn("xserver", argv, log, _base_env(settings, None), pass_fds=(write_fd,))
+        proc, record = spawn(name, argv, log, _base_env(settings, None), pass_fds=(write_fd,))
     finally:
         os.close(write_fd)
     try:
@@ -313,13 +429,15 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
     A part that does not answer in time is stopped again before the error is raised.
     """
     log = settings.log(name)
-    display = records["xserver"].info["display"] if name != "xserver" and "xserver" in records else None
+    kind, prefix = kind_of(name), _prefix_of(name)
+    xserver = records.get(prefix + "xserver") if kind in SEAT_PARTS else records.get("xserver")
+    display = xserver.info["display"] if kind != "xserver" and xserver is not None else None
     env = _base_env(settings, display)
-    if name == "xserver":
-        proc, record = _start_xserver(settings, log)
-    elif name == "openbox":
+    if kind == "xserver":
+        proc, record = _start_xserver(settings, name, log, records)
+    elif kind == "openbox":
         proc, record = spawn(name, ["openbox", "--sm-disable"], log, env)
-    elif name == "x11vnc":
+    elif kind == "x11vnc":
         ensure_vnc_password(settings)
         port = free_port()
         argv = ["x11vnc", "-display", str(display), "-auth", str(settings.path("Xauthority")),
@@ -327,28 +445,31 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
                 "-forever", "-shared", "-viewonly", "-noxdamage"]
         proc, record = spawn(name, argv, log, env)
         record.info["vnc_port"] = str(port)
-    elif name == "demo-app":
-        app_log = settings.path("demo-app.jsonl")
+    elif kind == "demo-app":
+        app_log = settings.path(f"{prefix}demo-app.jsonl")
         app_log.unlink(missing_ok=True)  # what this instance receives, from its start on
         argv = [settings.python, str(settings.root / "sandbox" / "demo_app.py"), "--log", str(app_log)]
         proc, record = spawn(name, argv, log, env)
-    elif name == "model":
+    elif kind == "model":
         port_file = settings.path("model.port")
         port_file.unlink(missing_ok=True)
         argv = [settings.python, "-m", "cud.scripted", "--scenario", "demo", "--port-file", str(port_file)]
         proc, record = spawn(name, argv, log, env)
         try:
-            wait_for("the scripted model", port_file.exists, lambda: proc.poll() is None, log, TIMEOUTS[name])
+            wait_for("the scripted model", port_file.exists, lambda: proc.poll() is None, log, TIMEOUTS[kind])
         except SandboxError:
             _abandon(proc)
             raise
         record.info["port"] = port_file.read_text().strip()
-    elif name == "daemon":
+    elif kind == "daemon":
         settings.socket.unlink(missing_ok=True)  # a stale one from a daemon that died
         state = settings.path("state")
         state.mkdir(mode=0o700, exist_ok=True)
         argv = [str(settings.venv / "bin" / "cud"), "run", "--socket", str(settings.socket), "--state-dir", str(state)]
-        if settings.driver == "vnc":
+        spec = seat_spec(settings, records)
+        if spec is not None:
+            argv += _seat_arguments(settings, records)
+        elif settings.driver == "vnc":
             port = records["xserver"].info["vnc_port"]
             argv += ["--vnc", f"127.0.0.1::{port}", "--vnc-password-file", str(settings.path("vnc-password"))]
         else:
@@ -359,16 +480,41 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
         proc, record = spawn(name, argv, log, env)
         record.info["model"] = settings.model
         record.info["socket"] = str(settings.socket)
+        if spec is not None:
+            record.info["seats"] = spec
     else:
         raise AssertionError(name)
     everything = {**records, name: record}
     what = f"{name} ({' '.join(record.cmdline[:1])}, pid {record.pid})"
     try:
-        wait_for(what, lambda: answers(settings, record, everything), lambda: proc.poll() is None, log, TIMEOUTS[name])
+        wait_for(what, lambda: answers(settings, record, everything), lambda: proc.poll() is None, log, TIMEOUTS[kind])
     except SandboxError:
         _abandon(proc)
         raise
     return record
+
+
+def _seat_arguments(settings: Settings, records: dict[str, Record]) -> list[str]:
+    """How the daemon is told about several seats: ``--seat`` flags for X displays, a config for VNC.
+
+    ``--seat`` names X displays only, so over Xvnc (driven through VNC, as with one
+    seat) the seats go into a config file of ``[[seats]]`` tables, rewritten at
+    every start to the servers' current ports.
+    """
+    if settings.driver != "vnc":
+        return [arg for seat in settings.seat_list
+                for arg in ("--seat", f"{seat.name}={records[seat.part('xserver')].info['display']}")]
+    lines = ["# Written by `make sandbox-up` at every start of the daemon: the sandbox's seats over VNC."]
+    password = json.dumps(str(settings.path("vnc-password")))  # a JSON string is a TOML basic string
+    for seat in settings.seat_list:
+        place = _seat_place(settings, records[seat.part("xserver")])
+        lines += ["", "[[seats]]", f"name = {json.dumps(seat.name)}", f"vnc = {json.dumps(place)}",
+                  f"vnc_password_file = {password}"]
+    config = settings.path("cud.toml")
+    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write("\n".join(lines) + "\n")
+    return ["--config", str(config)]
 
 
 if __name__ == "__main__":

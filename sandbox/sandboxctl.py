@@ -6,7 +6,8 @@ Everything lives in one directory (``$SANDBOX_DIR``, default ``.sandbox/``):
 ``cud.sock`` its socket. ``up`` is idempotent: parts that run and answer are
 left alone, dead ones are restarted (with whatever depends on them).
 ``down`` signals only the pids recorded in ``run/`` that still run the
-recorded program, then removes the records and the socket.
+recorded program, then removes the records and the socket. ``down`` and
+``status`` go by the records, whatever ``$SEATS`` says now.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from parts import NEEDS, PARTS, Settings, answers, start, wanted_parts
+from parts import (
+    SEAT_PARTS, Settings, answers, is_part_name, kind_of, needs, seat_spec, show_order, start, stop_order,
+    wanted_parts,
+)
 from procs import Record, SandboxError, forget, load, save, state_of, stop
 
 __all__ = ()
@@ -53,9 +58,12 @@ def locked(settings: Settings) -> Iterator[None]:
 
 
 def _records(settings: Settings) -> dict[str, Record]:
+    """Every part recorded in run/, in the order status lists them (whatever SEATS is now)."""
+    run = settings.dir / "run"
+    names = [path.stem for path in run.glob("*.json") if is_part_name(path.stem)] if run.is_dir() else []
     found = {}
-    for name in PARTS:
-        record = load(settings.dir / "run", name)
+    for name in show_order(names):
+        record = load(run, name)
         if record is not None:
             found[name] = record
     return found
@@ -67,8 +75,8 @@ def _config_path(settings: Settings) -> Path:
 
 def _stop_parts(settings: Settings, records: dict[str, Record], names: list[str], *, quiet: bool = True) -> None:
     """Stop ``names`` (dependents first) and forget them; ``quiet``: say nothing about the dead."""
-    for name in reversed(PARTS):
-        if name in names and name in records:
+    for name in stop_order(list(names)):
+        if name in records:
             record = records.pop(name)
             if not quiet or state_of(record) == "running":
                 say(f"{name}: {stop(record)}")
@@ -80,18 +88,25 @@ def up(settings: Settings) -> int:
     with locked(settings):
         records = _records(settings)
         wanted = wanted_parts(settings)
-        config = {"xserver": settings.xserver, "driver": settings.driver, "model": settings.model}
+        config = {"xserver": settings.xserver, "driver": settings.driver, "model": settings.model,
+                  "seats": settings.seats}
         try:
             previous = json.loads(_config_path(settings).read_text())
         except (FileNotFoundError, ValueError):
             previous = config
         if records and (previous.get("xserver"), previous.get("driver")) != (settings.xserver, settings.driver):
             say(f"the sandbox ran {previous.get('xserver')}; SANDBOX={settings.xserver} now: restarting everything")
-            _stop_parts(settings, records, list(PARTS))
-        elif records and previous.get("model") != settings.model:
-            now = "OPENAI_API_KEY is set" if settings.model == "openai" else "OPENAI_API_KEY is not set"
-            say(f"{now} now: restarting the model and the daemon")
-            _stop_parts(settings, records, ["model", "daemon"])
+            _stop_parts(settings, records, list(records))
+        else:
+            if records and previous.get("seats", 1) != settings.seats:
+                # Several seats before and after: the seats that stay keep running. One
+                # seat's parts have other names than seat1's, so 1 <-> N starts afresh.
+                say(f"the sandbox ran {previous.get('seats', 1)} seat(s); SEATS={settings.seats} now: "
+                    "starting or stopping displays to match, and restarting the daemon")
+            if records and previous.get("model") != settings.model:
+                now = "OPENAI_API_KEY is set" if settings.model == "openai" else "OPENAI_API_KEY is not set"
+                say(f"{now} now: restarting the model and the daemon")
+                _stop_parts(settings, records, ["model", "daemon"])
         # Parts this configuration does not use (the scripted model once a key is set, ...).
         _stop_parts(settings, records, [name for name in records if name not in wanted])
 
@@ -99,10 +114,16 @@ def up(settings: Settings) -> int:
         for name in wanted:
             record = records.get(name)
             state = state_of(record) if record else "absent"
-            if record is not None and state == "running" and not any(need in to_start for need in NEEDS[name]):
-                if answers(settings, record, records):
+            if record is not None and state == "running" and not any(need in to_start for need in needs(settings, name)):
+                if kind_of(name) == "daemon" and record.info.get("seats") != seat_spec(settings, records):
+                    # Every seat's X server runs, but not the set the daemon was started with.
+                    say(f"daemon: restarting (it drives {record.info.get('seats') or 'one seat'}; "
+                        f"the sandbox's seats are {seat_spec(settings, records) or 'one seat'})")
+                elif answers(settings, record, records):
                     continue
-                say(f"{name}: runs (pid {record.pid}) but does not answer; restarting it (log: {_show(record.log)})")
+                else:
+                    say(f"{name}: runs (pid {record.pid}) but does not answer; restarting it "
+                        f"(log: {_show(record.log)})")
             elif record is not None and state != "absent":
                 why = "its pid belongs to another program now" if state == "replaced" else "it had died"
                 if state == "running":
@@ -133,11 +154,21 @@ def up(settings: Settings) -> int:
         return 0
 
 
+def _vnc_port(records: dict[str, Record], prefix: str) -> str:
+    """Where a seat's screen is served: Xvnc's own port, else its x11vnc's."""
+    xserver = records[prefix + "xserver"]
+    watcher = records.get(prefix + "x11vnc")
+    return xserver.info.get("vnc_port") or (watcher.info["vnc_port"] if watcher else "?")
+
+
 def summary(settings: Settings, records: dict[str, Record]) -> None:
+    if settings.seats > 1:
+        _summary_of_seats(settings, records)
+        return
     xserver = records["xserver"]
     display = xserver.info["display"]
     kind = "Xvnc" if settings.xserver == "xvnc" else "Xvfb"
-    port = xserver.info.get("vnc_port") or records["x11vnc"].info["vnc_port"]
+    port = _vnc_port(records, "")
     password = settings.path("vnc-password").read_text().strip()
     view = " (view only)" if settings.xserver == "xvfb" else ""
     xauthority = _show(settings.path("Xauthority"))
@@ -150,15 +181,47 @@ def summary(settings: Settings, records: dict[str, Record]) -> None:
     ]
     if settings.driver == "vnc":
         lines.append(f"         drives the display over VNC (127.0.0.1::{port})")
-    if settings.model == "scripted":
-        lines.append("model    SCRIPTED: OPENAI_API_KEY is not set, so a bundled script (cud/scripted/scenarios/"
-                     "demo.json) plays the model's part; set the key for the real one")
-    else:
-        lines.append("model    the OpenAI API (OPENAI_API_KEY is set)")
-    lines.append(f"logs     {_show(settings.dir / 'logs')}/{{{','.join(n for n in PARTS if n in records)}}}.log")
+    lines += _model_lines(settings)
+    lines.append(f"logs     {_show(settings.dir / 'logs')}/{{{','.join(records)}}}.log")
     lines.append("stop     make sandbox-down")
     for line in lines:
         print(f"  {line}")
+
+
+def _summary_of_seats(settings: Settings, records: dict[str, Record]) -> None:
+    kind = "Xvnc" if settings.xserver == "xvnc" else "Xvfb"
+    password = settings.path("vnc-password").read_text().strip()
+    view = " (view only)" if settings.xserver == "xvfb" else ""
+    cuctl = f"{_show(settings.venv / 'bin' / 'cuctl')} --socket {_show(settings.socket)}"
+    lines = [(f"seats    {settings.seats} displays ({kind}, {settings.geometry} each), one daemon drives them all; "
+              f"X clients need XAUTHORITY={_show(settings.path('Xauthority'))}")]
+    for seat in settings.seat_list:
+        display = records[seat.part("xserver")].info["display"]
+        port = _vnc_port(records, seat.prefix)
+        lines.append(f"{seat.name:8} display {display}, watch: xtigervncviewer -passwd "
+                     f"{_show(settings.path('vnc-passwd'))} localhost::{port}{view}")
+    first = _vnc_port(records, settings.seat_list[0].prefix)
+    lines += [
+        (f"         (any VNC viewer: localhost and the seat's port, password {password}; "
+         f"from another machine first: ssh -L {first}:localhost:{first} THIS-HOST, one -L per seat)"),
+        f"daemon   {cuctl} seats",
+        f"         ({cuctl} submit --seat seat2 PROMPT pins a task; without --seat the first free seat takes it)",
+    ]
+    if settings.driver == "vnc":
+        places = ", ".join(f"{seat.name} 127.0.0.1::{_vnc_port(records, seat.prefix)}" for seat in settings.seat_list)
+        lines.append(f"         drives the displays over VNC ({places}; config {_show(settings.path('cud.toml'))})")
+    lines += _model_lines(settings)
+    lines.append(f"logs     {_show(settings.dir / 'logs')}/ (one per part: {next(iter(records))}.log ... daemon.log)")
+    lines.append("stop     make sandbox-down")
+    for line in lines:
+        print(f"  {line}")
+
+
+def _model_lines(settings: Settings) -> list[str]:
+    if settings.model == "scripted":
+        return [("model    SCRIPTED: OPENAI_API_KEY is not set, so a bundled script (cud/scripted/scenarios/"
+                 "demo.json) plays the model's part; set the key for the real one")]
+    return ["model    the OpenAI API (OPENAI_API_KEY is set)"]
 
 
 # -- down -----------------------------------------------------------------------------------------
@@ -170,8 +233,8 @@ def down(settings: Settings) -> int:
         records = _records(settings)
         if not records:
             say("nothing was running")
-        _stop_parts(settings, records, list(PARTS), quiet=False)
-        for leftover in ("cud.sock", "model.port"):
+        _stop_parts(settings, records, list(records), quiet=False)
+        for leftover in ("cud.sock", "model.port", "cud.toml"):
             settings.path(leftover).unlink(missing_ok=True)
         _config_path(settings).unlink(missing_ok=True)
         say(f"down; logs and the daemon's state stay in {_show(settings.dir)}")
@@ -185,32 +248,60 @@ def status(settings: Settings) -> int:
         say("not running")  # a state, not a failure: `make sandbox-status` exits 0
         return 0
     dead = 0
-    for name in PARTS:
-        record = records.get(name)
-        if record is None:
-            continue
+    width = max(9, *(len(name) for name in records))
+    daemon_answers = False
+    for name, record in records.items():
         state = state_of(record)
         detail = " ".join(f"{k}={v}" for k, v in record.info.items())
         if state == "running":
             line = f"running  pid {record.pid}"
             if name == "daemon":
-                line += ", answers ping" if answers(settings, record, records) else ", DOES NOT ANSWER ping"
+                daemon_answers = answers(settings, record, records)
+                line += ", answers ping" if daemon_answers else ", DOES NOT ANSWER ping"
         else:
             dead += 1
             line = "DEAD     " + ("(pid reused by another program)" if state == "replaced" else f"was pid {record.pid}")
-        print(f"  {name:9} {line}  {detail}  log: {_show(record.log)}")
+        print(f"  {name:{width}} {line}  {detail}  log: {_show(record.log)}")
+    prefixes = [name[: -len("xserver")] for name in records if kind_of(name) == "xserver" and name != "xserver"]
+    if prefixes:
+        _status_of_seats(settings, records, prefixes, daemon_answers)
     if dead:
         say(f"{dead} part(s) dead: `make sandbox-up` restarts them")
         return 1
     return 0
 
 
+def _status_of_seats(settings: Settings, records: dict[str, Record], prefixes: list[str], ask: bool) -> None:
+    """Each seat's display and VNC port; and, when the daemon answers, how it sees its seats."""
+    say(f"{len(prefixes)} seats:")
+    for prefix in prefixes:
+        parts = [records[prefix + kind] for kind in SEAT_PARTS if prefix + kind in records]
+        running = all(state_of(record) == "running" for record in parts)
+        display = records[prefix + "xserver"].info.get("display", "?")
+        print(f"  {prefix[:-1]:9} display {display}, VNC localhost::{_vnc_port(records, prefix)}"
+              f"{'' if running else '  (a part is DEAD)'}")
+    cuctl = settings.venv / "bin" / "cuctl"
+    if not ask or not cuctl.exists():
+        return
+    # The daemon's own view (idle, busy, unavailable; the task on each). A cuctl
+    # from before seats has no such command: then there is nothing more to show.
+    result = subprocess.run([str(cuctl), "--socket", str(settings.socket), "seats"], stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=30)
+    if result.returncode == 0 and result.stdout.strip():
+        say("the daemon's seats (cuctl seats):")
+        for line in result.stdout.rstrip("\n").splitlines():
+            print(f"  {line}")
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0] not in ("up", "down", "status"):
-        print("usage: sandboxctl.py up|down|status", file=sys.stderr)
+    if len(argv) != 1 or argv[0] not in ("up", "down", "status", "check"):
+        print("usage: sandboxctl.py up|down|status|check", file=sys.stderr)
         return 2
     try:
-        settings = Settings.from_env(ROOT)
+        # down and status go by what was started, never by $SEATS (see Settings.from_env).
+        settings = Settings.from_env(ROOT, seats=argv[0] in ("up", "check"))
+        if argv[0] == "check":  # up.sh, before it installs anything: refuse bad settings first
+            return 0
         return {"up": up, "down": down, "status": status}[argv[0]](settings)
     except SandboxError as exc:
         say(str(exc))

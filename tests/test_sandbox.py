@@ -1,7 +1,8 @@
 """The sandbox scripts, run as `make` runs them, on a private SANDBOX_DIR.
 
 Every test brings the sandbox up in its own directory (never the developer's
-.sandbox/), and stops what it started by the pids recorded there.
+.sandbox/), and stops what it started by the pids recorded there. Input only
+ever goes to the displays a test started (the demo's, through the daemon).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from tests.support.recorder import wait_until
 ROOT = Path(__file__).resolve().parent.parent
 SANDBOX = ROOT / "sandbox"
 PARTS = ("xserver", "openbox", "x11vnc", "demo-app", "model", "daemon")
+SEAT_PARTS = ("xserver", "openbox", "x11vnc", "demo-app")
+VENV = Path(sys.executable).parent.parent
 
 
 def _load_procs() -> Any:
@@ -42,19 +45,20 @@ procs = _load_procs()
 class Sandbox:
     def __init__(self, directory: Path, **env: str) -> None:
         self.dir = directory
-        self.env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SANDBOX")}
-        self.env.update(SANDBOX_DIR=str(directory), VENV=str(Path(sys.executable).parent.parent), **env)
+        unset = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SANDBOX", "SEATS")
+        self.env = {k: v for k, v in os.environ.items() if k not in unset}
+        self.env.update(SANDBOX_DIR=str(directory), VENV=str(VENV), **env)
 
     def run(self, script: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(SANDBOX / script)], env=self.env, capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL, cwd=ROOT)
 
     def records(self) -> dict[str, Any]:
+        """Every part recorded (one seat's plain names, or seatK.xserver ...), by name."""
         found = {}
-        for name in PARTS:
-            record = procs.load(self.dir / "run", name)
-            if record is not None:
-                found[name] = record
+        for path in sorted((self.dir / "run").glob("*.json")):
+            if path.name != "sandbox.json":
+                found[path.stem] = procs.load(self.dir / "run", path.stem)
         return found
 
     def pids(self) -> dict[str, int]:
@@ -226,3 +230,225 @@ def test_status_and_down_without_a_sandbox(short_tmp: Path) -> None:
     (short_tmp / "bad" / "run" / "daemon.json").write_text(json.dumps({"pid": 1}))
     bad = Sandbox(short_tmp / "bad").run("down.sh")
     assert bad.returncode == 1 and "not a sandbox record" in bad.stdout
+
+
+# -- several seats: SEATS=N --------------------------------------------------------------------------
+def daemon_has_seats() -> bool:
+    """Whether this tree's daemon takes ``--seat`` (the sandbox's several seats need it)."""
+    result = subprocess.run([str(VENV / "bin" / "cud"), "run", "--help"], capture_output=True, text=True, timeout=60)
+    return result.returncode == 0 and "--seat" in result.stdout
+
+
+def up_with_seats(box: Sandbox) -> str:
+    """``up.sh``; with a daemon from before seats only the daemon may fail (everything else must start)."""
+    result = box.run("up.sh")
+    if daemon_has_seats():
+        return ok(result)
+    assert result.returncode == 1 and "daemon failed" in result.stdout, f"{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+SCREEN_PROBE = """
+import json, sys
+from Xlib import X, display, error
+d = display.Display(sys.argv[1])
+root = d.screen().root
+wm = root.get_full_property(d.intern_atom("_NET_SUPPORTING_WM_CHECK"), X.AnyPropertyType)
+titles, pending = [], [root]
+while pending:
+    window = pending.pop()
+    try:
+        titles.append(window.get_wm_name())
+        pending.extend(window.query_tree().children)
+    except error.XError:
+        pass
+pixels = root.get_image(0, 0, 8, 8, X.ZPixmap, 0xFFFFFFFF).data
+print(json.dumps({"size": [d.screen().width_in_pixels, d.screen().height_in_pixels], "wm": bool(wm and wm.value),
+                  "titles": [t for t in titles if isinstance(t, str)], "pixels": len(pixels)}))
+"""
+
+
+def screen(display: str, xauthority: Path) -> dict[str, Any]:
+    """What a client holding the sandbox's cookie sees on ``display`` (size, WM, window titles, pixels)."""
+    result = subprocess.run([sys.executable, "-c", SCREEN_PROBE, display], capture_output=True, text=True,
+                            env={**os.environ, "XAUTHORITY": str(xauthority)}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode(errors="replace").split("=", 1) for item in raw if b"=" in item)
+
+
+def check_seats(box: Sandbox, count: int) -> dict[str, str]:
+    """N private displays, each with its own openbox, view-only x11vnc and demo app; returns seat -> display."""
+    records = box.records()
+    seats = [f"seat{k}" for k in range(1, count + 1)]
+    assert {name for name in records if "." in name} == {f"{seat}.{kind}" for seat in seats for kind in SEAT_PARTS}
+    assert not set(SEAT_PARTS) & set(records)  # one seat's plain names are not used
+    displays: dict[str, str] = {}
+    ports = set()
+    cookie = box.dir / "Xauthority"
+    for seat in seats:
+        mine = {kind: records[f"{seat}.{kind}"] for kind in SEAT_PARTS}
+        assert all(procs.state_of(r) == "running" for r in mine.values()), seat
+        display = displays[seat] = mine["xserver"].info["display"]
+        assert "-displayfd" in mine["xserver"].cmdline  # the server chose its number
+        assert x_connects(display, cookie) and not x_connects(display, "/nonexistent")
+        seen = screen(display, cookie)
+        assert seen["size"] == [1280, 800] and seen["pixels"] > 0
+        assert seen["wm"], f"{seat}: no window manager on {display}"
+        assert "cud demo" in seen["titles"], f"{seat}: no demo app on {display}: {seen['titles']}"
+        # Each seat's openbox, x11vnc and app are the ones drawn on its own display.
+        for kind in ("openbox", "demo-app"):
+            assert environ(mine[kind].pid)["DISPLAY"] == display, (seat, kind)
+        watcher = mine["x11vnc"]
+        assert watcher.cmdline[watcher.cmdline.index("-display") + 1] == display and "-viewonly" in watcher.cmdline
+        port = int(watcher.info["vnc_port"])
+        ports.add(port)
+        assert rfb_security_types(port) == [2]
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.2", port), timeout=5).close()  # loopback only
+    assert len(set(displays.values())) == count and len(ports) == count
+    return displays
+
+
+def check_daemon_seats(box: Sandbox, displays: dict[str, str]) -> None:
+    """The one daemon drives every seat: its command line and `cuctl seats --json` name each display."""
+    daemon = box.records()["daemon"]
+    assert procs.state_of(daemon) == "running"
+    argv = daemon.cmdline
+    assert [argv[i + 1] for i, arg in enumerate(argv) if arg == "--seat"] == [f"{s}={d}" for s, d in displays.items()]
+    listed = json.loads(ok(subprocess.run([str(VENV / "bin" / "cuctl"), "--socket", str(box.dir / "cud.sock"),
+                                           "seats", "--json"], capture_output=True, text=True, timeout=60)))
+    assert [(seat["name"], seat.get("display")) for seat in listed] == list(displays.items())
+    assert all(seat["state"] == "idle" and seat["size"] == [1280, 800] and seat["error"] is None for seat in listed)
+
+
+def received(box: Sandbox, seat: str) -> list[str]:
+    lines = (box.dir / f"{seat}.demo-app.jsonl").read_text(encoding="utf-8").splitlines()
+    return [event["text"] for event in map(json.loads, lines) if event.get("event") == "received"]
+
+
+def test_two_seats_up_demo_status_down(short_tmp: Path) -> None:
+    box = Sandbox(short_tmp / "sb", SEATS="2")
+    try:
+        out = up_with_seats(box)
+        displays = check_seats(box, 2)
+        for seat, display in displays.items():
+            # The summary (printed once everything answers) says where to watch each seat.
+            port = box.records()[f"{seat}.x11vnc"].info["vnc_port"]
+            if daemon_has_seats():
+                assert f"{seat}    display {display}, watch:" in out and f"localhost::{port}" in out, out
+
+        status = box.run("status.sh")
+        for seat, display in displays.items():
+            port = box.records()[f"{seat}.x11vnc"].info["vnc_port"]
+            assert f"{seat}     display {display}, VNC localhost::{port}" in status.stdout, status.stdout
+
+        if daemon_has_seats():
+            assert status.returncode == 0 and "answers ping" in status.stdout, status.stdout
+            assert "the daemon's seats (cuctl seats)" in status.stdout
+            check_daemon_seats(box, displays)
+            before = box.pids()
+            assert "already up" in ok(box.run("up.sh")) and box.pids() == before
+
+            # The demo pins its task to seat1: the text reaches seat1's app and nothing reaches seat2's.
+            demo = ok(box.run("demo.sh"))
+            assert "pinned to the first, seat1" in demo and "succeeded on seat seat1" in demo, demo
+            assert "the demo app received: 'Hello from cud — ✓ ü €'" in demo, demo
+            assert received(box, "seat1") == ["Hello from cud — ✓ ü €"] and received(box, "seat2") == []
+
+        records = box.records()
+        # down goes by the records, whatever SEATS says now (even nonsense).
+        box.env["SEATS"] = "nonsense"
+        down = ok(box.run("down.sh"))
+        for name, record in records.items():
+            assert procs.state_of(record) != "running", f"{name} (pid {record.pid}) still runs after down:\n{down}"
+        assert box.records() == {} and not (box.dir / "cud.sock").exists()
+        assert "not running" in ok(box.run("status.sh"))
+    finally:
+        box.run("down.sh")
+        box.kill_leftovers()
+
+
+def test_seats_come_and_go_and_a_dead_display_restarts_only_its_seat(short_tmp: Path) -> None:
+    box = Sandbox(short_tmp / "sb", SEATS="2")
+    try:
+        up_with_seats(box)
+        first = box.records()
+        # seat2's X server dies: its seat and the daemon (whose --seat names the display) restart,
+        # seat1 keeps running, and the cookie it was started with still lets clients in.
+        os.kill(first["seat2.xserver"].pid, signal.SIGKILL)
+        wait_until(lambda: procs.state_of(first["seat2.xserver"]) != "running", 10, "seat2's X server to die")
+        up_with_seats(box)
+        second = box.pids()
+        for kind in SEAT_PARTS:
+            assert second[f"seat1.{kind}"] == first[f"seat1.{kind}"].pid, kind
+            assert second[f"seat2.{kind}"] != first[f"seat2.{kind}"].pid, kind
+        assert second["model"] == first["model"].pid
+        if daemon_has_seats():
+            assert second["daemon"] != first["daemon"].pid
+        displays = check_seats(box, 2)
+
+        # A third seat joins; the first two keep running.
+        box.env["SEATS"] = "3"
+        out = up_with_seats(box)
+        assert "SEATS=3 now" in out
+        third = box.pids()
+        assert all(third[name] == pid for name, pid in second.items() if name != "daemon")
+        displays = check_seats(box, 3)
+        if daemon_has_seats():
+            check_daemon_seats(box, displays)
+
+        # And leaves again: exactly its parts stop, and the daemon forgets it.
+        gone = {name: record for name, record in box.records().items() if name.startswith("seat3.")}
+        box.env["SEATS"] = "2"
+        up_with_seats(box)
+        assert all(procs.state_of(record) != "running" for record in gone.values())
+        fourth = box.pids()
+        assert set(fourth) == set(second) and all(fourth[n] == third[n] for n in second if n != "daemon")
+        displays = check_seats(box, 2)
+        if daemon_has_seats():
+            check_daemon_seats(box, displays)
+            assert fourth["daemon"] != third["daemon"]
+    finally:
+        box.run("down.sh")
+        box.kill_leftovers()
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two", "2.5", "17", "١"])
+def test_a_bad_seat_count_is_refused_by_name_before_anything_starts(short_tmp: Path, bad: str) -> None:
+    box = Sandbox(short_tmp / "sb", SEATS=bad)
+    result = box.run("up.sh")
+    assert result.returncode == 1 and "SEATS must be a whole number from 1 to 16" in result.stdout
+    assert repr(bad) in result.stdout, result.stdout
+    assert box.records() == {} and not (box.dir / "logs").exists()
+
+
+def test_xvnc_sandbox_with_two_seats(short_tmp: Path) -> None:
+    box = Sandbox(short_tmp / "sb", SANDBOX="xvnc", SEATS="2")
+    try:
+        up_with_seats(box)
+        records = box.records()
+        assert not any(name.endswith("x11vnc") for name in records)  # Xvnc serves VNC itself
+        ports = {seat: int(records[f"{seat}.xserver"].info["vnc_port"]) for seat in ("seat1", "seat2")}
+        assert len(set(ports.values())) == 2
+        for seat, port in ports.items():
+            assert rfb_security_types(port) == [2]
+            assert not x_connects(records[f"{seat}.xserver"].info["display"], "/nonexistent")
+        if daemon_has_seats():
+            # The daemon drives both over VNC, as with one seat: its config names each server.
+            config = (box.dir / "cud.toml").read_text()
+            for seat, port in ports.items():
+                assert f'name = "{seat}"\nvnc = "127.0.0.1::{port}"' in config
+            listed = json.loads(ok(subprocess.run(
+                [str(VENV / "bin" / "cuctl"), "--socket", str(box.dir / "cud.sock"), "seats", "--json"],
+                capture_output=True, text=True, timeout=60)))
+            assert [(s["name"], s.get("vnc")) for s in listed] == [(k, f"127.0.0.1::{p}") for k, p in ports.items()]
+            demo = ok(box.run("demo.sh"))
+            assert "succeeded on seat seat1" in demo and received(box, "seat2") == []
+    finally:
+        box.run("down.sh")
+        box.kill_leftovers()
