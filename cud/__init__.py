@@ -1,3 +1,3 @@
 """cud: a desktop-automation daemon for X11 and VNC sandboxes."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -22,7 +22,31 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, NotRequired, TypedDict, Union, cast
 
+import cud
 from cud.errors import ProtocolError
+from cud.views import (  # noqa: F401 (re-exported: the protocol is one import for both sides)
+    APPROVAL_POLICIES,
+    FINAL_STATES,
+    POLICY_STRICTNESS,
+    SEAT_NAME,
+    SEAT_STATES,
+    TASK_STATES,
+    ApprovalKind,
+    ApprovalPolicy,
+    ApprovalState,
+    ApprovalView,
+    ErrorInfo,
+    EventView,
+    Person,
+    PingResult,
+    RecordFile,
+    RecordResult,
+    ScreenshotResult,
+    SeatState,
+    SeatView,
+    TaskState,
+    TaskView,
+)
 
 __all__ = [
     "APPROVAL_POLICIES",
@@ -32,6 +56,8 @@ __all__ = [
     "PROTOCOL_VERSION",
     "RECORD_FILE_NAME",
     "REQUEST_TYPES",
+    "SEAT_NAME",
+    "SEAT_STATES",
     "TASK_STATES",
     "decode",
     "encode",
@@ -41,7 +67,8 @@ __all__ = [
     "parse_request",
 ]
 
-PROTOCOL_VERSION = 1
+#: 2: seats (the ``seats`` request, ``seat`` in submit, screenshot and every task).
+PROTOCOL_VERSION = 2
 #: Largest message either side accepts, newline included.
 MAX_MESSAGE_BYTES = 1 << 20
 #: Raw bytes per ``chunk`` message (base64 makes it 4/3 larger, well under the cap).
@@ -53,26 +80,6 @@ MAX_ID = (1 << 63) - 1
 MAX_STEPS_LIMIT = 10_000
 #: The longest wall-clock limit a task may have, in seconds (a week).
 MAX_DURATION_LIMIT = 7 * 24 * 3600
-
-TaskState = Literal["queued", "running", "awaiting_approval", "succeeded", "failed", "cancelled", "interrupted"]
-TASK_STATES: tuple[TaskState, ...] = (
-    "queued",
-    "running",
-    "awaiting_approval",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "interrupted",
-)
-FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
-
-ApprovalPolicy = Literal["safety", "actions"]
-APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = ("safety", "actions")
-#: Stricter policies come later: a submitter may only move right in this tuple.
-POLICY_STRICTNESS = {"safety": 0, "actions": 1}
-
-ApprovalKind = Literal["safety", "action"]
-ApprovalState = Literal["pending", "approved", "denied", "timed_out", "cancelled", "interrupted"]
 
 
 # -- requests ---------------------------------------------------------------------------
@@ -89,6 +96,8 @@ class SubmitRequest(TypedDict):
     max_steps: NotRequired[int]
     max_duration: NotRequired[int]
     approval: NotRequired[ApprovalPolicy]
+    #: Pin the task to this seat; without it the first free seat takes it.
+    seat: NotRequired[str]
 
 
 class ListRequest(TypedDict):
@@ -135,6 +144,13 @@ class DenyRequest(TypedDict):
 class ScreenshotRequest(TypedDict):
     v: int
     type: Literal["screenshot"]
+    #: Required when the daemon has more than one seat.
+    seat: NotRequired[str]
+
+
+class SeatsRequest(TypedDict):
+    v: int
+    type: Literal["seats"]
 
 
 class RecordRequest(TypedDict):
@@ -156,92 +172,9 @@ Request = Union[
     ApproveRequest,
     DenyRequest,
     ScreenshotRequest,
+    SeatsRequest,
     RecordRequest,
 ]
-
-
-# -- what results contain ----------------------------------------------------------------
-class ErrorInfo(TypedDict):
-    kind: str
-    message: str
-    details: dict[str, Any]
-
-
-class Person(TypedDict):
-    uid: int
-    name: str
-
-
-class TaskView(TypedDict):
-    id: int
-    state: TaskState
-    prompt: str
-    model: str
-    max_steps: int
-    #: Seconds the task may run, approvals included (null: the daemon's max_duration).
-    max_duration: int | None
-    approval: ApprovalPolicy
-    steps: int
-    final_message: str | None
-    error: ErrorInfo | None
-    reason: str | None
-    submitter: Person
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-
-
-class ApprovalView(TypedDict):
-    id: int
-    task_id: int
-    kind: ApprovalKind
-    state: ApprovalState
-    checks: list[dict[str, Any]]
-    actions: list[dict[str, Any]]
-    step: int
-    screenshot: str | None
-    created_at: str
-    deadline_at: str | None
-    decided_at: str | None
-    decided_by: Person | None
-    reason: str | None
-
-
-class EventView(TypedDict):
-    task_id: int
-    seq: int
-    at: str
-    kind: str
-    data: dict[str, Any]
-
-
-class PingResult(TypedDict):
-    protocol: int
-    version: str
-    pid: int
-    peer: Person
-    may_submit: bool
-    may_approve: bool
-
-
-class ScreenshotResult(TypedDict):
-    width: int
-    height: int
-    bytes: int
-    format: Literal["png"]
-
-
-class RecordFile(TypedDict):
-    name: str
-    bytes: int
-
-
-class RecordResult(TypedDict):
-    """Ends a ``record`` stream: what was sent, so the client can check it got all of it."""
-
-    task: TaskView
-    events: int
-    files: list[RecordFile]
 
 
 # -- messages from the daemon ------------------------------------------------------------
@@ -326,13 +259,35 @@ def decode(line: bytes) -> dict[str, Any]:
     if type(version) is not int:
         raise ProtocolError(f"message needs an integer protocol version 'v', got {version!r}", field="v", value=version)
     if version != PROTOCOL_VERSION:
-        raise ProtocolError(
-            f"unsupported protocol version {version}; this side speaks {PROTOCOL_VERSION}",
-            field="v",
-            value=version,
-            supported=PROTOCOL_VERSION,
-        )
+        raise VersionMismatch(version)
     return cast(dict[str, Any], obj)
+
+
+class VersionMismatch(ProtocolError):
+    """A message of another protocol version; ``version`` is the other side's."""
+
+    def __init__(self, version: int, message: str | None = None) -> None:
+        super().__init__(
+            message or f"unsupported protocol version {version}; this side speaks {PROTOCOL_VERSION}",
+            field="v", value=version, supported=PROTOCOL_VERSION,
+        )
+        self.version = version
+
+
+def version_mismatch_reply(version: int) -> dict[str, Any] | None:
+    """The daemon's answer to an older client, framed in the client's own version so it can show why.
+
+    Every version so far frames an error reply the same way. A newer client gets
+    None here (an ordinary reply in our version) and words the mismatch itself.
+    """
+    if not 1 <= version < PROTOCOL_VERSION:
+        return None
+    error = VersionMismatch(
+        version,
+        f"this client speaks protocol version {version} and the daemon (cud {cud.__version__}) speaks "
+        f"{PROTOCOL_VERSION}: use the cuctl that came with the daemon",
+    )
+    return {"v": version, "ok": False, "error": error.to_dict()}
 
 
 # -- request validation ------------------------------------------------------------------
@@ -374,6 +329,11 @@ def _choice(*choices: str) -> Check:
     return check
 
 
+def _seat_name(kind: str, name: str, value: object) -> None:
+    if not isinstance(value, str) or not SEAT_NAME.fullmatch(value):
+        raise _bad(kind, name, value, "a seat name (letters, digits, '_', '.', '-'; at most 32)")
+
+
 def _bad(kind: str, name: str, value: object, wanted: str) -> ProtocolError:
     shown = repr(value)
     if len(shown) > 80:
@@ -391,6 +351,7 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "max_steps": (_integer(1, MAX_STEPS_LIMIT), False),
         "max_duration": (_integer(1, MAX_DURATION_LIMIT), False),
         "approval": (_choice(*APPROVAL_POLICIES), False),
+        "seat": (_seat_name, False),
     },
     "list": {},
     "show": {"id": (_ID, True)},
@@ -399,7 +360,8 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "approvals": {},
     "approve": {"id": (_ID, True)},
     "deny": {"id": (_ID, True), "reason": (_text(4096, blank=True), False)},
-    "screenshot": {},
+    "screenshot": {"seat": (_seat_name, False)},
+    "seats": {},
     "record": {"id": (_ID, True)},
 }
 REQUEST_TYPES: frozenset[str] = frozenset(_REQUEST_FIELDS)

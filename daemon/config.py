@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import grp
-import math
 import os
 import pwd
 import tomllib
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 
+from cud.daemon.config_values import bad, int_in_range, positive_int, positive_number, string
+from cud.daemon.seat_config import SeatConfig, load_seats
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
 
@@ -33,6 +34,7 @@ _TOP_KEYS = {
     "vnc",
     "vnc_password_file",
     "vnc_horizontal_scroll",
+    "seats",
     "model",
     "api_key_file",
     "api_key_credential",
@@ -71,11 +73,8 @@ class Retention:
 class Config:
     socket: Path
     state_dir: Path
-    display: str | None
-    vnc: str | None
-    vnc_password_file: Path | None
-    #: How scroll_x reaches a VNC server: see cud.drivers.vnc.HORIZONTAL_SCROLL_MODES.
-    vnc_horizontal_scroll: str = "auto"
+    #: The displays driven, one task at a time each (see cud.daemon.seat_config).
+    seats: tuple[SeatConfig, ...]
     model: str = DEFAULT_MODEL
     api_key_file: Path | None = None
     api_key_credential: str | None = None
@@ -123,39 +122,9 @@ def _default_state_dir(env: Mapping[str, str]) -> Path:
 
 
 # -- value checks ----------------------------------------------------------------------------
-def _bad(key: str, value: object, wanted: str) -> ConfigError:
-    return ConfigError(f"config key {key!r} must be {wanted}, got {value!r}", key=key, value=repr(value))
-
-
-def _str(key: str, value: object) -> str:
-    if not isinstance(value, str) or not value.strip() or "\x00" in value:
-        raise _bad(key, value, "a non-empty string")
-    return value
-
-
-def _positive_number(key: str, value: object, *, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise _bad(key, value, "a number")
-    if value < 0 or (value == 0 and not allow_zero) or value == float("inf"):
-        raise _bad(key, value, "a positive finite number" if not allow_zero else "a finite number >= 0")
-    return float(value)
-
-
-def _positive_int(key: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _bad(key, value, "a positive integer")
-    return value
-
-
-def _int_in_range(key: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise _bad(key, value, f"an integer from {low} to {high}")
-    return value
-
-
 def _names(key: str, value: object, *, groups: bool) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
-        raise _bad(key, value, "a list of names or numeric ids")
+        raise bad(key, value, "a list of names or numeric ids")
     out = []
     for item in value:
         name = str(item)
@@ -171,26 +140,9 @@ def _names(key: str, value: object, *, groups: bool) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _display(value: object) -> str:
-    text = _str("display", value)
-    _host, colon, rest = text.rpartition(":")
-    number = rest.split(".")[0]
-    if not colon or not number.isdigit():
-        raise _bad("display", value, "an X display like ':0' or ':1.0'")
-    return text
-
-
-def _vnc(value: object) -> str:
-    text = _str("vnc", value)
-    host, sep, port = text.rpartition("::")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise _bad("vnc", value, "HOST::PORT, e.g. '127.0.0.1::5900'")
-    return text
-
-
 def _table(key: str, value: object, allowed: set[str]) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise _bad(key, value, "a table")
+        raise bad(key, value, "a table")
     for name in value:
         if name not in allowed:
             raise ConfigError(
@@ -217,79 +169,50 @@ def load_config(
     for key in raw:
         if key not in _TOP_KEYS:
             raise ConfigError(f"unknown config key {key!r}; known: {', '.join(sorted(_TOP_KEYS))}", key=key)
-    merged = dict(raw)
-    for key, value in (overrides or {}).items():
-        if value is not None:
-            merged[key] = value
-    if "vnc" in (overrides or {}) and (overrides or {}).get("vnc") is not None:
-        merged.pop("display", None)  # --vnc on the command line wins over a display in the file
-    if "display" in (overrides or {}) and (overrides or {}).get("display") is not None:
-        merged.pop("vnc", None)
-
-    kwargs: dict[str, Any] = {}
-    kwargs["socket"] = Path(_str("socket", merged["socket"])) if "socket" in merged else default_socket(env)
+    merged = {**raw, **{key: value for key, value in (overrides or {}).items() if value is not None}}
+    kwargs: dict[str, Any] = {"seats": load_seats(raw, overrides or {}, env)}
+    kwargs["socket"] = Path(string("socket", merged["socket"])) if "socket" in merged else default_socket(env)
     kwargs["state_dir"] = (
-        Path(_str("state_dir", merged["state_dir"])) if "state_dir" in merged else _default_state_dir(env)
+        Path(string("state_dir", merged["state_dir"])) if "state_dir" in merged else _default_state_dir(env)
     )
-    if "display" in merged and "vnc" in merged:
-        raise ConfigError("config keys 'display' and 'vnc' exclude each other; give one", key="vnc")
-    if "vnc" in merged:
-        kwargs["vnc"], kwargs["display"] = _vnc(merged["vnc"]), None
-    else:
-        display = merged.get("display", env.get("DISPLAY"))
-        if display is None:
-            raise ConfigError("no display: pass --display :N or --vnc HOST::PORT, or set DISPLAY", key="display")
-        kwargs["display"], kwargs["vnc"] = _display(display), None
-    if "vnc_password_file" in merged:
-        if "vnc" not in merged:
-            raise ConfigError("config key 'vnc_password_file' needs 'vnc'", key="vnc_password_file")
-        kwargs["vnc_password_file"] = Path(_str("vnc_password_file", merged["vnc_password_file"]))
-    else:
-        kwargs["vnc_password_file"] = None
-    if "vnc_horizontal_scroll" in merged:
-        if "vnc" not in merged:
-            raise ConfigError("config key 'vnc_horizontal_scroll' needs 'vnc'", key="vnc_horizontal_scroll")
-        if merged["vnc_horizontal_scroll"] not in ("auto", "buttons", "shift"):
-            raise _bad("vnc_horizontal_scroll", merged["vnc_horizontal_scroll"], "'auto', 'buttons' or 'shift'")
-        kwargs["vnc_horizontal_scroll"] = merged["vnc_horizontal_scroll"]
     if "model" in merged:
-        kwargs["model"] = _str("model", merged["model"])
+        kwargs["model"] = string("model", merged["model"])
     if "api_key_file" in merged and "api_key_credential" in merged:
         raise ConfigError("config keys 'api_key_file' and 'api_key_credential' exclude each other", key="api_key_file")
     if "api_key_file" in merged:
-        kwargs["api_key_file"] = Path(_str("api_key_file", merged["api_key_file"]))
+        kwargs["api_key_file"] = Path(string("api_key_file", merged["api_key_file"]))
     if "api_key_credential" in merged:
-        name = _str("api_key_credential", merged["api_key_credential"])
+        name = string("api_key_credential", merged["api_key_credential"])
         if "/" in name or name in (".", ".."):
-            raise _bad("api_key_credential", name, "a credential name without '/'")
+            raise bad("api_key_credential", name, "a credential name without '/'")
         kwargs["api_key_credential"] = name
     base_url = merged.get("base_url", env.get("OPENAI_BASE_URL") or None)
     if base_url is not None:
-        text = _str("base_url", base_url)
+        text = string("base_url", base_url)
         if not text.startswith(("http://", "https://")):
-            raise _bad("base_url", base_url, "an http:// or https:// URL")
+            raise bad("base_url", base_url, "an http:// or https:// URL")
         kwargs["base_url"] = text
     if "approval" in merged:
         if merged["approval"] not in ("safety", "actions"):
-            raise _bad("approval", merged["approval"], "'safety' or 'actions'")
+            raise bad("approval", merged["approval"], "'safety' or 'actions'")
         kwargs["approval"] = merged["approval"]
     if "approval_timeout" in merged:
-        kwargs["approval_timeout"] = _positive_number("approval_timeout", merged["approval_timeout"])
+        kwargs["approval_timeout"] = positive_number("approval_timeout", merged["approval_timeout"])
     if "max_steps" in merged:
-        kwargs["max_steps"] = _positive_int("max_steps", merged["max_steps"])
+        kwargs["max_steps"] = positive_int("max_steps", merged["max_steps"])
     if "max_duration" in merged:
-        kwargs["max_duration"] = _int_in_range("max_duration", merged["max_duration"], 1, MAX_DURATION_LIMIT)
+        kwargs["max_duration"] = int_in_range("max_duration", merged["max_duration"], 1, MAX_DURATION_LIMIT)
     if "wait_seconds" in merged:
-        kwargs["wait_seconds"] = _positive_number("wait_seconds", merged["wait_seconds"], allow_zero=True)
+        kwargs["wait_seconds"] = positive_number("wait_seconds", merged["wait_seconds"], allow_zero=True)
     if "settle_timeout" in merged:
-        kwargs["settle_timeout"] = _positive_number("settle_timeout", merged["settle_timeout"], allow_zero=True)
+        kwargs["settle_timeout"] = positive_number("settle_timeout", merged["settle_timeout"], allow_zero=True)
     if "driver_timeout" in merged:
-        value = _positive_number("driver_timeout", merged["driver_timeout"])
+        value = positive_number("driver_timeout", merged["driver_timeout"])
         if not 0.5 <= value <= 600:
-            raise _bad("driver_timeout", merged["driver_timeout"], "a number of seconds from 0.5 to 600")
+            raise bad("driver_timeout", merged["driver_timeout"], "a number of seconds from 0.5 to 600")
         kwargs["driver_timeout"] = value
     if "max_connections" in merged:
-        kwargs["max_connections"] = _int_in_range("max_connections", merged["max_connections"], 1, 65536)
+        kwargs["max_connections"] = int_in_range("max_connections", merged["max_connections"], 1, 65536)
     if "access" in merged:
         table = _table("access", merged["access"], _ACCESS_KEYS)
         kwargs["access"] = Access(
@@ -299,9 +222,9 @@ def load_config(
         table = _table("retention", merged["retention"], _RETENTION_KEYS)
         values: dict[str, Any] = {}
         if "max_tasks" in table:
-            values["max_tasks"] = _positive_int("retention.max_tasks", table["max_tasks"])
+            values["max_tasks"] = positive_int("retention.max_tasks", table["max_tasks"])
         if "max_age_days" in table:
-            values["max_age_days"] = _positive_number("retention.max_age_days", table["max_age_days"])
+            values["max_age_days"] = positive_number("retention.max_age_days", table["max_age_days"])
         kwargs["retention"] = Retention(**values)
     if "request" in merged:
         # Imported here: it builds validators from the openai SDK's types, which a config

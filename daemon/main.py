@@ -31,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     where = run.add_mutually_exclusive_group()
     where.add_argument("--display", metavar=":N", help="X display to drive (default $DISPLAY)")
     where.add_argument("--vnc", metavar="HOST::PORT", help="VNC server to drive instead of an X display")
+    where.add_argument("--seat", action="append", metavar="NAME=DISPLAY",
+                       help="a seat: an X display driven one task at a time (repeat for more seats)")
     run.add_argument("--vnc-password-file", metavar="F", help="file holding the VNC password")
     run.add_argument("--model", metavar="NAME", help="default model for tasks")
     run.add_argument("--approval", choices=("safety", "actions"), help="approval policy")
@@ -60,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         "display": args.display,
         "vnc": args.vnc,
         "vnc_password_file": args.vnc_password_file,
+        "seat": args.seat,
         "model": args.model,
         "approval": args.approval,
         "approval_timeout": args.approval_timeout,

@@ -1,7 +1,7 @@
-"""The seat: runs a display's tasks one at a time, first in first out, through the SDK's loop.
+"""One task on a seat, through the SDK's loop.
 
-Only this module touches the driver. A task is one call of
-``AsyncComputerToolset.run`` whose callbacks are wired to the daemon:
+Only this module acts on a display (the seat's health checks only look). A task
+is one call of ``AsyncComputerToolset.run`` whose callbacks are wired to the daemon:
 
 * ``approve_safety_checks`` -> an approval record, awaited until decided;
 * ``before_action`` -> the ``actions`` policy, and the screen binding of approvals;
@@ -16,25 +16,24 @@ the model. Whatever is left of a step is the daemon's own overhead.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import openai
-from cud.daemon.approvals import Approvals
 from cud.daemon.binding import ScreenWatch
-from cud.daemon.config import Config
-from cud.daemon.store import Store
-from cud.daemon.trajectory import StepRecord, Trajectories, decode_data_url, ms_since
+from cud.daemon.trajectory import StepRecord, ms_since
 from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
-from cud.errors import ApprovalError, CudError, StorageFull, TaskTimeout
+from cud.errors import ApprovalError, CudError, TaskTimeout
 from cud.protocol import TaskView
+
+if TYPE_CHECKING:
+    from cud.daemon.seat import Seat
 
 __all__ = ()
 
@@ -43,87 +42,8 @@ log = logging.getLogger("cud.runner")
 _ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type", "wait")
 _POINTER = {"click", "double_click", "move", "scroll", "drag"}
 _HARMLESS = {"screenshot", "wait"}
-#: Seconds the seat waits before trying again when the disk was too full to record a task.
-FULL_DISK_RETRY = 5.0
 #: Half-width of the square compared to bind an approval to the screen the approver saw.
 BINDING_RADIUS = 16
-
-
-class Seat:
-    """One display, one task at a time."""
-
-    def __init__(
-        self, config: Config, store: Store, approvals: Approvals, trajectories: Trajectories, driver: Any, api_key: str
-    ) -> None:
-        self.config = config
-        self.store = store
-        self.approvals = approvals
-        self.trajectories = trajectories
-        self.driver = driver  # cud.drivers.aio.AsyncDriver
-        self._api_key = api_key
-        self._client = AsyncOpenAI(api_key=api_key, base_url=config.base_url)
-        self._wake = asyncio.Event()
-        self._stopping: str | None = None
-        self.current: TaskRun | None = None
-
-    # -- called by handlers ------------------------------------------------------------
-    def wake(self) -> None:
-        self._wake.set()
-
-    def cancel(self, task_id: int, reason: str) -> None:
-        if self.current is not None and self.current.task["id"] == task_id:
-            self.current.cancel(reason)
-
-    async def screenshot(self) -> tuple[str, bytes]:
-        # peek, not screenshot: a look must not replace the frame an approval is bound to.
-        shot = await self.driver.call("peek")
-        return decode_data_url(shot["image_url"])
-
-    # -- the loop -------------------------------------------------------------------------
-    async def serve(self) -> None:
-        while self._stopping is None:
-            task = self.store.next_queued()
-            if task is None:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            try:
-                await self._run(task)
-                self._prune()
-            except StorageFull as exc:
-                # Even the space reserve is gone. The task stays as recorded (a restart
-                # marks it interrupted); nothing else can be recorded until there is room.
-                log.error("task %d: %s; waiting for room on the disk", task["id"], exc.message)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), FULL_DISK_RETRY)
-                self._wake.clear()
-
-    async def stop(self, reason: str) -> None:
-        """Interrupt the running task (if any) and end :meth:`serve` after it."""
-        self._stopping = reason
-        self._wake.set()
-        if self.current is not None:
-            self.current.cancel(reason, stopping=True)
-
-    async def close(self) -> None:
-        await self._client.close()
-
-    async def _run(self, task: TaskView) -> None:
-        self.store.start(task["id"])
-        run = TaskRun(self, task)
-        self.current = run
-        try:
-            await run.execute(self._client)
-        finally:
-            self.current = None
-
-    def _prune(self) -> None:
-        retention = self.config.retention
-        removed = self.store.prune(retention.max_tasks, retention.max_age_days)
-        self.trajectories.remove(removed)
-
-    def redact(self, text: str) -> str:
-        return text.replace(self._api_key, "[redacted]") if self._api_key else text
 
 
 class RecordingDriver:
@@ -264,7 +184,7 @@ class TaskRun:
             self.store.finish(task_id, state, error=error, reason=self.cancel_reason)
         else:
             self.store.finish(task_id, state, final_message=final, error=error)
-        log.info("task %d ended %s", task_id, state)
+        log.info("task %d ended %s on seat %s", task_id, state, self.seat.name)
 
     # -- timing hooks ------------------------------------------------------------------
     def on_model_start(self) -> None:

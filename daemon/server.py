@@ -37,7 +37,8 @@ from typing import Any
 from cud.daemon.access import Peer, Policy, peer_of
 
 from cud.errors import ConfigError, CudError, ProtocolError
-from cud.protocol import MAX_MESSAGE_BYTES, decode, encode, error_reply, ok_reply, parse_request
+from cud.protocol import (MAX_MESSAGE_BYTES, VersionMismatch, decode, encode, error_reply, ok_reply, parse_request,
+                          version_mismatch_reply)
 
 __all__ = ()
 
@@ -202,6 +203,9 @@ class Server:
             conn.busy = conn.served = True
             try:
                 request = parse_request(decode(line))
+            except VersionMismatch as exc:
+                await send(version_mismatch_reply(exc.version) or dict(error_reply(exc.to_dict())))
+                continue
             except ProtocolError as exc:
                 await send(dict(error_reply(exc.to_dict())))
                 continue

@@ -1,10 +1,10 @@
 """The daemon's life: startup, main loop, shutdown (uvicorn's split, with pueue's state).
 
 Startup: state dir and database (recovering what a dead daemon left running),
-the driver (releasing anything held), the seat, the socket, READY=1.
-Main loop: the seat runs tasks; the server answers; the watchdog pings.
+the seats (each display checked and released of anything held), the socket, READY=1.
+Main loop: the seats run tasks; the server answers; the watchdog pings.
 Shutdown (SIGTERM/SIGINT): STOPPING=1, stop accepting, interrupt the running
-task with a reason, wait for it with a deadline, close. A second signal skips
+tasks with a reason, wait for them with a deadline, close. A second signal skips
 the wait.
 """
 
@@ -20,14 +20,16 @@ from typing import Any
 
 from cud.daemon.access import Peer, Policy
 from cud.daemon.approvals import Approvals
-from cud.daemon.config import Config, read_secret_file, resolve_api_key
+from cud.daemon.config import Config, resolve_api_key
 from cud.daemon.handlers import HANDLERS, Context
 from cud.daemon.notify import Notifier
 from cud.daemon.reserve import SpaceReserve
-from cud.daemon.runner import Seat
+from cud.daemon.seat import SeatParts
+from cud.daemon.seats import Seats
 from cud.daemon.server import Server, connection_slots
 from cud.daemon.store import Store
 from cud.daemon.trajectory import Trajectories
+from openai import AsyncOpenAI
 
 from cud.protocol import PROTOCOL_VERSION
 
@@ -35,7 +37,7 @@ __all__ = ()
 
 log = logging.getLogger("cud.daemon")
 
-#: How long shutdown waits for the running task to wind down before cancelling it.
+#: How long shutdown waits for the running tasks to wind down before cancelling them.
 SHUTDOWN_GRACE = 10.0
 
 
@@ -47,6 +49,7 @@ class Daemon:
         self._stop = asyncio.Event()
         self._signals = 0
         self._stop_reason = "stopped"
+        self._seat_tasks: list[asyncio.Task[None]] = []
 
     # -- lifecycle ---------------------------------------------------------------------
     async def run(self) -> None:
@@ -70,69 +73,49 @@ class Daemon:
             log.warning("tasks %s were running when the daemon last stopped; marked interrupted", recovered)
         self.trajectories = Trajectories(config.state_dir, keep_free=self.reserve.size)
         self.approvals = Approvals(self.store)
-        self.driver = await self._open_driver()
-        self.seat = Seat(config, self.store, self.approvals, self.trajectories, self.driver, api_key)
+        # One client for every seat: its connection pool serves their requests side by side.
+        self.client = AsyncOpenAI(api_key=api_key, base_url=config.base_url)
+        parts = SeatParts(config, self.store, self.approvals, self.trajectories, self.client, api_key)
+        self.seats = Seats(parts)
+        await self.seats.start()
         self.server = Server(config.socket, self.policy, self.dispatch,
                              max_connections=connection_slots(config.max_connections))
         await self.server.start()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._on_signal, signum)
-        self._tasks = [
-            asyncio.create_task(self.seat.serve(), name="seat"),
-            asyncio.create_task(self.notifier.watchdog(), name="watchdog"),
-        ]
-        where = config.display or config.vnc
-        log.info("cud ready on %s (display %s, protocol %d, pid %d)", config.socket, where, PROTOCOL_VERSION, os.getpid())
-        self.notifier.ready(f"serving {where} on {config.socket}")
-
-    async def _open_driver(self) -> Any:
-        from cud.drivers import open_driver  # imported here so a config error never needs X libraries
-        from cud.drivers.aio import AsyncDriver
-
-        config = self.config
-        password = None
-        if config.vnc_password_file is not None:
-            password = read_secret_file(config.vnc_password_file, "vnc_password_file")
-        driver = await asyncio.to_thread(
-            open_driver,
-            display=config.display,
-            vnc=config.vnc,
-            vnc_password=password,
-            wait_seconds=config.wait_seconds,
-            settle_timeout=config.settle_timeout,
-            vnc_horizontal_scroll=config.vnc_horizontal_scroll,
-            timeout=config.driver_timeout,
-        )
-        adriver = AsyncDriver(driver)
-        # A crashed run can leave keys or buttons held; nothing must start on a stuck modifier.
-        await adriver.call("release_all")
-        return adriver
+        self._seat_tasks = [asyncio.create_task(seat.serve(), name=f"seat {seat.name}") for seat in self.seats]
+        self._watchdog = asyncio.create_task(self.notifier.watchdog(), name="watchdog")
+        self.seats.dispatch()  # tasks queued before the restart
+        where = ", ".join(f"{seat.name}={seat.spec.where}" for seat in self.seats)
+        log.info("cud ready on %s (seats %s, protocol %d, pid %d)", config.socket, where, PROTOCOL_VERSION, os.getpid())
+        self.notifier.ready(f"serving {len(self.seats)} seat(s) on {config.socket}")
 
     async def main_loop(self) -> None:
         stop = asyncio.create_task(self._stop.wait())
-        await asyncio.wait([stop, self._tasks[0]], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([stop, *self._seat_tasks], return_when=asyncio.FIRST_COMPLETED)
         stop.cancel()
-        seat = self._tasks[0]
-        if seat.done() and not seat.cancelled() and seat.exception() is not None:
-            raise seat.exception()  # type: ignore[misc]
+        for task in self._seat_tasks:  # a seat's loop ends only on a stop, or on a bug: surface it
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
 
     async def shutdown(self) -> None:
         self.notifier.stopping(self._stop_reason)
         log.info("stopping: %s", self._stop_reason)
         with contextlib.suppress(Exception):
             await self.server.close()
-        seat_task, watchdog = self._tasks
-        await self.seat.stop(f"the daemon was stopped ({self._stop_reason}) while the task ran")
-        done, _ = await asyncio.wait([seat_task], timeout=SHUTDOWN_GRACE if self._signals < 2 else 0)
-        if not done:
-            seat_task.cancel()
-            await asyncio.wait([seat_task], timeout=2)
-        watchdog.cancel()
+        await self.seats.stop(f"the daemon was stopped ({self._stop_reason}) while the task ran")
+        grace = SHUTDOWN_GRACE if self._signals < 2 else 0
+        _done, pending = await asyncio.wait(self._seat_tasks, timeout=grace) if self._seat_tasks else (set(), set())
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=2)
+        self._watchdog.cancel()
         with contextlib.suppress(Exception):
-            await self.seat.close()
+            await self.client.close()
         with contextlib.suppress(Exception):
-            await self.driver.aclose()
+            await self.seats.close()
         self.store.close()
 
     def _on_signal(self, signum: int) -> None:
@@ -141,7 +124,8 @@ class Daemon:
         self._stop_reason = signal.Signals(signum).name
         self._stop.set()
         if self._signals >= 2:
-            self._tasks[0].cancel()
+            for task in self._seat_tasks:
+                task.cancel()
 
     # -- requests ------------------------------------------------------------------------
     async def dispatch(

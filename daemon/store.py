@@ -1,9 +1,8 @@
 """Durable state: tasks, their events, approvals and an audit trail in one SQLite file (WAL).
 
 Every public method that changes rows does so in ONE transaction, so a crash
-leaves either all of a change or none of it. The schema version lives in
-``PRAGMA user_version``; :data:`MIGRATIONS` upgrades older files in place
-(tests/data holds an old file that must keep upgrading).
+leaves either all of a change or none of it. The schema and its migrations
+are in :mod:`cud.daemon.schema`.
 
 Events are published to subscribers only after their transaction commits, so
 a follower never sees an event that a crash could take back.
@@ -26,74 +25,10 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from cud.errors import ConfigError, NotFound, StorageFull
+from cud.daemon.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
 from cud.protocol import FINAL_STATES, ApprovalView, EventView, TaskView
 
 __all__ = ()
-
-# Index i holds the SQL that moves a database from user_version i to i + 1.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE tasks (
-        id             INTEGER PRIMARY KEY AUTOINCREMENT,
-        state          TEXT NOT NULL CHECK (state IN ('queued', 'running', 'awaiting_approval', 'succeeded',
-                                                      'failed', 'cancelled', 'interrupted')),
-        prompt         TEXT NOT NULL,
-        model          TEXT NOT NULL,
-        max_steps      INTEGER NOT NULL,
-        approval       TEXT NOT NULL CHECK (approval IN ('safety', 'actions')),
-        submitter_uid  INTEGER NOT NULL,
-        submitter_name TEXT NOT NULL,
-        steps          INTEGER NOT NULL DEFAULT 0,
-        final_message  TEXT,
-        error          TEXT,               -- JSON {"kind", "message", "details"}
-        reason         TEXT,               -- why a task was interrupted or cancelled
-        created_at     TEXT NOT NULL,
-        started_at     TEXT,
-        finished_at    TEXT
-    );
-    CREATE INDEX tasks_by_state ON tasks (state, id);
-    CREATE TABLE events (
-        task_id INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
-        seq     INTEGER NOT NULL,
-        at      TEXT NOT NULL,
-        kind    TEXT NOT NULL,
-        data    TEXT NOT NULL,              -- JSON object
-        PRIMARY KEY (task_id, seq)
-    ) WITHOUT ROWID;
-    CREATE TABLE approvals (
-        id              INTEGER PRIMARY KEY AUTOINCREMENT,
-        task_id         INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
-        kind            TEXT NOT NULL CHECK (kind IN ('safety', 'action')),
-        state           TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied', 'timed_out',
-                                                       'cancelled', 'interrupted')),
-        checks          TEXT NOT NULL,      -- JSON list of {"id", "code", "message"}
-        actions         TEXT NOT NULL,      -- JSON list of the actions awaiting approval
-        step            INTEGER NOT NULL,
-        screenshot      TEXT,               -- file name in the task's trajectory directory
-        created_at      TEXT NOT NULL,
-        deadline_at     TEXT,
-        decided_at      TEXT,
-        decided_by_uid  INTEGER,
-        decided_by_name TEXT,
-        reason          TEXT
-    );
-    CREATE INDEX approvals_by_state ON approvals (state, id);
-    CREATE TABLE audit (
-        id      INTEGER PRIMARY KEY AUTOINCREMENT,
-        at      TEXT NOT NULL,
-        uid     INTEGER NOT NULL,
-        name    TEXT NOT NULL,
-        request TEXT NOT NULL,
-        target  INTEGER,
-        outcome TEXT NOT NULL
-    );
-    """,
-    # 2: a wall-clock limit per task, in seconds; NULL (tasks from before) means the daemon's.
-    """
-    ALTER TABLE tasks ADD COLUMN max_duration INTEGER
-    """,
-)
-SCHEMA_VERSION = len(MIGRATIONS)
 
 Subscriber = Callable[[EventView], None]
 _P = ParamSpec("_P")
@@ -165,7 +100,7 @@ class Store:
         for target in range(version, SCHEMA_VERSION):
             # executescript commits first, so run each step's statements in our own transaction.
             with self._tx() as db:
-                for statement in _split_sql(MIGRATIONS[target]):
+                for statement in split_sql(MIGRATIONS[target]):
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version = {target + 1}")
 
@@ -221,12 +156,13 @@ class Store:
 
     # -- tasks ----------------------------------------------------------------------------------
     def submit(self, prompt: str, model: str, max_steps: int, approval: str, uid: int, name: str,
-               max_duration: int | None = None) -> TaskView:
+               max_duration: int | None = None, seat: str | None = None) -> TaskView:
+        """Queue a task; ``seat`` pins it there, else the first free seat takes it."""
         with self._tx(durable=True) as db:
             cur = db.execute(
                 "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
-                " submitter_name, created_at) VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?)",
-                (prompt, model, max_steps, max_duration, approval, uid, name, now_iso()),
+                " submitter_name, created_at, seat, pinned) VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None),
             )
             task_id = int(cur.lastrowid or 0)
             self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
@@ -237,23 +173,29 @@ class Store:
         row = self._db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
         if row is None:
             raise NotFound(f"no task with id {task_id}", id=task_id)
-        return _task_view(row)
+        return task_view(row)
 
     def tasks(self) -> list[TaskView]:
-        return [_task_view(row) for row in self._db.execute("SELECT * FROM tasks ORDER BY id")]
+        return [task_view(row) for row in self._db.execute("SELECT * FROM tasks ORDER BY id")]
 
-    def next_queued(self) -> TaskView | None:
-        row = self._db.execute("SELECT * FROM tasks WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
-        return None if row is None else _task_view(row)
+    def next_queued(self, seat: str | None = None) -> TaskView | None:
+        """The oldest queued task ``seat`` may run (pinned to it, or to none); any seat's if None."""
+        if seat is None:
+            row = self._db.execute("SELECT * FROM tasks WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
+        else:
+            row = self._db.execute(
+                "SELECT * FROM tasks WHERE state = 'queued' AND (pinned = 0 OR seat = ?) ORDER BY id LIMIT 1", (seat,)
+            ).fetchone()
+        return None if row is None else task_view(row)
 
     @_finishing
-    def start(self, task_id: int) -> None:
+    def start(self, task_id: int, seat: str) -> None:
         with self._tx() as db:
             db.execute(
-                "UPDATE tasks SET state = 'running', started_at = ? WHERE id = ? AND state = 'queued'",
-                (now_iso(), task_id),
+                "UPDATE tasks SET state = 'running', started_at = ?, seat = ? WHERE id = ? AND state = 'queued'",
+                (now_iso(), seat, task_id),
             )
-            self._event(db, task_id, "running", {})
+            self._event(db, task_id, "running", {"seat": seat})
 
     @_finishing
     def add_event(self, task_id: int, kind: str, data: dict[str, Any], *, steps: int | None = None) -> EventView:
@@ -409,11 +351,11 @@ class Store:
         row = self._db.execute("SELECT * FROM approvals WHERE id = ?", (approval_id,)).fetchone()
         if row is None:
             raise NotFound(f"no approval with id {approval_id}", id=approval_id)
-        return _approval_view(row)
+        return approval_view(row)
 
     def pending_approvals(self) -> list[ApprovalView]:
         rows = self._db.execute("SELECT * FROM approvals WHERE state = 'pending' ORDER BY id").fetchall()
-        return [_approval_view(row) for row in rows]
+        return [approval_view(row) for row in rows]
 
     def audit_rows(self) -> list[dict[str, Any]]:
         return [dict(row) for row in self._db.execute("SELECT * FROM audit ORDER BY id")]
@@ -440,49 +382,3 @@ class Store:
             with self._tx() as db:
                 db.executemany("DELETE FROM tasks WHERE id = ?", [(i,) for i in doomed])
         return doomed
-
-
-def _split_sql(script: str) -> list[str]:
-    # Our migrations hold no semicolons inside literals or triggers, so a plain split is exact.
-    return [part.strip() for part in script.split(";") if part.strip()]
-
-
-def _task_view(row: sqlite3.Row) -> TaskView:
-    return {
-        "id": row["id"],
-        "state": row["state"],
-        "prompt": row["prompt"],
-        "model": row["model"],
-        "max_steps": row["max_steps"],
-        "max_duration": row["max_duration"],
-        "approval": row["approval"],
-        "steps": row["steps"],
-        "final_message": row["final_message"],
-        "error": None if row["error"] is None else json.loads(row["error"]),
-        "reason": row["reason"],
-        "submitter": {"uid": row["submitter_uid"], "name": row["submitter_name"]},
-        "created_at": row["created_at"],
-        "started_at": row["started_at"],
-        "finished_at": row["finished_at"],
-    }
-
-
-def _approval_view(row: sqlite3.Row) -> ApprovalView:
-    decided_by = (
-        None if row["decided_by_uid"] is None else {"uid": row["decided_by_uid"], "name": row["decided_by_name"]}
-    )
-    return {
-        "id": row["id"],
-        "task_id": row["task_id"],
-        "kind": row["kind"],
-        "state": row["state"],
-        "checks": json.loads(row["checks"]),
-        "actions": json.loads(row["actions"]),
-        "step": row["step"],
-        "screenshot": row["screenshot"],
-        "created_at": row["created_at"],
-        "deadline_at": row["deadline_at"],
-        "decided_at": row["decided_at"],
-        "decided_by": decided_by,
-        "reason": row["reason"],
-    }

@@ -83,6 +83,14 @@ class Driver(abc.ABC):
         """
 
     @abc.abstractmethod
+    def probe(self) -> tuple[int, int]:
+        """One round trip to the display, sending no input: its screen size if it answers.
+
+        Raises DisplayUnavailable or DriverTimeout if it does not (the daemon's seat
+        health check, so it must cost next to nothing).
+        """
+
+    @abc.abstractmethod
     def release_all(self) -> None:
         """Release every key and mouse button held on the display (start-up after a crash)."""
 

@@ -441,6 +441,11 @@ class VNCDriver(Driver):
         url = self._encoder.data_url(frame.reshape(-1), width, height, RAWMODE)
         return {"type": "computer_screenshot", "image_url": url}
 
+    def probe(self) -> tuple[int, int]:
+        conn = self._connection()
+        self._send(conn, [])  # a fence: the server has read up to here
+        return conn.size
+
     def release_all(self) -> None:
         """Release every modifier, every key this driver held, and the mouse buttons.
 

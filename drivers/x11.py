@@ -359,6 +359,11 @@ class X11Driver(Driver):
             url = self._encoder.data_url(frame.raw, *frame.size)
         return {"type": "computer_screenshot", "image_url": url}
 
+    def probe(self) -> tuple[int, int]:
+        with self._session("probe") as conn:
+            conn.sync()
+            return conn.size
+
     def release_all(self) -> None:
         with self._session("release_all") as conn:
             keys = conn.dpy.query_keymap()

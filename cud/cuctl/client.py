@@ -8,8 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import cud
 from cud.errors import CudError, ProtocolError
-from cud.protocol import MAX_MESSAGE_BYTES, DaemonMessage, decode, encode, parse_message, request
+from cud.protocol import (MAX_MESSAGE_BYTES, PROTOCOL_VERSION, DaemonMessage, VersionMismatch, decode, encode,
+                          parse_message, request)
 
 __all__ = ("Client", "ConnectionFailed", "RemoteError", "socket_path")
 
@@ -90,7 +92,15 @@ class Client:
                     raise ConnectionFailed(f"the daemon at {str(self.path)!r} closed the connection")
                 if not line.endswith(b"\n"):
                     raise ProtocolError("the daemon sent an oversized or truncated message")
-                reply = parse_message(decode(line))
+                try:
+                    reply = parse_message(decode(line))
+                except VersionMismatch as exc:
+                    upgrade = "the daemon, or use the cuctl that came with it" if exc.version < PROTOCOL_VERSION \
+                        else "cuctl"
+                    raise ProtocolError(
+                        f"the daemon at {str(self.path)!r} speaks protocol version {exc.version} and this cuctl "
+                        f"(cud {cud.__version__}) speaks {PROTOCOL_VERSION}: upgrade {upgrade}",
+                        **exc.details) from None
                 if "ok" in reply:
                     if reply["ok"]:
                         return reply["result"]  # type: ignore[typeddict-item]

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from cud.cuctl import approvals, export, ping, progress, report, screen, tasks
+from cud.cuctl import approvals, export, ping, progress, report, screen, seats, tasks
 from cud.cuctl.client import Client, socket_path
 from cud.errors import CudError
 
@@ -54,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, metavar="N")
     p.add_argument("--max-duration", type=int, metavar="S", help="seconds the task may run, approvals included")
     p.add_argument("--approval", choices=("safety", "actions"))
+    p.add_argument("--seat", metavar="NAME", help="run it on this seat only (default: the first free seat)")
     p.add_argument("--wait", action="store_true", help="block until the task ends; print its final message")
     add("list", tasks.list_tasks, "list tasks")
     add("show", tasks.show, "show one task").add_argument("id", type=int, metavar="ID")
@@ -64,8 +65,10 @@ def _parser() -> argparse.ArgumentParser:
     p = add("deny", approvals.deny, "deny a pending approval")
     p.add_argument("id", type=int, metavar="ID")
     p.add_argument("--reason", metavar="TEXT")
-    add("screenshot", screen.screenshot, "save the display as a PNG").add_argument(
-        "-o", "--output", metavar="FILE", help="file to write (default: stdout, if it is not a terminal)")
+    p = add("screenshot", screen.screenshot, "save a seat's display as a PNG")
+    p.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout, if it is not a terminal)")
+    p.add_argument("--seat", metavar="NAME", help="which seat (needed when the daemon has several)")
+    add("seats", seats.list_seats, "list the seats: state, task and screen size")
     add("ping", ping.ping, "check that the daemon answers")
     p = add("report", report.report, "write a task's record as one self-contained HTML page")
     p.add_argument("id", type=int, metavar="ID")

@@ -25,7 +25,7 @@ def screenshot(client: Client, args: argparse.Namespace) -> int:
 
     if args.output is None and sys.stdout.isatty():
         raise ProtocolError("refusing to write a PNG to a terminal; use -o FILE or redirect stdout")
-    result = client.call("screenshot", on_chunk)
+    result = client.call("screenshot", on_chunk, seat=args.seat)
     data = b"".join(parts)
     if len(data) != result["bytes"]:
         raise ProtocolError(f"screenshot arrived with {len(data)} bytes, the daemon sent {result['bytes']}")

@@ -15,7 +15,7 @@ __all__ = ()
 
 def submit(client: Client, args: argparse.Namespace) -> int:
     result = client.call("submit", prompt=args.prompt, model=args.model, max_steps=args.max_steps,
-                         max_duration=args.max_duration, approval=args.approval)
+                         max_duration=args.max_duration, approval=args.approval, seat=args.seat)
     task_id = result["id"]
     if not args.wait:
         emit_json({"id": task_id}) if args.json else print(task_id)
@@ -32,8 +32,9 @@ def list_tasks(client: Client, args: argparse.Namespace) -> int:
         emit_json(tasks)
         return 0
     table(
-        ["ID", "STATE", "STEPS", "CREATED", "PROMPT"],
-        [[str(t["id"]), t["state"], str(t["steps"]), t["created_at"], short(t["prompt"], 50)] for t in tasks],
+        ["ID", "STATE", "SEAT", "STEPS", "CREATED", "PROMPT"],
+        [[str(t["id"]), t["state"], _seat(t), str(t["steps"]), t["created_at"], short(t["prompt"], 50)]
+         for t in tasks],
     )
     return 0
 
@@ -46,10 +47,18 @@ def show(client: Client, args: argparse.Namespace) -> int:
     for key in ("id", "state", "prompt", "model", "approval", "steps", "max_steps", "max_duration", "final_message", "reason",
                 "created_at", "started_at", "finished_at"):
         print(f"{key + ':':15}{'-' if task[key] is None else task[key]}")
+    print(f"{'seat:':15}{_seat(task)}")
     print(f"{'submitter:':15}{task['submitter']['name']} (uid {task['submitter']['uid']})")
     error = task["error"]
     print(f"{'error:':15}{'-' if error is None else error['kind'] + ': ' + error['message']}")
     return 0
+
+
+def _seat(task: dict[str, Any]) -> str:
+    """The task's seat; a queued unpinned task has none yet ("*": any), a pinned one says so."""
+    if task["seat"] is None:
+        return "*"
+    return f"{task['seat']} (pinned)" if task["pinned"] and task["state"] == "queued" else task["seat"]
 
 
 def follow(client: Client, args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cud.daemon.handlers import approvals, ping, records, screen, tasks
+from cud.daemon.handlers import approvals, ping, records, screen, seats, tasks
 from cud.daemon.handlers.base import Context
 
 from cud.protocol import REQUEST_TYPES
@@ -25,6 +25,7 @@ HANDLERS: dict[str, Handler] = {
     "approve": approvals.approve,
     "deny": approvals.deny,
     "screenshot": screen.screenshot,
+    "seats": seats.list_seats,
     "record": records.record,
 }
 

@@ -14,7 +14,8 @@ __all__ = ()
 
 
 async def screenshot(ctx: Context, request: ScreenshotRequest) -> ScreenshotResult:
-    extension, data = await ctx.daemon.seat.screenshot()
+    seat = ctx.daemon.seats.pick(request.get("seat"), "a screenshot")
+    extension, data = await seat.screenshot()
     with Image.open(io.BytesIO(data)) as image:
         width, height = image.size
         if extension != "png":  # the wire promises PNG whatever the driver produced

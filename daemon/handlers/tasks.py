@@ -46,6 +46,9 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         )
     max_steps = _at_most(request, "max_steps", config.max_steps, "")
     max_duration = _at_most(request, "max_duration", config.max_duration, " s")
+    seat = request.get("seat")
+    if seat is not None:
+        daemon.seats.get(seat)  # NotFound names the seats there are; an unavailable one is fine: it waits
     if not daemon.reserve.has_room():
         raise StorageFull(
             f"the disk of the state directory {str(config.state_dir)!r} is full; the task was not queued",
@@ -53,9 +56,10 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         )
     task = daemon.store.submit(
         request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name,
-        max_duration,
+        max_duration, seat,
     )
-    daemon.seat.wake()
+    daemon.seats.dispatch()
+    task = daemon.store.task(task["id"])  # dispatch may have started it
     return {"id": task["id"], "task": task}
 
 
@@ -104,5 +108,5 @@ async def cancel(ctx: Context, request: CancelRequest) -> dict[str, Any]:
         )
     before = daemon.store.cancel(task_id, peer.uid, peer.name)
     if before not in FINAL_STATES and before != "queued":
-        daemon.seat.cancel(task_id, f"cancelled by {peer.name} (uid {peer.uid})")
+        daemon.seats.cancel(task_id, f"cancelled by {peer.name} (uid {peer.uid})")
     return {"id": task_id, "state_before": before, "state": daemon.store.task(task_id)["state"]}

@@ -1,0 +1,146 @@
+"""What the daemon's replies contain: tasks, approvals, events, seats, and their states.
+
+Part of the socket protocol (:mod:`cud.protocol` re-exports every name here);
+kept apart so the message framing and checks stay one short module.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, NotRequired, TypedDict
+
+__all__ = [
+    "APPROVAL_POLICIES",
+    "FINAL_STATES",
+    "SEAT_NAME",
+    "SEAT_STATES",
+    "TASK_STATES",
+]
+
+#: What a seat may be called: short, and safe in a file name, a URL and a log line.
+SEAT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
+
+TaskState = Literal["queued", "running", "awaiting_approval", "succeeded", "failed", "cancelled", "interrupted"]
+TASK_STATES: tuple[TaskState, ...] = (
+    "queued",
+    "running",
+    "awaiting_approval",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "interrupted",
+)
+FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
+
+ApprovalPolicy = Literal["safety", "actions"]
+APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = ("safety", "actions")
+#: Stricter policies come later: a submitter may only move right in this tuple.
+POLICY_STRICTNESS = {"safety": 0, "actions": 1}
+
+ApprovalKind = Literal["safety", "action"]
+ApprovalState = Literal["pending", "approved", "denied", "timed_out", "cancelled", "interrupted"]
+
+# -- what results contain ----------------------------------------------------------------
+class ErrorInfo(TypedDict):
+    kind: str
+    message: str
+    details: dict[str, Any]
+
+
+class Person(TypedDict):
+    uid: int
+    name: str
+
+
+class TaskView(TypedDict):
+    id: int
+    state: TaskState
+    prompt: str
+    model: str
+    max_steps: int
+    #: Seconds the task may run, approvals included (null: the daemon's max_duration).
+    max_duration: int | None
+    approval: ApprovalPolicy
+    #: The seat it runs or ran on; while queued, the seat it is pinned to (null: any).
+    seat: str | None
+    #: Whether the submitter named the seat.
+    pinned: bool
+    steps: int
+    final_message: str | None
+    error: ErrorInfo | None
+    reason: str | None
+    submitter: Person
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+
+
+class ApprovalView(TypedDict):
+    id: int
+    task_id: int
+    kind: ApprovalKind
+    state: ApprovalState
+    checks: list[dict[str, Any]]
+    actions: list[dict[str, Any]]
+    step: int
+    screenshot: str | None
+    created_at: str
+    deadline_at: str | None
+    decided_at: str | None
+    decided_by: Person | None
+    reason: str | None
+
+
+class EventView(TypedDict):
+    task_id: int
+    seq: int
+    at: str
+    kind: str
+    data: dict[str, Any]
+
+
+class PingResult(TypedDict):
+    protocol: int
+    version: str
+    pid: int
+    peer: Person
+    may_submit: bool
+    may_approve: bool
+
+
+class ScreenshotResult(TypedDict):
+    width: int
+    height: int
+    bytes: int
+    format: Literal["png"]
+
+
+class RecordFile(TypedDict):
+    name: str
+    bytes: int
+
+
+SeatState = Literal["idle", "busy", "unavailable"]
+SEAT_STATES: tuple[SeatState, ...] = ("idle", "busy", "unavailable")
+
+
+class SeatView(TypedDict):
+    """One seat as ``seats`` shows it; exactly one of ``display`` and ``vnc`` is present."""
+
+    name: str
+    display: NotRequired[str]
+    vnc: NotRequired[str]
+    state: SeatState
+    task: int | None
+    #: The screen's (width, height) when the display last answered; null while unavailable.
+    size: list[int] | None
+    #: Why the seat is unavailable; null otherwise.
+    error: str | None
+
+
+class RecordResult(TypedDict):
+    """Ends a ``record`` stream: what was sent, so the client can check it got all of it."""
+
+    task: TaskView
+    events: int
+    files: list[RecordFile]

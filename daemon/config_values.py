@@ -1,0 +1,39 @@
+"""Checks of single config values; each error names the key and the value (shared by the config modules)."""
+
+from __future__ import annotations
+
+import math
+
+from cud.errors import ConfigError
+
+__all__ = ("bad", "int_in_range", "positive_int", "positive_number", "string")
+
+
+def bad(key: str, value: object, wanted: str) -> ConfigError:
+    return ConfigError(f"config key {key!r} must be {wanted}, got {value!r}", key=key, value=repr(value))
+
+
+def string(key: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise bad(key, value, "a non-empty string")
+    return value
+
+
+def positive_number(key: str, value: object, *, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise bad(key, value, "a number")
+    if value < 0 or (value == 0 and not allow_zero) or value == float("inf"):
+        raise bad(key, value, "a positive finite number" if not allow_zero else "a finite number >= 0")
+    return float(value)
+
+
+def positive_int(key: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise bad(key, value, "a positive integer")
+    return value
+
+
+def int_in_range(key: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise bad(key, value, f"an integer from {low} to {high}")
+    return value

@@ -1,0 +1,136 @@
+"""The database's schema, its migrations, and how its rows become the protocol's views.
+
+The schema version lives in ``PRAGMA user_version``; :data:`MIGRATIONS` upgrades
+older files in place (tests/data holds a file of every released schema, and each
+must keep upgrading).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from cud.protocol import ApprovalView, TaskView
+
+__all__ = ("MIGRATIONS", "SCHEMA_VERSION", "approval_view", "split_sql", "task_view")
+
+# Index i holds the SQL that moves a database from user_version i to i + 1.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE tasks (
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
+        state          TEXT NOT NULL CHECK (state IN ('queued', 'running', 'awaiting_approval', 'succeeded',
+                                                      'failed', 'cancelled', 'interrupted')),
+        prompt         TEXT NOT NULL,
+        model          TEXT NOT NULL,
+        max_steps      INTEGER NOT NULL,
+        approval       TEXT NOT NULL CHECK (approval IN ('safety', 'actions')),
+        submitter_uid  INTEGER NOT NULL,
+        submitter_name TEXT NOT NULL,
+        steps          INTEGER NOT NULL DEFAULT 0,
+        final_message  TEXT,
+        error          TEXT,               -- JSON {"kind", "message", "details"}
+        reason         TEXT,               -- why a task was interrupted or cancelled
+        created_at     TEXT NOT NULL,
+        started_at     TEXT,
+        finished_at    TEXT
+    );
+    CREATE INDEX tasks_by_state ON tasks (state, id);
+    CREATE TABLE events (
+        task_id INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+        seq     INTEGER NOT NULL,
+        at      TEXT NOT NULL,
+        kind    TEXT NOT NULL,
+        data    TEXT NOT NULL,              -- JSON object
+        PRIMARY KEY (task_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE approvals (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id         INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+        kind            TEXT NOT NULL CHECK (kind IN ('safety', 'action')),
+        state           TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied', 'timed_out',
+                                                       'cancelled', 'interrupted')),
+        checks          TEXT NOT NULL,      -- JSON list of {"id", "code", "message"}
+        actions         TEXT NOT NULL,      -- JSON list of the actions awaiting approval
+        step            INTEGER NOT NULL,
+        screenshot      TEXT,               -- file name in the task's trajectory directory
+        created_at      TEXT NOT NULL,
+        deadline_at     TEXT,
+        decided_at      TEXT,
+        decided_by_uid  INTEGER,
+        decided_by_name TEXT,
+        reason          TEXT
+    );
+    CREATE INDEX approvals_by_state ON approvals (state, id);
+    CREATE TABLE audit (
+        id      INTEGER PRIMARY KEY AUTOINCREMENT,
+        at      TEXT NOT NULL,
+        uid     INTEGER NOT NULL,
+        name    TEXT NOT NULL,
+        request TEXT NOT NULL,
+        target  INTEGER,
+        outcome TEXT NOT NULL
+    );
+    """,
+    # 2: a wall-clock limit per task, in seconds; NULL (tasks from before) means the daemon's.
+    """
+    ALTER TABLE tasks ADD COLUMN max_duration INTEGER
+    """,
+    # 3: seats. ``seat`` is where the task runs or ran, or the seat it is pinned to while
+    # queued; tasks from before ran on the one display, which is now the seat 'default'.
+    """
+    ALTER TABLE tasks ADD COLUMN seat TEXT;
+    ALTER TABLE tasks ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1));
+    UPDATE tasks SET seat = 'default' WHERE state != 'queued'
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def split_sql(script: str) -> list[str]:
+    # Our migrations hold no semicolons inside literals or triggers, so a plain split is exact.
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
+def task_view(row: sqlite3.Row) -> TaskView:
+    return {
+        "id": row["id"],
+        "state": row["state"],
+        "prompt": row["prompt"],
+        "model": row["model"],
+        "max_steps": row["max_steps"],
+        "max_duration": row["max_duration"],
+        "approval": row["approval"],
+        "seat": row["seat"],
+        "pinned": bool(row["pinned"]),
+        "steps": row["steps"],
+        "final_message": row["final_message"],
+        "error": None if row["error"] is None else json.loads(row["error"]),
+        "reason": row["reason"],
+        "submitter": {"uid": row["submitter_uid"], "name": row["submitter_name"]},
+        "created_at": row["created_at"],
+        "started_at": row["started_at"],
+        "finished_at": row["finished_at"],
+    }
+
+
+def approval_view(row: sqlite3.Row) -> ApprovalView:
+    decided_by = (
+        None if row["decided_by_uid"] is None else {"uid": row["decided_by_uid"], "name": row["decided_by_name"]}
+    )
+    return {
+        "id": row["id"],
+        "task_id": row["task_id"],
+        "kind": row["kind"],
+        "state": row["state"],
+        "checks": json.loads(row["checks"]),
+        "actions": json.loads(row["actions"]),
+        "step": row["step"],
+        "screenshot": row["screenshot"],
+        "created_at": row["created_at"],
+        "deadline_at": row["deadline_at"],
+        "decided_at": row["decided_at"],
+        "decided_by": decided_by,
+        "reason": row["reason"],
+    }

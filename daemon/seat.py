@@ -1,0 +1,196 @@
+"""A seat: one display, its driver, its health, and at most one running task.
+
+A seat is ``idle``, ``busy`` (running a task) or ``unavailable`` (its display
+did not answer). The seat never picks work itself: :class:`~cud.daemon.seats.Seats`
+hands it a task already marked running, so choosing between seats happens in
+one place.
+
+Health: the display answers a round trip (``probe``) every ``HEALTH_INTERVAL``
+while the seat is idle or unavailable, and after every task. A display that
+does not answer makes the seat unavailable (the running task has already failed
+on the same error); one that answers again gets ``release_all`` (a server
+stopped mid-action may hold what that action pressed) and the seat is idle
+again. Every check is a sleep between round trips, never a busy loop, and a
+hung display costs one ``driver_timeout`` per check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cud.daemon.approvals import Approvals
+from cud.daemon.config import Config
+from cud.daemon.runner import TaskRun
+from cud.daemon.seat_config import SeatConfig
+from cud.daemon.store import Store
+from cud.daemon.trajectory import Trajectories, decode_data_url
+from openai import AsyncOpenAI
+
+from cud.errors import DisplayUnavailable, DriverError, StorageFull
+from cud.protocol import SeatState, SeatView, TaskView
+
+__all__ = ("HEALTH_INTERVAL", "Seat", "SeatParts")
+
+log = logging.getLogger("cud.seat")
+
+#: Seconds between health checks of an idle or unavailable seat.
+HEALTH_INTERVAL = 2.0
+NOT_CHECKED = "not checked yet"
+#: Seconds the seat waits before trying again when the disk was too full to record a task.
+FULL_DISK_RETRY = 5.0
+
+
+@dataclass(frozen=True)
+class SeatParts:
+    """What every seat of a daemon shares."""
+
+    config: Config
+    store: Store
+    approvals: Approvals
+    trajectories: Trajectories
+    client: AsyncOpenAI
+    api_key: str
+
+
+class Seat:
+    def __init__(self, spec: SeatConfig, parts: SeatParts, driver: Any, on_free: Callable[[], None]) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.config = parts.config
+        self.store = parts.store
+        self.approvals = parts.approvals
+        self.trajectories = parts.trajectories
+        self.driver = driver  # cud.drivers.aio.AsyncDriver
+        self._client = parts.client
+        self._api_key = parts.api_key
+        self._on_free = on_free
+        self.state: SeatState = "unavailable"
+        self.error: str | None = NOT_CHECKED
+        self.size: tuple[int, int] | None = None
+        self.current: TaskRun | None = None
+        self._task: TaskView | None = None
+        self._checking = False
+        self._wake = asyncio.Event()
+        self._stopping = False
+
+    # -- for the dispatcher and the handlers ----------------------------------------------
+    @property
+    def free(self) -> bool:
+        """Whether the seat can take a task now (not while a health check is on the line)."""
+        return self.state == "idle" and self._task is None and not self._checking and not self._stopping
+
+    def assign(self, task: TaskView) -> None:
+        assert self.free, f"seat {self.name} is not free"
+        self._task = task
+        self.state = "busy"
+        self._wake.set()
+
+    def cancel(self, task_id: int, reason: str) -> None:
+        if self.current is not None and self.current.task["id"] == task_id:
+            self.current.cancel(reason)
+
+    async def screenshot(self) -> tuple[str, bytes]:
+        if self.state == "unavailable":
+            # Fail now rather than queue behind a health check on a hung display.
+            raise DisplayUnavailable(f"seat {self.name!r} is unavailable: {self.error}", seat=self.name)
+        # peek, not screenshot: a look must not replace the frame an approval is bound to.
+        shot = await self.driver.call("peek")
+        return decode_data_url(shot["image_url"])
+
+    def view(self) -> SeatView:
+        place = {"vnc": self.spec.vnc} if self.spec.vnc else {"display": self.spec.display}
+        return {  # type: ignore[return-value, misc]
+            "name": self.name,
+            **place,
+            "state": self.state,
+            "task": self._task["id"] if self._task is not None else None,
+            "size": list(self.size) if self.size is not None and self.state != "unavailable" else None,
+            "error": self.error if self.state == "unavailable" else None,
+        }
+
+    def redact(self, text: str) -> str:
+        return text.replace(self._api_key, "[redacted]") if self._api_key else text
+
+    # -- health ------------------------------------------------------------------------------
+    async def check(self) -> bool:
+        """Ask the display for a round trip; become unavailable, or available again. True if it answered."""
+        self._checking = True
+        try:
+            recovering = self.state == "unavailable"
+            if recovering:
+                # Whatever a stopped or crashed run left held must not reach the next task.
+                await self.driver.call("release_all")
+            self.size = tuple(await self.driver.call("probe"))  # type: ignore[assignment]
+        except DriverError as exc:
+            if self.state != "unavailable":
+                log.warning("seat %s is unavailable: %s", self.name, exc.message)
+            self.state, self.error = "unavailable", exc.message
+            return False
+        finally:
+            self._checking = False
+        if self.state == "unavailable":
+            again = "answers again" if self.error != NOT_CHECKED else "ready"
+            log.info("seat %s (%s) %s: %dx%d", self.name, self.spec.where, again, *self.size)  # type: ignore[misc]
+            self.state, self.error = "idle", None
+        return True
+
+    # -- the loop ------------------------------------------------------------------------------
+    async def serve(self) -> None:
+        """Run assigned tasks until stopped, checking the display between them."""
+        while not self._stopping:
+            task = self._task
+            if task is None:
+                if not await self._pause(HEALTH_INTERVAL) and not self._stopping and self._task is None:
+                    was = self.state
+                    await self.check()
+                    if self.state == "idle" and was == "unavailable":
+                        self._on_free()
+                continue
+            try:
+                await self._run(task)
+            except StorageFull as exc:
+                # Even the space reserve is gone. The task stays as recorded (a restart
+                # marks it interrupted); nothing else can be recorded until there is room.
+                log.error("seat %s, task %d: %s; waiting for room on the disk", self.name, task["id"], exc.message)
+                await self._pause(FULL_DISK_RETRY)
+            finally:
+                self._task = None
+            if self._stopping:
+                break
+            self.state = "idle"  # check() below may take it back
+            if await self.check():
+                self._prune()
+            self._on_free()
+
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep until woken (an assignment, a stop) or ``seconds`` pass. True if woken."""
+        self._wake.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+            return True
+        return False
+
+    async def stop(self, reason: str) -> None:
+        """Interrupt the running task (if any) and end :meth:`serve` after it."""
+        self._stopping = True
+        self._wake.set()
+        if self.current is not None:
+            self.current.cancel(reason, stopping=True)
+
+    async def _run(self, task: TaskView) -> None:
+        run = TaskRun(self, task)
+        self.current = run
+        try:
+            await run.execute(self._client)
+        finally:
+            self.current = None
+
+    def _prune(self) -> None:
+        retention = self.config.retention
+        removed = self.store.prune(retention.max_tasks, retention.max_age_days)
+        self.trajectories.remove(removed)

@@ -1,0 +1,170 @@
+"""Which displays the daemon drives: its seats, from ``--seat`` flags, ``[[seats]]`` tables or one display.
+
+Three spellings, one result (a tuple of :class:`SeatConfig`, in the order given,
+which is also the order free seats take unpinned work):
+
+* ``cud run --seat NAME=DISPLAY`` (repeatable, X11);
+* ``[[seats]]`` tables in the config: ``name`` and ``display``, or ``vnc`` with
+  ``vnc_password_file`` / ``vnc_horizontal_scroll``;
+* today's single ``display`` / ``vnc`` (flag, config key or ``$DISPLAY``): one seat
+  named ``default``, so configs and commands from before seats keep working.
+
+Flags replace what the file says: ``--seat``, ``--display`` or ``--vnc`` on the
+command line override the file's seats as a whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cud.daemon.config_values import bad, string
+from cud.errors import ConfigError
+from cud.protocol import SEAT_NAME
+
+__all__ = ("DEFAULT_SEAT", "MAX_SEATS", "SeatConfig", "load_seats")
+
+#: The name of the one seat of a daemon configured with a single display or VNC server.
+DEFAULT_SEAT = "default"
+#: Each seat holds a driver thread and a display connection or two; far more than a
+#: 2-core VM runs, far fewer than the daemon's file descriptors.
+MAX_SEATS = 64
+_SEAT_KEYS = {"name", "display", "vnc", "vnc_password_file", "vnc_horizontal_scroll"}
+_HORIZONTAL_SCROLL = ("auto", "buttons", "shift")
+
+
+@dataclasses.dataclass(frozen=True)
+class SeatConfig:
+    name: str
+    display: str | None = None
+    vnc: str | None = None
+    vnc_password_file: Path | None = None
+    #: How scroll_x reaches a VNC server: see cud.drivers.vnc.HORIZONTAL_SCROLL_MODES.
+    vnc_horizontal_scroll: str = "auto"
+
+    @property
+    def where(self) -> str:
+        """The display or VNC address, as configured."""
+        return self.display or self.vnc or ""
+
+
+def check_display(key: str, value: object) -> str:
+    text = string(key, value)
+    _host, colon, rest = text.rpartition(":")
+    number = rest.split(".")[0]
+    if not colon or not number.isdigit():
+        raise bad(key, value, "an X display like ':0' or ':1.0'")
+    return text
+
+
+def check_vnc(key: str, value: object) -> str:
+    text = string(key, value)
+    host, sep, port = text.rpartition("::")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise bad(key, value, "HOST::PORT, e.g. '127.0.0.1::5900'")
+    return text
+
+
+def _seat(prefix: str, name: str, table: Mapping[str, Any]) -> SeatConfig:
+    """One seat from ``table`` (keys display / vnc / vnc_*), its errors named under ``prefix``."""
+    key = f"{prefix}display" if prefix else "display"
+    if "display" in table and "vnc" in table:
+        raise ConfigError(f"config keys '{prefix}display' and '{prefix}vnc' exclude each other; give one", key=key)
+    for option in ("vnc_password_file", "vnc_horizontal_scroll"):
+        if option in table and "vnc" not in table:
+            raise ConfigError(f"config key '{prefix}{option}' needs '{prefix}vnc'", key=f"{prefix}{option}")
+    if "vnc" in table:
+        scroll = table.get("vnc_horizontal_scroll", "auto")
+        if scroll not in _HORIZONTAL_SCROLL:
+            raise bad(f"{prefix}vnc_horizontal_scroll", scroll, "'auto', 'buttons' or 'shift'")
+        password = table.get("vnc_password_file")
+        return SeatConfig(
+            name,
+            vnc=check_vnc(f"{prefix}vnc", table["vnc"]),
+            vnc_password_file=None if password is None else Path(string(f"{prefix}vnc_password_file", password)),
+            vnc_horizontal_scroll=scroll,
+        )
+    if "display" not in table:
+        raise ConfigError(f"seat {name!r} needs '{prefix}display' or '{prefix}vnc'", key=key)
+    return SeatConfig(name, display=check_display(key, table["display"]))
+
+
+def _name(key: str, value: object) -> str:
+    if not isinstance(value, str) or not SEAT_NAME.fullmatch(value):
+        raise bad(key, value, "a seat name: a letter or digit, then letters, digits, '_', '.' or '-' (at most 32)")
+    return value
+
+
+def _from_flags(flags: list[str]) -> list[SeatConfig]:
+    seats = []
+    for flag in flags:
+        name, sep, display = flag.partition("=")
+        if not sep:
+            raise ConfigError(f"--seat {flag!r} must be NAME=DISPLAY, e.g. 'left=:1'", key="seat", value=repr(flag))
+        seats.append(SeatConfig(_name("--seat", name), display=check_display("--seat", display)))
+    return seats
+
+
+def _from_tables(value: object) -> list[SeatConfig]:
+    if not isinstance(value, list) or not value or not all(isinstance(t, dict) for t in value):
+        raise bad("seats", value, "one or more [[seats]] tables")
+    seats = []
+    for index, table in enumerate(value):
+        prefix = f"seats[{index}]."
+        for key in table:
+            if key not in _SEAT_KEYS:
+                raise ConfigError(f"unknown config key '{prefix}{key}'; known: {', '.join(sorted(_SEAT_KEYS))}",
+                                  key=f"{prefix}{key}")
+        if "name" not in table:
+            raise ConfigError(f"config table '{prefix[:-1]}' needs a 'name'", key=f"{prefix}name")
+        seats.append(_seat(prefix, _name(f"{prefix}name", table["name"]), table))
+    return seats
+
+
+def _distinct(seats: list[SeatConfig]) -> tuple[SeatConfig, ...]:
+    if len(seats) > MAX_SEATS:
+        raise ConfigError(f"{len(seats)} seats configured; the limit is {MAX_SEATS}", key="seats", count=len(seats))
+    names: dict[str, SeatConfig] = {}
+    places: dict[str, SeatConfig] = {}
+    for seat in seats:
+        if seat.name in names:
+            raise ConfigError(f"two seats are named {seat.name!r}", key="seats", value=repr(seat.name))
+        # Two seats on one display would type into each other's tasks.
+        other = places.get(seat.where)
+        if other is not None:
+            raise ConfigError(f"seats {other.name!r} and {seat.name!r} both drive {seat.where!r}", key="seats",
+                              value=repr(seat.where))
+        names[seat.name] = places[seat.where] = seat
+    return tuple(seats)
+
+
+def load_seats(raw: Mapping[str, Any], flags: Mapping[str, Any], env: Mapping[str, str]) -> tuple[SeatConfig, ...]:
+    """The seats from the command line's ``flags`` (None: unset), else the config file's ``raw`` keys."""
+    seat_flags = flags.get("seat") or []
+    single_flags = {k: flags[k] for k in ("display", "vnc", "vnc_password_file") if flags.get(k) is not None}
+    if seat_flags and single_flags:
+        given = "/".join(f"--{k.replace('_', '-')}" for k in single_flags)
+        raise ConfigError(f"--seat and {given} exclude each other: give seats, or one display", key="seat")
+    if seat_flags:
+        return _distinct(_from_flags(seat_flags))
+    file_single = {k: raw[k] for k in ("display", "vnc", "vnc_password_file", "vnc_horizontal_scroll") if k in raw}
+    if "seats" in raw and not (single_flags.keys() & {"display", "vnc"}):
+        if file_single:
+            key = next(iter(file_single))
+            raise ConfigError(f"config key {key!r} and [[seats]] exclude each other; put it in a seat's table",
+                              key=key)
+        return _distinct(_from_tables(raw["seats"]))
+    table = {**file_single, **single_flags}
+    # --vnc on the command line wins over a display in the file, and the other way round.
+    if "vnc" in single_flags:
+        table.pop("display", None)
+    if "display" in single_flags:
+        table.pop("vnc", None)
+    if "display" not in table and "vnc" not in table:
+        if not env.get("DISPLAY"):
+            raise ConfigError("no display: pass --display :N, --seat NAME=:N or --vnc HOST::PORT, or set DISPLAY",
+                              key="display")
+        table["display"] = env["DISPLAY"]
+    return (_seat("", DEFAULT_SEAT, table),)
