@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from cud.daemon.config import default_socket, load_config, resolve_api_key
+from cud.daemon.seat_config import SeatConfig
 
 from cud.errors import ConfigError
 
@@ -21,7 +22,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_defaults_and_environment(tmp_path: Path) -> None:
     config = load_config(None, {"socket": "/tmp/s", "state_dir": str(tmp_path)}, env=ENV)
-    assert config.display == ":7" and config.vnc is None
+    assert config.seats == (SeatConfig("default", display=":7"),)
     assert config.model == "gpt-5.4" and config.approval == "safety"
     assert config.access.submit_users == () and config.retention.max_tasks == 1000
 
@@ -47,11 +48,12 @@ max_age_days = 0.5
 """)
     config = load_config(path, {"model": "m-flag", "max_steps": None, "socket": "/tmp/flag.sock"}, env={})
     assert config.model == "m-flag" and config.max_steps == 9 and str(config.socket) == "/tmp/flag.sock"
-    assert config.display == ":3" and config.approval == "actions" and config.approval_timeout == 5.0
+    assert config.seats == (SeatConfig("default", display=":3"),)
+    assert config.approval == "actions" and config.approval_timeout == 5.0
     assert config.access.submit_users == ("root", "0") and config.access.approve_groups == ("root",)
     assert config.retention.max_tasks == 3 and config.retention.max_age_days == 0.5
     # --vnc on the command line replaces a display from the file
-    assert load_config(path, {"vnc": "127.0.0.1::5900"}, env={}).display is None
+    assert load_config(path, {"vnc": "127.0.0.1::5900"}, env={}).seats == (SeatConfig("default", vnc="127.0.0.1::5900"),)
 
 
 @pytest.mark.parametrize(
@@ -200,3 +202,58 @@ def test_a_bad_request_key_or_value_is_named(tmp_path: Path, text: str, needle: 
 def test_request_must_be_a_table(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config key 'request' must be a table, got 'auto'"):
         load_config(write(tmp_path, "request = 'auto'"), {"socket": "/tmp/s", "state_dir": "/tmp/x"}, env=ENV)
+
+
+THREE_SEATS = """
+[[seats]]
+name = "left"
+display = ":1"
+[[seats]]
+name = "mid.2"
+display = ":2.0"
+[[seats]]
+name = "vnc_b"
+vnc = "127.0.0.1::5901"
+vnc_password_file = "/etc/cud/b.pass"
+vnc_horizontal_scroll = "shift"
+"""
+
+
+def test_seats_from_tables_from_flags_and_flags_replace_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, THREE_SEATS)
+    config = load_config(path, {}, env=ENV)
+    assert config.seats == (
+        SeatConfig("left", display=":1"),
+        SeatConfig("mid.2", display=":2.0"),
+        SeatConfig("vnc_b", vnc="127.0.0.1::5901", vnc_password_file=Path("/etc/cud/b.pass"),
+                   vnc_horizontal_scroll="shift"),
+    )
+    flags = load_config(path, {"seat": ["a=:4", "b=:5"]}, env=ENV)
+    assert flags.seats == (SeatConfig("a", display=":4"), SeatConfig("b", display=":5"))
+    assert load_config(path, {"display": ":9"}, env=ENV).seats == (SeatConfig("default", display=":9"),)
+
+
+@pytest.mark.parametrize(
+    ("flags", "text", "needle"),
+    [
+        ({"seat": ["left:1"]}, "", "--seat 'left:1' must be NAME=DISPLAY"),
+        ({"seat": ["a=:1", "a=:2"]}, "", "two seats are named 'a'"),
+        ({"seat": ["a=:1", "b=:1"]}, "", "seats 'a' and 'b' both drive ':1'"),
+        ({"seat": ["-a=:1"]}, "", "seat name"),
+        ({"seat": ["a=screen"]}, "", "got 'screen'"),
+        ({"seat": ["a=:1"], "display": ":2"}, "", "--seat and --display exclude each other"),
+        ({}, "display = ':1'\n" + THREE_SEATS, "'display' and [[seats]] exclude each other"),
+        ({}, "seats = 3", "'seats' must be one or more [[seats]] tables, got 3"),
+        ({}, "[[seats]]\ndisplay = ':1'", "'seats[0]' needs a 'name'"),
+        ({}, "[[seats]]\nname = 'a'", "seat 'a' needs 'seats[0].display' or 'seats[0].vnc'"),
+        ({}, "[[seats]]\nname = 'a'\ndisplay = ':1'\nscreen = 2", "unknown config key 'seats[0].screen'"),
+        ({}, "[[seats]]\nname = 'a'\ndisplay = ':1'\nvnc_password_file = '/p'",
+         "'seats[0].vnc_password_file' needs 'seats[0].vnc'"),
+        ({}, "[[seats]]\nname = 'a'\nvnc = 'h::1'\n[[seats]]\nname = 'b'\nvnc = 'h::99999'",
+         "'seats[1].vnc' must be HOST::PORT"),
+    ],
+)
+def test_bad_seats_are_named(tmp_path: Path, flags: dict[str, object], text: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text), flags, env=ENV)
+    assert needle in info.value.message, info.value.message

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cud.protocol import PROTOCOL_VERSION
 from cud.scripted import ScriptedModel
 from tests.support.daemon import Daemon, cuctl, scenario
 from tests.support.recorder import wait_until
@@ -50,7 +51,7 @@ def test_a_stopped_display_fails_its_task_with_driver_timeout_and_the_next_task_
     wait_until(lambda: daemon.task(task_id)["steps"] >= 3, 60, "a few steps")
     proc.send_signal(signal.SIGSTOP)
     try:
-        assert daemon.call("ping")["protocol"] == 1  # the event loop never waits on the display
+        assert daemon.call("ping")["protocol"] == PROTOCOL_VERSION  # the event loop never waits on the display
         task = daemon.wait_state(task_id, "failed")
         assert task["error"]["kind"] == "driver_timeout", task["error"]
         where = daemon.args[daemon.args.index("--display" if kind == "x11" else "--vnc") + 1]

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cud.daemon.server import FIRST_REQUEST_TIMEOUT
-from cud.protocol import MAX_MESSAGE_BYTES
+from cud.protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION
 from tests.support.daemon import Daemon, cuctl, scenario
 
 IDLE = scenario({"message": "hi"}, look_first=False)
@@ -87,14 +87,20 @@ def test_configured_submitters_may_submit_but_not_approve(start_daemon) -> None:
 
 def test_malformed_oversized_and_unknown_messages_get_errors_and_the_daemon_lives(start_daemon) -> None:
     daemon = start_daemon(IDLE)
-    answers = raw(daemon.socket, b"not json\n{\"v\": 1, \"type\": \"nope\"}\n{\"v\": 9}\n"
-                                 b"{\"v\": 1, \"type\": \"ping\"}\n")
+    answers = raw(daemon.socket, b"not json\n{\"v\": 2, \"type\": \"nope\"}\n{\"v\": 9}\n"
+                                 b"{\"v\": 2, \"type\": \"ping\"}\n")
     kinds = [a["error"]["kind"] if not a["ok"] else "ok" for a in answers]
     assert kinds == ["protocol", "protocol", "protocol", "ok"]  # framing survives bad lines
     assert "unknown request type 'nope'" in answers[1]["error"]["message"]
     assert "unsupported protocol version 9" in answers[2]["error"]["message"]
 
-    big = raw(daemon.socket, b'{"v": 1, "type": "submit", "prompt": "' + b"x" * (MAX_MESSAGE_BYTES + 10) + b'"}\n')
+    # A client of protocol 1 (cud 0.1) is answered in its own version, so it can show why.
+    old = raw(daemon.socket, b'{"v": 1, "type": "ping"}\n{"v": 1, "type": "submit", "prompt": "p"}\n')
+    assert [(a["v"], a["ok"], a["error"]["kind"]) for a in old] == [(1, False, "protocol")] * 2
+    assert "this client speaks protocol version 1 and the daemon" in old[0]["error"]["message"]
+    assert f"speaks {PROTOCOL_VERSION}: use the cuctl that came with the daemon" in old[0]["error"]["message"]
+
+    big = raw(daemon.socket, b'{"v": 2, "type": "submit", "prompt": "' + b"x" * (MAX_MESSAGE_BYTES + 10) + b'"}\n')
     assert len(big) == 1 and f"exceeds the {MAX_MESSAGE_BYTES}-byte limit" in big[0]["error"]["message"]
     assert daemon.call("list") == []
     assert daemon.call("ping")["may_submit"] is True
@@ -107,7 +113,7 @@ def test_half_open_and_silent_clients_do_not_block_others(start_daemon) -> None:
         for _ in range(20):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.connect(str(daemon.socket))
-            sock.sendall(b'{"v": 1, "type": "pi')  # never finished
+            sock.sendall(b'{"v": 2, "type": "pi')  # never finished
             stuck.append(sock)
         never_reads = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         never_reads.connect(str(daemon.socket))
@@ -118,11 +124,11 @@ def test_half_open_and_silent_clients_do_not_block_others(start_daemon) -> None:
             pass
         stuck.append(never_reads)
         for _ in range(5):
-            assert daemon.call("ping")["protocol"] == 1
+            assert daemon.call("ping")["protocol"] == PROTOCOL_VERSION
     finally:
         for sock in stuck:
             sock.close()
-    assert daemon.call("ping")["protocol"] == 1
+    assert daemon.call("ping")["protocol"] == PROTOCOL_VERSION
 
 
 def _half_open(path: Path, count: int) -> list[socket.socket]:
@@ -131,7 +137,7 @@ def _half_open(path: Path, count: int) -> list[socket.socket]:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         socks.append(sock)
         sock.connect(str(path))
-        sock.sendall(b'{"v": 1, "type": "pi')  # half a request, never finished
+        sock.sendall(b'{"v": 2, "type": "pi')  # half a request, never finished
     return socks
 
 
@@ -147,7 +153,7 @@ def test_a_thousand_idle_half_open_connections_never_lock_out_a_newcomer(start_d
         # One uid (root, like a leaking monitoring script) holds far more than every slot.
         stuck = _half_open(daemon.socket, 1000)
         for _ in range(3):
-            assert daemon.call("ping")["protocol"] == 1  # the same uid, served at once
+            assert daemon.call("ping")["protocol"] == PROTOCOL_VERSION  # the same uid, served at once
         # So is another user, through a real cuctl; the slots of the idle ones were given up.
         setpriv = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
         other = cuctl(daemon.socket, "ping", prefix=setpriv)
@@ -165,7 +171,7 @@ def test_a_thousand_idle_half_open_connections_never_lock_out_a_newcomer(start_d
     finally:
         for sock in stuck:
             sock.close()
-    assert daemon.call("ping")["protocol"] == 1
+    assert daemon.call("ping")["protocol"] == PROTOCOL_VERSION
 
 
 def test_a_connection_that_sends_no_complete_request_is_dropped(start_daemon) -> None:
@@ -184,13 +190,13 @@ def test_a_busy_connection_is_never_dropped_for_a_newcomer(start_daemon) -> None
     try:
         for sock in follows:  # three clients following the task: requests in progress, the uid's share
             sock.connect(str(daemon.socket))
-            sock.sendall(json.dumps({"v": 1, "type": "follow", "id": task_id}).encode() + b"\n")
+            sock.sendall(json.dumps({"v": PROTOCOL_VERSION, "type": "follow", "id": task_id}).encode() + b"\n")
             sock.settimeout(10)
             assert sock.recv(1)  # the stream has begun
         stuck = _half_open(daemon.socket, 10)  # each evicts the one before it
         for sock in stuck:
             sock.close()
-        assert daemon.call("ping")["protocol"] == 1
+        assert daemon.call("ping")["protocol"] == PROTOCOL_VERSION
         for sock in follows:
             sock.setblocking(False)
             try:
@@ -225,12 +231,12 @@ def shared_daemon(tmp_path_factory: pytest.TempPathFactory):
 def test_hostile_bytes_never_stop_the_daemon(shared_daemon: Daemon, frames: list[bytes]) -> None:
     answers = raw(shared_daemon.socket, b"\n".join(frames) + b"\n")
     for answer in answers:
-        assert answer["v"] == 1 and isinstance(answer["ok"], bool)
+        assert answer["v"] in (1, PROTOCOL_VERSION) and isinstance(answer["ok"], bool)  # 1: an old client's reply
         if not answer["ok"]:
             assert answer["error"]["kind"] in ("protocol", "not_found", "access_denied", "approval")
     assert shared_daemon.proc is not None and shared_daemon.proc.poll() is None
 
 
 def test_the_daemon_still_answers_after_the_fuzzing(shared_daemon: Daemon) -> None:
-    assert shared_daemon.call("ping")["protocol"] == 1
+    assert shared_daemon.call("ping")["protocol"] == PROTOCOL_VERSION
     assert stat.S_ISSOCK(os.stat(shared_daemon.socket).st_mode)

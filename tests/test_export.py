@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from cud.errors import ConfigError, ProtocolError
-from cud.protocol import MAX_MESSAGE_BYTES, parse_message
+from cud.protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, parse_message
 from cud.record.export import load_export
 from cud.record.replay import scenario_from_export
 from cud.scripted import ScriptedModel, parse_scenario
@@ -214,11 +214,11 @@ def test_a_record_larger_than_the_message_cap_streams_in_pieces(start_daemon, xv
                                   "step-0001.PNG", "step-0001.png\n", 7, None])
 def test_a_file_message_with_a_name_that_is_not_a_trajectory_file_is_refused(name: Any) -> None:
     with pytest.raises(ProtocolError, match="bad 'name'"):
-        parse_message({"v": 1, "type": "file", "name": name, "offset": 0, "data": ""})
+        parse_message({"v": PROTOCOL_VERSION, "type": "file", "name": name, "offset": 0, "data": ""})
 
 
 def test_file_messages_with_a_good_name_and_a_bad_offset_or_data_are_refused() -> None:
-    good = {"v": 1, "type": "file", "name": "step-0012-approval.png", "offset": 0, "data": "iVBO"}
+    good = {"v": PROTOCOL_VERSION, "type": "file", "name": "step-0012-approval.png", "offset": 0, "data": "iVBO"}
     assert parse_message(dict(good)) == good
     with pytest.raises(ProtocolError, match="bad 'offset'"):
         parse_message({**good, "offset": -1})

@@ -13,6 +13,7 @@ from cud.protocol import (
     MAX_MESSAGE_BYTES,
     PROTOCOL_VERSION,
     REQUEST_TYPES,
+    VersionMismatch,
     decode,
     encode,
     error_reply,
@@ -20,20 +21,21 @@ from cud.protocol import (
     parse_message,
     parse_request,
     request,
+    version_mismatch_reply,
 )
 
 
 def test_encode_is_one_line_with_version_and_utf8() -> None:
     line = encode(request("submit", prompt="tippe „Grüße“ ✓"))
     assert line.endswith(b"\n") and line.count(b"\n") == 1
-    assert json.loads(line) == {"v": 1, "type": "submit", "prompt": "tippe „Grüße“ ✓"}
+    assert json.loads(line) == {"v": PROTOCOL_VERSION, "type": "submit", "prompt": "tippe „Grüße“ ✓"}
     assert "„Grüße“".encode() in line  # raw UTF-8, not \\u escapes
 
 
 def test_round_trip_of_every_request_type() -> None:
     samples = {
-        "ping": {}, "list": {}, "approvals": {}, "screenshot": {},
-        "submit": {"prompt": "p", "model": "m", "max_steps": 3, "approval": "actions"},
+        "ping": {}, "list": {}, "approvals": {}, "screenshot": {"seat": "left-1"}, "seats": {},
+        "submit": {"prompt": "p", "model": "m", "max_steps": 3, "approval": "actions", "seat": "a"},
         "show": {"id": 1}, "follow": {"id": 2}, "cancel": {"id": 3}, "approve": {"id": 4},
         "deny": {"id": 5, "reason": "no"}, "record": {"id": 6},
     }
@@ -55,7 +57,7 @@ def test_encode_refuses_a_message_over_the_cap() -> None:
         (b"{nope\n", "not valid JSON"),
         (b"[1, 2]\n", "JSON object, not list"),
         (b'{"type": "ping"}\n', "'v'"),
-        (b'{"v": 2, "type": "ping"}\n', "unsupported protocol version 2"),
+        (b'{"v": 3, "type": "ping"}\n', "unsupported protocol version 3"),
         (b'{"v": true, "type": "ping"}\n', "'v'"),
         (b'{"v": 1, "x": NaN}\n', "NaN"),
         (b"[" * 100_000 + b"\n", "nested too deeply"),
@@ -91,10 +93,10 @@ def test_parse_request_names_the_bad_field_and_value(message: dict, needle: str)
 
 
 def test_replies_events_and_chunks_parse_on_the_client_side() -> None:
-    assert parse_message(dict(ok_reply([1]))) == {"v": 1, "ok": True, "result": [1]}
+    assert parse_message(dict(ok_reply([1]))) == {"v": PROTOCOL_VERSION, "ok": True, "result": [1]}
     err = parse_message(dict(error_reply({"kind": "not_found", "message": "no task 9", "details": {"id": 9}})))
     assert err["error"]["details"] == {"id": 9}  # type: ignore[typeddict-item]
-    event = {"v": 1, "type": "event", "event": {"task_id": 1, "seq": 1, "at": "t", "kind": "end", "data": {}}}
+    event = {"v": PROTOCOL_VERSION, "type": "event", "event": {"task_id": 1, "seq": 1, "at": "t", "kind": "end", "data": {}}}
     assert parse_message(event) == event
     with pytest.raises(ProtocolError, match="malformed 'error'"):
         parse_message({"v": 1, "ok": False, "error": "boom"})
@@ -120,3 +122,18 @@ def test_arbitrary_json_objects_either_validate_or_raise_protocol_error(obj: dic
     except ProtocolError:
         return
     assert parsed["type"] in REQUEST_TYPES
+
+
+@pytest.mark.parametrize("seat", ["", "-a", "a/b", "a" * 33, 3, "ä"])
+def test_a_bad_seat_name_is_named(seat: object) -> None:
+    with pytest.raises(ProtocolError, match="'seat' must be a seat name"):
+        parse_request({"v": PROTOCOL_VERSION, "type": "submit", "prompt": "p", "seat": seat})
+
+
+def test_an_older_client_is_answered_in_its_own_version() -> None:
+    with pytest.raises(VersionMismatch) as info:
+        decode(b'{"v": 1, "type": "ping"}\n')
+    reply = version_mismatch_reply(info.value.version)
+    assert reply is not None and reply["v"] == 1 and reply["ok"] is False
+    assert "protocol version 1" in reply["error"]["message"] and f"speaks {PROTOCOL_VERSION}" in reply["error"]["message"]
+    assert version_mismatch_reply(PROTOCOL_VERSION + 1) is None  # a newer client words it itself

@@ -27,7 +27,7 @@ def test_a_task_through_its_life_with_events_in_order(store: Store) -> None:
     task = store.submit("p", "m", 5, "safety", 0, "root")
     assert task["state"] == "queued" and task["submitter"] == {"uid": 0, "name": "root"}
     assert store.next_queued()["id"] == task["id"]
-    store.start(task["id"])
+    store.start(task["id"], "default")
     store.add_event(task["id"], "step", {"step": 1}, steps=1)
     store.finish(task["id"], "succeeded", final_message="done ✓")
     final = store.task(task["id"])
@@ -65,7 +65,7 @@ def test_a_failed_transaction_leaves_nothing_and_publishes_nothing(store: Store)
 
 def test_approval_decided_once_and_race_loses(store: Store) -> None:
     task = store.submit("p", "m", 5, "safety", 0, "root")
-    store.start(task["id"])
+    store.start(task["id"], "default")
     approval = store.create_approval(task["id"], "safety", [{"id": "c", "code": "x", "message": "m"}],
                                      [{"type": "click", "x": 1, "y": 2}], 1, "step-0001.png", 60)
     assert store.task(task["id"])["state"] == "awaiting_approval"
@@ -82,7 +82,7 @@ def test_approval_decided_once_and_race_loses(store: Store) -> None:
 def test_recover_interrupts_running_and_keeps_queued(store: Store) -> None:
     a = store.submit("a", "m", 5, "safety", 0, "root")
     b = store.submit("b", "m", 5, "safety", 0, "root")
-    store.start(a["id"])
+    store.start(a["id"], "default")
     store.create_approval(a["id"], "action", [], [], 1, None, 60)
     assert store.recover() == [a["id"]]
     assert store.task(a["id"])["state"] == "interrupted"
@@ -95,7 +95,7 @@ def test_prune_keeps_newest_and_unfinished(store: Store) -> None:
     ids = []
     for i in range(4):
         t = store.submit(f"p{i}", "m", 5, "safety", 0, "root")
-        store.start(t["id"])
+        store.start(t["id"], "default")
         store.finish(t["id"], "failed", error={"kind": "x", "message": "m", "details": {}})
         ids.append(t["id"])
     live = store.submit("live", "m", 5, "safety", 0, "root")
@@ -129,6 +129,7 @@ def test_a_v1_database_upgrades_and_keeps_every_row(tmp_path: Path) -> None:
         assert done["state"] == "succeeded" and done["prompt"] == "type „Grüße“ into the editor"
         assert done["final_message"] == "typed it" and done["steps"] == 1
         assert done["max_duration"] is None  # v2: tasks from before run under the daemon's limit
+        assert done["seat"] == "default" and queued["seat"] is None  # v3: it ran on the one display there was
         assert running["state"] == "awaiting_approval" and running["submitter"]["name"] == "alice"
         assert store.pending_approvals()[0]["actions"] == [{"type": "click", "x": 1, "y": 2, "button": "left"}]
         assert store.recover() == [running["id"]]
@@ -137,6 +138,46 @@ def test_a_v1_database_upgrades_and_keeps_every_row(tmp_path: Path) -> None:
         assert store.submit("limited", "m", 1, "safety", 0, "root", max_duration=60)["max_duration"] == 60
     finally:
         store.close()
+
+
+def test_a_v2_database_upgrades_and_keeps_every_row(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    shutil.copy(DATA / "cud-v2.sqlite3", path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+    store = Store(path)
+    try:
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        done, running, queued = store.tasks()
+        assert (done["state"], done["max_duration"], done["steps"]) == ("succeeded", 120, 1)
+        assert done["seat"] == "default" and not done["pinned"]
+        assert running["seat"] == "default" and running["state"] == "awaiting_approval"
+        assert queued["seat"] is None and not queued["pinned"] and queued["max_duration"] == 60
+        assert [e["kind"] for e in store.events(done["id"])] == ["queued", "running", "step", "end"]
+        assert store.recover() == [running["id"]]
+        # The queued task from before seats is unpinned: any seat takes it, first.
+        pinned = store.submit("pinned", "m", 1, "safety", 0, "root", seat="b")
+        assert pinned["seat"] == "b" and pinned["pinned"]
+        assert store.next_queued("a")["id"] == queued["id"] and store.next_queued("b")["id"] == queued["id"]
+        store.start(queued["id"], "a")
+        assert store.task(queued["id"])["seat"] == "a" and store.next_queued("a") is None
+        assert store.next_queued("b")["id"] == pinned["id"]
+    finally:
+        store.close()
+
+
+def test_each_seat_takes_the_oldest_task_pinned_to_it_or_to_none(store: Store) -> None:
+    first = store.submit("any", "m", 1, "safety", 0, "root")
+    to_b = store.submit("b only", "m", 1, "safety", 0, "root", seat="b")
+    to_c = store.submit("c only", "m", 1, "safety", 0, "root", seat="c")
+    last = store.submit("any, later", "m", 1, "safety", 0, "root")
+    assert store.next_queued("c")["id"] == first["id"]
+    store.start(first["id"], "c")
+    assert store.next_queued("c")["id"] == to_c["id"]
+    assert store.next_queued("a")["id"] == last["id"]  # b's task never holds a back
+    assert store.next_queued("b")["id"] == to_b["id"]
+    store.start(to_b["id"], "b")
+    running = [e for e in store.events(to_b["id"]) if e["kind"] == "running"]
+    assert running[0]["data"] == {"seat": "b"} and store.task(to_b["id"])["seat"] == "b"
 
 
 def test_a_database_from_the_future_is_refused(tmp_path: Path) -> None:

@@ -127,7 +127,7 @@ def test_example_config_loads_with_the_daemons_own_parser() -> None:
     from cud.daemon.config import load_config
 
     config = load_config(SYSTEMD / "cud.toml.example", env={"CUD_SOCKET": "/run/cud/cud.sock"})
-    assert config.display == ":0" and config.api_key_credential == "openai-api-key"
+    assert config.seats[0].display == ":0" and config.api_key_credential == "openai-api-key"
 
 
 # -- install.sh ----------------------------------------------------------------------------------

@@ -56,8 +56,10 @@ class Daemon:
         config: str | None = None,
         extra_env: dict[str, str] | None = None,
         vnc: tuple[str, Path] | None = None,
+        seats: dict[str, str] | None = None,
     ) -> None:
-        """``vnc=(HOST::PORT, password file)`` drives that VNC server instead of ``display``."""
+        """``vnc=(HOST::PORT, password file)`` drives that VNC server instead of ``display``;
+        ``seats={name: display}`` drives those displays (``--seat``), ``display`` then unused."""
         self.dir = workdir or Path(tempfile.mkdtemp(prefix="cud-", dir="/tmp"))
         self._own_dir = workdir is None
         self.socket = self.dir / "s"
@@ -65,7 +67,9 @@ class Daemon:
         self.log = self.dir / "daemon.log"
         self.display = display
         self.args = ["--socket", str(self.socket), "--state-dir", str(self.state_dir)]
-        if vnc is None:
+        if seats is not None:
+            self.args += [arg for name, where in seats.items() for arg in ("--seat", f"{name}={where}")]
+        elif vnc is None:
             self.args += ["--display", display]
         else:
             self.args += ["--vnc", vnc[0], "--vnc-password-file", str(vnc[1])]

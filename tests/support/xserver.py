@@ -13,7 +13,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ("XServer", "start_xvfb", "stop_process", "reset_xlib_event_codes")
+from Xlib.display import Display
+
+__all__ = ("XServer", "restart_xvfb", "start_xvfb", "stop_process", "reset_xlib_event_codes")
 
 
 def reset_xlib_event_codes() -> None:
@@ -90,3 +92,32 @@ def start_xvfb(log_dir: Path, width: int = 1280, height: int = 800, depth: int =
     finally:
         os.close(read_fd)
     return XServer(display, proc, width, height, log)
+
+
+def restart_xvfb(old: XServer) -> XServer:
+    """A new Xvfb on the display number ``old`` chose (and lost: it must be dead), same size."""
+    assert old.proc.poll() is not None, "the old server still runs"
+    number = old.display.lstrip(":")
+    with open(old.log, "ab") as log_file:
+        # The number is ours: the old server picked it with -displayfd; a stale lock of a
+        # killed server is removed by the new one.
+        proc = subprocess.Popen(
+            ["Xvfb", old.display, "-screen", "0", f"{old.width}x{old.height}x24", "-nolisten", "tcp", "-noreset"],
+            stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 30
+    while not _answers(old.display):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_process(proc)
+            raise RuntimeError(f"Xvfb {old.display} did not come back; log: {old.log.read_text(errors='replace')}")
+        time.sleep(0.1)
+    assert Path(f"/tmp/.X11-unix/X{number}").exists()
+    return XServer(old.display, proc, old.width, old.height, old.log)
+
+
+def _answers(display: str) -> bool:
+    try:
+        Display(display).close()
+        return True
+    except Exception:  # noqa: BLE001 (any failure to connect means: not yet)
+        return False
