@@ -8,6 +8,7 @@ running for as long as a test needs, without timing anything.
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import socket
@@ -136,6 +137,17 @@ def test_pinned_tasks_wait_for_their_seat_while_unpinned_ones_take_any(seats: Se
     seats.recorders["c"].wait_text("??")
     seats.recorders["a"].wait_text("?")
     assert seats.recorders["b"].text() == ""
+    # Every view of a task carries its seat: follow, show, report and export.
+    followed = cuctl(daemon.socket, "follow", str(second_c))
+    assert followed.returncode == 0 and f"task {second_c} running on seat c" in followed.stdout
+    assert "seat:          c" in cuctl(daemon.socket, "show", str(second_c)).stdout
+    page = seats.workdir / "report.html"
+    assert cuctl(daemon.socket, "report", str(second_c), "-o", str(page)).returncode == 0
+    assert "<dt>Seat</dt><dd>c (pinned)</dd>" in page.read_text()
+    exported = seats.workdir / "export"
+    assert cuctl(daemon.socket, "export", str(second_c), "-o", str(exported)).returncode == 0
+    task_json = json.loads((exported / "task.json").read_text())
+    assert (task_json["seat"], task_json["pinned"]) == ("c", True)
     # A seat's screen on its own, by name; with three seats the name is required.
     shot = seats.workdir / "b.png"
     assert cuctl(daemon.socket, "screenshot", "--seat", "b", "-o", str(shot)).returncode == 0

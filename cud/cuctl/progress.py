@@ -111,7 +111,8 @@ class Progress:
         if kind == "running":
             self.state, self.doing = "running", "waiting for the model"
             self.since = _epoch(event["at"]) or self.since
-            self._line(f"task {self.id} started: {short(self.task['prompt'], 60)}")
+            self.task["seat"] = data.get("seat", self.task.get("seat"))
+            self._line(f"task {self.id} started on seat {self.task['seat']}: {short(self.task['prompt'], 60)}")
         elif kind == "action":
             self.doing = describe(data.get("action"), 60)
         elif kind == "step":
@@ -151,7 +152,8 @@ class Progress:
     def _status(self) -> str:
         elapsed = _clock(time.time() - self.since)
         step = self.done if self.state in FINAL_STATES or self.state == "queued" else self.done + 1
-        return f"task {self.id} · step {step}/{self.max_steps} · {self.state} · {self.doing} · {elapsed}"
+        seat = f" · seat {self.task['seat']}" if self.task.get("seat") else ""
+        return f"task {self.id}{seat} · step {step}/{self.max_steps} · {self.state} · {self.doing} · {elapsed}"
 
     def _width(self) -> int:
         try:

@@ -111,7 +111,7 @@ def _describe(event: dict[str, Any]) -> str:
     if kind == "queued":
         return f"{prefix} queued by {data['by']['name']}"
     if kind == "running":
-        return f"{prefix} running"
+        return f"{prefix} running" + (f" on seat {data['seat']}" if data.get("seat") else "")
     if kind == "action":
         return f"{prefix} step {data['step']}: {describe(data['action'])} ({data['ms']:.0f} ms)"
     if kind == "step":

@@ -108,6 +108,8 @@ def _header(task: dict[str, Any], all_steps: list[Step]) -> str:
     facts: list[tuple[str, str]] = [
         ("Prompt", f'<span class="text">{escape(str(task["prompt"]))}</span>'),
         ("Model", escape(str(task["model"]))),
+        # Records from before seats (cud 0.1) have none: they ran on the one display.
+        ("Seat", escape(str(task.get("seat") or "default")) + (" (pinned)" if task.get("pinned") else "")),
         ("Submitted by", _person(task.get("submitter"))),
         ("Approval policy", escape(str(task.get("approval", "?")))),
         ("Created", escape(str(task.get("created_at") or "-"))),
