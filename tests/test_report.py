@@ -266,7 +266,7 @@ def test_follow_on_a_terminal_shows_a_live_status_and_the_approve_hint(start_dae
         os.close(master)
     screen = seen.decode("utf-8", errors="replace")
     assert "\r\x1b[K" in screen  # the status line is redrawn in place
-    assert f"task {task_id} · step " in screen and "/50 · " in screen  # the step counter
+    assert f"task {task_id} · seat default · step " in screen and "/50 · " in screen  # the seat, the step counter
     assert "awaiting_approval" in screen and "\x1b[1;33mapproval" in screen  # the notice stands out
     assert "step 2: click left at (200, 150)" in screen
     assert f"approval {approval['id']} approved by {whoami()}" in screen
