@@ -78,6 +78,8 @@ class TaskView(TypedDict):
 class ApprovalView(TypedDict):
     id: int
     task_id: int
+    #: The seat of the task (whose screen the approval is about).
+    seat: str | None
     kind: ApprovalKind
     state: ApprovalState
     checks: list[dict[str, Any]]

@@ -122,6 +122,7 @@ def approval_view(row: sqlite3.Row) -> ApprovalView:
     return {
         "id": row["id"],
         "task_id": row["task_id"],
+        "seat": row["seat"],
         "kind": row["kind"],
         "state": row["state"],
         "checks": json.loads(row["checks"]),

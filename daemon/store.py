@@ -30,6 +30,8 @@ from cud.protocol import FINAL_STATES, ApprovalView, EventView, TaskView
 
 __all__ = ()
 
+#: An approval with the seat of its task: an approver of several seats must know which screen it is.
+_APPROVALS = "SELECT approvals.*, tasks.seat AS seat FROM approvals JOIN tasks ON tasks.id = approvals.task_id"
 Subscriber = Callable[[EventView], None]
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -348,13 +350,13 @@ class Store:
         return True
 
     def approval(self, approval_id: int) -> ApprovalView:
-        row = self._db.execute("SELECT * FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+        row = self._db.execute(f"{_APPROVALS} WHERE approvals.id = ?", (approval_id,)).fetchone()
         if row is None:
             raise NotFound(f"no approval with id {approval_id}", id=approval_id)
         return approval_view(row)
 
     def pending_approvals(self) -> list[ApprovalView]:
-        rows = self._db.execute("SELECT * FROM approvals WHERE state = 'pending' ORDER BY id").fetchall()
+        rows = self._db.execute(f"{_APPROVALS} WHERE approvals.state = 'pending' ORDER BY approvals.id").fetchall()
         return [approval_view(row) for row in rows]
 
     def audit_rows(self) -> list[dict[str, Any]]:

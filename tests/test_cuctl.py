@@ -40,7 +40,7 @@ def test_every_command_and_its_exit_code(start_daemon, recorder: Recorder, capsy
     assert code == 0 and json.loads(out) == {"id": 1}
     approval = daemon.wait_approval(1)
     code, out, _ = run(capsys, "approvals")
-    assert code == 0 and "type it?" in out and out.splitlines()[0].split() == ["ID", "TASK", "KIND", "CREATED", "WHAT"]
+    assert code == 0 and "type it?" in out and out.splitlines()[0].split() == ["ID", "TASK", "SEAT", "KIND", "CREATED", "WHAT"]
     code, out, _ = run(capsys, "approve", str(approval["id"]))
     assert code == 0 and out.strip() == f"approval {approval['id']} approved (task 1)"
     code, out, _ = run(capsys, "follow", "1")

@@ -93,6 +93,8 @@ def test_three_seats_run_three_tasks_at_once_and_each_seat_one_at_a_time_in_orde
     assert [daemon.task(i)["state"] for i in ids[3:]] == ["queued"] * 3
     busy = {s["name"]: s["task"] for s in daemon.call("seats")}
     assert busy == {t["seat"]: t["id"] for t in running}
+    # Each approval names the seat whose screen it is about.
+    assert {a["task_id"]: a["seat"] for a in daemon.call("approvals")} == {t["id"]: t["seat"] for t in running}
     # Free the second task's seat: the oldest queued task goes there, and only there.
     second = running[1]
     _approve(daemon, second["id"])

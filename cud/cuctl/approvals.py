@@ -20,8 +20,9 @@ def list_approvals(client: Client, args: argparse.Namespace) -> int:
     for a in pending:
         checks = "; ".join(c.get("message") or c.get("code") or "?" for c in a["checks"])
         actions = ", ".join(describe(x, 200) for x in a["actions"])
-        rows.append([str(a["id"]), str(a["task_id"]), a["kind"], a["created_at"], short(checks or actions, 70)])
-    table(["ID", "TASK", "KIND", "CREATED", "WHAT"], rows)
+        rows.append([str(a["id"]), str(a["task_id"]), a.get("seat") or "-", a["kind"], a["created_at"],
+                     short(checks or actions, 70)])
+    table(["ID", "TASK", "SEAT", "KIND", "CREATED", "WHAT"], rows)
     return 0
 
 
