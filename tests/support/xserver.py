@@ -8,12 +8,11 @@ from __future__ import annotations
 import os
 import select
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-from Xlib.display import Display
 
 __all__ = ("XServer", "restart_xvfb", "start_xvfb", "stop_process", "reset_xlib_event_codes")
 
@@ -97,7 +96,6 @@ def start_xvfb(log_dir: Path, width: int = 1280, height: int = 800, depth: int =
 def restart_xvfb(old: XServer) -> XServer:
     """A new Xvfb on the display number ``old`` chose (and lost: it must be dead), same size."""
     assert old.proc.poll() is not None, "the old server still runs"
-    number = old.display.lstrip(":")
     with open(old.log, "ab") as log_file:
         # The number is ours: the old server picked it with -displayfd; a stale lock of a
         # killed server is removed by the new one.
@@ -111,13 +109,14 @@ def restart_xvfb(old: XServer) -> XServer:
             stop_process(proc)
             raise RuntimeError(f"Xvfb {old.display} did not come back; log: {old.log.read_text(errors='replace')}")
         time.sleep(0.1)
-    assert Path(f"/tmp/.X11-unix/X{number}").exists()
     return XServer(old.display, proc, old.width, old.height, old.log)
 
 
 def _answers(display: str) -> bool:
-    try:
-        Display(display).close()
-        return True
-    except Exception:  # noqa: BLE001 (any failure to connect means: not yet)
-        return False
+    # A plain connect: python-xlib leaks its sockets when a connection attempt fails.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(f"/tmp/.X11-unix/X{display.lstrip(':')}")
+            return True
+        except OSError:
+            return False
