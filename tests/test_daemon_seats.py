@@ -194,6 +194,28 @@ def test_a_killed_x_server_fails_its_task_its_seat_waits_and_comes_back(seats: S
     wait_until(lambda: seats.seat("b")["state"] == "idle", 30, "seat b idle again")
 
 
+def test_a_seat_whose_display_is_gone_at_start_up_does_not_hold_the_daemon_back(short_tmp: Path) -> None:
+    (short_tmp / "a").mkdir()
+    (short_tmp / "b").mkdir()
+    alive, gone = start_xvfb(short_tmp / "a"), start_xvfb(short_tmp / "b")
+    gone.stop()  # a display number this test chose and released: nobody else's server
+    model = ScriptedModel(scenario({"message": "done"}))
+    daemon = Daemon("", model.start(), workdir=short_tmp, seats={"a": alive.display, "b": gone.display})
+    try:
+        daemon.start()
+        seats = {s["name"]: s for s in daemon.call("seats")}
+        assert seats["a"]["state"] == "idle" and seats["b"]["state"] == "unavailable"
+        assert gone.display in seats["b"]["error"] and seats["b"]["size"] is None
+        task_id = daemon.call("submit", prompt="anywhere")["id"]
+        assert daemon.wait_state(task_id, "succeeded")["seat"] == "a"
+        shot = cuctl(daemon.socket, "screenshot", "--seat", "b", "-o", str(short_tmp / "b.png"))
+        assert shot.returncode == 2 and f"seat 'b' is unavailable: X display '{gone.display}'" in shot.stderr
+    finally:
+        daemon.stop()
+        model.stop()
+        alive.stop()
+
+
 def test_an_old_database_upgrades_under_three_seats(short_tmp: Path) -> None:
     """cud 0.1's database (schema 2): its queued task runs on a seat, its history keeps its seat 'default'."""
     servers = {}
