@@ -233,21 +233,6 @@ def test_status_and_down_without_a_sandbox(short_tmp: Path) -> None:
 
 
 # -- several seats: SEATS=N --------------------------------------------------------------------------
-def daemon_has_seats() -> bool:
-    """Whether this tree's daemon takes ``--seat`` (the sandbox's several seats need it)."""
-    result = subprocess.run([str(VENV / "bin" / "cud"), "run", "--help"], capture_output=True, text=True, timeout=60)
-    return result.returncode == 0 and "--seat" in result.stdout
-
-
-def up_with_seats(box: Sandbox) -> str:
-    """``up.sh``; with a daemon from before seats only the daemon may fail (everything else must start)."""
-    result = box.run("up.sh")
-    if daemon_has_seats():
-        return ok(result)
-    assert result.returncode == 1 and "daemon failed" in result.stdout, f"{result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
 SCREEN_PROBE = """
 import json, sys
 from Xlib import X, display, error
@@ -334,31 +319,29 @@ def received(box: Sandbox, seat: str) -> list[str]:
 def test_two_seats_up_demo_status_down(short_tmp: Path) -> None:
     box = Sandbox(short_tmp / "sb", SEATS="2")
     try:
-        out = up_with_seats(box)
+        out = ok(box.run("up.sh"))
         displays = check_seats(box, 2)
         for seat, display in displays.items():
-            # The summary (printed once everything answers) says where to watch each seat.
+            # The summary says where to watch each seat.
             port = box.records()[f"{seat}.x11vnc"].info["vnc_port"]
-            if daemon_has_seats():
-                assert f"{seat}    display {display}, watch:" in out and f"localhost::{port}" in out, out
+            assert f"{seat}    display {display}, watch:" in out and f"localhost::{port}" in out, out
 
         status = box.run("status.sh")
         for seat, display in displays.items():
             port = box.records()[f"{seat}.x11vnc"].info["vnc_port"]
             assert f"{seat}     display {display}, VNC localhost::{port}" in status.stdout, status.stdout
 
-        if daemon_has_seats():
-            assert status.returncode == 0 and "answers ping" in status.stdout, status.stdout
-            assert "the daemon's seats (cuctl seats)" in status.stdout
-            check_daemon_seats(box, displays)
-            before = box.pids()
-            assert "already up" in ok(box.run("up.sh")) and box.pids() == before
+        assert status.returncode == 0 and "answers ping" in status.stdout, status.stdout
+        assert "the daemon's seats (cuctl seats)" in status.stdout
+        check_daemon_seats(box, displays)
+        before = box.pids()
+        assert "already up" in ok(box.run("up.sh")) and box.pids() == before
 
-            # The demo pins its task to seat1: the text reaches seat1's app and nothing reaches seat2's.
-            demo = ok(box.run("demo.sh"))
-            assert "pinned to the first, seat1" in demo and "succeeded on seat seat1" in demo, demo
-            assert "the demo app received: 'Hello from cud — ✓ ü €'" in demo, demo
-            assert received(box, "seat1") == ["Hello from cud — ✓ ü €"] and received(box, "seat2") == []
+        # The demo pins its task to seat1: the text reaches seat1's app and nothing reaches seat2's.
+        demo = ok(box.run("demo.sh"))
+        assert "pinned to the first, seat1" in demo and "succeeded on seat seat1" in demo, demo
+        assert "the demo app received: 'Hello from cud — ✓ ü €'" in demo, demo
+        assert received(box, "seat1") == ["Hello from cud — ✓ ü €"] and received(box, "seat2") == []
 
         records = box.records()
         # down goes by the records, whatever SEATS says now (even nonsense).
@@ -376,43 +359,40 @@ def test_two_seats_up_demo_status_down(short_tmp: Path) -> None:
 def test_seats_come_and_go_and_a_dead_display_restarts_only_its_seat(short_tmp: Path) -> None:
     box = Sandbox(short_tmp / "sb", SEATS="2")
     try:
-        up_with_seats(box)
+        ok(box.run("up.sh"))
         first = box.records()
         # seat2's X server dies: its seat and the daemon (whose --seat names the display) restart,
         # seat1 keeps running, and the cookie it was started with still lets clients in.
         os.kill(first["seat2.xserver"].pid, signal.SIGKILL)
         wait_until(lambda: procs.state_of(first["seat2.xserver"]) != "running", 10, "seat2's X server to die")
-        up_with_seats(box)
+        ok(box.run("up.sh"))
         second = box.pids()
         for kind in SEAT_PARTS:
             assert second[f"seat1.{kind}"] == first[f"seat1.{kind}"].pid, kind
             assert second[f"seat2.{kind}"] != first[f"seat2.{kind}"].pid, kind
         assert second["model"] == first["model"].pid
-        if daemon_has_seats():
-            assert second["daemon"] != first["daemon"].pid
+        assert second["daemon"] != first["daemon"].pid
         displays = check_seats(box, 2)
 
         # A third seat joins; the first two keep running.
         box.env["SEATS"] = "3"
-        out = up_with_seats(box)
+        out = ok(box.run("up.sh"))
         assert "SEATS=3 now" in out
         third = box.pids()
         assert all(third[name] == pid for name, pid in second.items() if name != "daemon")
         displays = check_seats(box, 3)
-        if daemon_has_seats():
-            check_daemon_seats(box, displays)
+        check_daemon_seats(box, displays)
 
         # And leaves again: exactly its parts stop, and the daemon forgets it.
         gone = {name: record for name, record in box.records().items() if name.startswith("seat3.")}
         box.env["SEATS"] = "2"
-        up_with_seats(box)
+        ok(box.run("up.sh"))
         assert all(procs.state_of(record) != "running" for record in gone.values())
         fourth = box.pids()
         assert set(fourth) == set(second) and all(fourth[n] == third[n] for n in second if n != "daemon")
         displays = check_seats(box, 2)
-        if daemon_has_seats():
-            check_daemon_seats(box, displays)
-            assert fourth["daemon"] != third["daemon"]
+        check_daemon_seats(box, displays)
+        assert fourth["daemon"] != third["daemon"]
     finally:
         box.run("down.sh")
         box.kill_leftovers()
@@ -430,7 +410,7 @@ def test_a_bad_seat_count_is_refused_by_name_before_anything_starts(short_tmp: P
 def test_xvnc_sandbox_with_two_seats(short_tmp: Path) -> None:
     box = Sandbox(short_tmp / "sb", SANDBOX="xvnc", SEATS="2")
     try:
-        up_with_seats(box)
+        ok(box.run("up.sh"))
         records = box.records()
         assert not any(name.endswith("x11vnc") for name in records)  # Xvnc serves VNC itself
         ports = {seat: int(records[f"{seat}.xserver"].info["vnc_port"]) for seat in ("seat1", "seat2")}
@@ -438,17 +418,16 @@ def test_xvnc_sandbox_with_two_seats(short_tmp: Path) -> None:
         for seat, port in ports.items():
             assert rfb_security_types(port) == [2]
             assert not x_connects(records[f"{seat}.xserver"].info["display"], "/nonexistent")
-        if daemon_has_seats():
-            # The daemon drives both over VNC, as with one seat: its config names each server.
-            config = (box.dir / "cud.toml").read_text()
-            for seat, port in ports.items():
-                assert f'name = "{seat}"\nvnc = "127.0.0.1::{port}"' in config
-            listed = json.loads(ok(subprocess.run(
-                [str(VENV / "bin" / "cuctl"), "--socket", str(box.dir / "cud.sock"), "seats", "--json"],
-                capture_output=True, text=True, timeout=60)))
-            assert [(s["name"], s.get("vnc")) for s in listed] == [(k, f"127.0.0.1::{p}") for k, p in ports.items()]
-            demo = ok(box.run("demo.sh"))
-            assert "succeeded on seat seat1" in demo and received(box, "seat2") == []
+        # The daemon drives both over VNC, as with one seat: its config names each server.
+        config = (box.dir / "cud.toml").read_text()
+        for seat, port in ports.items():
+            assert f'name = "{seat}"\nvnc = "127.0.0.1::{port}"' in config
+        listed = json.loads(ok(subprocess.run(
+            [str(VENV / "bin" / "cuctl"), "--socket", str(box.dir / "cud.sock"), "seats", "--json"],
+            capture_output=True, text=True, timeout=60)))
+        assert [(s["name"], s.get("vnc")) for s in listed] == [(k, f"127.0.0.1::{p}") for k, p in ports.items()]
+        demo = ok(box.run("demo.sh"))
+        assert "succeeded on seat seat1" in demo and received(box, "seat2") == []
     finally:
         box.run("down.sh")
         box.kill_leftovers()
