@@ -111,6 +111,8 @@ install: done. Next:
   (umask 077; tigervncpasswd -f > $sysconfdir/cud/vnc-password)   # to watch with x11vnc@0
   systemctl enable --now xvfb@0.service cud.service [x11vnc@0.service]
   cuctl --socket /run/cud/cud.sock ping
+Several seats (xvfb@1..N, [[seats]] in $sysconfdir/cud/cud.toml, a drop-in for cud.service):
+  see "Several seats" in $docdir/README.md. Upgrading: restart the display units, then cud.
 MSG
 else
     say "done under '${destdir:-/}'; on the target run systemd-sysusers, systemd-tmpfiles --create and systemctl daemon-reload"

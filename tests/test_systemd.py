@@ -128,6 +128,37 @@ def test_example_config_loads_with_the_daemons_own_parser() -> None:
 
     config = load_config(SYSTEMD / "cud.toml.example", env={"CUD_SOCKET": "/run/cud/cud.sock"})
     assert config.seats[0].display == ":0" and config.api_key_credential == "openai-api-key"
+    assert [seat.name for seat in config.seats] == ["default"]  # a lone display is the seat "default"
+
+
+def three_seat_example(tmp_path: Path) -> Path:
+    """The example config made three seats as its comments say: no `display`, the [[seats]] tables uncommented."""
+    text = (SYSTEMD / "cud.toml.example").read_text()
+    head, marker, tail = text.partition("# -- Several seats")
+    assert marker, "the example lost its several-seats section"
+    assert head.count('\ndisplay = ":0"\n') == 1
+    head = head.replace('\ndisplay = ":0"\n', "\n")
+    # The tables are the commented lines that are TOML: "# [[seats]]" and "# key = value".
+    lines = [re.sub(r"^# (\[\[seats\]\]|\w+ = .*)$", r"\1", line) for line in tail.splitlines()]
+    path = tmp_path / "cud.toml"
+    path.write_text(head + marker + "\n".join(lines) + "\n")
+    return path
+
+
+def test_example_config_with_its_three_seats_uncommented_loads(tmp_path: Path) -> None:
+    import tomllib
+
+    from cud.daemon.config import load_config
+
+    path = three_seat_example(tmp_path)
+    raw = tomllib.loads(path.read_text())
+    # The displays of the README's three-seat machine (xvfb@1, xvfb@2, xvfb@3); every other
+    # key still top-level, not swallowed by a seat table.
+    assert raw["seats"] == [{"name": f"seat{k}", "display": f":{k}"} for k in (1, 2, 3)]
+    assert "display" not in raw and raw["model"] == "gpt-5.4" and raw["access"]["submit_users"] == []
+    config = load_config(path, env={"CUD_SOCKET": "/run/cud/cud.sock"})
+    assert [(seat.name, seat.display) for seat in config.seats] == [("seat1", ":1"), ("seat2", ":2"), ("seat3", ":3")]
+    assert config.api_key_credential == "openai-api-key" and config.max_steps == 50
 
 
 # -- install.sh ----------------------------------------------------------------------------------
@@ -186,6 +217,59 @@ def test_systemd_analyze_verify_accepts_every_installed_unit(prefix_install: Pat
     )
     if unit == "cud.service":
         assert exposure(path) <= 2.0
+
+
+def readme_systemd_block(language: str) -> str:
+    """The README systemd section's first fenced block in ``language`` (the three-seat machine's)."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Installing cud in a VM with systemd"):]
+    section = section[: section.index("\n## ", 1)]
+    match = re.search(rf"```{language}\n(.*?)```", section, re.S)
+    assert match, f"no {language} block in the README's systemd section"
+    return match.group(1)
+
+
+def test_the_readmes_three_seats_are_the_example_configs(tmp_path: Path) -> None:
+    import tomllib
+
+    readme = tomllib.loads(readme_systemd_block("toml"))["seats"]
+    assert readme == tomllib.loads(three_seat_example(tmp_path).read_text())["seats"]
+    # ... and the drop-in orders cud after exactly those displays.
+    numbers = [seat["display"].lstrip(":") for seat in readme]
+    drop_in = readme_systemd_block("ini")
+    for key in ("Wants", "After"):
+        assert f"{key}=" + " ".join(f"xvfb@{n}.service" for n in numbers) in drop_in.splitlines()
+
+
+def test_units_and_cud_agree_on_the_shared_cookie_file() -> None:
+    xauthority = unit_env(unit_settings(SYSTEMD / "cud.service"))["XAUTHORITY"]
+    assert xauthority == "/run/cud-display/Xauthority"
+    for unit in ("xvfb@.service", "xvnc@.service"):
+        s = unit_settings(SYSTEMD / unit)
+        assert any(line.split()[-1] == xauthority and " share " in line for line in s["ExecStartPre"]), unit
+        assert any(line.split()[-1] == xauthority and " unshare %i " in line for line in s["ExecStopPost"]), unit
+        assert "/run/cud-display" in " ".join(s["ReadWritePaths"]).split(), unit
+    tmpfiles = (SYSTEMD / "cud.tmpfiles.conf").read_text()
+    assert re.search(r"^d /run/cud-display 0755 cud-display cud-display -$", tmpfiles, re.M)
+
+
+@needs_analyze
+def test_systemd_analyze_verify_accepts_cud_with_the_readmes_three_seat_drop_in(
+    prefix_install: Path, tmp_path: Path
+) -> None:
+    units = tmp_path / "units"
+    shutil.copytree(prefix_install / "lib/systemd/system", units)
+    (units / "cud.service.d").mkdir()
+    drop_in = units / "cud.service.d" / "override.conf"
+    drop_in.write_text(readme_systemd_block("ini"))
+    result = analyze_verify(units / "cud.service")
+    assert result.returncode == 0 and not result.stderr.strip() and not result.stdout.strip(), (
+        f"rc {result.returncode}\n{result.stdout}\n{result.stderr}"
+    )
+    assert exposure(units / "cud.service") <= 2.0
+    # The control: verify does read the drop-in (a misspelt key in it is reported).
+    drop_in.write_text(readme_systemd_block("ini").replace("After=", "Aftr="))
+    assert "Aftr" in analyze_verify(units / "cud.service").stderr
 
 
 @needs_analyze
@@ -313,6 +397,17 @@ def unit_runner(prefix_install: Path, short_tmp: Path) -> Iterator[object]:
                 subprocess.run([*as_user, *unit_command(line, env, replace)], check=True, timeout=60)
             return proc
 
+        def stop(self, unit: str, proc: subprocess.Popen[bytes], number: int) -> None:
+            """Stop instance ``number``'s main process and run its ExecStopPost lines, as systemd does."""
+            self.number = number
+            s, env, replace = self.settings(unit)
+            stop_process(proc)
+            for line in s.get("ExecStopPost", []):
+                # systemd's "-" lets the line fail without failing the unit; here it must not fail.
+                result = subprocess.run([*as_user, *unit_command(line.removeprefix("-"), env, replace)],
+                                        capture_output=True, text=True, timeout=30)
+                assert result.returncode == 0, f"{line}: {result.stderr}"
+
         def start_server(self, unit: str) -> subprocess.Popen[bytes]:
             """``start`` an X server unit; if its number was taken meanwhile, on the next free one."""
             for _ in range(5):
@@ -333,6 +428,8 @@ def unit_runner(prefix_install: Path, short_tmp: Path) -> Iterator[object]:
 
     runner = Runner()
     runner.run.mkdir(mode=0o755)
+    # tmpfiles.d gives /run/cud-display to cud-display: the units keep the shared cookie file there.
+    os.chown(runner.run, nobody.pw_uid, nobody.pw_gid)
     runner.creds.mkdir(mode=0o700)
     write_vnc_passwd(runner.creds / "vnc-password", "s3cret")
     # systemd hands credentials to the service's user, readable by it alone.
@@ -350,6 +447,7 @@ def test_xvfb_unit_serves_only_cookie_holders_and_x11vnc_unit_only_loopback_with
     assert stat.S_IMODE(cookie.stat().st_mode) == 0o640
     assert x_connects(display, cookie)
     assert not x_connects(display, "/nonexistent")  # no -ac, no open door for other local users
+    assert x_connects(display, runner.run / "Xauthority")  # the one file cud.service reads
     assert f"@/tmp/.X11-unix/X{runner.number}" in Path("/proc/net/unix").read_text()  # it holds the abstract name
     runner.start("x11vnc@.service")
     port = 5900 + runner.number  # x11vnc -N
@@ -384,6 +482,82 @@ def test_xvnc_unit_serves_only_cookie_holders_and_loopback_with_a_password(unit_
     wait_until(lambda: listening_addresses(port), 30, f"Xvnc to listen on {port}")
     assert listening_addresses(port) <= LOOPBACK
     assert rfb_security_types(port) == [2]
+
+
+def xauth_displays(path: Path) -> set[str]:
+    """The display numbers ``path`` holds cookies for."""
+    listed = subprocess.run(["xauth", "-i", "-f", str(path), "list"], capture_output=True, text=True, timeout=30)
+    return {line.split()[0].rpartition(":")[2] for line in listed.stdout.splitlines() if line.strip()}
+
+
+def test_display_units_share_their_cookies_in_the_one_file_a_daemon_with_seats_reads(unit_runner) -> None:
+    runner = unit_runner
+    shared = runner.run / "Xauthority"
+    procs: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
+    for seat in ("left", "right"):
+        proc = runner.start_server("xvfb@.service")
+        procs[seat] = (runner.number, proc)
+        runner.number = free_display_number(after=runner.number)
+    numbers = {seat: number for seat, (number, _) in procs.items()}
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o640  # cud reads it through the cud-display group
+    assert xauth_displays(shared) == {str(n) for n in numbers.values()}
+    for number in numbers.values():
+        assert x_connects(f":{number}", shared) and not x_connects(f":{number}", "/nonexistent")
+
+    # A display that stops takes its cookie out; started again (as Restart= does) it gets a
+    # new one, and the shared file has the new one in place of the old.
+    number, proc = procs["left"]
+    stale = runner.run / "stale-Xauthority"
+    shutil.copy(runner.run / str(number) / "Xauthority", stale)
+    runner.stop("xvfb@.service", proc, number)
+    assert xauth_displays(shared) == {str(numbers["right"])}
+    runner.start_server("xvfb@.service")  # on the next free number if :number was taken meanwhile
+    numbers["left"] = runner.number
+    assert xauth_displays(shared) == {str(n) for n in numbers.values()}
+    assert x_connects(f":{numbers['left']}", shared) and x_connects(f":{numbers['right']}", shared)
+    if numbers["left"] == number:
+        assert not x_connects(f":{number}", stale)  # the old cookie no longer opens it
+
+    # One daemon, two seats, one XAUTHORITY: both seats answer.
+    daemon = Daemon("", "http://127.0.0.1:9/v1", workdir=runner.run.parent / "daemon",
+                    seats={seat: f":{n}" for seat, n in numbers.items()}, extra_env={"XAUTHORITY": str(shared)})
+    daemon.dir.mkdir()
+    try:
+        daemon.start()
+
+        def both_idle() -> list[dict[str, object]] | None:
+            seats = daemon.call("seats")
+            return seats if all(seat["state"] == "idle" for seat in seats) else None
+
+        seats = wait_until(both_idle, 30, "both seats to be idle")
+        assert [(seat["name"], seat["display"], seat["size"]) for seat in seats] == [
+            (seat, f":{n}", [1280, 800]) for seat, n in numbers.items()]
+    finally:
+        daemon.stop()
+
+
+def test_cud_xauth_share_and_unshare(tmp_path: Path) -> None:
+    helper = str(SYSTEMD / "cud-xauth")
+    shared = tmp_path / "Xauthority"
+    for number in ("7", "12"):
+        subprocess.run([helper, "new", number, str(tmp_path / number)], check=True, timeout=30)
+        # Both entries, FamilyLocal and FamilyWild, every time (two xauth on one file in a
+        # pipeline used to deadlock on its lock and drop the second entry now and then).
+        assert len(subprocess.run(["xauth", "-f", str(tmp_path / number), "list"], capture_output=True,
+                                  text=True, check=True).stdout.splitlines()) == 2
+        subprocess.run([helper, "share", str(tmp_path / number), str(shared)], check=True, timeout=30)
+    assert xauth_displays(shared) == {"7", "12"} and len(shared.read_bytes()) > 0
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o640
+    subprocess.run([helper, "unshare", "7", str(shared)], check=True, timeout=30)
+    assert xauth_displays(shared) == {"12"}
+    subprocess.run([helper, "unshare", "12", str(shared)], check=True, timeout=30)
+    assert xauth_displays(shared) == set() and shared.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["12", "7", "Xauthority"]  # no temp files left
+    # Nothing shared yet: nothing to take out. A missing cookie file or bad number: refused.
+    assert subprocess.run([helper, "unshare", "3", str(tmp_path / "none")], timeout=30).returncode == 0
+    assert subprocess.run([helper, "share", str(tmp_path / "missing"), str(shared)], capture_output=True,
+                          timeout=30).returncode == 1
+    assert subprocess.run([helper, "unshare", "3; x", str(shared)], capture_output=True, timeout=30).returncode == 2
 
 
 def test_cud_xauth_rejects_bad_input(tmp_path: Path) -> None:
