@@ -329,6 +329,9 @@ def test_sysusers_and_tmpfiles_apply_to_a_private_root(prefix_install: Path, tmp
     assert groups["cud-display"][3] == "cud"  # the daemon reads the display cookies through the group
     state = (root / "var/lib/cud").stat()
     assert stat.S_IMODE(state.st_mode) == 0o700 and state.st_uid == int(users["cud"][2])
+    # The display units write the shared cookie file /run/cud-display/Xauthority there.
+    displays = (root / "run/cud-display").stat()
+    assert stat.S_IMODE(displays.st_mode) == 0o755 and displays.st_uid == int(users["cud-display"][2])
 
 
 # -- the display units' command lines, run for real -----------------------------------------------
