@@ -12,7 +12,7 @@ help:
 	@echo "make test           run the whole test suite (starts its own Xvfb/VNC servers)"
 	@echo "make bench          measure cud against scrot, xdotool, Pillow and vncdotool"
 	@echo "make report-example remake docs/report-example.png from a real run of the demo task"
-	@echo "make sandbox-up     start Xvfb (or SANDBOX=xvnc), openbox, x11vnc, a demo app and cud"
+	@echo "make sandbox-up     start Xvfb (or SANDBOX=xvnc), openbox, x11vnc, a demo app and cud (SEATS=N: N displays)"
 	@echo "make demo           run the demo task in the sandbox (real model with OPENAI_API_KEY, else scripted)"
 	@echo "make sandbox-status say what the sandbox runs"
 	@echo "make sandbox-down   stop exactly what sandbox-up started"
