@@ -125,3 +125,9 @@ class TaskTimeout(CudError):
     """A task ran past its wall-clock limit (``max_duration``) and was stopped."""
 
     kind = "timeout"
+
+
+class WrongState(CudError):
+    """The task is not in a state that allows the request (resume a task that is not paused, say)."""
+
+    kind = "wrong_state"

@@ -1,13 +1,15 @@
 """The socket protocol between ``cud`` and ``cuctl``: every message, its framing and its checks.
 
 Framing: one JSON object per line (UTF-8, ``\\n``-terminated), at most
-:data:`MAX_MESSAGE_BYTES` including the newline. Every message carries ``"v": 1``.
+:data:`MAX_MESSAGE_BYTES` including the newline. Every message carries ``"v":``
+:data:`PROTOCOL_VERSION`. The requests are in :mod:`cud.requests`, what replies
+contain in :mod:`cud.views`; both are re-exported here.
 
 A client sends one request and reads zero or more streamed messages (``event``
 for ``follow``, ``chunk`` for ``screenshot``, ``event`` then ``file`` for
 ``record``) and then exactly one reply:
-``{"v": 1, "ok": true, "result": ...}`` or
-``{"v": 1, "ok": false, "error": {"kind", "message", "details"}}``.
+``{"v": 2, "ok": true, "result": ...}`` or
+``{"v": 2, "ok": false, "error": {"kind", "message", "details"}}``.
 A connection may carry several requests one after another.
 
 Both sides validate at the boundary: :func:`parse_request` and
@@ -20,10 +22,29 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, Literal, NotRequired, TypedDict, Union, cast
+from typing import Any, Literal, TypedDict, Union, cast
 
 import cud
 from cud.errors import ProtocolError
+from cud.requests import (  # noqa: F401 (re-exported, as below)
+    ActRequest,
+    ApprovalsRequest,
+    ApproveRequest,
+    CancelRequest,
+    DenyRequest,
+    FollowRequest,
+    ImageRequest,
+    ListRequest,
+    PauseRequest,
+    PingRequest,
+    RecordRequest,
+    Request,
+    ResumeRequest,
+    ScreenshotRequest,
+    SeatsRequest,
+    ShowRequest,
+    SubmitRequest,
+)
 from cud.views import (  # noqa: F401 (re-exported: the protocol is one import for both sides)
     APPROVAL_POLICIES,
     FINAL_STATES,
@@ -82,101 +103,6 @@ MAX_STEPS_LIMIT = 10_000
 MAX_DURATION_LIMIT = 7 * 24 * 3600
 
 
-# -- requests ---------------------------------------------------------------------------
-class PingRequest(TypedDict):
-    v: int
-    type: Literal["ping"]
-
-
-class SubmitRequest(TypedDict):
-    v: int
-    type: Literal["submit"]
-    prompt: str
-    model: NotRequired[str]
-    max_steps: NotRequired[int]
-    max_duration: NotRequired[int]
-    approval: NotRequired[ApprovalPolicy]
-    #: Pin the task to this seat; without it the first free seat takes it.
-    seat: NotRequired[str]
-
-
-class ListRequest(TypedDict):
-    v: int
-    type: Literal["list"]
-
-
-class ShowRequest(TypedDict):
-    v: int
-    type: Literal["show"]
-    id: int
-
-
-class FollowRequest(TypedDict):
-    v: int
-    type: Literal["follow"]
-    id: int
-
-
-class CancelRequest(TypedDict):
-    v: int
-    type: Literal["cancel"]
-    id: int
-
-
-class ApprovalsRequest(TypedDict):
-    v: int
-    type: Literal["approvals"]
-
-
-class ApproveRequest(TypedDict):
-    v: int
-    type: Literal["approve"]
-    id: int
-
-
-class DenyRequest(TypedDict):
-    v: int
-    type: Literal["deny"]
-    id: int
-    reason: NotRequired[str]
-
-
-class ScreenshotRequest(TypedDict):
-    v: int
-    type: Literal["screenshot"]
-    #: Required when the daemon has more than one seat.
-    seat: NotRequired[str]
-
-
-class SeatsRequest(TypedDict):
-    v: int
-    type: Literal["seats"]
-
-
-class RecordRequest(TypedDict):
-    """A task's whole record: its events, then its screenshots as ``file`` messages."""
-
-    v: int
-    type: Literal["record"]
-    id: int
-
-
-Request = Union[
-    PingRequest,
-    SubmitRequest,
-    ListRequest,
-    ShowRequest,
-    FollowRequest,
-    CancelRequest,
-    ApprovalsRequest,
-    ApproveRequest,
-    DenyRequest,
-    ScreenshotRequest,
-    SeatsRequest,
-    RecordRequest,
-]
-
-
 # -- messages from the daemon ------------------------------------------------------------
 class OkReply(TypedDict):
     v: int
@@ -215,6 +141,8 @@ class FileMessage(TypedDict):
 Reply = Union[OkReply, ErrorReply]
 DaemonMessage = Union[OkReply, ErrorReply, EventMessage, ChunkMessage, FileMessage]
 #: What a record's file may be called: the trajectory's own names, never a path.
+#: What a person may do on a paused task's seat (``act``): the model's input actions.
+HUMAN_ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type")
 RECORD_FILE_NAME = re.compile(r"step-[0-9]{4,}[A-Za-z0-9_-]{0,32}\.(?:png|jpg|webp)")
 
 
@@ -334,6 +262,17 @@ def _seat_name(kind: str, name: str, value: object) -> None:
         raise _bad(kind, name, value, "a seat name (letters, digits, '_', '.', '-'; at most 32)")
 
 
+def _action(kind: str, name: str, value: object) -> None:
+    # The shape only: the driver checks the rest (bounds, keys, text) and names what is wrong.
+    if not isinstance(value, dict) or value.get("type") not in HUMAN_ACTIONS:
+        raise _bad(kind, name, value, "an action object whose 'type' is one of " + ", ".join(HUMAN_ACTIONS))
+
+
+def _file_name(kind: str, name: str, value: object) -> None:
+    if not isinstance(value, str) or not RECORD_FILE_NAME.fullmatch(value):
+        raise _bad(kind, name, value, "a trajectory file name like 'step-0003.png'")
+
+
 def _bad(kind: str, name: str, value: object, wanted: str) -> ProtocolError:
     shown = repr(value)
     if len(shown) > 80:
@@ -362,6 +301,10 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "deny": {"id": (_ID, True), "reason": (_text(4096, blank=True), False)},
     "screenshot": {"seat": (_seat_name, False)},
     "seats": {},
+    "pause": {"id": (_ID, True)},
+    "resume": {"id": (_ID, True)},
+    "act": {"id": (_ID, True), "action": (_action, True)},
+    "image": {"id": (_ID, True), "name": (_file_name, True)},
     "record": {"id": (_ID, True)},
 }
 REQUEST_TYPES: frozenset[str] = frozenset(_REQUEST_FIELDS)

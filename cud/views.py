@@ -20,11 +20,14 @@ __all__ = [
 #: What a seat may be called: short, and safe in a file name, a URL and a log line.
 SEAT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 
-TaskState = Literal["queued", "running", "awaiting_approval", "succeeded", "failed", "cancelled", "interrupted"]
+TaskState = Literal[
+    "queued", "running", "awaiting_approval", "paused", "succeeded", "failed", "cancelled", "interrupted"
+]
 TASK_STATES: tuple[TaskState, ...] = (
     "queued",
     "running",
     "awaiting_approval",
+    "paused",
     "succeeded",
     "failed",
     "cancelled",

@@ -103,6 +103,10 @@ class TaskRun:
         self._covered = 0  # actions still covered by the approval just granted
         self._bound = False  # those actions are bound to the screen the approver saw
         self._watch: ScreenWatch | None = None  # what changed by itself around their targets
+        #: Who asked for a pause that has not landed yet / who paused the task, while it is paused.
+        self.pause_requested_by: dict[str, Any] | None = None
+        self.paused_by: dict[str, Any] | None = None
+        self._resumed = asyncio.Event()
 
     # -- control ------------------------------------------------------------------------
     def cancel(self, reason: str, *, stopping: bool = False) -> None:
@@ -110,6 +114,7 @@ class TaskRun:
             return
         self.cancel_reason = reason
         self.stopping = stopping
+        self._resumed.set()  # a paused task ends too
         self.seat.approvals.cancel_task(self.task["id"], reason)
         # The SDK checks `cancelled` between calls; a slow model request is cut short here.
         if self.in_model and self.job is not None:
@@ -232,6 +237,41 @@ class TaskRun:
         if diagnostic.get("reason") not in ("completed", "started"):
             self.store.add_event(self.task["id"], "diagnostic", dict(diagnostic))
 
+    # -- pause, resume, take over -------------------------------------------------------
+    def request_pause(self, by: dict[str, Any]) -> None:
+        if self.paused_by is None:
+            self.pause_requested_by = self.pause_requested_by or by
+            self._resumed.clear()
+
+    def resume(self) -> None:
+        self.pause_requested_by = None
+        self._resumed.set()
+
+    async def _pause(self) -> bool:
+        """Hold the task at its boundary until resumed; False if it was cancelled meanwhile."""
+        assert self.step is not None and self.pause_requested_by is not None
+        by, self.pause_requested_by = self.pause_requested_by, None
+        self.store.control(self.task["id"], "paused", by["uid"], by["name"], state="paused")
+        self.paused_by = by
+        started = time.monotonic()
+        try:
+            await self._resumed.wait()
+        finally:
+            self.paused_by = None
+            self.step.paused_ms += ms_since(started)
+        return not self.is_cancelled()
+
+    async def human_act(self, action: dict[str, Any], by: dict[str, Any]) -> float:
+        """Run a person's action on the paused task's seat: the model's actions' driver and checks."""
+        assert self.step is not None
+        started = time.monotonic()
+        await self.seat.driver.call(action["type"], action)
+        ms = ms_since(started)
+        self.step.actions.append({"action": action, "ms": round(ms, 3), "by": by})
+        self.store.control(self.task["id"], "human_action", by["uid"], by["name"], audit="act",
+                           data={"action": action, "ms": round(ms, 3)})
+        return ms
+
     # -- approvals -----------------------------------------------------------------------
     async def approve_safety_checks(self, call: Any) -> bool:
         actions = [_plain(a) for a in (call.actions if call.actions is not None else [call.action])]
@@ -245,6 +285,10 @@ class TaskRun:
         if self.is_cancelled():
             return False
         kind = action.type
+        # The SDK asks before every action and before the screenshot that ends a batch: a
+        # pause lands there, and the screenshot after it shows what people did meanwhile.
+        if kind == "screenshot" and self.pause_requested_by is not None and not await self._pause():
+            return False
         if self._covered:
             self._covered -= 1
         elif self.policy == "actions" and kind not in _HARMLESS:

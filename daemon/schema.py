@@ -83,6 +83,45 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE tasks ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1));
     UPDATE tasks SET seat = 'default' WHERE state != 'queued'
     """,
+    # 4: the state 'paused'. SQLite cannot change a CHECK, so the table is rebuilt (with
+    # foreign keys off, see Store._migrate), keeping every id and the id sequence: a
+    # pruned task's id must never come back.
+    """
+    CREATE TABLE tasks_v4 (
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
+        state          TEXT NOT NULL CHECK (state IN ('queued', 'running', 'awaiting_approval', 'paused',
+                                                      'succeeded', 'failed', 'cancelled', 'interrupted')),
+        prompt         TEXT NOT NULL,
+        model          TEXT NOT NULL,
+        max_steps      INTEGER NOT NULL,
+        approval       TEXT NOT NULL CHECK (approval IN ('safety', 'actions')),
+        submitter_uid  INTEGER NOT NULL,
+        submitter_name TEXT NOT NULL,
+        steps          INTEGER NOT NULL DEFAULT 0,
+        final_message  TEXT,
+        error          TEXT,
+        reason         TEXT,
+        created_at     TEXT NOT NULL,
+        started_at     TEXT,
+        finished_at    TEXT,
+        max_duration   INTEGER,
+        seat           TEXT,
+        pinned         INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1))
+    );
+    INSERT INTO tasks_v4 (id, state, prompt, model, max_steps, approval, submitter_uid, submitter_name, steps,
+                          final_message, error, reason, created_at, started_at, finished_at, max_duration, seat,
+                          pinned)
+        SELECT id, state, prompt, model, max_steps, approval, submitter_uid, submitter_name, steps, final_message,
+               error, reason, created_at, started_at, finished_at, max_duration, seat, pinned FROM tasks;
+    INSERT INTO sqlite_sequence (name, seq)
+        SELECT 'tasks_v4', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'tasks_v4');
+    UPDATE sqlite_sequence
+        SET seq = MAX(seq, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'tasks'), 0))
+        WHERE name = 'tasks_v4';
+    DROP TABLE tasks;
+    ALTER TABLE tasks_v4 RENAME TO tasks;
+    CREATE INDEX tasks_by_state ON tasks (state, id)
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 SCHEMA_VERSION = len(MIGRATIONS)

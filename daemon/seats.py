@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterator
 
 from cud.daemon.config import read_secret_file
+from cud.daemon.runner import TaskRun
 from cud.daemon.seat import FULL_DISK_RETRY, Seat, SeatParts
 from cud.daemon.seat_config import SeatConfig
 
@@ -105,6 +106,10 @@ class Seats:
     def _retry_dispatch(self) -> None:
         self._retry = None
         self.dispatch()
+
+    def run_of(self, task_id: int) -> TaskRun | None:
+        """The running task with this id, on whichever seat runs it."""
+        return next((seat.current for seat in self if seat.current and seat.current.task["id"] == task_id), None)
 
     def cancel(self, task_id: int, reason: str) -> None:
         for seat in self:

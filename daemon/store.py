@@ -99,12 +99,22 @@ class Store:
                 path=str(self.path),
                 version=version,
             )
-        for target in range(version, SCHEMA_VERSION):
-            # executescript commits first, so run each step's statements in our own transaction.
-            with self._tx() as db:
-                for statement in split_sql(MIGRATIONS[target]):
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version = {target + 1}")
+        # Foreign keys off while migrating: a rebuilt table is dropped and renamed, which
+        # would otherwise cascade into its events (checked whole before each commit).
+        self._db.execute("PRAGMA foreign_keys=OFF")
+        try:
+            for target in range(version, SCHEMA_VERSION):
+                # executescript commits first, so run each step's statements in our own transaction.
+                with self._tx() as db:
+                    for statement in split_sql(MIGRATIONS[target]):
+                        db.execute(statement)
+                    broken = db.execute("PRAGMA foreign_key_check").fetchall()
+                    if broken:
+                        raise ConfigError(f"migrating {str(self.path)!r} to schema {target + 1} broke "
+                                          f"{len(broken)} references; nothing was changed", path=str(self.path))
+                    db.execute(f"PRAGMA user_version = {target + 1}")
+        finally:
+            self._db.execute("PRAGMA foreign_keys=ON")
 
     @contextlib.contextmanager
     def _tx(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
@@ -257,10 +267,25 @@ class Store:
         return str(state)
 
     @_finishing
+    def control(self, task_id: int, kind: str, uid: int, name: str, *, state: str | None = None,
+                data: dict[str, Any] | None = None, audit: str | None = None) -> None:
+        """Record a person's control of a running task (``kind``: pause_requested, paused, resumed,
+        human_action), by ``uid``/``name``; ``state`` moves the task, ``audit`` adds an audit row."""
+        by = {"uid": uid, "name": name}
+        with self._tx() as db:
+            if state is not None:
+                db.execute("UPDATE tasks SET state = ? WHERE id = ?", (state, task_id))
+            if audit is not None:
+                self._audit(db, uid, name, audit, task_id, "ok")
+            self._event(db, task_id, kind, {"by": by, **(data or {})})
+
+    @_finishing
     def recover(self) -> list[int]:
         """At start-up: tasks a dead daemon left running become interrupted. Returns their ids."""
         with self._tx() as db:
-            rows = db.execute("SELECT id FROM tasks WHERE state IN ('running', 'awaiting_approval')").fetchall()
+            rows = db.execute(
+                "SELECT id FROM tasks WHERE state IN ('running', 'awaiting_approval', 'paused')"
+            ).fetchall()
             reason = "the daemon stopped while the task was running (found at start-up)"
             for row in rows:
                 db.execute(

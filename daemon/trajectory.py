@@ -82,8 +82,9 @@ class Trajectories:
 class StepRecord:
     """Timings of one step: a model response and the actions it asked for.
 
-    ``overhead_ms`` is what remains when the model, the driver and human approval
-    time are taken out: the daemon's own cost (SDK bookkeeping, SQLite, files).
+    ``overhead_ms`` is what remains when the model, the driver and the people
+    (approvals, a pause and what was done in it) are taken out: the daemon's own
+    cost (SDK bookkeeping, SQLite, files).
     """
 
     number: int
@@ -92,6 +93,7 @@ class StepRecord:
     model_ms: float = 0.0
     driver_ms: float = 0.0
     approval_ms: float = 0.0
+    paused_ms: float = 0.0
     actions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     messages: list[str] = dataclasses.field(default_factory=list)
     screenshot: str | None = None  # file of the screenshot this step produced
@@ -108,7 +110,9 @@ class StepRecord:
             "model_ms": round(self.model_ms, 3),
             "driver_ms": round(self.driver_ms, 3),
             "approval_ms": round(self.approval_ms, 3),
-            "overhead_ms": round(max(0.0, total - self.model_ms - self.driver_ms - self.approval_ms), 3),
+            "paused_ms": round(self.paused_ms, 3),
+            "overhead_ms": round(max(0.0, total - self.model_ms - self.driver_ms - self.approval_ms
+                                     - self.paused_ms), 3),
         }
 
 

@@ -35,6 +35,8 @@ def test_encode_is_one_line_with_version_and_utf8() -> None:
 def test_round_trip_of_every_request_type() -> None:
     samples = {
         "ping": {}, "list": {}, "approvals": {}, "screenshot": {"seat": "left-1"}, "seats": {},
+        "pause": {"id": 1}, "resume": {"id": 2}, "image": {"id": 3, "name": "step-0001.png"},
+        "act": {"id": 4, "action": {"type": "type", "text": "Grüße"}},
         "submit": {"prompt": "p", "model": "m", "max_steps": 3, "approval": "actions", "seat": "a"},
         "show": {"id": 1}, "follow": {"id": 2}, "cancel": {"id": 3}, "approve": {"id": 4},
         "deny": {"id": 5, "reason": "no"}, "record": {"id": 6},
@@ -137,3 +139,16 @@ def test_an_older_client_is_answered_in_its_own_version() -> None:
     assert reply is not None and reply["v"] == 1 and reply["ok"] is False
     assert "protocol version 1" in reply["error"]["message"] and f"speaks {PROTOCOL_VERSION}" in reply["error"]["message"]
     assert version_mismatch_reply(PROTOCOL_VERSION + 1) is None  # a newer client words it itself
+
+
+@pytest.mark.parametrize(("fields", "needle"), [
+    ({"type": "act", "id": 1, "action": {"type": "screenshot"}}, "'action' must be an action object whose 'type'"),
+    ({"type": "act", "id": 1, "action": "click"}, "'action' must be an action object"),
+    ({"type": "act", "id": 1}, "missing field 'action'"),
+    ({"type": "image", "id": 1, "name": "../cud.sqlite3"}, "'name' must be a trajectory file name"),
+    ({"type": "pause", "id": 0}, "'id' must be an integer from 1"),
+])
+def test_bad_control_requests_are_named(fields: dict[str, object], needle: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_request({"v": PROTOCOL_VERSION, **fields})
+    assert needle in info.value.message, info.value.message

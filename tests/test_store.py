@@ -165,6 +165,37 @@ def test_a_v2_database_upgrades_and_keeps_every_row(tmp_path: Path) -> None:
         store.close()
 
 
+def test_an_upgrade_never_gives_out_an_id_again(tmp_path: Path) -> None:
+    # The newest task of the old file was pruned: its id must stay used after the table rebuild.
+    path = tmp_path / "old.sqlite3"
+    shutil.copy(DATA / "cud-v2.sqlite3", path)
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA foreign_keys=ON")
+    db.execute("DELETE FROM tasks WHERE id = 3")
+    db.commit()
+    db.close()
+    store = Store(path)
+    try:
+        assert [t["id"] for t in store.tasks()] == [1, 2]
+        assert len(store.events(1)) == 4 and store.pending_approvals()[0]["task_id"] == 2
+        assert store.submit("new", "m", 1, "safety", 0, "root")["id"] == 4
+        assert store._db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    finally:
+        store.close()
+
+
+def test_a_paused_task_is_interrupted_by_a_restart_with_who_paused_it_kept(store: Store) -> None:
+    task = store.submit("p", "m", 5, "safety", 0, "root")
+    store.start(task["id"], "default")
+    store.control(task["id"], "pause_requested", 1000, "alice", audit="pause")
+    store.control(task["id"], "paused", 1000, "alice", state="paused")
+    assert store.task(task["id"])["state"] == "paused"
+    assert store.recover() == [task["id"]] and store.task(task["id"])["state"] == "interrupted"
+    kinds = [(e["kind"], e["data"].get("by")) for e in store.events(task["id"])]
+    assert kinds[2:4] == [("pause_requested", {"uid": 1000, "name": "alice"}), ("paused", {"uid": 1000, "name": "alice"})]
+    assert [(r["request"], r["name"]) for r in store.audit_rows()][-1] == ("pause", "alice")
+
+
 def test_each_seat_takes_the_oldest_task_pinned_to_it_or_to_none(store: Store) -> None:
     first = store.submit("any", "m", 1, "safety", 0, "root")
     to_b = store.submit("b only", "m", 1, "safety", 0, "root", seat="b")

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from cud.cuctl import approvals, export, ping, progress, report, screen, seats, tasks
+from cud.cuctl import approvals, control, export, ping, progress, report, screen, seats, tasks
 from cud.cuctl.client import Client, socket_path
 from cud.errors import CudError
 
@@ -60,6 +60,11 @@ def _parser() -> argparse.ArgumentParser:
     add("show", tasks.show, "show one task").add_argument("id", type=int, metavar="ID")
     add("follow", progress.follow, "show a task's progress until it ends").add_argument("id", type=int, metavar="ID")
     add("cancel", tasks.cancel, "cancel a task").add_argument("id", type=int, metavar="ID")
+    add("pause", control.pause, "pause a task before its next screenshot").add_argument("id", type=int, metavar="ID")
+    add("resume", control.resume, "resume a paused task").add_argument("id", type=int, metavar="ID")
+    p = add("act", control.act, "act on a paused task's seat (recorded as a human action)")
+    p.add_argument("id", type=int, metavar="ID")
+    p.add_argument("action", metavar="ACTION-JSON", help='e.g. \'{"type": "type", "text": "hello"}\'')
     add("approvals", approvals.list_approvals, "list pending approvals")
     add("approve", approvals.approve, "approve a pending approval").add_argument("id", type=int, metavar="ID")
     p = add("deny", approvals.deny, "deny a pending approval")

@@ -136,6 +136,11 @@ class Progress:
             by = f" by {data['by']['name']}" if data.get("by") else ""
             self._line(f"approval {data['approval_id']} {data.get('outcome')}{by}")
             self.doing = "running the approved action" if data.get("outcome") == "approved" else self.doing
+        elif kind in ("pause_requested", "paused", "resumed", "human_action"):
+            self.state = {"paused": "paused", "resumed": "running"}.get(kind, self.state)
+            self.doing = {"paused": f"paused: cuctl resume {self.id}", "resumed": "waiting for the model",
+                          "pause_requested": "pausing before the next screenshot"}.get(kind, self.doing)
+            self._line(tasks.describe_event(event).split(f"task {self.id} ", 1)[-1])
         elif kind == "cancel_requested":
             self._line(f"cancel requested by {data['by']['name']}")
             self.doing = "cancelling"

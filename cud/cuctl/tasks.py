@@ -128,6 +128,15 @@ def _describe(event: dict[str, Any]) -> str:
         return f"{prefix} approval {data['approval_id']} {data['outcome']}{by}{because}"
     if kind == "cancel_requested":
         return f"{prefix} cancel requested by {data['by']['name']}"
+    if kind == "pause_requested":
+        return f"{prefix} pause requested by {data['by']['name']} (lands before the next screenshot)"
+    if kind == "paused":
+        return f"{prefix} paused for {data['by']['name']} -- cuctl act {event['task_id']} ACTION | cuctl resume " \
+               f"{event['task_id']}"
+    if kind == "resumed":
+        return f"{prefix} resumed by {data['by']['name']}"
+    if kind == "human_action":
+        return f"{prefix} {data['by']['name']} (human): {describe(data['action'])} ({data['ms']:.0f} ms)"
     if kind == "end":
         detail = data.get("final_message") or (data.get("error") or {}).get("message") or data.get("reason") or ""
         return f"{prefix} ended {data['state']}" + (f": {detail}" if detail else "")

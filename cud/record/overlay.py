@@ -22,6 +22,8 @@ __all__ = ("captions", "svg_overlay")
 
 _POINTER = "#e0245e"
 _MOVE = "#1d6fe0"
+#: What a person did while the task was paused (``act``), apart from the model's actions.
+_HUMAN = "#10893e"
 
 
 def svg_overlay(actions: list[dict[str, Any]], width: int, height: int) -> str:
@@ -31,7 +33,8 @@ def svg_overlay(actions: list[dict[str, Any]], width: int, height: int) -> str:
     for number, entry in enumerate(actions, start=1):
         action = entry.get("action") if isinstance(entry, dict) else None
         if isinstance(action, dict):
-            marks.append(_mark(number, action, size, width))
+            mark = _mark(number, action, size, width, _HUMAN if _human(entry) else None)
+            marks.append(mark.replace('class="mark ', 'class="mark human ', 1) if _human(entry) else mark)
     marks = [m for m in marks if m]
     if not marks:
         return ""
@@ -41,7 +44,14 @@ def svg_overlay(actions: list[dict[str, Any]], width: int, height: int) -> str:
     )
 
 
-def _mark(number: int, action: dict[str, Any], size: float, width: int) -> str:
+def _human(entry: dict[str, Any]) -> str | None:
+    """The name of the person who did this action, or None for the model's own."""
+    by = entry.get("by")
+    return str(by.get("name", "?")) if isinstance(by, dict) else None
+
+
+def _mark(number: int, action: dict[str, Any], size: float, width: int, colour: str | None) -> str:
+    pointer, move = colour or _POINTER, colour or _MOVE
     kind = action.get("type")
     if kind in ("click", "double_click"):
         where = point(action)
@@ -49,53 +59,54 @@ def _mark(number: int, action: dict[str, Any], size: float, width: int) -> str:
             return ""
         x, y = where
         r = size * 0.8
-        rings = _circle(x, y, r, _POINTER) + _cross(x, y, r * 0.5, _POINTER)
+        rings = _circle(x, y, r, pointer) + _cross(x, y, r * 0.5, pointer)
         if kind == "double_click":
-            rings += _circle(x, y, r * 1.45, _POINTER)
+            rings += _circle(x, y, r * 1.45, pointer)
             label = f"{number} double-click"
         else:
             label = f"{number} {action.get('button', 'left')} click"
-        return f'<g class="mark click">{rings}{_label(x, r * 1.6, y - r * 0.6, label, size, _POINTER, width)}</g>'
+        return f'<g class="mark click">{rings}{_label(x, r * 1.6, y - r * 0.6, label, size, pointer, width)}</g>'
     if kind == "move":
         where = point(action)
         if where is None:
             return ""
         x, y = where
-        return (f'<g class="mark move">{_circle(x, y, size * 0.45, _MOVE, dashed=True)}'
-                f'{_label(x, size, y - size * 0.4, f"{number} move", size, _MOVE, width)}</g>')
+        return (f'<g class="mark move">{_circle(x, y, size * 0.45, move, dashed=True)}'
+                f'{_label(x, size, y - size * 0.4, f"{number} move", size, move, width)}</g>')
     if kind == "scroll":
-        return _scroll(number, action, size, width)
+        return _scroll(number, action, size, width, pointer)
     if kind == "drag":
-        return _drag(number, action, size, width)
+        return _drag(number, action, size, width, pointer)
     return ""
 
 
-def _scroll(number: int, action: dict[str, Any], size: float, width: int) -> str:
+def _scroll(number: int, action: dict[str, Any], size: float, width: int, pointer: str) -> str:
     where = point(action)
     if where is None:
         return ""
     x, y = where
     dx, dy = _finite(action.get("scroll_x")), _finite(action.get("scroll_y"))
     length = math.hypot(dx, dy)
-    parts = [_circle(x, y, size * 0.35, _POINTER)]
+    parts = [_circle(x, y, size * 0.35, pointer)]
     if length:
         reach = size * 3.5
         ex, ey = x + dx / length * reach, y + dy / length * reach
-        parts.append(_line([(x, y), (ex, ey)], _POINTER) + _arrowhead((x, y), (ex, ey), size, _POINTER))
+        parts.append(_line([(x, y), (ex, ey)], pointer) + _arrowhead((x, y), (ex, ey), size, pointer))
     label = f"{number} scroll {dx:g},{dy:g}"
-    return f'<g class="mark scroll">{"".join(parts)}{_label(x, size, y + size * 1.4, label, size, _POINTER, width)}</g>'
+    return f'<g class="mark scroll">{"".join(parts)}{_label(x, size, y + size * 1.4, label, size, pointer, width)}</g>'
 
 
-def _drag(number: int, action: dict[str, Any], size: float, width: int) -> str:
+def _drag(number: int, action: dict[str, Any], size: float, width: int, pointer: str) -> str:
     raw = action.get("path")
     points = [p for p in (point(q) for q in raw) if p is not None] if isinstance(raw, list) else []
     if not points:
         return ""
-    parts = [_circle(*points[0], size * 0.35, _POINTER)]
+    parts = [_circle(*points[0], size * 0.35, pointer)]
     if len(points) > 1:
-        parts.append(_line(points, _POINTER) + _arrowhead(points[-2], points[-1], size, _POINTER))
+        parts.append(_line(points, pointer) + _arrowhead(points[-2], points[-1], size, pointer))
     x, y = points[0]
-    return f'<g class="mark drag">{"".join(parts)}{_label(x, size, y - size * 0.6, f"{number} drag", size, _POINTER, width)}</g>'
+    label = _label(x, size, y - size * 0.6, f"{number} drag", size, pointer, width)
+    return f'<g class="mark drag">{"".join(parts)}{label}</g>'
 
 
 def captions(actions: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
@@ -105,11 +116,12 @@ def captions(actions: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
         action = entry.get("action") if isinstance(entry, dict) else None
         if not isinstance(action, dict):
             continue
+        by = f" by {_human(entry)}" if _human(entry) else ""
         if action.get("type") == "type":
-            out.append((number, "typed", str(action.get("text", ""))))
+            out.append((number, f"typed{by}", str(action.get("text", ""))))
         elif action.get("type") == "keypress":
             keys = action.get("keys")
-            out.append((number, "keys", "+".join(map(str, keys)) if isinstance(keys, list) else repr(keys)))
+            out.append((number, f"keys{by}", "+".join(map(str, keys)) if isinstance(keys, list) else repr(keys)))
         elif action.get("type") == "wait":
             out.append((number, "waited", ""))
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cud.daemon.handlers import approvals, ping, records, screen, seats, tasks
+from cud.daemon.handlers import approvals, control, ping, records, screen, seats, tasks
 from cud.daemon.handlers.base import Context
 
 from cud.protocol import REQUEST_TYPES
@@ -26,6 +26,10 @@ HANDLERS: dict[str, Handler] = {
     "deny": approvals.deny,
     "screenshot": screen.screenshot,
     "seats": seats.list_seats,
+    "pause": control.pause,
+    "resume": control.resume,
+    "act": control.act,
+    "image": records.image,
     "record": records.record,
 }
 

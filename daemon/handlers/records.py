@@ -15,16 +15,19 @@ import base64
 import errno
 import os
 import stat
+from typing import Any
 
 from cud.daemon.handlers.base import Context
 
-from cud.errors import CudError
+from cud.errors import CudError, NotFound
 from cud.protocol import (
     CHUNK_BYTES,
     RECORD_FILE_NAME,
+    ImageRequest,
     RecordFile,
     RecordRequest,
     RecordResult,
+    chunk_message,
     event_message,
     file_message,
 )
@@ -56,6 +59,18 @@ async def record(ctx: Context, request: RecordRequest) -> RecordResult:
         files.append({"name": name, "bytes": len(data)})
     # The task as it is now: a running task may have moved on while its files streamed.
     return {"task": store.task(task_id), "events": len(events), "files": files}
+
+
+async def image(ctx: Context, request: ImageRequest) -> dict[str, Any]:
+    """One screenshot of a task's trajectory (an approval's picture, say), as ``chunk`` messages."""
+    task_id, name = request["id"], request["name"]
+    ctx.daemon.store.task(task_id)  # NotFound for an unknown task
+    data = _read(ctx.daemon.trajectories.task_dir(task_id) / name)
+    if data is None:
+        raise NotFound(f"task {task_id} has no screenshot {name!r}", id=task_id, name=name)
+    for offset in range(0, len(data), CHUNK_BYTES):
+        await ctx.send(dict(chunk_message(base64.b64encode(data[offset : offset + CHUNK_BYTES]).decode())))
+    return {"bytes": len(data), "format": name.rsplit(".", 1)[1]}
 
 
 def _read(path: os.PathLike[str]) -> bytes | None:

@@ -164,6 +164,13 @@ class Daemon:
 
         return dict(wait_until(pending, timeout, f"an approval for task {task_id}"))
 
+    def events_now(self, task_id: int) -> list[dict[str, Any]]:
+        """The task's events so far (``record``), without waiting for it to end."""
+        events: list[dict[str, Any]] = []
+        with Client(self.socket) as client:
+            client.call("record", lambda m: events.append(m["event"]) if m["type"] == "event" else None, id=task_id)
+        return events
+
     def events(self, task_id: int) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         with Client(self.socket) as client:

@@ -1,0 +1,160 @@
+"""The requests a client may send the daemon, one TypedDict per type (checked by cud.protocol).
+
+Part of the socket protocol: :mod:`cud.protocol` re-exports every name here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict, Union
+
+from cud.views import ApprovalPolicy
+
+__all__ = [
+    "PingRequest",
+    "SubmitRequest",
+    "ListRequest",
+    "ShowRequest",
+    "FollowRequest",
+    "CancelRequest",
+    "ApprovalsRequest",
+    "ApproveRequest",
+    "DenyRequest",
+    "ScreenshotRequest",
+    "SeatsRequest",
+    "PauseRequest",
+    "ResumeRequest",
+    "ActRequest",
+    "ImageRequest",
+    "RecordRequest",
+    "Request",
+]
+
+
+class PingRequest(TypedDict):
+    v: int
+    type: Literal["ping"]
+
+
+class SubmitRequest(TypedDict):
+    v: int
+    type: Literal["submit"]
+    prompt: str
+    model: NotRequired[str]
+    max_steps: NotRequired[int]
+    max_duration: NotRequired[int]
+    approval: NotRequired[ApprovalPolicy]
+    #: Pin the task to this seat; without it the first free seat takes it.
+    seat: NotRequired[str]
+
+
+class ListRequest(TypedDict):
+    v: int
+    type: Literal["list"]
+
+
+class ShowRequest(TypedDict):
+    v: int
+    type: Literal["show"]
+    id: int
+
+
+class FollowRequest(TypedDict):
+    v: int
+    type: Literal["follow"]
+    id: int
+
+
+class CancelRequest(TypedDict):
+    v: int
+    type: Literal["cancel"]
+    id: int
+
+
+class ApprovalsRequest(TypedDict):
+    v: int
+    type: Literal["approvals"]
+
+
+class ApproveRequest(TypedDict):
+    v: int
+    type: Literal["approve"]
+    id: int
+
+
+class DenyRequest(TypedDict):
+    v: int
+    type: Literal["deny"]
+    id: int
+    reason: NotRequired[str]
+
+
+class ScreenshotRequest(TypedDict):
+    v: int
+    type: Literal["screenshot"]
+    #: Required when the daemon has more than one seat.
+    seat: NotRequired[str]
+
+
+class SeatsRequest(TypedDict):
+    v: int
+    type: Literal["seats"]
+
+
+class PauseRequest(TypedDict):
+    """Pause a task at the next boundary between the model's action batches (state ``paused``)."""
+
+    v: int
+    type: Literal["pause"]
+    id: int
+
+
+class ResumeRequest(TypedDict):
+    v: int
+    type: Literal["resume"]
+    id: int
+
+
+class ActRequest(TypedDict):
+    """A person's action on a paused task's seat: a model-style action, checked by the driver."""
+
+    v: int
+    type: Literal["act"]
+    id: int
+    action: dict[str, Any]
+
+
+class ImageRequest(TypedDict):
+    """One screenshot of a task's trajectory, streamed as ``chunk`` messages."""
+
+    v: int
+    type: Literal["image"]
+    id: int
+    name: str
+
+
+class RecordRequest(TypedDict):
+    """A task's whole record: its events, then its screenshots as ``file`` messages."""
+
+    v: int
+    type: Literal["record"]
+    id: int
+
+
+Request = Union[
+    PingRequest,
+    SubmitRequest,
+    ListRequest,
+    ShowRequest,
+    FollowRequest,
+    CancelRequest,
+    ApprovalsRequest,
+    ApproveRequest,
+    DenyRequest,
+    ScreenshotRequest,
+    SeatsRequest,
+    PauseRequest,
+    ResumeRequest,
+    ActRequest,
+    ImageRequest,
+    RecordRequest,
+]
