@@ -19,7 +19,7 @@ from pathlib import Path
 from PIL import Image
 
 from cud.scripted import ScriptedModel
-from tests.support.chromium import Chromium
+from tests.support.browser import Browser
 from tests.support.daemon import ROOT, Daemon, cuctl
 from tests.support.recorder import wait_until
 from tests.support.xserver import start_xvfb, stop_process
@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
         page = work / "report.html"
         made = cuctl(daemon.socket, "report", str(task_id), "-o", str(page))
         assert made.returncode == 0, made.stderr
-        browser = Chromium(work)
+        browser = Browser(work)
         try:
             seen = browser.inspect(page.as_uri(), "document.images.length", width=1280, screenshot_height=1760)
         finally:

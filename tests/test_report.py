@@ -1,13 +1,13 @@
 """cuctl report and follow on a real task: the real daemon, Xvfb, the scripted model and headless Chromium.
 
-How the page is checked, and why this way: Chromium is driven over the DevTools
-protocol on a pipe (``--remote-debugging-pipe``; see tests/support/chromium.py),
-which needs no new dependency and no listening port, and unlike ``--dump-dom``
-or scraping ``--enable-logging`` output it reports every console message,
-exception, log entry (CSP violations, failed loads) and network request of the
-page itself. A control page proves the harness sees those when they happen.
-The page is also checked without a browser: every loadable attribute must be a
-``data:`` image or an in-page anchor, and no tag may come from model text.
+How the page is checked, and why this way: Debian's Chromium is driven by
+Playwright (tests/support/browser.py; no browser download), which reports
+every console message (CSP violations and failed loads included), uncaught
+exception and request of the page itself, unlike ``--dump-dom`` or scraping
+``--enable-logging`` output. Control pages prove the harness sees those when
+they happen. The page is also checked without a browser: every loadable
+attribute must be a ``data:`` image or an in-page anchor, and no tag may come
+from model text.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from PIL import Image
 from cud.cuctl.progress import Progress
 from cud.record.html import render
 from cud.record.model import Record
-from tests.support.chromium import CHROMIUM, Chromium
+from tests.support.browser import CHROMIUM, Browser
 from tests.support.daemon import ROOT, Daemon, cuctl
 from tests.support.recorder import Recorder, wait_until
 from tests.support.records import FINAL, HOSTILE, PROMPT, RICH, TYPED, run_rich_task, whoami
@@ -153,14 +153,25 @@ def test_the_page_check_sees_errors_and_requests_when_there_are_some(tmp_path: P
     page = tmp_path / "bad.html"
     page.write_text('<!doctype html><html><head><meta charset="utf-8"><title>bad</title></head><body>'
                     '<img src="http://127.0.0.1:9/x.png"><script>console.error("boom")</script></body></html>')
-    browser = Chromium(tmp_path)
+    # And what a Content-Security-Policy refuses (the console's own and the report's rely on it).
+    strict = tmp_path / "csp.html"
+    strict.write_text('<!doctype html><html><head><meta charset="utf-8"><title>csp</title>'
+                      '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'"></head><body>'
+                      '<img src="http://127.0.0.1:9/y.png"><script>document.title = "ran"</script></body></html>')
+    browser = Browser(tmp_path)
     try:
         seen = browser.inspect(page.as_uri(), "document.images.length")
+        refused = browser.inspect(strict.as_uri(), "document.title")
     finally:
         browser.close()
     assert seen.value == 1
     assert "http://127.0.0.1:9/x.png" in seen.requests
+    assert seen.foreign("file://") == ["http://127.0.0.1:9/x.png"]
     assert any("boom" in p for p in seen.problems())
+    assert refused.value == "csp"  # the inline script did not run
+    problems = refused.problems()
+    assert any("violates the following Content Security Policy" in p and "y.png" in p for p in problems), problems
+    assert any("inline script" in p for p in problems), problems
 
 
 @needs_chromium
@@ -182,13 +193,14 @@ def test_the_report_of_a_real_task_renders_in_chromium(start_daemon, recorder: R
     assert len(images) == len(shots)
     assert all(a.get("loading") == "lazy" and a.get("width") == "1280" and a.get("height") == "800" for a in images)
 
-    browser = Chromium(tmp_path)
+    browser = Browser(tmp_path)
     try:
         seen = browser.inspect(out.as_uri(), PROBE, screenshot_height=2600)
     finally:
         browser.close()
     assert seen.problems() == []
     assert [u for u in seen.requests if not u.startswith("data:")] == [out.as_uri()]
+    assert seen.foreign("file://") == []
     value: dict[str, Any] = seen.value
     # Every step's screenshot is there, decoded and on screen; step 1 came before any screenshot.
     assert value["images"] == value["data"] == value["decoded"] == value["shown"] == len(shots)
