@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from cud.cuctl import approvals, control, export, ping, progress, report, screen, seats, tasks
+from cud.cuctl import approvals, console, control, export, ping, progress, report, screen, seats, tasks
 from cud.cuctl.client import Client, socket_path
 from cud.errors import CudError
 
@@ -82,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int, metavar="ID")
     p.add_argument("-o", "--output", metavar="DIR_OR_FILE",
                    help="new directory, or a .tar/.tar.gz/.tgz archive (default task-ID/)")
+    add("console", console.console, "serve the web console on 127.0.0.1; prints its URL").add_argument(
+        "--port", type=console.port, default=0, metavar="N", help="TCP port (default 0: a free one)")
     return parser
 
 

@@ -1,0 +1,318 @@
+"""The console's routes: each one is one or a few socket requests, made with the console user's rights.
+
+Nothing here decides who may do what: the daemon's ``[access]`` does, and its
+refusal comes back as JSON ``{"error": {"kind", "message", "source": "daemon"}}``
+for the page to show. Bad input (a path id that is no number, a body that is
+not a JSON object, an action the protocol refuses) is a 4xx naming the value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import logging
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from PIL import Image
+
+from cud.console.link import Link
+from cud.console.security import refusal
+from cud.console.watch import Watch
+from cud.cuctl.client import Client, RemoteError
+from cud.cuctl.export import fetch_record
+from cud.cuctl.tasks import describe_event
+from cud.errors import CudError, ProtocolError
+from cud.protocol import MAX_ID, RECORD_FILE_NAME, REQUEST_TYPES
+from cud.record.html import CSP as REPORT_CSP
+from cud.record.html import render
+from cud.record.model import describe
+from cud.record.overlay import svg_overlay
+
+__all__ = ("IMAGES", "LINK", "WATCH", "routes")
+
+log = logging.getLogger("cud.console")
+LINK = web.AppKey("link", Link)
+WATCH = web.AppKey("watch", Watch)
+#: Most tasks shown on the page, newest first (the daemon keeps up to its retention).
+MAX_TASKS = 200
+_MEDIA = {"png": "image/png", "jpg": "image/jpeg", "webp": "image/webp"}
+# HTTP status for an error kind; anything else the daemon refuses is a conflict with the task's state.
+_STATUS = {
+    "bad_request": 400, "protocol": 400, "action_rejected": 400, "out_of_bounds": 400, "unknown_key": 400,
+    "access_denied": 403, "not_found": 404, "approval": 409, "connection": 502, "display_unavailable": 503,
+    "driver_timeout": 504, "storage_full": 507, "unsupported": 501,
+}
+
+
+class BadRequest(CudError):
+    kind = "bad_request"
+
+
+class Unsupported(CudError):
+    kind = "unsupported"
+
+
+class Images:
+    """Trajectory files the page asked for, by (task, name): they never change once written."""
+
+    def __init__(self, link: Link, size: int = 32) -> None:
+        self.link, self.size = link, size
+        self._kept: OrderedDict[tuple[int, str], bytes] = OrderedDict()
+
+    async def get(self, task_id: int, name: str) -> bytes:
+        key = (task_id, name)
+        if key not in self._kept:
+            self._kept[key] = await _chunks(self.link, "image", id=task_id, name=name)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+        self._kept.move_to_end(key)
+        return self._kept[key]
+
+
+IMAGES = web.AppKey("images", Images)
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    """CudError (the daemon's or ours) → JSON the page shows; never a bare 500 for bad input."""
+    try:
+        return await handler(request)
+    except web.HTTPNotFound:
+        return refusal(request, 404, f"no such page: {request.path[:100]!r}")
+    except web.HTTPMethodNotAllowed as exc:
+        return refusal(request, 405, f"{request.method} is not allowed on {request.path[:100]!r}; "
+                                     f"use {', '.join(sorted(exc.allowed_methods))}")
+    except CudError as exc:
+        source = "daemon" if isinstance(exc, RemoteError) else "console"
+        kind = exc.kind
+        status = _STATUS.get(kind, 409)
+        body = json.dumps({"error": {"kind": kind, "message": exc.message, "source": source}})
+        return web.Response(status=status, text=body, content_type="application/json")
+
+
+# -- input ------------------------------------------------------------------------------------
+def _id(request: web.Request, what: str = "task") -> int:
+    raw = request.match_info["id"]
+    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_ID:
+        raise BadRequest(f"{what} id must be an integer from 1 to {MAX_ID}, got {raw[:40]!r}", value=raw[:40])
+    return int(raw)
+
+
+async def _body(request: web.Request, *allowed: str) -> dict[str, Any]:
+    raw = await request.read()
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise BadRequest(f"the request body must be a JSON object, got {type(value).__name__}")
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        expected = ", ".join(repr(a) for a in allowed) or "none"
+        raise BadRequest(f"unknown field {unknown[0][:40]!r} in the request body; expected {expected}",
+                         field=unknown[0][:40])
+    return value
+
+
+def _supported(kind: str) -> None:
+    if kind not in REQUEST_TYPES:
+        raise Unsupported(f"this cud's protocol has no {kind!r} request; upgrade cud")
+
+
+async def _chunks(link: Link, kind: str, **fields: Any) -> bytes:
+    """A ``screenshot`` or ``image``: its base64 chunks, joined and checked against the byte count."""
+    parts: list[bytes] = []
+
+    def on_chunk(message: Any) -> None:
+        if message.get("type") != "chunk":
+            raise ProtocolError(f"unexpected {message.get('type')!r} message in a {kind!r} reply")
+        parts.append(base64.b64decode(message["data"], validate=True))
+
+    _supported(kind)
+    result = await link.call(kind, on_chunk, **fields)
+    data = b"".join(parts)
+    if len(data) != result["bytes"]:
+        raise ProtocolError(f"{kind} arrived with {len(data)} bytes, the daemon sent {result['bytes']}")
+    return data
+
+
+def _json(value: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, text=json.dumps(value, ensure_ascii=False), content_type="application/json")
+
+
+# -- reads ------------------------------------------------------------------------------------
+routes = web.RouteTableDef()
+
+
+@routes.get("/api/state")
+async def state(request: web.Request) -> web.Response:
+    """Who the console acts as, the seats, the tasks (with what each live one does now), pending approvals."""
+    link, watch = request.app[LINK], request.app[WATCH]
+    me = await link.call("ping")  # unreachable or refused: the whole page says so
+    parts = await asyncio.gather(link.call("seats"), link.call("list"), link.call("approvals"),
+                                 return_exceptions=True)
+    out: dict[str, Any] = {"me": me}
+    for name, part in zip(("seats", "tasks", "approvals"), parts):
+        if isinstance(part, CudError):
+            out[name], out[f"{name}_error"] = [], part.message
+        elif isinstance(part, BaseException):
+            raise part
+        else:
+            out[name] = part
+    # In the words cuctl uses, so the page words nothing itself from model data.
+    out["approvals"] = [{**a, "words": [describe(x, 200) for x in a["actions"]]} for a in out["approvals"]]
+    tasks = sorted(out["tasks"], key=lambda t: t["id"], reverse=True)
+    watch.track(tasks)
+    out["tasks"] = [{**t, "doing": watch.now.get(t["id"])} for t in tasks[:MAX_TASKS]]
+    return _json(out)
+
+
+@routes.get("/api/seats/{seat}/screen.png")
+async def screen(request: web.Request) -> web.Response:
+    """The seat's screen now (the daemon's ``screenshot``: a peek at the driver, no VNC of our own)."""
+    data = await _chunks(request.app[LINK], "screenshot", seat=request.match_info["seat"])
+    return web.Response(body=data, content_type="image/png")
+
+
+def _file_name(request: web.Request) -> str:
+    name = request.match_info["name"]
+    if not RECORD_FILE_NAME.fullmatch(name):
+        raise BadRequest(f"{name[:60]!r} is not the name of a trajectory file (like step-0001.png)", value=name[:60])
+    return name
+
+
+@routes.get("/api/tasks/{id}/images/{name}")
+async def image(request: web.Request) -> web.Response:
+    task_id, name = _id(request), _file_name(request)
+    data = await request.app[IMAGES].get(task_id, name)
+    return web.Response(body=data, content_type=_MEDIA[name.rsplit(".", 1)[1]],
+                        headers={"Cache-Control": "private, max-age=86400, immutable"})
+
+
+@routes.get("/api/approvals/{id}/marks.svg")
+async def marks(request: web.Request) -> web.Response:
+    """The approval's targets drawn as the report draws them, sized to its screenshot, to lay over it."""
+    approval_id = _id(request, "approval")
+    pending = await request.app[LINK].call("approvals")
+    approval = next((a for a in pending if a["id"] == approval_id), None)
+    if approval is None:
+        raise CudError(f"approval {approval_id} is not pending", id=approval_id)
+    if not approval.get("screenshot"):
+        raise CudError(f"approval {approval_id} has no screenshot", id=approval_id)
+    data = await request.app[IMAGES].get(approval["task_id"], approval["screenshot"])
+    with Image.open(io.BytesIO(data)) as picture:
+        width, height = picture.size
+    svg = svg_overlay([{"action": a} for a in approval["actions"]], width, height) \
+        or f'<svg class="overlay" viewBox="0 0 {width} {height}"></svg>'
+    # A document of its own needs the namespace the report's inline SVG gets from HTML.
+    svg = svg.replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1)
+    return web.Response(text=svg, content_type="image/svg+xml")
+
+
+@routes.get("/api/tasks/{id}/events")
+async def events(request: web.Request) -> web.StreamResponse:
+    """The task's events as server-sent events, as ``cuctl follow`` prints them; ``end`` when it ended."""
+    task_id, link = _id(request), request.app[LINK]
+    await link.call("show", id=task_id)  # an unknown id or a refusal is a plain error, before streaming
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"})
+    await response.prepare(request)
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    def on_event(message: Any) -> None:
+        event = message["event"]
+        try:
+            line = describe_event(event)
+        except (KeyError, TypeError, ValueError):  # an event of a kind this cud's follow has no words for
+            line = f"[{str(event.get('at'))[11:19]}] task {task_id} {event.get('kind')}: {event.get('data')}"
+        queue.put_nowait(("event", {"event": event, "line": line}))
+
+    async def follow() -> None:
+        try:
+            queue.put_nowait(("end", await link.call("follow", on_event, wait_forever=True, id=task_id)))
+        except CudError as exc:
+            queue.put_nowait(("failure", {"kind": exc.kind, "message": exc.message}))
+
+    reader = asyncio.create_task(follow())
+    try:  # until the task ends, the daemon fails, or the page goes away (then the write fails)
+        while True:
+            kind, value = await queue.get()
+            await response.write(f"event: {kind}\ndata: {json.dumps(value, ensure_ascii=False)}\n\n".encode())
+            if kind != "event":
+                break
+    finally:
+        reader.cancel()
+    return response
+
+
+def _record_page(path: Path, task_id: int) -> bytes:
+    """``cuctl report``'s page (blocking: run on a thread; the record may be many screenshots)."""
+    with Client(path) as client:
+        return render(fetch_record(client, task_id)).encode()
+
+
+@routes.get("/tasks/{id}/report")
+async def report(request: web.Request) -> web.Response:
+    task_id = _id(request)
+    page = await asyncio.to_thread(_record_page, request.app[LINK].path, task_id)
+    # The report's own policy (inline styles, data: images only), and never framed.
+    return web.Response(body=page, content_type="text/html", charset="utf-8",
+                        headers={"Content-Security-Policy": f"{REPORT_CSP}; frame-ancestors 'none'"})
+
+
+# -- actions (POST: the gate checked Origin and the JSON body type) ------------------------------
+@routes.post("/api/approvals/{id}/approve")
+async def approve(request: web.Request) -> web.Response:
+    approval_id = _id(request, "approval")
+    await _body(request)
+    return _json(await request.app[LINK].call("approve", id=approval_id))
+
+
+@routes.post("/api/approvals/{id}/deny")
+async def deny(request: web.Request) -> web.Response:
+    approval_id = _id(request, "approval")
+    reason = (await _body(request, "reason")).get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise BadRequest(f"'reason' must be a string, got {json.dumps(reason)[:60]}")
+    return _json(await request.app[LINK].call("deny", id=approval_id, reason=reason or None))
+
+
+async def _task_request(request: web.Request, kind: str) -> web.Response:
+    task_id = _id(request)
+    await _body(request)
+    _supported(kind)
+    return _json(await request.app[LINK].call(kind, id=task_id))
+
+
+@routes.post("/api/tasks/{id}/cancel")
+async def cancel(request: web.Request) -> web.Response:
+    return await _task_request(request, "cancel")
+
+
+@routes.post("/api/tasks/{id}/pause")
+async def pause(request: web.Request) -> web.Response:
+    return await _task_request(request, "pause")
+
+
+@routes.post("/api/tasks/{id}/resume")
+async def resume(request: web.Request) -> web.Response:
+    return await _task_request(request, "resume")
+
+
+@routes.post("/api/tasks/{id}/act")
+async def act(request: web.Request) -> web.Response:
+    """One action of a person on the paused task's seat; the daemon checks it as it checks the model's."""
+    task_id = _id(request)
+    action = (await _body(request, "action")).get("action")
+    if not isinstance(action, dict):
+        raise BadRequest(f"'action' must be a JSON object like {{\"type\": \"click\", ...}}, got "
+                         f"{json.dumps(action, ensure_ascii=False)[:60]}")
+    _supported("act")
+    return _json(await request.app[LINK].call("act", id=task_id, action=action))
+
