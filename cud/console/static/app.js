@@ -398,7 +398,7 @@ function select(id) {
     stream.addEventListener(kind, (message) => {
       stream.close();
       const value = JSON.parse(message.data);
-      list.append(el("li", { class: `event ${kind}` }, kind === "end"
+      list.append(el("li", { class: kind === "end" ? "closing" : "closing failure" }, kind === "end"
         ? `— follow ended: task ${value.id} ${value.state}` : `— cannot follow: ${value.message}`));
     });
   }
