@@ -1,0 +1,82 @@
+"""Make docs/console-example.png: the console during a pending approval of a real run of the demo.
+
+Everything is real and private to this run, as in ``bench.report_example``: an
+Xvfb it picks a display for, the sandbox's demo app, the daemon on a temp
+socket (approval policy ``actions``, so the model's first click waits for a
+person), the scripted model playing ``demo``, ``cuctl console`` and Debian's
+Chromium through Playwright, showing the page as a person would: the
+approval with its screenshot and the click's mark, the seat's live screen,
+the task list and the task's events. Run after changing the console's look::
+
+    .venv/bin/python -m bench.console_example [docs/console-example.png]
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from cud.scripted import ScriptedModel
+from tests.support.browser import Browser
+from tests.support.console import Console
+from tests.support.daemon import ROOT, Daemon
+from tests.support.recorder import wait_until
+from tests.support.xserver import start_xvfb, stop_process
+
+__all__ = ()
+
+PROMPT = "Type a greeting into the demo app's blue field and press Enter."
+WIDTH, HEIGHT = 1280, 1500
+
+
+def main(argv: list[str]) -> int:
+    target = Path(argv[0]) if argv else ROOT / "docs" / "console-example.png"
+    work = Path(tempfile.mkdtemp(prefix="cud-example-", dir="/tmp"))
+    xvfb = start_xvfb(work)
+    log = work / "demo.jsonl"
+    app = subprocess.Popen(
+        [sys.executable, str(ROOT / "sandbox" / "demo_app.py"), "--log", str(log), "--geometry", "900x420+190+150"],
+        env={"DISPLAY": xvfb.display, "PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL,
+    )
+    model = ScriptedModel("demo")
+    daemon = Daemon(xvfb.display, model.start(), approval="actions")
+    console: Console | None = None
+    browser: Browser | None = None
+    try:
+        wait_until(lambda: log.exists() and '"ready"' in log.read_text(), 30, "the demo app")
+        daemon.start()
+        task_id = daemon.call("submit", prompt=PROMPT)["id"]
+        approval = daemon.wait_approval(task_id)
+        console = Console(daemon.socket, work)
+        browser = Browser(work)
+        watched = browser.open(console.url, width=WIDTH, height=HEIGHT)
+        page = watched.page
+        page.locator(f'article.approval[data-id="{approval["id"]}"]').wait_for()
+        page.wait_for_function("""() => [...document.querySelectorAll("article.approval img")]
+                                  .every(i => i.complete && i.naturalWidth > 0)
+                                  && Number(document.querySelector("article.seat").dataset.frames) > 1""")
+        # What the task does now comes from following it, a poll or two after the page opened.
+        page.wait_for_function(f"""() => document.querySelector('#tasks tr[data-id="{task_id}"] td:last-child')
+                                   ?.textContent.startsWith("waiting for approval")""")
+        page.locator(f'#tasks tr[data-id="{task_id}"]').click()
+        page.wait_for_selector("#events li[data-kind='approval_requested']")
+        page.screenshot(path=str(target), full_page=True)
+        problems = watched.report.problems() + watched.report.foreign(console.origin)
+        assert not problems, problems
+        print(f"{target}: the console at {WIDTH} px wide during approval {approval['id']} of task {task_id}")
+        return 0
+    finally:
+        if browser is not None:
+            browser.close()
+        if console is not None:
+            console.stop()
+        daemon.cleanup()
+        model.stop()
+        stop_process(app)
+        xvfb.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
