@@ -28,6 +28,7 @@ from tests.support.browser import CHROMIUM, Browser, Watched
 from tests.support.console import Console
 from tests.support.daemon import Daemon, cuctl, scenario
 from tests.support.recorder import Recorder, presses, wait_until
+from tests.support.xserver import start_xvfb
 
 needs_chromium = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"no Chromium at {CHROMIUM}")
 
@@ -55,8 +56,9 @@ def open_console(short_tmp: Path) -> Iterator[Callable[..., Console]]:
         return console
 
     yield start
-    for console in made:
-        console.stop()
+    for console in made:  # every console exits cleanly, and none logged an error on the way
+        assert console.stop() == 0, console.log_text()
+        assert "Traceback" not in console.log_text() and "Error handling request" not in console.log_text()
 
 
 @pytest.fixture
@@ -394,3 +396,34 @@ def test_pause_take_over_with_exact_text_and_hand_back_on_the_page(start_daemon,
     page.wait_for_selector(f'#tasks tr[data-id="{task_id}"] .state.succeeded')
     _clean(watched, console)
     watched.close()
+
+
+@needs_chromium
+def test_every_seat_is_shown_and_the_console_stops_cleanly_under_an_open_page(start_daemon, xvfb: Any, tmp_path: Path,
+                                                                             open_console, browser: Browser) -> None:
+    (tmp_path / "small").mkdir()
+    small = start_xvfb(tmp_path / "small", 1024, 768)  # another size: each card shows its own display
+    try:
+        daemon = start_daemon(MODEL_TYPES, approval="actions", seats={"big": xvfb.display, "small": small.display})
+        task_id = daemon.call("submit", prompt="type m", seat="small")["id"]
+        daemon.wait_approval(task_id)
+        console = open_console(daemon)
+        watched = _open(browser, console)
+        page = watched.page
+        page.wait_for_function("""() => document.querySelectorAll("article.seat").length === 2 &&
+            [...document.querySelectorAll("article.seat")].every(c => Number(c.dataset.frames) > 0)""")
+        sizes = {name: page.locator(f'article.seat[data-seat="{name}"] img.live')
+                 .evaluate("i => [i.naturalWidth, i.naturalHeight]") for name in ("big", "small")}
+        assert sizes == {"big": [1280, 800], "small": [1024, 768]}
+        page.wait_for_selector('article.seat[data-seat="small"][data-task-state="awaiting_approval"]')
+        assert page.locator('article.seat[data-seat="big"] .task').inner_text() == "no task"
+        # A live task's event stream is open when the console is stopped: it still exits at once, cleanly.
+        page.locator(f'#tasks tr[data-id="{task_id}"]').click()
+        page.wait_for_selector("#events li[data-kind='approval_requested']")
+        _clean(watched, console)
+        assert console.stop(signal.SIGTERM) == 0
+        page.wait_for_selector("#status.bad")  # and the page says the console is gone
+        assert "console unreachable" in page.locator("#status").inner_text()
+        watched.close()
+    finally:
+        small.stop()
