@@ -101,6 +101,12 @@ def _clean(watched: Watched, console: Console, allow: tuple[str, ...] = ()) -> N
     assert watched.report.foreign(console.origin) == []
 
 
+_SEEN = """() => {
+  Object.defineProperty(document, "visibilityState", {configurable: true, get: () => "%s"});
+  document.dispatchEvent(new Event("visibilitychange"));
+}"""
+
+
 def _pixels(png: bytes) -> Image.Image:
     return Image.open(io.BytesIO(png)).convert("RGB")
 
@@ -306,6 +312,23 @@ def test_the_live_screen_follows_the_display(start_daemon, recorder: Recorder, x
     # The page shows what the display shows now: its own frames, fetched while it is visible.
     wait_until(lambda: _pixels(live.screenshot()).tobytes() != before.tobytes(), 30, "the live screen to change")
     assert seat.get_attribute("data-frames") != "0"
+
+    # A page nobody looks at fetches no frames (the state keeps being polled, which is the clock
+    # here); seen again, it fetches them again. Headless pages are always visible, so the page is
+    # told it is hidden the way a browser tells it: visibilityState and a visibilitychange event.
+    def frames_asked() -> int:
+        return sum(u.endswith("/api/seats/default/screen.png") for u in watched.report.requests)
+
+    page.evaluate(_SEEN % "hidden")
+    hidden_at = frames_asked()
+    for _ in range(3):
+        with page.expect_request(lambda r: r.url.endswith("/api/state")):
+            pass
+    assert frames_asked() <= hidden_at + 1  # the one already on its way, at most
+    page.evaluate(_SEEN % "visible")
+    for _ in range(3):
+        with page.expect_request(lambda r: r.url.endswith("/screen.png")):
+            pass
     _clean(watched, console)
     watched.close()
 
