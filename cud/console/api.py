@@ -21,7 +21,7 @@ from aiohttp import web
 from PIL import Image
 
 from cud.console.link import Link
-from cud.console.security import refusal
+from cud.console.security import Handler, refusal
 from cud.console.watch import Watch
 from cud.cuctl.client import Client, RemoteError
 from cud.cuctl.export import fetch_record
@@ -78,7 +78,7 @@ IMAGES = web.AppKey("images", Images)
 
 
 @web.middleware
-async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """CudError (the daemon's or ours) → JSON the page shows; never a bare 500 for bad input."""
     try:
         return await handler(request)
