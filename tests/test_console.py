@@ -178,12 +178,16 @@ def test_bad_input_gets_an_error_that_names_it(start_daemon, open_console) -> No
     wanted = f"task id must be an integer from 1 to {(1 << 63) - 1}, got 'abc'"
     assert error("GET", "/api/tasks/abc/events") == (400, wanted)
     assert error("GET", "/api/tasks/99/events") == (404, "no task with id 99")
+    status, message = error("GET", "/api/tasks/" + "9" * 5000 + "/events")
+    assert status == 400 and "task id must be an integer" in message
     status, message = error("GET", f"/api/tasks/{task_id}/images/..%2Fcud.db")
     assert status == 400 and "'../cud.db' is not the name of a trajectory file" in message
     status, message = error("GET", "/api/seats/no.such.seat/screen.png")
     assert status == 404 and "no.such.seat" in message
     status, message = error("POST", f"/api/approvals/{approval['id']}/deny", b"{not json")
     assert status == 400 and "not valid JSON" in message
+    status, message = error("POST", f"/api/approvals/{approval['id']}/deny", b"[" * 100_000)
+    assert status == 400 and "nested too deeply" in message
     status, message = error("POST", f"/api/approvals/{approval['id']}/deny", b'{"reason": 5}')
     assert (status, message) == (400, "'reason' must be a string, got 5")
     status, message = error("POST", f"/api/approvals/{approval['id']}/deny", b'{"because": "x"}')

@@ -12,7 +12,6 @@ import asyncio
 import base64
 import io
 import json
-import logging
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,6 @@ from cud.record.overlay import svg_overlay
 
 __all__ = ("IMAGES", "LINK", "WATCH", "routes")
 
-log = logging.getLogger("cud.console")
 LINK = web.AppKey("link", Link)
 WATCH = web.AppKey("watch", Watch)
 #: Most tasks shown on the page, newest first (the daemon keeps up to its retention).
@@ -98,7 +96,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 # -- input ------------------------------------------------------------------------------------
 def _id(request: web.Request, what: str = "task") -> int:
     raw = request.match_info["id"]
-    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_ID:
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 19 or not 1 <= int(raw) <= MAX_ID:
         raise BadRequest(f"{what} id must be an integer from 1 to {MAX_ID}, got {raw[:40]!r}", value=raw[:40])
     return int(raw)
 
@@ -111,6 +109,8 @@ async def _body(request: web.Request, *allowed: str) -> dict[str, Any]:
         value = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadRequest("the request body is nested too deeply") from None
     if not isinstance(value, dict):
         raise BadRequest(f"the request body must be a JSON object, got {type(value).__name__}")
     unknown = sorted(set(value) - set(allowed))
