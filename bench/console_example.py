@@ -13,6 +13,7 @@ the task list and the task's events. Run after changing the console's look::
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -76,6 +77,7 @@ def main(argv: list[str]) -> int:
         model.stop()
         stop_process(app)
         xvfb.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
