@@ -5,13 +5,14 @@ PY      = $(VENV)/bin/python
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: help setup test bench report-example sandbox-up sandbox-down sandbox-status demo install clean
+.PHONY: help setup test bench report-example console-example sandbox-up sandbox-down sandbox-status demo install clean
 
 help:
 	@echo "make setup          create $(VENV) and install cud with its test extra"
 	@echo "make test           run the whole test suite (starts its own Xvfb/VNC servers)"
 	@echo "make bench          measure cud against scrot, xdotool, Pillow and vncdotool"
 	@echo "make report-example remake docs/report-example.png from a real run of the demo task"
+	@echo "make console-example remake docs/console-example.png: the console during a pending approval"
 	@echo "make sandbox-up     start Xvfb (or SANDBOX=xvnc), openbox, x11vnc, a demo app and cud (SEATS=N: N displays)"
 	@echo "make demo           run the demo task in the sandbox (real model with OPENAI_API_KEY, else scripted)"
 	@echo "make sandbox-status say what the sandbox runs"
@@ -34,6 +35,9 @@ bench: $(PY)
 
 report-example: $(PY)
 	$(PY) -m bench.report_example
+
+console-example: $(PY)
+	$(PY) -m bench.console_example
 
 sandbox-up: $(PY)
 	sandbox/up.sh

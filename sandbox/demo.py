@@ -112,6 +112,8 @@ def run(settings: Settings) -> int:
                 what = checks or approval.get("actions")
                 say(f"the model asks for approval {approval['id']} ({approval['kind']}): {what}")
                 say(f"a human would look at {_show(shot)} and run: {cuctl.shown} approve {approval['id']}")
+                say(f"or see it with its screenshot and press Approve in the browser: {cuctl.shown} console "
+                    "(it prints the page's address)")
                 say("(or deny it with: cuctl deny ID --reason TEXT); the demo approves it now")
                 subprocess.run([*cuctl.argv, "approve", str(approval["id"])], check=True, timeout=60)
                 approved.add(approval["id"])

@@ -120,6 +120,7 @@ def test_up_demo_status_down_leave_nothing_running(sandbox: Sandbox) -> None:
     # The demo, end to end through the scripted model, with its approval.
     demo = ok(sandbox.run("demo.sh"))
     assert "SCRIPTED" in demo and "approve" in demo
+    assert "press Approve in the browser:" in demo and " console (it prints the page's address)" in demo
     assert "the demo app received: 'Hello from cud — ✓ ü €'" in demo, demo
     assert "succeeded" in demo
 
