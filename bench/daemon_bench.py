@@ -19,7 +19,6 @@ Run: ``.venv/bin/python bench/daemon_bench.py [--steps N] [--submissions N]``.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.scene import show_busy_scene
+from bench.scene import show_busy_scene, show_entry
 from bench.stats import table
 from cud.cuctl.client import Client
 from cud.scripted import ScriptedModel
@@ -44,18 +43,6 @@ TARGET_OVERHEAD_MS = 25.0
 BYTES_STEPS = 20
 BYTES_SIZES = ((1280, 800), (1920, 1080))
 BYTES_REPORTED = (1, 5, 10, 20)
-
-# A one-line entry over the busy scene: each step types a letter into it, so every
-# screenshot differs a little, as a real task's do (a pointer move alone changes no
-# pixel: X screenshots leave the cursor out).
-_ENTRY = r'''
-import sys, tkinter as tk
-root = tk.Tk(); root.overrideredirect(True); root.geometry(sys.argv[1])
-entry = tk.Entry(root, font=("DejaVu Sans", 14)); entry.pack(fill="both", expand=True)
-root.after(200, lambda: (entry.focus_force(), print("ready", flush=True)))
-root.mainloop()
-'''
-
 
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
@@ -131,11 +118,7 @@ def request_bytes(width: int, height: int) -> tuple[list[int], list[int]]:
     daemon: Daemon | None = None
     try:
         procs.append(show_busy_scene(xvfb.display, width, height))
-        procs.append(subprocess.Popen([sys.executable, "-c", _ENTRY, f"400x36+40+{height - 80}"],
-                                      env={**os.environ, "DISPLAY": xvfb.display}, stdout=subprocess.PIPE, text=True))
-        assert procs[-1].stdout is not None
-        if procs[-1].stdout.readline().strip() != "ready":
-            raise RuntimeError("the entry window did not start")
+        procs.append(show_entry(xvfb.display, f"400x36+40+{height - 80}"))
         daemon = Daemon(xvfb.display, model.start(), max_steps=BYTES_STEPS)
         daemon.start()
         task_id = daemon.call("submit", prompt="type the alphabet")["id"]

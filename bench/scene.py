@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-__all__ = ("show_busy_scene",)
+__all__ = ("show_busy_scene", "show_entry")
 
 _SCENE = r'''
 import random, sys, tkinter as tk
@@ -34,6 +34,17 @@ root.after(200, lambda: print("ready", flush=True))
 root.mainloop()
 '''
 
+# A one-line entry over the busy scene: each step types a letter into it, so every
+# screenshot differs a little, as a real task's do (a pointer move alone changes no
+# pixel: X screenshots leave the cursor out).
+_ENTRY = r'''
+import sys, tkinter as tk
+root = tk.Tk(); root.overrideredirect(True); root.geometry(sys.argv[1])
+entry = tk.Entry(root, font=("DejaVu Sans", 14)); entry.pack(fill="both", expand=True)
+root.after(200, lambda: (entry.focus_force(), print("ready", flush=True)))
+root.mainloop()
+'''
+
 
 def show_busy_scene(display: str, width: int, height: int) -> subprocess.Popen[str]:
     """Start the scene on ``display``; returns once it is drawn. Stop it with ``terminate()``."""
@@ -43,4 +54,16 @@ def show_busy_scene(display: str, width: int, height: int) -> subprocess.Popen[s
     if proc.stdout.readline().strip() != "ready":
         raise RuntimeError("the busy scene did not start")
     time.sleep(0.3)  # let the last expose reach the framebuffer
+    return proc
+
+
+def show_entry(display: str, geometry: str) -> subprocess.Popen[str]:
+    """Start a focused one-line entry at ``geometry`` (``WxH+X+Y``) on ``display``; returns once it is up."""
+    proc = subprocess.Popen([sys.executable, "-c", _ENTRY, geometry],
+                            env={**os.environ, "DISPLAY": display}, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "ready":
+        proc.terminate()
+        proc.wait(10)
+        raise RuntimeError("the entry window did not start")
     return proc

@@ -1,0 +1,285 @@
+"""Seats (issue 11): aggregate steps per second, and memory, as one daemon drives 1, 2, 4 and 8 displays.
+
+Every seat is a private 1280x800 Xvfb showing the benchmarks' busy scene (a
+photo-like half and a text half, ``bench/scene.py``) with a focused one-line Tk
+entry over it. A task is ``TURNS`` model turns of the scripted model: look, then
+``TURNS - 2`` turns that each click into the entry and type one letter (so every
+screenshot differs a little from the last, as in a real task), then the final
+answer. One daemon per seat count (``--seat s0=:N ...``):
+
+1. warm-up: one task pinned to each seat, so every seat has grabbed, encoded and
+   allocated its buffers before anything is measured (not counted);
+2. one round per model latency (0 s: the CPU ceiling of the machine; 1 s: a model
+   that thinks): ``TASKS_PER_SEAT x seats`` tasks submitted at once, unpinned, so
+   the daemon's dispatcher spreads them;
+3. memory (VmRSS of the daemon) a moment after the last round, every seat idle.
+
+Steps per second = the steps the daemon recorded for the round's tasks (its
+``steps`` column: one per model turn; checked against the scripted model's count
+of requests) / (the last task's ``finished_at`` - the first task's ``created_at``),
+both the daemon's own timestamps (millisecond resolution), so polling adds nothing.
+CPU per step is read from /proc for the daemon, the benchmark process (the
+scripted model's HTTP threads) and the X side (every Xvfb and Tk window).
+
+Run alone: ``.venv/bin/python -m bench.seats_bench [--seats 1,2 --tasks 1 --turns 4]``;
+``--daemon-env MALLOC_ARENA_MAX=1`` and the like try the daemon under other settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # also runnable as a file, like the other benchmarks
+
+from bench.procstat import Memory, cpu_seconds, memory
+from bench.scene import show_busy_scene, show_entry
+from bench.stats import table
+from cud.cuctl.client import Client
+from cud.scripted import ScriptedModel
+from tests.support.daemon import Daemon
+from tests.support.recorder import wait_until
+from tests.support.xserver import XServer, start_xvfb
+
+SEAT_COUNTS = (1, 2, 4, 8)
+LATENCIES = (0.0, 1.0)
+TASKS_PER_SEAT = 3
+TURNS = 10
+WIDTH, HEIGHT = 1280, 800
+#: Issue 11's targets: 8 seats at least 7x one seat's steps/s with a 1 s model; at most 10 MiB per seat.
+TARGET_SCALING = 7.0
+TARGET_MIB_PER_SEAT = 10.0
+_ENTRY_X, _ENTRY_Y = 40, HEIGHT - 80
+_DONE = ("succeeded", "failed", "cancelled", "interrupted")
+
+
+def scenario(turns: int) -> dict[str, object]:
+    # Clicks walk along the entry: the caret moves and a letter appears, a band or two change.
+    edits = [{"actions": [{"type": "click", "button": "left", "x": _ENTRY_X + 200 + 7 * (n % 20), "y": _ENTRY_Y + 18},
+                          {"type": "type", "text": "abcdefghijklmnopqrstuvwxyz"[n % 26]}]} for n in range(turns - 2)]
+    return {"name": "bench-seats", "steps": [{"actions": [{"type": "screenshot"}]}, *edits, {"message": "done"}]}
+
+
+@dataclass
+class Screen:
+    xvfb: XServer
+    apps: list[subprocess.Popen[str]]
+
+    def pids(self) -> list[int]:
+        return [self.xvfb.pid, *(app.pid for app in self.apps)]
+
+
+@contextlib.contextmanager
+def screens(count: int) -> Iterator[list[Screen]]:
+    """``count`` private Xvfbs, each with the scene and the entry; everything stopped by pid after."""
+    made: list[Screen] = []
+    workdir = Path(tempfile.mkdtemp(prefix="cud-bench-seats-"))
+    try:
+        for n in range(count):
+            log_dir = workdir / f"x{n}"
+            log_dir.mkdir()
+            screen = Screen(start_xvfb(log_dir, WIDTH, HEIGHT), [])
+            made.append(screen)
+            screen.apps.append(show_busy_scene(screen.xvfb.display, WIDTH, HEIGHT))
+            screen.apps.append(show_entry(screen.xvfb.display, f"400x36+{_ENTRY_X}+{_ENTRY_Y}"))
+        yield made
+    finally:
+        for screen in made:
+            for app in screen.apps:
+                app.terminate()
+                app.wait(10)
+            screen.xvfb.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Round:
+    seats: int
+    latency: float
+    tasks: int
+    steps: int
+    wall: float  # seconds, first created_at to last finished_at
+    spread: tuple[int, int]  # fewest and most tasks one seat ran
+    cpu: tuple[float, float, float]  # CPU seconds of the daemon, the scripted model, the X side
+
+    @property
+    def rate(self) -> float:
+        return self.steps / self.wall
+
+
+@dataclass(frozen=True)
+class SeatCount:
+    seats: int
+    idle: Memory  # right after start-up, before any task
+    after: Memory  # after the warm-up and every round, all seats idle again
+    rounds: list[Round]
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()  # Python 3.11 reads the trailing Z
+
+
+def _submit(daemon: Daemon, count: int, seats: list[str] | None = None) -> list[int]:
+    with Client(daemon.socket) as client:
+        return [client.call("submit", prompt=f"seat bench {n}", **({"seat": seats[n]} if seats else {}))["id"]
+                for n in range(count)]
+
+
+def _finish(daemon: Daemon, ids: list[int], turns: int) -> list[dict[str, object]]:
+    def done() -> list[dict[str, object]] | None:
+        if daemon.proc is None or daemon.proc.poll() is not None:
+            raise RuntimeError(f"the daemon exited; log:\n{daemon.log_text()[-3000:]}")
+        tasks = {t["id"]: t for t in daemon.call("list")}
+        return [tasks[i] for i in ids] if all(tasks[i]["state"] in _DONE for i in ids) else None
+
+    tasks = wait_until(done, 900, f"{len(ids)} tasks to end")
+    bad = [t for t in tasks if t["state"] != "succeeded" or t["steps"] != turns]
+    if bad:
+        raise RuntimeError(f"{len(bad)} tasks did not succeed in {turns} steps, e.g. {bad[0]}")
+    return list(tasks)
+
+
+def run_round(daemon: Daemon, model: ScriptedModel, seats: int, tasks: int, turns: int, latency: float,
+              x_pids: list[int]) -> Round:
+    assert daemon.proc is not None
+    model.latency = latency  # read before every answer
+    requests = len(model.request_bytes)
+    cpu_before = (cpu_seconds(daemon.proc.pid), time.process_time(), sum(map(cpu_seconds, x_pids)))
+    done = _finish(daemon, _submit(daemon, seats * tasks), turns)
+    cpu_after = (cpu_seconds(daemon.proc.pid), time.process_time(), sum(map(cpu_seconds, x_pids)))
+    steps = sum(int(t["steps"]) for t in done)  # type: ignore[call-overload]
+    if len(model.request_bytes) - requests != steps:
+        raise RuntimeError(f"the model answered {len(model.request_bytes) - requests} requests for {steps} steps")
+    wall = max(_epoch(str(t["finished_at"])) for t in done) - min(_epoch(str(t["created_at"])) for t in done)
+    per_seat = Counter(str(t["seat"]) for t in done)
+    spread = (min(per_seat.values()) if len(per_seat) == seats else 0, max(per_seat.values()))
+    cpu = tuple(b - a for a, b in zip(cpu_before, cpu_after))
+    return Round(seats, latency, len(done), steps, wall, spread, cpu)  # type: ignore[arg-type]
+
+
+def measure_seats(shown: list[Screen], model: ScriptedModel, url: str, tasks: int, turns: int,
+                  latencies: tuple[float, ...], env: dict[str, str] | None = None) -> SeatCount:
+    names = [f"s{n}" for n in range(len(shown))]
+    daemon = Daemon("", url, seats=dict(zip(names, (s.xvfb.display for s in shown))), max_steps=turns + 2,
+                    extra_env=env)
+    try:
+        daemon.start()
+        assert daemon.proc is not None
+        views = daemon.call("seats")
+        if [v["name"] for v in views] != names or any(v["state"] != "idle" for v in views):
+            raise RuntimeError(f"the daemon's seats are not all idle: {views}")
+        time.sleep(1.0)  # start-up's last allocations and checks
+        idle = memory(daemon.proc.pid)
+        model.latency = 0.0
+        _finish(daemon, _submit(daemon, len(names), names), turns)  # warm-up: one task pinned to each seat
+        x_pids = [pid for screen in shown for pid in screen.pids()]
+        rounds = [run_round(daemon, model, len(names), tasks, turns, latency, x_pids) for latency in latencies]
+        time.sleep(2.0)  # past the seats' health checks after their last task
+        return SeatCount(len(names), idle, memory(daemon.proc.pid), rounds)
+    finally:
+        daemon.cleanup()
+
+
+def measure(counts: tuple[int, ...] = SEAT_COUNTS, tasks: int = TASKS_PER_SEAT, turns: int = TURNS,
+            latencies: tuple[float, ...] = LATENCIES, env: dict[str, str] | None = None) -> list[SeatCount]:
+    model = ScriptedModel(scenario(turns), record=False)
+    url = model.start()
+    try:
+        with screens(max(counts)) as shown:
+            results = []
+            for count in counts:
+                print(f"  seats: {count} ...", file=sys.stderr, flush=True)
+                results.append(measure_seats(shown[:count], model, url, tasks, turns, latencies, env))
+            return results
+    finally:
+        model.stop()
+
+
+def report(results: list[SeatCount], tasks: int, turns: int) -> str:
+    base = {r.latency: r for r in results[0].rounds} if results[0].seats == 1 else {}
+    rows: list[tuple[object, ...]] = []
+    for result in results:
+        for r in result.rounds:
+            one = base.get(r.latency)
+            scaling = f"{r.rate / one.rate:.2f}x" if one is not None else "-"
+            cpu = " / ".join(f"{1000 * c / r.steps:.0f}" for c in r.cpu)
+            rows.append((r.seats, f"{r.latency:g} s", f"{r.tasks} x {turns}", f"{r.spread[0]}-{r.spread[1]}",
+                         f"{r.wall:.1f} s", f"{r.rate:.2f}", scaling, cpu))
+    speed = table(("seats", "model latency", "tasks x turns", "tasks per seat", "wall", "steps/s",
+                   "vs 1 seat", "CPU ms per step: daemon / model / X"), rows)
+
+    idle1 = results[0].idle.rss if results[0].seats == 1 else None
+    after1 = results[0].after.rss if results[0].seats == 1 else None
+    mem_rows: list[tuple[object, ...]] = []
+    for result in results:
+        over_idle = f"{(result.after.rss - idle1) / 1024 / result.seats:.1f} MiB" if idle1 is not None else "-"
+        slope = (f"{(result.after.rss - after1) / 1024 / (result.seats - 1):.1f} MiB"
+                 if after1 is not None and result.seats > 1 else "-")
+        mem_rows.append((result.seats, _mib(result.idle.rss), _mib(result.after.rss), _mib(result.after.anon),
+                         _mib(result.after.shmem), result.after.threads, over_idle, slope))
+    mem = table(("seats", "RSS idle", "RSS after work", "of it anon", "of it shmem", "threads",
+                 "(RSS after - RSS idle 1 seat) / seats", "per added seat: (RSS after - RSS after, 1 seat) / (seats - 1)"),
+                mem_rows)
+    return (f"### Seats (one daemon, N private {WIDTH}x{HEIGHT} Xvfbs, busy scene + Tk entry, scripted model)\n\n"
+            f"{tasks} tasks per seat of {turns} turns each, submitted at once unpinned (after a pinned warm-up task "
+            "per seat); steps/s = steps recorded / (last finished_at - first created_at).\n\n"
+            + speed + "\n\n" + mem + "\n\n" + verdict(results))
+
+
+def verdict(results: list[SeatCount]) -> str:
+    by_seats = {r.seats: r for r in results}
+    lines = []
+    one, eight = by_seats.get(1), by_seats.get(8)
+    if one is not None and eight is not None:
+        slow = {r.latency: r for r in one.rounds}.get(1.0), {r.latency: r for r in eight.rounds}.get(1.0)
+        if slow[0] is not None and slow[1] is not None:
+            ratio = slow[1].rate / slow[0].rate
+            met = "met" if ratio >= TARGET_SCALING else "MISSED"
+            lines.append(f"- 1 s model, 8 seats vs 1: {ratio:.2f}x (target >= {TARGET_SCALING:g}x): {met}")
+        per_seat = (eight.after.rss - one.idle.rss) / 1024 / 8
+        slope = (eight.after.rss - one.after.rss) / 1024 / 7
+        met = "met" if max(per_seat, slope) <= TARGET_MIB_PER_SEAT else "MISSED"
+        lines.append(f"- RSS per seat at 8 seats: {per_seat:.1f} MiB over the idle 1-seat daemon, {slope:.1f} MiB "
+                     f"per added seat (target <= {TARGET_MIB_PER_SEAT:g} MiB): {met}")
+    return "\n".join(lines)
+
+
+def _mib(kib: int) -> str:
+    return f"{kib / 1024:.1f} MiB"
+
+
+def run() -> str:
+    """The seats section of ``make bench`` (markdown)."""
+    return report(measure(), TASKS_PER_SEAT, TURNS)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seats", default=",".join(map(str, SEAT_COUNTS)), help="seat counts, e.g. 1,2")
+    parser.add_argument("--tasks", type=int, default=TASKS_PER_SEAT, help="tasks per seat in each round")
+    parser.add_argument("--turns", type=int, default=TURNS, help="model turns per task (at least 3)")
+    parser.add_argument("--latencies", default=",".join(f"{x:g}" for x in LATENCIES), help="model latencies, s")
+    parser.add_argument("--daemon-env", action="append", default=[], metavar="KEY=VALUE",
+                        help="an environment variable for the daemon (repeatable)")
+    args = parser.parse_args()
+    counts = tuple(int(n) for n in args.seats.split(","))
+    latencies = tuple(float(x) for x in args.latencies.split(","))
+    env = dict(item.split("=", 1) for item in args.daemon_env)
+    turns = max(3, args.turns)
+    print(report(measure(counts, args.tasks, turns, latencies, env), args.tasks, turns))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
