@@ -30,6 +30,7 @@ import binascii
 import os
 import re
 import struct
+import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -107,42 +108,58 @@ def _adler_combine(first: int, second: int, second_len: int) -> int:
     return (b << 16) | a
 
 
+_WORK = threading.local()
+
+
+def _work_buffers(n: int, stride: int) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """This thread's buffers for filtering a band of ``n`` rows: needed only while it is encoded.
+
+    Kept per worker of the shared pool, not per band of every display: each seat of
+    a daemon would otherwise hold ~12 MiB of them at 1280x800 (issue 11's bench).
+    """
+    cache: dict[tuple[int, int], Any] = _WORK.__dict__.setdefault("buffers", {})
+    buffers = cache.get((n, stride))
+    if buffers is None:
+        #: RGB rows preceded by the row above; filter-type byte + filtered row; the filters' scratch.
+        buffers = cache[(n, stride)] = (np.empty((n + 1, stride), np.uint8), np.empty((n, stride + 1), np.uint8),
+                                        (np.empty((n, stride), np.uint8), np.empty((n, stride), np.uint8)))
+    return buffers
+
+
 class _Band:
-    """One band's work buffers and what it produced for the last frame."""
+    """One band of a display's frames: what it produced for the last frame."""
 
     def __init__(self, first: int, end: int, width: int) -> None:
         self.first, self.end, self.width = first, end, width
-        n, stride = end - first, width * 3
-        #: The band's RGB rows, preceded by the row above it (all zero for the first band).
-        self.rgb = np.zeros((n + 1, stride), np.uint8)
-        self.rows = np.empty((n, stride + 1), np.uint8)  # filter-type byte + filtered row
-        self.scratch = (np.empty((n, stride), np.uint8), np.empty((n, stride), np.uint8))
-        #: The raw pixels (row above included) the part below was made from.
-        self.raw = np.empty((end - max(first - 1, 0), width, 4), np.uint8)
-        self.known = False
+        #: Bytes of the band's filtered rows (filter-type byte + RGB row each), for the Adler-32 combine.
+        self.size = (end - first) * (width * 3 + 1)
         self.part = b""
         self.adler = 1
 
-    def encode(self, pixels: np.ndarray, channels: tuple[int, int, int], settings: PngSettings, last: bool) -> bool:
-        """Filter and deflate the band's rows of ``pixels`` (H x W x 4); False if unchanged since the last frame."""
-        raw = pixels[max(self.first - 1, 0):self.end]
-        if settings.reuse and self.known and np.array_equal(_words(self.raw), _words(raw)):
+    def encode(self, pixels: np.ndarray, previous: np.ndarray | None, channels: tuple[int, int, int],
+               settings: PngSettings, last: bool) -> bool:
+        """Filter and deflate the band's rows of ``pixels`` (H x W x 4); False if they (and the row above
+        its filters read) are those of ``previous``, the frame its part was made from."""
+        rows_read = slice(max(self.first - 1, 0), self.end)
+        raw = pixels[rows_read]
+        if previous is not None and np.array_equal(_words(previous[rows_read]), _words(raw)):
             return False
-        np.copyto(self.raw, raw)
-        self.known = True
-        planes = self.rgb.reshape(self.rgb.shape[0], self.width, 3)
+        rgb, rows, scratch = _work_buffers(self.end - self.first, self.width * 3)
+        planes = rgb.reshape(rgb.shape[0], self.width, 3)
         skip = 1 if self.first == 0 else 0
+        if skip:
+            rgb[0] = 0  # the first band has no row above: Up and Paeth see zeros there
         for out, src in enumerate(channels):
             planes[skip:, :, out] = raw[:, :, src]
-        share = up_share(self.rgb, self.rows)
+        share = up_share(rgb, rows)
         noise = settings.classify and share > NOISE_SHARE
         if settings.classify and share < SYNTHETIC_SHARE:
-            unfiltered(self.rgb, self.rows)
+            unfiltered(rgb, rows)
         else:
-            adaptive(self.rgb, self.rows, self.scratch, (*settings.filters, PAETH) if noise else settings.filters)
+            adaptive(rgb, rows, scratch, (*settings.filters, PAETH) if noise else settings.filters)
         deflate = settings.deflater(noise)
-        self.part = deflate.compress(self.rows) + deflate.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
-        self.adler = zlib_ng.adler32(self.rows)
+        self.part = deflate.compress(rows) + deflate.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+        self.adler = zlib_ng.adler32(rows)
         return True
 
 
@@ -159,20 +176,33 @@ class PngEncoder:
         self.settings = settings or PngSettings()
         self._key: tuple[int, int, str] = (0, 0, "")
         self._bands: list[_Band] = []
+        #: The frame the bands' parts were made from (H x W x 4), to tell unchanged bands by.
+        self._previous: np.ndarray | None = None
         self._png = b""
         self._url = ("", b"")  # (data URL, the PNG it holds)
         #: Bands re-encoded for the last frame (0: the whole PNG was reused).
         self.changed_bands = 0
 
-    def data_url(self, raw: bytes | bytearray | memoryview, width: int, height: int, rawmode: str = "BGRX") -> str:
+    def forget(self) -> None:
+        """Drop the last frame and everything made from it (the next frame is encoded whole)."""
+        self._key, self._bands, self._previous, self._png, self._url = (0, 0, ""), [], None, b"", ("", b"")
+
+    def data_url(self, raw: bytes | bytearray | memoryview, width: int, height: int, rawmode: str = "BGRX", *,
+                 frozen: bool = False) -> str:
         """:meth:`encode` as a data URL; the last URL again when the PNG is the one it holds."""
-        png = self.encode(raw, width, height, rawmode)
+        png = self.encode(raw, width, height, rawmode, frozen=frozen)
         if self._url[1] is not png:
             self._url = (to_data_url(png), png)
         return self._url[0]
 
-    def encode(self, raw: bytes | bytearray | memoryview, width: int, height: int, rawmode: str = "BGRX") -> bytes:
-        """PNG (8-bit RGB) of a ``width`` x ``height`` frame of 4-byte ``rawmode`` pixels."""
+    def encode(self, raw: bytes | bytearray | memoryview, width: int, height: int, rawmode: str = "BGRX", *,
+               frozen: bool = False) -> bytes:
+        """PNG (8-bit RGB) of a ``width`` x ``height`` frame of 4-byte ``rawmode`` pixels.
+
+        ``frozen``: the caller never changes ``raw`` after this call (a driver's fresh
+        grab), so the encoder keeps it to compare the next frame with instead of a copy:
+        a frame's worth of memory per display, and a copy per frame, saved.
+        """
         channels = _CHANNELS.get(rawmode)
         if channels is None:
             raise ValueError(f"unsupported raw pixel format {rawmode!r}; one of {sorted(_CHANNELS)}")
@@ -183,16 +213,21 @@ class PngEncoder:
             self._bands = [_Band(first, min(first + BAND_ROWS, height), width)
                            for first in range(0, height, BAND_ROWS)]
             self._png = b""
+            self._previous = None
         pixels = np.frombuffer(raw, np.uint8).reshape(height, width, 4)
         bands, settings = self._bands, self.settings
+        previous = self._previous if settings.reuse else None
+        self._previous = None  # until every band is done: a band that failed midway has no known frame
         pool = _pool(settings.threads or os.cpu_count() or 1)
-        jobs = [pool.submit(band.encode, pixels, channels, settings, band is bands[-1]) for band in bands]
+        jobs = [pool.submit(band.encode, pixels, previous, channels, settings, band is bands[-1]) for band in bands]
         self.changed_bands = sum(job.result() for job in jobs)
+        if settings.reuse:
+            self._previous = pixels if frozen else pixels.copy()
         if self.changed_bands == 0 and self._png:
             return self._png
         adler = bands[0].adler
         for band in bands[1:]:
-            adler = _adler_combine(adler, band.adler, band.rows.size)
+            adler = _adler_combine(adler, band.adler, band.size)
         stream = b"".join((b"\x78\x01", *(band.part for band in bands), struct.pack(">I", adler)))
         header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
         self._png = b"".join((_SIGNATURE, _chunk(b"IHDR", header), _chunk(b"IDAT", stream), _IEND))

@@ -133,6 +133,26 @@ def test_unchanged_bands_are_reused_and_changed_ones_redone() -> None:
     assert encoder.data_url(first.tobytes(), width, height) is encoder.data_url(first.tobytes(), width, height)
 
 
+@pytest.mark.parametrize("frozen", [False, True])
+def test_a_frozen_frame_is_kept_without_a_copy_and_a_reused_buffer_is_copied(frozen: bool) -> None:
+    width, height = 200, 3 * BAND_ROWS
+    rng = np.random.default_rng(4)
+    first = rng.integers(0, 256, (height, width, 4), dtype=np.uint8)
+    second = first.copy()
+    second[BAND_ROWS + 5, 9] ^= 0x10  # band 1 only
+    encoder = PngEncoder()
+    if frozen:  # fresh buffers, never changed after the call (as the drivers' grabs)
+        frames = [bytearray(first.tobytes()), bytearray(second.tobytes())]
+    else:  # one buffer the caller overwrites in place between frames
+        buffer = bytearray(first.tobytes())
+        frames = [buffer, buffer]
+    encoder.encode(frames[0], width, height, frozen=frozen)
+    assert (encoder._previous.base is not None) is frozen  # a view of the caller's buffer, or a copy
+    frames[1][:] = second.tobytes()
+    png = encoder.encode(frames[1], width, height, frozen=frozen)
+    assert encoder.changed_bands == 1 and _decoded(png) == _rgb(second.tobytes(), width, height)
+
+
 def test_a_new_size_starts_afresh() -> None:
     encoder = PngEncoder()
     for width, height in ((64, 64), (65, 64), (64, 64)):
