@@ -90,6 +90,10 @@ class Driver(abc.ABC):
         health check, so it must cost next to nothing).
         """
 
+    def rest(self) -> None:
+        """Between tasks: let go of what only a task needs — the last screenshot's frame (approvals
+        bind to it) and the encoder's copy of it. The next screenshot makes them again."""
+
     @abc.abstractmethod
     def release_all(self) -> None:
         """Release every key and mouse button held on the display (start-up after a crash)."""

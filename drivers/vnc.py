@@ -431,20 +431,24 @@ class VNCDriver(Driver):
             frame = self._grab()
         self._last_frame = frame
         height, width = frame.shape[:2]
-        url = self._encoder.data_url(frame.reshape(-1), width, height, RAWMODE)
+        url = self._encoder.data_url(frame.reshape(-1), width, height, RAWMODE, frozen=True)  # a copy of the fb
         return {"type": "computer_screenshot", "image_url": url}
 
     # -- what the daemon needs besides ------------------------------------------
     def peek(self) -> Screenshot:
         frame = self._grab()
         height, width = frame.shape[:2]
-        url = self._encoder.data_url(frame.reshape(-1), width, height, RAWMODE)
+        url = self._encoder.data_url(frame.reshape(-1), width, height, RAWMODE, frozen=True)  # a copy of the fb
         return {"type": "computer_screenshot", "image_url": url}
 
     def probe(self) -> tuple[int, int]:
         conn = self._connection()
         self._send(conn, [])  # a fence: the server has read up to here
         return conn.size
+
+    def rest(self) -> None:
+        self._last_frame = None
+        self._encoder.forget()
 
     def release_all(self) -> None:
         """Release every modifier, every key this driver held, and the mouse buttons.

@@ -349,20 +349,24 @@ class X11Driver(Driver):
             else:
                 frame = conn.grab()
             self._last_frame = frame
-            url = self._encoder.data_url(frame.raw, *frame.size)
+            url = self._encoder.data_url(frame.raw, *frame.size, frozen=True)  # mss grabs into a new buffer
         return {"type": "computer_screenshot", "image_url": url}
 
     # -- what the daemon needs besides ------------------------------------------
     def peek(self) -> Screenshot:
         with self._session("peek") as conn:
             frame = conn.grab()
-            url = self._encoder.data_url(frame.raw, *frame.size)
+            url = self._encoder.data_url(frame.raw, *frame.size, frozen=True)  # mss grabs into a new buffer
         return {"type": "computer_screenshot", "image_url": url}
 
     def probe(self) -> tuple[int, int]:
         with self._session("probe") as conn:
             conn.sync()
             return conn.size
+
+    def rest(self) -> None:
+        self._last_frame = None
+        self._encoder.forget()
 
     def release_all(self) -> None:
         with self._session("release_all") as conn:
