@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -112,6 +113,7 @@ class Round:
     wall: float  # seconds, first created_at to last finished_at
     spread: tuple[int, int]  # fewest and most tasks one seat ran
     cpu: tuple[float, float, float]  # CPU seconds of the daemon, the scripted model, the X side
+    peak_rss: int  # KiB: the most the daemon held while the round ran (sampled every 0.2 s)
 
     @property
     def rate(self) -> float:
@@ -156,7 +158,19 @@ def run_round(daemon: Daemon, model: ScriptedModel, seats: int, tasks: int, turn
     model.latency = latency  # read before every answer
     requests = len(model.request_bytes)
     cpu_before = (cpu_seconds(daemon.proc.pid), time.process_time(), sum(map(cpu_seconds, x_pids)))
-    done = _finish(daemon, _submit(daemon, seats * tasks), turns)
+    peak, running = [0], threading.Event()
+
+    def sample(pid: int = daemon.proc.pid) -> None:
+        while not running.wait(0.2):
+            peak[0] = max(peak[0], memory(pid).rss)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        done = _finish(daemon, _submit(daemon, seats * tasks), turns)
+    finally:
+        running.set()
+        sampler.join()
     cpu_after = (cpu_seconds(daemon.proc.pid), time.process_time(), sum(map(cpu_seconds, x_pids)))
     steps = sum(int(t["steps"]) for t in done)  # type: ignore[call-overload]
     if len(model.request_bytes) - requests != steps:
@@ -165,7 +179,7 @@ def run_round(daemon: Daemon, model: ScriptedModel, seats: int, tasks: int, turn
     per_seat = Counter(str(t["seat"]) for t in done)
     spread = (min(per_seat.values()) if len(per_seat) == seats else 0, max(per_seat.values()))
     cpu = tuple(b - a for a, b in zip(cpu_before, cpu_after))
-    return Round(seats, latency, len(done), steps, wall, spread, cpu)  # type: ignore[arg-type]
+    return Round(seats, latency, len(done), steps, wall, spread, cpu, peak[0])  # type: ignore[arg-type]
 
 
 def measure_seats(shown: list[Screen], model: ScriptedModel, url: str, tasks: int, turns: int,
@@ -226,11 +240,12 @@ def report(results: list[SeatCount], tasks: int, turns: int) -> str:
         over_idle = f"{(result.after.rss - idle1) / 1024 / result.seats:.1f} MiB" if idle1 is not None else "-"
         slope = (f"{(result.after.rss - after1) / 1024 / (result.seats - 1):.1f} MiB"
                  if after1 is not None and result.seats > 1 else "-")
-        mem_rows.append((result.seats, _mib(result.idle.rss), _mib(result.after.rss), _mib(result.after.anon),
-                         _mib(result.after.shmem), result.after.threads, over_idle, slope))
-    mem = table(("seats", "RSS idle", "RSS after work", "of it anon", "of it shmem", "threads",
-                 "(RSS after - RSS idle 1 seat) / seats", "per added seat: (RSS after - RSS after, 1 seat) / (seats - 1)"),
-                mem_rows)
+        busy = max(r.peak_rss for r in result.rounds)
+        mem_rows.append((result.seats, _mib(result.idle.rss), _mib(busy), _mib(result.after.rss),
+                         _mib(result.after.anon), _mib(result.after.shmem), result.after.threads, over_idle, slope))
+    mem = table(("seats", "RSS idle", "RSS peak, every seat busy", "RSS after work", "of it anon", "of it shmem",
+                 "threads", "(RSS after - RSS idle 1 seat) / seats",
+                 "per added seat: (RSS after - RSS after, 1 seat) / (seats - 1)"), mem_rows)
     return (f"### Seats (one daemon, N private {WIDTH}x{HEIGHT} Xvfbs, busy scene + Tk entry, scripted model)\n\n"
             f"{tasks} tasks per seat of {turns} turns each, submitted at once unpinned (after a pinned warm-up task "
             "per seat); steps/s = steps recorded / (last finished_at - first created_at).\n\n"
@@ -252,6 +267,9 @@ def verdict(results: list[SeatCount]) -> str:
         met = "met" if max(per_seat, slope) <= TARGET_MIB_PER_SEAT else "MISSED"
         lines.append(f"- RSS per seat at 8 seats: {per_seat:.1f} MiB over the idle 1-seat daemon, {slope:.1f} MiB "
                      f"per added seat (target <= {TARGET_MIB_PER_SEAT:g} MiB): {met}")
+        busy = (max(r.peak_rss for r in eight.rounds) - max(r.peak_rss for r in one.rounds)) / 1024 / 7
+        lines.append(f"- while every seat is busy (frames, encoder, the task's growing request history): "
+                     f"{busy:.1f} MiB per added seat at the peak")
     return "\n".join(lines)
 
 
