@@ -16,17 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import cud
-from cud.cuctl.client import ConnectionFailed, RemoteError
+from cud.cuctl.client import ConnectionFailed, parse_reply, result_of
 from cud.errors import ProtocolError
 from cud.protocol import (
     MAX_MESSAGE_BYTES,
-    PROTOCOL_VERSION,
     DaemonMessage,
-    VersionMismatch,
-    decode,
     encode,
-    parse_message,
     request,
 )
 
@@ -70,12 +65,9 @@ class Link:
                 pass  # a refusing daemon answers and closes: its reason is in the read buffer
             while True:
                 line = await self._line(reader)
-                reply = self._parse(line)
+                reply = parse_reply(line, self.path, "console")
                 if "ok" in reply:
-                    if reply["ok"]:
-                        return reply["result"]  # type: ignore[typeddict-item]
-                    error = reply["error"]  # type: ignore[typeddict-item]
-                    raise RemoteError(error["kind"], error["message"], error.get("details", {}))
+                    return result_of(reply)
                 if on_stream is None:
                     raise ProtocolError(f"unexpected {reply.get('type')!r} message for a {kind!r} request")
                 on_stream(reply)
@@ -98,12 +90,3 @@ class Link:
         except asyncio.LimitOverrunError:
             raise ProtocolError("the daemon sent an oversized message") from None
         return line
-
-    def _parse(self, line: bytes) -> DaemonMessage:
-        try:
-            return parse_message(decode(line))
-        except VersionMismatch as exc:
-            upgrade = "the daemon, or use the cuctl that came with it" if exc.version < PROTOCOL_VERSION else "cud"
-            raise ProtocolError(
-                f"the daemon at {str(self.path)!r} speaks protocol version {exc.version} and this console "
-                f"(cud {cud.__version__}) speaks {PROTOCOL_VERSION}: upgrade {upgrade}", **exc.details) from None

@@ -13,7 +13,7 @@ from cud.errors import CudError, ProtocolError
 from cud.protocol import (MAX_MESSAGE_BYTES, PROTOCOL_VERSION, DaemonMessage, VersionMismatch, decode, encode,
                           parse_message, request)
 
-__all__ = ("Client", "ConnectionFailed", "RemoteError", "socket_path")
+__all__ = ("Client", "ConnectionFailed", "RemoteError", "parse_reply", "result_of", "socket_path")
 
 
 class RemoteError(CudError):
@@ -92,20 +92,9 @@ class Client:
                     raise ConnectionFailed(f"the daemon at {str(self.path)!r} closed the connection")
                 if not line.endswith(b"\n"):
                     raise ProtocolError("the daemon sent an oversized or truncated message")
-                try:
-                    reply = parse_message(decode(line))
-                except VersionMismatch as exc:
-                    upgrade = "the daemon, or use the cuctl that came with it" if exc.version < PROTOCOL_VERSION \
-                        else "cuctl"
-                    raise ProtocolError(
-                        f"the daemon at {str(self.path)!r} speaks protocol version {exc.version} and this cuctl "
-                        f"(cud {cud.__version__}) speaks {PROTOCOL_VERSION}: upgrade {upgrade}",
-                        **exc.details) from None
+                reply = parse_reply(line, self.path, "cuctl")
                 if "ok" in reply:
-                    if reply["ok"]:
-                        return reply["result"]  # type: ignore[typeddict-item]
-                    error = reply["error"]  # type: ignore[typeddict-item]
-                    raise RemoteError(error["kind"], error["message"], error.get("details", {}))
+                    return result_of(reply)
                 if on_stream is None:
                     raise ProtocolError(f"unexpected {reply.get('type')!r} message for a {kind!r} request")
                 on_stream(reply)
@@ -113,3 +102,22 @@ class Client:
             raise ConnectionFailed(f"the daemon at {str(self.path)!r} did not answer within {self.timeout:g} s") from None
         except OSError as exc:
             raise ConnectionFailed(f"lost the connection to {str(self.path)!r}: {exc.strerror or exc}") from None
+
+
+def parse_reply(line: bytes, path: Path, client: str) -> DaemonMessage:
+    """One line from the daemon at ``path``, checked; another protocol version says which side to upgrade."""
+    try:
+        return parse_message(decode(line))
+    except VersionMismatch as exc:
+        upgrade = "the daemon, or use the cuctl that came with it" if exc.version < PROTOCOL_VERSION else "cud"
+        raise ProtocolError(
+            f"the daemon at {str(path)!r} speaks protocol version {exc.version} and this {client} "
+            f"(cud {cud.__version__}) speaks {PROTOCOL_VERSION}: upgrade {upgrade}", **exc.details) from None
+
+
+def result_of(reply: DaemonMessage) -> Any:
+    """The result of a final reply, or the daemon's error as RemoteError."""
+    if reply["ok"]:  # type: ignore[typeddict-item]
+        return reply["result"]  # type: ignore[typeddict-item]
+    error = reply["error"]  # type: ignore[typeddict-item]
+    raise RemoteError(error["kind"], error["message"], error.get("details", {}))
