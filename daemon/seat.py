@@ -176,10 +176,11 @@ class Seat:
                 self._task = None
             if self._stopping:
                 break
-            self.state = "idle"  # check() below may take it back
-            # An idle seat holds no frames: ~6 MiB a seat at 1280x800 (the seats bench).
+            # An idle seat holds no frames: ~6 MiB a seat at 1280x800 (the seats bench). Still
+            # busy meanwhile: no task may be handed over before the display has been looked at.
             await self.driver.call("rest")
-            await self.check()
+            self.state = "idle"  # check() takes it back if the display does not answer; it is
+            await self.check()  # not free while checking, and starts checking before any await
             self._prune()
             if _TRIM is not None:
                 _TRIM(0)
