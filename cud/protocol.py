@@ -35,6 +35,7 @@ from cud.requests import (  # noqa: F401 (re-exported, as below)
     FollowRequest,
     ImageRequest,
     ListRequest,
+    MetricsRequest,
     PauseRequest,
     PingRequest,
     RecordRequest,
@@ -306,6 +307,7 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "act": {"id": (_ID, True), "action": (_action, True)},
     "image": {"id": (_ID, True), "name": (_file_name, True)},
     "record": {"id": (_ID, True)},
+    "metrics": {},
 }
 REQUEST_TYPES: frozenset[str] = frozenset(_REQUEST_FIELDS)
 

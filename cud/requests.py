@@ -26,6 +26,7 @@ __all__ = [
     "ActRequest",
     "ImageRequest",
     "RecordRequest",
+    "MetricsRequest",
     "Request",
 ]
 
@@ -140,6 +141,13 @@ class RecordRequest(TypedDict):
     id: int
 
 
+class MetricsRequest(TypedDict):
+    """The daemon's metrics; the reply is the Prometheus text exposition as one string."""
+
+    v: int
+    type: Literal["metrics"]
+
+
 Request = Union[
     PingRequest,
     SubmitRequest,
@@ -157,4 +165,5 @@ Request = Union[
     ActRequest,
     ImageRequest,
     RecordRequest,
+    MetricsRequest,
 ]

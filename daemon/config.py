@@ -50,9 +50,14 @@ _TOP_KEYS = {
     "access",
     "retention",
     "request",
+    "metrics",
 }
 _ACCESS_KEYS = {"submit_users", "submit_groups", "approve_users", "approve_groups"}
 _RETENTION_KEYS = {"max_tasks", "max_age_days"}
+_METRICS_KEYS = {"textfile", "interval"}
+#: Seconds between rewrites of the metrics textfile: node_exporter reads it on every scrape
+#: (15 s is Prometheus's usual scrape interval), so writing more often would buy nothing.
+METRICS_INTERVAL = 15.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +72,14 @@ class Access:
 class Retention:
     max_tasks: int = 1000
     max_age_days: float = 30.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Metrics:
+    #: Where the daemon writes its metrics for node_exporter's textfile collector; None: nowhere.
+    textfile: Path | None = None
+    #: Seconds between rewrites (a setting mainly so tests need not wait 15 s).
+    interval: float = METRICS_INTERVAL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +105,7 @@ class Config:
     max_connections: int = 1024
     access: Access = Access()
     retention: Retention = Retention()
+    metrics: Metrics = Metrics()
     #: Extra Responses parameters for every model request (see cud.daemon.request), as written.
     request: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False)
 
@@ -150,6 +164,27 @@ def _table(key: str, value: object, allowed: set[str]) -> dict[str, Any]:
                 key=f"{key}.{name}",
             )
     return value
+
+
+def _metrics(value: object, flag: object) -> Metrics:
+    """``[metrics]``, with ``--metrics-textfile`` (the flag wins over the file's ``textfile``)."""
+    table = _table("metrics", value, _METRICS_KEYS)
+    values: dict[str, Any] = {}
+    textfile = flag if flag is not None else table.get("textfile")
+    if textfile is not None:
+        path = Path(string("metrics.textfile", textfile))
+        # Checked now, not at the first write 15 s later: a typo should stop `cud run` at once.
+        if not path.parent.is_dir():
+            raise bad("metrics.textfile", textfile, "a file in an existing directory")
+        if path.is_dir():
+            raise bad("metrics.textfile", textfile, "a file, not a directory")
+        values["textfile"] = path
+    if "interval" in table:
+        interval = positive_number("metrics.interval", table["interval"])
+        if not 0.01 <= interval <= 3600:
+            raise bad("metrics.interval", table["interval"], "a number of seconds from 0.01 to 3600")
+        values["interval"] = interval
+    return Metrics(**values)
 
 
 def load_config(
@@ -226,6 +261,8 @@ def load_config(
         if "max_age_days" in table:
             values["max_age_days"] = positive_number("retention.max_age_days", table["max_age_days"])
         kwargs["retention"] = Retention(**values)
+    if "metrics" in merged or overrides and overrides.get("metrics_textfile") is not None:
+        kwargs["metrics"] = _metrics(merged.get("metrics", {}), (overrides or {}).get("metrics_textfile"))
     if "request" in merged:
         # Imported here: it builds validators from the openai SDK's types, which a config
         # without [request] (and `cud --help`) should not pay for.

@@ -40,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-steps", type=int, metavar="N", help="model turns per task, default and ceiling")
     run.add_argument("--max-duration", type=int, metavar="S",
                      help="seconds a task may run (approvals included), default and ceiling")
+    run.add_argument("--metrics-textfile", metavar="PATH",
+                     help="write the metrics there every 15 s, for node_exporter's textfile collector")
     run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     return parser
 
@@ -68,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         "approval_timeout": args.approval_timeout,
         "max_steps": args.max_steps,
         "max_duration": args.max_duration,
+        "metrics_textfile": args.metrics_textfile,
     }
     try:
         config = load_config(args.config, overrides)

@@ -22,6 +22,7 @@ from cud.daemon.access import Peer, Policy
 from cud.daemon.approvals import Approvals
 from cud.daemon.config import Config, resolve_api_key
 from cud.daemon.handlers import HANDLERS, Context
+from cud.daemon.metrics import Metrics
 from cud.daemon.notify import Notifier
 from cud.daemon.reserve import SpaceReserve
 from cud.daemon.seat import SeatParts
@@ -50,6 +51,7 @@ class Daemon:
         self._signals = 0
         self._stop_reason = "stopped"
         self._seat_tasks: list[asyncio.Task[None]] = []
+        self._textfile: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
     async def run(self) -> None:
@@ -77,6 +79,8 @@ class Daemon:
         self.client = AsyncOpenAI(api_key=api_key, base_url=config.base_url)
         parts = SeatParts(config, self.store, self.approvals, self.trajectories, self.client, api_key)
         self.seats = Seats(parts)
+        # Before any task can run, so the histograms see every step of this daemon's life.
+        self.metrics = Metrics(self.store, self.seats)
         await self.seats.start()
         self.server = Server(config.socket, self.policy, self.dispatch,
                              max_connections=connection_slots(config.max_connections))
@@ -86,6 +90,9 @@ class Daemon:
             loop.add_signal_handler(signum, self._on_signal, signum)
         self._seat_tasks = [asyncio.create_task(seat.serve(), name=f"seat {seat.name}") for seat in self.seats]
         self._watchdog = asyncio.create_task(self.notifier.watchdog(), name="watchdog")
+        if config.metrics.textfile is not None:  # written at once, then every interval
+            self._textfile = asyncio.create_task(
+                self.metrics.write_every(config.metrics.textfile, config.metrics.interval), name="metrics textfile")
         self.seats.dispatch()  # tasks queued before the restart
         where = ", ".join(f"{seat.name}={seat.spec.where}" for seat in self.seats)
         log.info("cud ready on %s (seats %s, protocol %d, pid %d)", config.socket, where, PROTOCOL_VERSION, os.getpid())
@@ -112,6 +119,8 @@ class Daemon:
         if pending:
             await asyncio.wait(pending, timeout=2)
         self._watchdog.cancel()
+        if self._textfile is not None:
+            self._textfile.cancel()
         with contextlib.suppress(Exception):
             await self.client.close()
         with contextlib.suppress(Exception):

@@ -190,6 +190,22 @@ class Store:
     def tasks(self) -> list[TaskView]:
         return [task_view(row) for row in self._db.execute("SELECT * FROM tasks ORDER BY id")]
 
+    # -- counts for the metrics (cheap aggregate queries, run at scrape time) ----------
+    def task_counts(self) -> dict[str, int]:
+        """How many tasks the database holds in each state."""
+        rows = self._db.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall()
+        return {row[0]: int(row[1]) for row in rows}
+
+    def queued_by_seat(self) -> dict[str | None, int]:
+        """Queued tasks per seat they are pinned to; None holds those any seat may take."""
+        rows = self._db.execute(
+            "SELECT CASE WHEN pinned = 1 THEN seat END, COUNT(*) FROM tasks WHERE state = 'queued' GROUP BY 1"
+        ).fetchall()
+        return {row[0]: int(row[1]) for row in rows}
+
+    def pending_approval_count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM approvals WHERE state = 'pending'").fetchone()[0])
+
     def next_queued(self, seat: str | None = None) -> TaskView | None:
         """The oldest queued task ``seat`` may run (pinned to it, or to none); any seat's if None."""
         if seat is None:

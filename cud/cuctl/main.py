@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from cud.cuctl import approvals, console, control, export, ping, progress, report, screen, seats, tasks
+from cud.cuctl import approvals, console, control, export, metrics, ping, progress, report, screen, seats, tasks
 from cud.cuctl.client import Client, socket_path
 from cud.errors import CudError
 
@@ -75,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seat", metavar="NAME", help="which seat (needed when the daemon has several)")
     add("seats", seats.list_seats, "list the seats: state, task and screen size")
     add("ping", ping.ping, "check that the daemon answers")
+    add("metrics", metrics.metrics, "print the daemon's metrics in the Prometheus text format")
     p = add("report", report.report, "write a task's record as one self-contained HTML page")
     p.add_argument("id", type=int, metavar="ID")
     p.add_argument("-o", "--output", metavar="FILE", help="file to write (default task-ID.html; - for stdout)")

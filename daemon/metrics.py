@@ -1,0 +1,156 @@
+"""The daemon's metrics in the Prometheus text format: for ``cuctl metrics`` and a textfile.
+
+prometheus_client makes the registry and the exposition; nothing here formats text.
+The registry is private (not the library's global one), so nothing else in the
+process (the library's own process and platform collectors) leaks into it.
+
+Two kinds of numbers:
+
+* Counts of what is in the database (tasks per state, queued tasks per seat,
+  pending approvals) are read from SQLite at scrape time by :class:`_StateCollector`,
+  so they survive a restart of the daemon and can never drift from ``cuctl list``.
+* Durations (steps, approval waits) are histograms observed as the store records
+  the step and approval events; they live in memory and start from zero with
+  each daemon (a counter reset to Prometheus, which ``rate()`` handles).
+
+No TCP listener, ever: Prometheus reads the textfile through node_exporter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Histogram, Info, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+import cud
+from cud.daemon.store import Store, _iso_to_epoch
+from cud.protocol import FINAL_STATES, EventView, TASK_STATES
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+    from cud.daemon.seats import Seats
+
+__all__ = ("Metrics", "UNPINNED")
+
+log = logging.getLogger("cud.metrics")
+
+#: The ``seat`` label of queued tasks that any seat may take.
+UNPINNED = "*"
+#: Step parts: what the model took, what the display took, and the daemon's own cost.
+_PARTS = {"model": "model_ms", "driver": "driver_ms", "daemon": "overhead_ms"}
+# Steps: from a few ms of daemon overhead up to a slow model turn of minutes.
+_STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# Approvals: a person answers in seconds to minutes; the default timeout is 600 s.
+_WAIT_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+
+
+class _StateCollector(Collector):
+    """What the database and the seats hold right now, read on every scrape."""
+
+    def __init__(self, store: Store, seats: Seats) -> None:
+        self._store = store
+        self._seats = seats
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self._store.task_counts()
+        ended = CounterMetricFamily("cud_tasks", "Tasks that ended in each final state (kept in the database; "
+                                    "retention pruning lowers it)", labels=["state"])
+        current = GaugeMetricFamily("cud_tasks_current", "Tasks in each state that is not final, now", labels=["state"])
+        for state in TASK_STATES:
+            family = ended if state in FINAL_STATES else current
+            family.add_metric([state], counts.get(state, 0))
+        yield ended
+        yield current
+        pending = GaugeMetricFamily("cud_approvals_pending", "Approvals waiting for a decision")
+        pending.add_metric([], self._store.pending_approval_count())
+        yield pending
+        up = GaugeMetricFamily("cud_seat_up", "1 if the seat's display answers (idle or busy), 0 if unavailable",
+                               labels=["seat"])
+        depth = GaugeMetricFamily("cud_queue_depth", "Queued tasks pinned to each seat; seat=\"*\": any seat's",
+                                  labels=["seat"])
+        queued = self._store.queued_by_seat()
+        for seat in self._seats:
+            up.add_metric([seat.name], 0 if seat.state == "unavailable" else 1)
+            depth.add_metric([seat.name], queued.get(seat.name, 0))
+        depth.add_metric([UNPINNED], queued.get(None, 0))
+        yield up
+        yield depth
+
+
+class Metrics:
+    """The registry of one daemon, fed by the store's events."""
+
+    def __init__(self, store: Store, seats: Seats) -> None:
+        self._store = store
+        self.registry = CollectorRegistry(auto_describe=False)
+        Info("cud_build", "The daemon's version", registry=self.registry).info({"version": cud.__version__})
+        self.registry.register(_StateCollector(store, seats))
+        self._steps = Histogram("cud_step_duration_seconds", "Time of each step, by who spent it",
+                                ["part"], buckets=_STEP_BUCKETS, registry=self.registry)
+        self._waits = Histogram("cud_approval_wait_seconds", "Time from an approval's request to its decision, "
+                                "time-out or cancel", buckets=_WAIT_BUCKETS, registry=self.registry)
+        for part in _PARTS:  # every part from the start, so a rate() has its zero
+            self._steps.labels(part)
+        self._unsubscribe = store.subscribe(self._on_event)
+
+    def _on_event(self, event: EventView) -> None:
+        # Called by the store after each committed transaction, on the event loop: quick, no I/O but SQLite.
+        data = event["data"]
+        if event["kind"] == "step":
+            for part, key in _PARTS.items():
+                self._steps.labels(part).observe(max(0.0, float(data.get(key, 0.0))) / 1000)
+        elif event["kind"] == "approval_decided":
+            with contextlib.suppress(Exception):  # a metric must never break the decision it follows
+                approval = self._store.approval(int(data["approval_id"]))
+                if approval["decided_at"]:
+                    waited = _iso_to_epoch(approval["decided_at"]) - _iso_to_epoch(approval["created_at"])
+                    self._waits.observe(max(0.0, waited))
+
+    def text(self) -> str:
+        return generate_latest(self.registry).decode("utf-8")
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+    async def write_every(self, path: Path, interval: float) -> None:
+        """Write the textfile now and then every ``interval`` seconds until cancelled."""
+        while True:
+            try:
+                # The text is made on the loop (the store's SQLite connection belongs to it);
+                # the file is written in a thread, so a slow disk never stalls the loop.
+                await asyncio.to_thread(write_atomically, path, self.text().encode("utf-8"))
+            except OSError as exc:
+                log.warning("cannot write the metrics to %s: %s", path, exc.strerror or exc)
+            await asyncio.sleep(interval)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so a reader sees the old file or the new one, never a part.
+
+    The temporary file is in the same directory (os.replace is atomic only within
+    one file system) and its name does not end in ``.prom``, which node_exporter
+    would read half-written.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            # Readable by node_exporter's user despite the daemon's umask 077: counts and seat names only.
+            os.fchmod(fh.fileno(), 0o644)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
