@@ -11,37 +11,33 @@ report`` and headless Chromium. Run once after changing the report's look::
 from __future__ import annotations
 
 import io
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from PIL import Image
 
+from bench.demo_desktop import PROMPT, demo_desktop
 from cud.scripted import ScriptedModel
 from tests.support.browser import Browser
 from tests.support.daemon import ROOT, Daemon, cuctl
-from tests.support.recorder import wait_until
-from tests.support.xserver import start_xvfb, stop_process
+from tests.support.xserver import XServer
 
 __all__ = ()
 
-PROMPT = "Type a greeting into the demo app's blue field and press Enter."
 
 
 def main(argv: list[str]) -> int:
     target = Path(argv[0]) if argv else ROOT / "docs" / "report-example.png"
     work = Path(tempfile.mkdtemp(prefix="cud-example-", dir="/tmp"))
-    xvfb = start_xvfb(work)
-    log = work / "demo.jsonl"
-    app = subprocess.Popen(
-        [sys.executable, str(ROOT / "sandbox" / "demo_app.py"), "--log", str(log), "--geometry", "900x420+190+150"],
-        env={"DISPLAY": xvfb.display, "PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL,
-    )
+    with demo_desktop(work) as xvfb:
+        return _picture(xvfb, work, target)
+
+
+def _picture(xvfb: XServer, work: Path, target: Path) -> int:
     model = ScriptedModel("demo")
     daemon = Daemon(xvfb.display, model.start())
     try:
-        wait_until(lambda: log.exists() and '"ready"' in log.read_text(), 30, "the demo app")
         daemon.start()
         task_id = daemon.call("submit", prompt=PROMPT)["id"]
         approval = daemon.wait_approval(task_id)
@@ -64,8 +60,6 @@ def main(argv: list[str]) -> int:
     finally:
         daemon.cleanup()
         model.stop()
-        stop_process(app)
-        xvfb.stop()
 
 
 if __name__ == "__main__":
