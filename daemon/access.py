@@ -18,6 +18,7 @@ import struct
 from cud.daemon.config import Access
 
 from cud.errors import AccessDenied
+from cud.protocol import TaskView
 
 __all__ = ()
 
@@ -87,6 +88,17 @@ class Policy:
                 f"user {peer.name!r} (uid {peer.uid}) may not {what}: not in [access] approve_users/approve_groups",
                 uid=peer.uid,
                 request=what,
+            )
+
+    def require_own_task(self, peer: Peer, task: TaskView, what: str) -> None:
+        """A submitter may ``what`` (cancel, pause, resume) their own tasks; an approver anyone's."""
+        self.require_submit(peer, f"{what} tasks")
+        if task["submitter"]["uid"] != peer.uid and not self.may_approve(peer):
+            raise AccessDenied(
+                f"user {peer.name!r} (uid {peer.uid}) may not {what} task {task['id']} of "
+                f"{task['submitter']['name']!r}",
+                uid=peer.uid,
+                id=task["id"],
             )
 
 

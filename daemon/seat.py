@@ -84,6 +84,7 @@ class Seat:
         self._api_key = parts.api_key
         self._on_free = on_free
         self.state: SeatState = "unavailable"
+        #: Why the seat is unavailable (None while it is not); its screen when the display last answered.
         self.error: str | None = NOT_CHECKED
         self.size: tuple[int, int] | None = None
         self.current: TaskRun | None = None
@@ -123,8 +124,8 @@ class Seat:
             **place,
             "state": self.state,
             "task": self._task["id"] if self._task is not None else None,
-            "size": list(self.size) if self.size is not None and self.state != "unavailable" else None,
-            "error": self.error if self.state == "unavailable" else None,
+            "size": list(self.size) if self.size is not None else None,
+            "error": self.error,
         }
 
     def redact(self, text: str) -> str:
@@ -143,7 +144,7 @@ class Seat:
         except DriverError as exc:
             if self.state != "unavailable":
                 log.warning("seat %s is unavailable: %s", self.name, exc.message)
-            self.state, self.error = "unavailable", exc.message
+            self.state, self.error, self.size = "unavailable", exc.message, None
             return False
         finally:
             self._checking = False

@@ -14,7 +14,7 @@ from typing import Any
 from cud.daemon.handlers.base import Context
 from cud.daemon.runner import TaskRun
 
-from cud.errors import AccessDenied, WrongState
+from cud.errors import WrongState
 from cud.protocol import ActRequest, PauseRequest, ResumeRequest, TaskView
 
 __all__ = ()
@@ -22,14 +22,9 @@ __all__ = ()
 
 def _run(ctx: Context, task_id: int, what: str) -> TaskRun:
     """The running task the peer may control, or a clear refusal."""
-    daemon, peer = ctx.daemon, ctx.peer
-    daemon.policy.require_submit(peer, f"{what} tasks")
+    daemon = ctx.daemon
     task = daemon.store.task(task_id)  # NotFound first
-    if task["submitter"]["uid"] != peer.uid and not daemon.policy.may_approve(peer):
-        raise AccessDenied(
-            f"user {peer.name!r} (uid {peer.uid}) may not {what} task {task_id} of {task['submitter']['name']!r}",
-            uid=peer.uid, id=task_id,
-        )
+    daemon.policy.require_own_task(ctx.peer, task, what)
     run = daemon.seats.run_of(task_id)
     if run is None:
         raise WrongState(f"task {task_id} is {task['state']}; only a running task can be paused or resumed",

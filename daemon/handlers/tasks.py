@@ -98,14 +98,7 @@ async def follow(ctx: Context, request: FollowRequest) -> TaskView:
 
 async def cancel(ctx: Context, request: CancelRequest) -> dict[str, Any]:
     daemon, peer, task_id = ctx.daemon, ctx.peer, request["id"]
-    daemon.policy.require_submit(peer, "cancel tasks")
-    task = daemon.store.task(task_id)
-    if task["submitter"]["uid"] != peer.uid and not daemon.policy.may_approve(peer):
-        raise AccessDenied(
-            f"user {peer.name!r} (uid {peer.uid}) may not cancel task {task_id} of {task['submitter']['name']!r}",
-            uid=peer.uid,
-            id=task_id,
-        )
+    daemon.policy.require_own_task(peer, daemon.store.task(task_id), "cancel")
     before = daemon.store.cancel(task_id, peer.uid, peer.name)
     if before not in FINAL_STATES and before != "queued":
         daemon.seats.cancel(task_id, f"cancelled by {peer.name} (uid {peer.uid})")
