@@ -43,7 +43,8 @@ def test_a_person_pauses_types_exact_text_and_resumes_and_the_model_sees_it(star
     done = cuctl(daemon.socket, "act", str(task_id), json.dumps({"type": "type", "text": MIXED}))
     assert done.returncode == 0, done.stderr
     recorder.wait_text("m" + MIXED)
-    cuctl(daemon.socket, "act", str(task_id), '{"type": "keypress", "keys": ["ctrl", "a"]}')
+    keys = cuctl(daemon.socket, "act", str(task_id), '{"type": "keypress", "keys": ["ctrl", "a"]}')
+    assert keys.returncode == 0, keys.stderr
     assert daemon.task(task_id)["state"] == "paused"
     # Nothing was screenshotted while paused: the batch's screenshot waits for the resume.
     assert sorted(p.name for p in (daemon.state_dir / "trajectories" / str(task_id)).iterdir()) == shots_before
