@@ -9,35 +9,26 @@ targets that must be refused, are in test_daemon_binding.py).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from cud.scripted import ScriptedModel
-from tests.support.apps import app_class
-from tests.support.daemon import APPROVALS, Daemon, approve_each, scenario
-from tests.support.desktop import start_desktop
+from tests.support.app_daemon import daemon_on_app
+from tests.support.apps.base import App
+from tests.support.daemon import APPROVALS, approve_each, scenario
+
+
+def _clicks(app: App) -> dict[str, Any]:
+    x, y, _w, _h = app.field
+    # The empty input's caret sits at its top left: inside the square around the click.
+    click = {"type": "click", "button": "left", "x": x + 8, "y": y + 10}
+    return scenario(*[{"actions": [click]}] * APPROVALS, {"message": "done"})
 
 
 @pytest.mark.parametrize("app_name", ["gtk", "chromium"])
 def test_approved_clicks_next_to_a_blinking_caret_are_never_refused(app_name: str, tmp_path: Path) -> None:
-    with start_desktop("x11", tmp_path) as desktop:
-        app = app_class(app_name)(desktop)
-        app.start()
-        model: ScriptedModel | None = None
-        daemon: Daemon | None = None
-        try:
-            x, y, _w, _h = app.field
-            # The empty input's caret sits at its top left: inside the square around the click.
-            click = {"type": "click", "button": "left", "x": x + 8, "y": y + 10}
-            model = ScriptedModel(scenario(*[{"actions": [click]}] * APPROVALS, {"message": "done"}))
-            daemon = Daemon(desktop.display, model.start(), approval="actions").start()
-            task_id = daemon.call("submit", prompt="click into the text, many times")["id"]
-            approve_each(daemon, task_id, APPROVALS, seed=sum(map(ord, app_name)))
-            task = daemon.wait_state(task_id, "succeeded", "failed")
-            assert task["state"] == "succeeded", task["error"]
-        finally:
-            if daemon is not None:
-                daemon.cleanup()
-            if model is not None:
-                model.stop()
-            app.stop()
+    with daemon_on_app(app_name, tmp_path, _clicks, approval="actions") as (_app, daemon):
+        task_id = daemon.call("submit", prompt="click into the text, many times")["id"]
+        approve_each(daemon, task_id, APPROVALS, seed=sum(map(ord, app_name)))
+        task = daemon.wait_state(task_id, "succeeded", "failed")
+        assert task["state"] == "succeeded", task["error"]
