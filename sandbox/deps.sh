@@ -39,6 +39,9 @@ gir1.2-gtk-3.0
 python3-pyqt5
 systemd
 util-linux
+openssh-client
+openssh-server
+parallel
 "
 # make, python3, python3-venv   the Makefile and its .venv
 # python3-tk                    the sandbox's demo app and the tests' recording window
@@ -59,6 +62,9 @@ util-linux
 # python3-pyqt5                 the conformance suite's Qt 5 probe (xcb platform, Debian's python3)
 # systemd                       systemd-analyze and systemd-sysusers for the unit tests
 # util-linux                    setpriv, for the other-uid socket tests
+# openssh-client                ssh, which cuctl --host runs; ssh-keygen for the tests' keys
+# openssh-server                sshd: the ssh tests start their own on 127.0.0.1 (never the system's)
+# parallel                      GNU parallel, which the fleet example (examples/fleet) drives cuctl with
 
 missing() {
     for p in $packages; do

@@ -16,7 +16,7 @@ import pytest
 
 from cud.cuctl.client import RemoteError
 from tests.support.daemon import Daemon, cuctl, json_out, scenario
-from tests.support.recorder import Recorder, wait_until
+from tests.support.recorder import Recorder
 
 MIXED = "Grüße, 12 €! ½ — ok"
 MODEL_TYPES = scenario({"actions": [{"type": "type", "text": "m"}]}, {"actions": [{"type": "wait"}]},

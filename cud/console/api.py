@@ -13,7 +13,6 @@ import base64
 import io
 import json
 from collections import OrderedDict
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -23,6 +22,7 @@ from cud.console.link import Link
 from cud.console.security import Handler, refusal
 from cud.console.watch import Watch
 from cud.cuctl.client import Client, RemoteError
+from cud.cuctl.dial import Dialer
 from cud.cuctl.export import fetch_record
 from cud.cuctl.tasks import describe_event
 from cud.errors import CudError, ProtocolError
@@ -251,16 +251,16 @@ async def events(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def _record_page(path: Path, task_id: int) -> bytes:
+def _record_page(dialer: Dialer, task_id: int) -> bytes:
     """``cuctl report``'s page (blocking: run on a thread; the record may be many screenshots)."""
-    with Client(path) as client:
+    with Client(dialer) as client:
         return render(fetch_record(client, task_id)).encode()
 
 
 @routes.get("/tasks/{id}/report")
 async def report(request: web.Request) -> web.Response:
     task_id = _id(request)
-    page = await asyncio.to_thread(_record_page, request.app[LINK].path, task_id)
+    page = await asyncio.to_thread(_record_page, request.app[LINK].dialer, task_id)
     # The report's own policy (inline styles, data: images only), and never framed.
     return web.Response(body=page, content_type="text/html", charset="utf-8",
                         headers={"Content-Security-Policy": f"{REPORT_CSP}; frame-ancestors 'none'"})

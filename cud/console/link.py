@@ -1,39 +1,59 @@
-"""The console's way to the daemon: one socket request at a time, on the event loop.
+"""The console's way to the daemon: socket requests on the event loop, over a few reused connections.
 
 The same protocol and the same errors as :class:`cud.cuctl.client.Client`
 (requests are built and checked by :func:`cud.protocol.request`, replies by
 :func:`cud.protocol.parse_message`; a daemon's refusal is a
 :class:`~cud.cuctl.client.RemoteError` with the daemon's kind and message), but
 asynchronous, so a ``follow`` that waits hours for a person costs the server
-no thread. Every call opens its own connection: the daemon sees the console's
-user (``SO_PEERCRED``) on each of them and decides each request by itself.
+no thread. The daemon decides each request by itself from the connection's
+peer (``SO_PEERCRED``: the console's user, or the ssh login user behind
+``--host``).
+
+A connection that answered is kept for the next request, up to ``KEEP`` of
+them for ``KEEP_SECONDS``: the page asks for the state and the screens every
+second, and over ssh each new connection is an ssh session and a remote
+``cuctl`` start. One that was cut, timed out or cancelled mid-request is
+closed, never reused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cud.cuctl.client import ConnectionFailed, parse_reply, result_of
+from cud.cuctl.dial import Connection, Dialer, UnixDialer
 from cud.errors import ProtocolError
-from cud.protocol import (
-    MAX_MESSAGE_BYTES,
-    DaemonMessage,
-    encode,
-    request,
-)
+from cud.protocol import MAX_MESSAGE_BYTES, DaemonMessage, encode, request
 
 __all__ = ("Link",)
 
 Stream = Callable[[DaemonMessage], None]
 
+#: Idle connections kept, and for how long: well under the daemon's 30 s idle limit, so
+#: a kept connection is not one the daemon is about to drop.
+KEEP = 6
+KEEP_SECONDS = 10.0
+
+
+@dataclass(eq=False)
+class _Open:
+    conn: Connection
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    idle_since: float = field(default_factory=time.monotonic)
+
 
 class Link:
-    def __init__(self, path: Path, timeout: float = 30.0) -> None:
-        self.path = path
+    def __init__(self, where: Path | Dialer, timeout: float = 30.0) -> None:
+        self.dialer: Dialer = UnixDialer(where) if isinstance(where, Path) else where
+        self.where = self.dialer.where
         self.timeout = timeout
+        self._idle: list[_Open] = []
 
     async def call(self, kind: str, on_stream: Stream | None = None, *, wait_forever: bool = False,
                    **fields: Any) -> Any:
@@ -48,45 +68,73 @@ class Link:
         try:
             return await asyncio.wait_for(self._exchange(kind, message, on_stream), self.timeout)
         except TimeoutError:
-            raise ConnectionFailed(f"the daemon at {str(self.path)!r} did not answer a {kind!r} request "
+            raise ConnectionFailed(f"the daemon at {self.where} did not answer a {kind!r} request "
                                    f"within {self.timeout:g} s") from None
 
+    async def close(self) -> None:
+        idle, self._idle = self._idle, []
+        await asyncio.gather(*(self._discard(link) for link in idle))
+
     async def _exchange(self, kind: str, message: bytes, on_stream: Stream | None) -> Any:
-        try:
-            reader, writer = await asyncio.open_unix_connection(str(self.path), limit=MAX_MESSAGE_BYTES + 1)
-        except OSError as exc:
-            raise ConnectionFailed(f"cannot connect to the daemon at {str(self.path)!r}: {exc.strerror or exc}",
-                                   path=str(self.path)) from None
+        link = self._take() or await self._open()
+        reusable = False
         try:
             try:
-                writer.write(message)
-                await writer.drain()
+                link.writer.write(message)
+                await link.writer.drain()
             except (BrokenPipeError, ConnectionResetError):
                 pass  # a refusing daemon answers and closes: its reason is in the read buffer
             while True:
-                line = await self._line(reader)
-                reply = parse_reply(line, self.path, "console")
+                reply = parse_reply(await self._line(link), self.where, "console")
                 if "ok" in reply:
+                    reusable = True
                     return result_of(reply)
                 if on_stream is None:
                     raise ProtocolError(f"unexpected {reply.get('type')!r} message for a {kind!r} request")
                 on_stream(reply)
         except OSError as exc:
-            raise ConnectionFailed(f"lost the connection to {str(self.path)!r}: {exc.strerror or exc}") from None
+            raise await asyncio.to_thread(link.conn.lost, f"dropped the connection: {exc.strerror or exc}") from None
         finally:
-            writer.close()
-            try:
-                await writer.wait_closed()
-            except OSError:
-                pass
+            if reusable and len(self._idle) < KEEP:
+                link.idle_since = time.monotonic()
+                self._idle.append(link)
+            else:
+                # Shielded: a cancelled request (a page gone away) still closes its connection.
+                await asyncio.shield(self._discard(link))
 
-    async def _line(self, reader: asyncio.StreamReader) -> bytes:
+    def _take(self) -> _Open | None:
+        """The most recently used idle connection that is still fresh and still open."""
+        while self._idle:
+            link = self._idle.pop()
+            fresh = time.monotonic() - link.idle_since < KEEP_SECONDS
+            if fresh and not link.reader.at_eof() and not link.writer.transport.is_closing():
+                return link
+            asyncio.create_task(self._discard(link))
+        return None
+
+    async def _open(self) -> _Open:
+        conn = await asyncio.to_thread(self.dialer.dial)
         try:
-            line = await reader.readuntil(b"\n")
+            reader, writer = await asyncio.open_unix_connection(sock=conn.sock, limit=MAX_MESSAGE_BYTES + 1)
+        except BaseException:
+            await asyncio.to_thread(conn.close)
+            raise
+        return _Open(conn, reader, writer)
+
+    async def _discard(self, link: _Open) -> None:
+        link.writer.close()
+        try:
+            await link.writer.wait_closed()
+        except OSError:
+            pass
+        await asyncio.to_thread(link.conn.close)  # over ssh: waits for ssh to end
+
+    async def _line(self, link: _Open) -> bytes:
+        try:
+            return await link.reader.readuntil(b"\n")
         except asyncio.IncompleteReadError as exc:
             if exc.partial:
                 raise ProtocolError("the daemon sent a truncated message") from None
-            raise ConnectionFailed(f"the daemon at {str(self.path)!r} closed the connection") from None
+            raise await asyncio.to_thread(link.conn.lost, "closed the connection") from None
         except asyncio.LimitOverrunError:
             raise ProtocolError("the daemon sent an oversized message") from None
-        return line

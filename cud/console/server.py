@@ -24,6 +24,7 @@ from cud.console import api
 from cud.console.link import Link
 from cud.console.security import Gate
 from cud.console.watch import Watch
+from cud.cuctl.dial import Dialer
 from cud.errors import CudError
 
 __all__ = ("Config", "Console", "run")
@@ -36,7 +37,7 @@ GRACE = 1.0
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    socket: Path
+    daemon: Path | Dialer  # the socket, or how to reach it (over ssh, say)
     port: int = 0
 
 
@@ -85,7 +86,7 @@ class Console:
             raise CudError(f"cannot listen on 127.0.0.1:{self.config.port}: {exc.strerror or exc}",
                            port=self.config.port) from None
         gate = Gate(sock.getsockname()[1])
-        self.app = make_app(gate, Link(self.config.socket))
+        self.app = make_app(gate, Link(self.config.daemon))
         # handler_cancellation: a page that goes away ends its event stream (and its follow) at once.
         self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
@@ -112,6 +113,7 @@ class Console:
             return
         await self.app[api.WATCH].close()
         await self._runner.cleanup()
+        await self.app[api.LINK].close()
 
 
 async def _main(config: Config, out: TextIO) -> int:

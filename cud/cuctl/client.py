@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import cud
+from cud.cuctl.dial import ConnectionFailed, Dialer, UnixDialer
 from cud.errors import CudError, ProtocolError
 from cud.protocol import (MAX_MESSAGE_BYTES, PROTOCOL_VERSION, DaemonMessage, VersionMismatch, decode, encode,
                           parse_message, request)
 
-__all__ = ("Client", "ConnectionFailed", "RemoteError", "parse_reply", "result_of", "socket_path")
+__all__ = ("Client", "ConnectionFailed", "RemoteError", "parse_reply", "result_of")
 
 
 class RemoteError(CudError):
@@ -24,37 +23,16 @@ class RemoteError(CudError):
         self.kind = kind
 
 
-class ConnectionFailed(CudError):
-    kind = "connection"
-
-
-def socket_path(given: str | None) -> Path:
-    """--socket, else $CUD_SOCKET, else the daemon's default for this user."""
-    if given:
-        return Path(given)
-    if os.environ.get("CUD_SOCKET"):
-        return Path(os.environ["CUD_SOCKET"])
-    if os.geteuid() == 0:
-        return Path("/run/cud/cud.sock")
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if not runtime:
-        raise ConnectionFailed("no socket: pass --socket PATH or set CUD_SOCKET (XDG_RUNTIME_DIR is unset too)")
-    return Path(runtime) / "cud.sock"
-
-
 class Client:
-    def __init__(self, path: Path, timeout: float = 30.0) -> None:
-        self.path = path
+    """One connection, for one request after another; ``where`` is a socket path or a :class:`Dialer`."""
+
+    def __init__(self, where: Path | Dialer, timeout: float = 30.0) -> None:
+        self.dialer: Dialer = UnixDialer(where) if isinstance(where, Path) else where
+        self.where = self.dialer.where
         self.timeout = timeout
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._conn = self.dialer.dial()
+        self._sock = self._conn.sock
         self._sock.settimeout(timeout)
-        try:
-            self._sock.connect(str(path))
-        except OSError as exc:
-            self._sock.close()
-            raise ConnectionFailed(
-                f"cannot connect to the daemon at {str(path)!r}: {exc.strerror or exc}", path=str(path)
-            ) from None
         self._file = self._sock.makefile("rb")
 
     def __enter__(self) -> Client:
@@ -65,7 +43,7 @@ class Client:
 
     def close(self) -> None:
         self._file.close()
-        self._sock.close()
+        self._conn.close()
 
     def call(
         self,
@@ -89,29 +67,29 @@ class Client:
             while True:
                 line = self._file.readline(MAX_MESSAGE_BYTES + 1)
                 if not line:
-                    raise ConnectionFailed(f"the daemon at {str(self.path)!r} closed the connection")
+                    raise self._conn.lost("closed the connection")
                 if not line.endswith(b"\n"):
                     raise ProtocolError("the daemon sent an oversized or truncated message")
-                reply = parse_reply(line, self.path, "cuctl")
+                reply = parse_reply(line, self.where, "cuctl")
                 if "ok" in reply:
                     return result_of(reply)
                 if on_stream is None:
                     raise ProtocolError(f"unexpected {reply.get('type')!r} message for a {kind!r} request")
                 on_stream(reply)
         except TimeoutError:
-            raise ConnectionFailed(f"the daemon at {str(self.path)!r} did not answer within {self.timeout:g} s") from None
+            raise ConnectionFailed(f"the daemon at {self.where} did not answer within {self.timeout:g} s") from None
         except OSError as exc:
-            raise ConnectionFailed(f"lost the connection to {str(self.path)!r}: {exc.strerror or exc}") from None
+            raise self._conn.lost(f"dropped the connection: {exc.strerror or exc}") from None
 
 
-def parse_reply(line: bytes, path: Path, client: str) -> DaemonMessage:
-    """One line from the daemon at ``path``, checked; another protocol version says which side to upgrade."""
+def parse_reply(line: bytes, where: str, client: str) -> DaemonMessage:
+    """One line from the daemon at ``where``, checked; another protocol version says which side to upgrade."""
     try:
         return parse_message(decode(line))
     except VersionMismatch as exc:
         upgrade = "the daemon, or use the cuctl that came with it" if exc.version < PROTOCOL_VERSION else "cud"
         raise ProtocolError(
-            f"the daemon at {str(path)!r} speaks protocol version {exc.version} and this {client} "
+            f"the daemon at {where} speaks protocol version {exc.version} and this {client} "
             f"(cud {cud.__version__}) speaks {PROTOCOL_VERSION}: upgrade {upgrade}", **exc.details) from None
 
 

@@ -7,14 +7,7 @@ import sys
 
 from cud.cuctl.client import Client
 
-__all__ = ("port",)
-
-
-def port(text: str) -> int:
-    """--port: 0 (any free port) to 65535."""
-    if not text.isdigit() or int(text) > 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {text!r}")
-    return int(text)
+__all__ = ()
 
 
 def console(client: Client, args: argparse.Namespace) -> int:
@@ -24,6 +17,6 @@ def console(client: Client, args: argparse.Namespace) -> int:
     me = client.call("ping")  # a daemon that is not there, or refuses us, fails now (exit 2), not on the page
     rights = "may approve" if me["may_approve"] else "may not approve" if me["may_submit"] else "may only read"
     print(f"cuctl console: acting as {me['peer']['name']} (uid {me['peer']['uid']}, {rights}) on the daemon at "
-          f"{str(client.path)!r}; open the URL on stdout (its token works once); Ctrl-C stops",
+          f"{client.where}; open the URL on stdout (its token works once); Ctrl-C stops",
           file=sys.stderr, flush=True)
-    return run(Config(socket=client.path, port=args.port))
+    return run(Config(daemon=client.dialer, port=args.port))

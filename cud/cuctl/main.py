@@ -1,4 +1,4 @@
-"""cuctl: talk to the cud daemon over its Unix socket.
+"""cuctl: talk to the cud daemon over its Unix socket, here or over ssh (``--host``).
 
 Exit codes: 0 success; 1 a task (submit --wait, follow) ended in a state other
 than succeeded; 2 a usage, connection, protocol or access error. Reasons go to stderr.
@@ -7,11 +7,13 @@ than succeeded; 2 a usage, connection, protocol or access error. Reasons go to s
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable
 
-from cud.cuctl import approvals, console, control, export, metrics, ping, progress, report, screen, seats, tasks
-from cud.cuctl.client import Client, socket_path
+from cud.cuctl import dial_stdio
+from cud.cuctl.client import Client
+from cud.cuctl.dial import dialer_for
 from cud.errors import CudError
 
 __all__ = ("entry", "main")
@@ -30,12 +32,15 @@ class _UsageError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    # --socket and --json work before or after the command. The copy given to the
-    # subcommands defaults to SUPPRESS so it cannot overwrite a value given earlier.
+    # --host, --socket and --json work before or after the command. The copy given to
+    # the subcommands defaults to SUPPRESS so it cannot overwrite a value given earlier.
     def common(default: bool) -> argparse.ArgumentParser:
         parent = argparse.ArgumentParser(add_help=False)
-        parent.add_argument("--socket", metavar="PATH", help="daemon socket (default $CUD_SOCKET)",
-                            default=None if default else argparse.SUPPRESS)
+        parent.add_argument("--host", metavar="URL", default=None if default else argparse.SUPPRESS,
+                            help="the daemon on another machine: ssh://[USER@]HOST[:PORT][/socket] "
+                                 "(default $CUD_HOST; ssh is $CUD_SSH_COMMAND)")
+        parent.add_argument("--socket", metavar="PATH", default=None if default else argparse.SUPPRESS,
+                            help="daemon socket (default $CUD_SOCKET); with --host, the path on that machine")
         parent.add_argument("--json", action="store_true", help="machine-readable output",
                             default=False if default else argparse.SUPPRESS)
         return parent
@@ -43,12 +48,15 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="cuctl", description="Control the cud desktop-automation daemon.", parents=[common(True)])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
-    def add(name: str, func: Command, help: str) -> argparse.ArgumentParser:
+    # Each command is "module:function" in cud.cuctl, imported only when it runs: a command
+    # starts no slower for the others, and dial-stdio (ssh's far side) needs the standard
+    # library alone.
+    def add(name: str, func: str, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, parents=[common(False)])
         p.set_defaults(func=func)
         return p
 
-    p = add("submit", tasks.submit, "queue a task")
+    p = add("submit", "tasks:submit", "queue a task")
     p.add_argument("prompt", metavar="PROMPT")
     p.add_argument("--model", metavar="M")
     p.add_argument("--max-steps", type=int, metavar="N")
@@ -56,36 +64,50 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--approval", choices=("safety", "actions"))
     p.add_argument("--seat", metavar="NAME", help="run it on this seat only (default: the first free seat)")
     p.add_argument("--wait", action="store_true", help="block until the task ends; print its final message")
-    add("list", tasks.list_tasks, "list tasks")
-    add("show", tasks.show, "show one task").add_argument("id", type=int, metavar="ID")
-    add("follow", progress.follow, "show a task's progress until it ends").add_argument("id", type=int, metavar="ID")
-    add("cancel", tasks.cancel, "cancel a task").add_argument("id", type=int, metavar="ID")
-    add("pause", control.pause, "pause a task before its next screenshot").add_argument("id", type=int, metavar="ID")
-    add("resume", control.resume, "resume a paused task").add_argument("id", type=int, metavar="ID")
-    p = add("act", control.act, "act on a paused task's seat (recorded as a human action)")
+    add("list", "tasks:list_tasks", "list tasks")
+    add("show", "tasks:show", "show one task").add_argument("id", type=int, metavar="ID")
+    add("follow", "progress:follow", "show a task's progress until it ends").add_argument("id", type=int, metavar="ID")
+    add("cancel", "tasks:cancel", "cancel a task").add_argument("id", type=int, metavar="ID")
+    add("pause", "control:pause", "pause a task before its next screenshot").add_argument("id", type=int, metavar="ID")
+    add("resume", "control:resume", "resume a paused task").add_argument("id", type=int, metavar="ID")
+    p = add("act", "control:act", "act on a paused task's seat (recorded as a human action)")
     p.add_argument("id", type=int, metavar="ID")
     p.add_argument("action", metavar="ACTION-JSON", help='e.g. \'{"type": "type", "text": "hello"}\'')
-    add("approvals", approvals.list_approvals, "list pending approvals")
-    add("approve", approvals.approve, "approve a pending approval").add_argument("id", type=int, metavar="ID")
-    p = add("deny", approvals.deny, "deny a pending approval")
+    add("approvals", "approvals:list_approvals", "list pending approvals")
+    add("approve", "approvals:approve", "approve a pending approval").add_argument("id", type=int, metavar="ID")
+    p = add("deny", "approvals:deny", "deny a pending approval")
     p.add_argument("id", type=int, metavar="ID")
     p.add_argument("--reason", metavar="TEXT")
-    p = add("screenshot", screen.screenshot, "save a seat's display as a PNG")
+    p = add("screenshot", "screen:screenshot", "save a seat's display as a PNG")
     p.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout, if it is not a terminal)")
     p.add_argument("--seat", metavar="NAME", help="which seat (needed when the daemon has several)")
-    add("seats", seats.list_seats, "list the seats: state, task and screen size")
-    add("ping", ping.ping, "check that the daemon answers")
-    add("metrics", metrics.metrics, "print the daemon's metrics in the Prometheus text format")
-    p = add("report", report.report, "write a task's record as one self-contained HTML page")
+    add("seats", "seats:list_seats", "list the seats: state, task and screen size")
+    add("ping", "ping:ping", "check that the daemon answers")
+    add("metrics", "metrics:metrics", "print the daemon's metrics in the Prometheus text format")
+    p = add("report", "report:report", "write a task's record as one self-contained HTML page")
     p.add_argument("id", type=int, metavar="ID")
     p.add_argument("-o", "--output", metavar="FILE", help="file to write (default task-ID.html; - for stdout)")
-    p = add("export", export.export, "write a task's raw record (events and screenshots) as files")
+    p = add("export", "export:export", "write a task's raw record (events and screenshots) as files")
     p.add_argument("id", type=int, metavar="ID")
     p.add_argument("-o", "--output", metavar="DIR_OR_FILE",
                    help="new directory, or a .tar/.tar.gz/.tgz archive (default task-ID/)")
-    add("console", console.console, "serve the web console on 127.0.0.1; prints its URL").add_argument(
-        "--port", type=console.port, default=0, metavar="N", help="TCP port (default 0: a free one)")
+    sub.add_parser("dial-stdio", parents=[common(False)],
+                   help="relay stdin and stdout to the daemon's socket (what --host runs on the far side of ssh)")
+    add("console", "console:console", "serve the web console on 127.0.0.1; prints its URL").add_argument(
+        "--port", type=port, default=0, metavar="N", help="TCP port (default 0: a free one)")
     return parser
+
+
+def port(text: str) -> int:
+    """--port: 0 (any free port) to 65535."""
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {text!r}")
+    return int(text)
+
+
+def _command(target: str) -> Command:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(f"cud.cuctl.{module}"), name)  # type: ignore[no-any-return]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,8 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     try:
-        with Client(socket_path(args.socket)) as client:
-            return int(args.func(client, args))
+        if args.command == "dial-stdio":
+            return dial_stdio.run(args.host, args.socket)
+        with Client(dialer_for(args.host, args.socket)) as client:
+            return int(_command(args.func)(client, args))
     except CudError as exc:
         print(f"cuctl: {exc.message}", file=sys.stderr)
         return 2

@@ -17,13 +17,16 @@ __all__ = ("Console",)
 
 
 class Console:
-    def __init__(self, socket: Path, workdir: Path, *, prefix: list[str] | None = None, port: int = 0) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    def __init__(self, socket: Path, workdir: Path, *, prefix: list[str] | None = None, port: int = 0,
+                 host: str | None = None, env: dict[str, str] | None = None) -> None:
+        """The console of the daemon at ``socket``, or (``host``) of the one reached with ``--host``."""
+        env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
         env.pop("CUD_SOCKET", None)
+        where = ["--host", host] if host else ["--socket", str(socket)]
         self.log = workdir / "console.log"
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [*(prefix or []), sys.executable, "-m", "cud.cuctl.main", "--socket", str(socket), "console",
+                [*(prefix or []), sys.executable, "-m", "cud.cuctl.main", *where, "console",
                  "--port", str(port)],
                 env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, cwd=workdir,
             )
