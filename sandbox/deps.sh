@@ -112,6 +112,16 @@ if [ "$(id -u)" = 0 ]; then
     apt-get update
     # shellcheck disable=SC2086  # one word per package
     apt-get install -y $todo
+    # Debian starts a freshly installed openssh-server's sshd on port 22 of every address.
+    # The tests only run their own on 127.0.0.1, so one installed for them is switched off
+    # again (an sshd that was there before is never touched).
+    case " $todo " in
+    *" openssh-server "*)
+        if [ -d /run/systemd/system ] && systemctl disable --now ssh.service >/dev/null 2>&1; then
+            echo "deps: installed openssh-server for the tests' own sshd; its system service is disabled"
+        fi
+        ;;
+    esac
 else
     echo "deps: missing Debian packages; install them with:" >&2
     echo "  sudo apt-get update && sudo apt-get install -y $todo" >&2
