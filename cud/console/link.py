@@ -54,6 +54,7 @@ class Link:
         self.where = self.dialer.where
         self.timeout = timeout
         self._idle: list[_Open] = []
+        self._closing: set[asyncio.Task[None]] = set()  # stale connections being closed
 
     async def call(self, kind: str, on_stream: Stream | None = None, *, wait_forever: bool = False,
                    **fields: Any) -> Any:
@@ -73,7 +74,7 @@ class Link:
 
     async def close(self) -> None:
         idle, self._idle = self._idle, []
-        await asyncio.gather(*(self._discard(link) for link in idle))
+        await asyncio.gather(*(self._discard(link) for link in idle), *self._closing)
 
     async def _exchange(self, kind: str, message: bytes, on_stream: Stream | None) -> Any:
         link = self._take() or await self._open()
@@ -109,7 +110,9 @@ class Link:
             fresh = time.monotonic() - link.idle_since < KEEP_SECONDS
             if fresh and not link.reader.at_eof() and not link.writer.transport.is_closing():
                 return link
-            asyncio.create_task(self._discard(link))
+            closing = asyncio.create_task(self._discard(link))  # not on this request's time
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
         return None
 
     async def _open(self) -> _Open:

@@ -45,10 +45,6 @@ class Dialer(Protocol):
 
     def dial(self) -> Connection: ...
 
-    def close(self) -> None:
-        """Let go of anything shared by the connections (nothing, for a socket)."""
-        ...
-
 
 def default_socket() -> Path:
     """$CUD_SOCKET, else the daemon's default for this user."""
@@ -88,9 +84,6 @@ class UnixDialer:
             raise ConnectionFailed(f"cannot connect to the daemon at {self.where}: {exc.strerror or exc}",
                                    path=str(self.path)) from None
         return _UnixConnection(sock, self.where)
-
-    def close(self) -> None:
-        pass
 
 
 def dialer_for(host: str | None, socket_arg: str | None) -> Dialer:

@@ -18,6 +18,7 @@ import shlex
 import socket
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from typing import IO
 from urllib.parse import unquote, urlsplit
 
@@ -36,11 +37,15 @@ FORM = "ssh://[USER@]HOST[:PORT][/path/to/socket]"
 _NOISE = ("Warning: Permanently added",)
 
 
+@dataclass
 class SshTarget:
-    """A parsed ``--host`` URL."""
+    """A parsed ``--host`` URL; ``socket`` is the remote socket's path, if it names one."""
 
-    def __init__(self, url: str, host: str, user: str | None, port: int | None, socket: str | None) -> None:
-        self.url, self.host, self.user, self.port, self.socket = url, host, user, port, socket
+    url: str
+    host: str
+    user: str | None
+    port: int | None
+    socket: str | None
 
     @classmethod
     def parse(cls, url: str) -> SshTarget:
@@ -156,6 +161,3 @@ class SshDialer:
     def dial(self) -> SshConnection:
         return SshConnection(self.target.argv(self._ssh, self._remote_cuctl), self.where,
                              shlex.join(self._remote_cuctl))
-
-    def close(self) -> None:
-        pass
