@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -247,3 +248,27 @@ def test_the_console_serves_here_and_approves_there(sshd: Sshd, start_daemon, sh
     assert "Traceback" not in console.log_text()
     # Every ssh the console started ended with it.
     assert [pid for pid in os.listdir("/proc") if pid.isdigit() and _runs_ssh_with(pid, sshd)] == []
+
+
+def test_ssh_connection_sharing_from_the_users_config_works(sshd: Sshd, start_daemon, short_tmp: Path) -> None:
+    # ControlMaster/ControlPersist, as a user may set them for many cuctl calls to one VM:
+    # the first ssh becomes the master and stays behind, the next ones ride on it.
+    daemon = start_daemon(IDLE)
+    control = ["-o", f"ControlPath={short_tmp}/%C"]
+    shared = {"CUD_SSH_COMMAND": f"{sshd.ssh_command} -o ControlMaster=auto {' '.join(control)} "
+                                 "-o ControlPersist=60"}
+    connections = sshd.log.read_text(errors="replace").count("Connection from")
+    try:
+        for prompt in ("first", "second"):
+            done = remote(sshd, url(daemon), "submit", "--wait", prompt, env=shared)
+            assert done.returncode == 0 and done.stdout == "Nothing to do.\n", done.stderr
+        assert sshd.log.read_text(errors="replace").count("Connection from") == connections + 1
+        check = subprocess.run(["ssh", "-F", str(sshd.config), *control, "-O", "check", "cud-test"],
+                               capture_output=True, text=True, timeout=30)
+        master = re.search(r"Master running \(pid=(\d+)\)", check.stderr)
+        assert master, check
+    finally:
+        subprocess.run(["ssh", "-F", str(sshd.config), *control, "-O", "exit", "cud-test"], capture_output=True,
+                       timeout=30)
+    wait_until(lambda: not Path(f"/proc/{master[1]}").exists(), 30, "the ssh master to exit")
+    assert [t["prompt"] for t in daemon.call("list")] == ["first", "second"]
