@@ -185,6 +185,11 @@ def test_unreachable_host_wrong_key_and_missing_remote_cuctl_fail_in_one_line(ss
     reason = one_line_reason(remote(sshd, "ssh://cud-test/no/such/cud.sock", "ping"))
     assert "cannot connect to the daemon at '/no/such/cud.sock': No such file or directory" in reason, reason
 
+    # Whatever the far side prints reaches the terminal without its control characters.
+    noisy = "sh -c 'printf \"\\033]0;title\\007\\033[31mboom\\n\" >&2; exit 3'"
+    reason = one_line_reason(remote(sshd, url(daemon), "ping", env={"CUD_REMOTE_CUCTL": noisy}))
+    assert reason.endswith("boom") and "\x1b" not in reason and "\x07" not in reason, repr(reason)
+
     reason = one_line_reason(remote(sshd, url(daemon), "ping", env={"CUD_SSH_COMMAND": "ssh-not-installed -F x"}))
     assert "cannot run 'ssh-not-installed'" in reason, reason
     assert daemon.call("list") == []

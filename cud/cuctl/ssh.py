@@ -23,6 +23,7 @@ from typing import IO
 from urllib.parse import unquote, urlsplit
 
 from cud.cuctl.dial import ConnectionFailed
+from cud.cuctl.output import printable
 from cud.errors import ConfigError
 
 __all__ = ("CONNECT_TIMEOUT", "SshDialer", "SshTarget")
@@ -115,7 +116,8 @@ class SshConnection:
             code = None
         self._stderr.seek(0)
         lines = [line.strip() for line in self._stderr.read(65536).decode(errors="replace").splitlines()]
-        said = next((line for line in reversed(lines) if line and not line.startswith(_NOISE)), "")
+        # The far side's words go to our terminal: no control characters from there either.
+        said = printable(next((line for line in reversed(lines) if line and not line.startswith(_NOISE)), ""))
         if code == 255:
             return ConnectionFailed(f"cannot reach the daemon at {self._where}: {said or 'ssh failed'}",
                                     exit_code=code)
