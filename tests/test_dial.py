@@ -16,7 +16,7 @@ import pytest
 from cud.cuctl.ssh import CONNECT_TIMEOUT, SshDialer, SshTarget
 from cud.errors import ConfigError
 from cud.protocol import encode, request
-from tests.support.daemon import ROOT, Daemon, scenario
+from tests.support.daemon import ROOT, Daemon, cuctl, scenario
 
 IDLE = scenario({"message": "Nothing to do."})
 
@@ -51,7 +51,7 @@ def test_bad_urls_are_refused_naming_the_value(url: str, why: str) -> None:
     assert why in raised.value.message and repr(url) in raised.value.message
 
 
-def test_the_socket_may_be_given_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_socket_given_twice_or_a_bad_ssh_command_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="the socket is given twice"):
         SshDialer.from_url("ssh://vm1/a", "/b")
     monkeypatch.setenv("CUD_SSH_COMMAND", "ssh -o 'unclosed")
@@ -110,10 +110,8 @@ def test_dial_stdio_ends_when_nobody_reads_its_output(start_daemon) -> None:
 
 
 def test_dial_stdio_refuses_host_and_names_a_missing_socket(short_tmp) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    missing = short_tmp / "none"
     for args, needle in ((["--host", "ssh://vm1", "dial-stdio"], "drop --host 'ssh://vm1'"),
-                         (["dial-stdio", "--socket", str(short_tmp / "none")],
-                          f"cannot connect to the daemon at {str(short_tmp / 'none')!r}: No such file or directory")):
-        result = subprocess.run([sys.executable, "-m", "cud.cuctl.main", *args], env=env, capture_output=True,
-                                text=True, stdin=subprocess.DEVNULL, timeout=30)
+                         (["dial-stdio"], f"cannot connect to the daemon at {str(missing)!r}: No such file or directory")):
+        result = cuctl(missing, *args, timeout=30)
         assert result.returncode == 2 and needle in result.stderr and result.stdout == "", result

@@ -55,10 +55,7 @@ def machines(tmp_path: Path) -> Iterator[list[Daemon]]:
 
 
 def _env(sshd: Sshd) -> dict[str, str]:
-    env = {**os.environ, "CUD_SSH_COMMAND": sshd.ssh_command, "CUD_REMOTE_CUCTL": REMOTE_CUCTL,
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # this venv's cuctl, as installed
-    env.pop("CUD_SOCKET", None)
-    return env
+    return sshd.client_env(PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # this venv's cuctl
 
 
 def _ran(daemons: list[Daemon]) -> dict[str, tuple[int, dict]]:

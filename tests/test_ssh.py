@@ -22,9 +22,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.browser import CHROMIUM, Browser
 from tests.support.console import Console
-from tests.support.daemon import ROOT, Daemon, cuctl, json_out, scenario
+from tests.support.daemon import Daemon, cuctl, json_out, scenario
 from tests.support.recorder import wait_until
-from tests.support.sshd import GUEST, GUEST_CUCTL, REMOTE_CUCTL, Sshd, add_guest, remove_guest
+from tests.support.sshd import GUEST, GUEST_CUCTL, Sshd, add_guest, remove_guest
 
 CLICKS = scenario({"message": "Two clicks.", "actions": [{"type": "click", "button": "left", "x": 40, "y": 30}]},
                   {"actions": [{"type": "double_click", "x": 90, "y": 60}]}, {"message": "Clicked twice."})
@@ -49,10 +49,8 @@ def guest(sshd: Sshd) -> Iterator[str]:
 def remote(sshd: Sshd, host: str, *args: str, env: dict[str, str] | None = None,
            timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     """cuctl --host HOST ARGS, as a user on another machine runs it (no --socket, no CUD_SOCKET)."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "CUD_SSH_COMMAND": sshd.ssh_command,
-                "CUD_REMOTE_CUCTL": REMOTE_CUCTL, **(env or {})}
-    full_env.pop("CUD_SOCKET", None)
-    return subprocess.run([sys.executable, "-m", "cud.cuctl.main", "--host", host, *args], env=full_env,
+    return subprocess.run([sys.executable, "-m", "cud.cuctl.main", "--host", host, *args],
+                          env=sshd.client_env(**(env or {})),
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
@@ -100,10 +98,8 @@ def test_follow_live_approve_report_and_export_over_ssh(sshd: Sshd, start_daemon
     daemon = start_daemon(CLICKS, approval="actions")
     host = url(daemon)
     task_id = json_out(remote(sshd, host, "submit", "--json", "click twice"))["id"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUD_SSH_COMMAND": sshd.ssh_command,
-           "CUD_REMOTE_CUCTL": REMOTE_CUCTL}
     follow = subprocess.Popen([sys.executable, "-m", "cud.cuctl.main", "--host", host, "follow", str(task_id)],
-                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=sshd.client_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     try:
         for _ in range(2):  # approved from "another machine" while the follow streams
@@ -220,8 +216,7 @@ def test_the_console_serves_here_and_approves_there(sshd: Sshd, start_daemon, sh
     daemon = start_daemon(CLICKS, approval="actions")
     task_id = daemon.call("submit", prompt="click twice")["id"]
     approval = daemon.wait_approval(task_id)
-    console = Console(daemon.socket, short_tmp, host=url(daemon),
-                      env={"CUD_SSH_COMMAND": sshd.ssh_command, "CUD_REMOTE_CUCTL": REMOTE_CUCTL})
+    console = Console(daemon.socket, short_tmp, host=url(daemon), env=sshd.client_env())
     try:
         watched = browser.open(console.url, width=1400, height=1000)
         page = watched.page

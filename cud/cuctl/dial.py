@@ -22,7 +22,7 @@ from typing import Protocol
 
 from cud.errors import CudError
 
-__all__ = ("ConnectionFailed", "Connection", "Dialer", "UnixDialer", "default_socket", "dialer_for")
+__all__ = ("ConnectionFailed", "Connection", "Dialer", "UnixDialer", "dialer_for", "local_dialer")
 
 
 class ConnectionFailed(CudError):
@@ -86,6 +86,11 @@ class UnixDialer:
         return _UnixConnection(sock, self.where)
 
 
+def local_dialer(socket_arg: str | None) -> UnixDialer:
+    """The socket on this machine: ``--socket``, else :func:`default_socket`."""
+    return UnixDialer(Path(socket_arg) if socket_arg else default_socket())
+
+
 def dialer_for(host: str | None, socket_arg: str | None) -> Dialer:
     """``--host``/$CUD_HOST and ``--socket`` as a dialer: over ssh if a host is given, else the local socket.
 
@@ -93,7 +98,7 @@ def dialer_for(host: str | None, socket_arg: str | None) -> Dialer:
     """
     host = host if host is not None else os.environ.get("CUD_HOST") or None
     if host is None:
-        return UnixDialer(Path(socket_arg) if socket_arg else default_socket())
+        return local_dialer(socket_arg)
     from cud.cuctl.ssh import SshDialer  # only remote use pays for it
 
     return SshDialer.from_url(host, socket_arg)

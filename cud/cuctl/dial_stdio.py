@@ -12,9 +12,8 @@ import errno
 import os
 import select
 import socket
-from pathlib import Path
 
-from cud.cuctl.dial import UnixDialer, default_socket
+from cud.cuctl.dial import local_dialer
 from cud.errors import ConfigError
 
 __all__ = ("relay", "run")
@@ -28,7 +27,7 @@ def run(host: str | None, socket_arg: str | None) -> int:
     if host is not None:
         raise ConfigError(f"dial-stdio relays to a socket on this machine; drop --host {host!r}", host=host)
     # $CUD_HOST is not read here: it is meant for the machine that runs ssh, not this one.
-    conn = UnixDialer(Path(socket_arg) if socket_arg else default_socket()).dial()
+    conn = local_dialer(socket_arg).dial()
     try:
         relay(0, 1, conn.sock)
     finally:

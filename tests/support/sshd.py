@@ -46,7 +46,8 @@ SSHD = shutil.which("sshd", path="/usr/sbin:/usr/local/sbin:/sbin") or "/usr/sbi
 GUEST = "cud-ssh-guest"
 #: The remote cuctl, for CUD_REMOTE_CUCTL: this venv's, on the same machine.
 REMOTE_CUCTL = str(Path(sys.executable).parent / "cuctl")
-GUEST_CUCTL = f"env PYTHONPATH={Path(__file__).resolve().parents[2]} /usr/bin/python3 -m cud.cuctl.main"
+ROOT = Path(__file__).resolve().parents[2]
+GUEST_CUCTL = f"env PYTHONPATH={ROOT} /usr/bin/python3 -m cud.cuctl.main"
 
 
 def _keygen(path: Path) -> str:
@@ -80,6 +81,13 @@ class Sshd:
     def ssh_command(self) -> str:
         """The value for CUD_SSH_COMMAND."""
         return f"ssh -F {self.config}"
+
+    def client_env(self, **extra: str) -> dict[str, str]:
+        """The environment of a cuctl on "another machine": this ssh, the venv's remote cuctl, no CUD_SOCKET."""
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "CUD_SSH_COMMAND": self.ssh_command,
+               "CUD_REMOTE_CUCTL": REMOTE_CUCTL, **extra}
+        env.pop("CUD_SOCKET", None)
+        return env
 
     def start(self, attempts: int = 3) -> Sshd:
         if os.geteuid() == 0:
