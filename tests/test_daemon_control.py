@@ -120,3 +120,20 @@ def test_only_an_approver_may_act_on_a_seat(start_daemon, recorder: Recorder, tm
     assert cuctl(daemon.socket, "resume", str(task_id), prefix=setpriv).returncode == 0
     paused_by = next(e["data"]["by"] for e in daemon.events_now(task_id) if e["kind"] == "paused")
     assert paused_by == {"uid": nobody.pw_uid, "name": "nobody"}
+
+
+def test_an_approver_without_submit_rights_controls_anyones_task(start_daemon, recorder: Recorder) -> None:
+    daemon = start_daemon(MODEL_TYPES, approval="actions", config='[access]\napprove_users = ["nobody"]\n')
+    os.chmod(daemon.dir, 0o711)  # the socket's fences, opened for this test's other user
+    os.chmod(daemon.socket, 0o666)
+    nobody = pwd.getpwnam("nobody")
+    setpriv = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
+    task_id = _paused(daemon, recorder)  # the daemon's own user's task
+    for args in (["act", str(task_id), '{"type": "type", "text": "x"}'], ["resume", str(task_id)],
+                 ["cancel", str(task_id)]):
+        done = cuctl(daemon.socket, *args, prefix=setpriv)
+        assert done.returncode == 0, (args, done.stderr)
+    recorder.wait_text("mx")
+    assert daemon.wait_state(task_id, "cancelled")["state"] == "cancelled"
+    refused = cuctl(daemon.socket, "submit", "not mine to give", prefix=setpriv)
+    assert refused.returncode == 2 and "may not submit" in refused.stderr
