@@ -9,7 +9,6 @@ not a JSON object, an action the protocol refuses) is a 4xx naming the value.
 from __future__ import annotations
 
 import asyncio
-import base64
 import io
 import json
 from collections import OrderedDict
@@ -21,13 +20,15 @@ from PIL import Image
 from cud.console.link import Link
 from cud.console.security import Handler, refusal
 from cud.console.watch import Watch
+from cud.cuctl.chunks import Chunks
 from cud.cuctl.client import Client, RemoteError
 from cud.cuctl.dial import Dialer
 from cud.cuctl.export import fetch_record
 from cud.cuctl.tasks import describe_event
-from cud.errors import CudError, ProtocolError
-from cud.protocol import MAX_ID, RECORD_FILE_NAME, REQUEST_TYPES
+from cud.errors import CudError
+from cud.protocol import MAX_ID, RECORD_FILE_NAME
 from cud.record.html import CSP as REPORT_CSP
+from cud.record.html import MEDIA_TYPES
 from cud.record.html import render
 from cud.record.model import describe
 from cud.record.overlay import svg_overlay
@@ -38,21 +39,16 @@ LINK = web.AppKey("link", Link)
 WATCH = web.AppKey("watch", Watch)
 #: Most tasks shown on the page, newest first (the daemon keeps up to its retention).
 MAX_TASKS = 200
-_MEDIA = {"png": "image/png", "jpg": "image/jpeg", "webp": "image/webp"}
 # HTTP status for an error kind; anything else the daemon refuses is a conflict with the task's state.
 _STATUS = {
     "bad_request": 400, "protocol": 400, "action_rejected": 400, "out_of_bounds": 400, "unknown_key": 400,
     "access_denied": 403, "not_found": 404, "approval": 409, "connection": 502, "display_unavailable": 503,
-    "driver_timeout": 504, "storage_full": 507, "unsupported": 501,
+    "driver_timeout": 504, "storage_full": 507,
 }
 
 
 class BadRequest(CudError):
     kind = "bad_request"
-
-
-class Unsupported(CudError):
-    kind = "unsupported"
 
 
 class Images:
@@ -121,26 +117,10 @@ async def _body(request: web.Request, *allowed: str) -> dict[str, Any]:
     return value
 
 
-def _supported(kind: str) -> None:
-    if kind not in REQUEST_TYPES:
-        raise Unsupported(f"this cud's protocol has no {kind!r} request; upgrade cud")
-
-
 async def _chunks(link: Link, kind: str, **fields: Any) -> bytes:
-    """A ``screenshot`` or ``image``: its base64 chunks, joined and checked against the byte count."""
-    parts: list[bytes] = []
-
-    def on_chunk(message: Any) -> None:
-        if message.get("type") != "chunk":
-            raise ProtocolError(f"unexpected {message.get('type')!r} message in a {kind!r} reply")
-        parts.append(base64.b64decode(message["data"], validate=True))
-
-    _supported(kind)
-    result = await link.call(kind, on_chunk, **fields)
-    data = b"".join(parts)
-    if len(data) != result["bytes"]:
-        raise ProtocolError(f"{kind} arrived with {len(data)} bytes, the daemon sent {result['bytes']}")
-    return data
+    """A ``screenshot`` or ``image``, joined and checked as ``cuctl screenshot`` does."""
+    chunks = Chunks(kind)
+    return chunks.join(await link.call(kind, chunks, **fields))
 
 
 def _json(value: Any, status: int = 200) -> web.Response:
@@ -192,7 +172,7 @@ def _file_name(request: web.Request) -> str:
 async def image(request: web.Request) -> web.Response:
     task_id, name = _id(request), _file_name(request)
     data = await request.app[IMAGES].get(task_id, name)
-    return web.Response(body=data, content_type=_MEDIA[name.rsplit(".", 1)[1]],
+    return web.Response(body=data, content_type=MEDIA_TYPES[name.rsplit(".", 1)[1]],
                         headers={"Cache-Control": "private, max-age=86400, immutable"})
 
 
@@ -286,7 +266,6 @@ async def deny(request: web.Request) -> web.Response:
 async def _task_request(request: web.Request, kind: str) -> web.Response:
     task_id = _id(request)
     await _body(request)
-    _supported(kind)
     return _json(await request.app[LINK].call(kind, id=task_id))
 
 
@@ -313,6 +292,5 @@ async def act(request: web.Request) -> web.Response:
     if not isinstance(action, dict):
         raise BadRequest(f"'action' must be a JSON object like {{\"type\": \"click\", ...}}, got "
                          f"{json.dumps(action, ensure_ascii=False)[:60]}")
-    _supported("act")
     return _json(await request.app[LINK].call("act", id=task_id, action=action))
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import base64
-import binascii
 import os
 from pathlib import Path
 from typing import Any
 
+from cud.cuctl.chunks import decode_base64
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json
 from cud.errors import ProtocolError
@@ -33,10 +32,7 @@ def fetch_record(client: Client, task_id: int) -> Record:
             if message["offset"] != have:
                 raise ProtocolError(f"file {message['name']!r} arrived out of order: offset {message['offset']}, "
                                     f"expected {have}", name=message["name"])
-            try:
-                chunks.append(base64.b64decode(message["data"], validate=True))
-            except (binascii.Error, ValueError):
-                raise ProtocolError(f"file {message['name']!r} has invalid base64", name=message["name"]) from None
+            chunks.append(decode_base64(message["data"], f"file {message['name']!r}", name=message["name"]))
         else:
             raise ProtocolError(f"unexpected {kind!r} message in a record")
 

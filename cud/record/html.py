@@ -25,9 +25,10 @@ from PIL import Image
 from cud.record.model import Approval, Record, Step, describe, seconds_between, steps
 from cud.record.overlay import captions, svg_overlay
 
-__all__ = ("render",)
+__all__ = ("CSP", "MEDIA_TYPES", "render")
 
-_MEDIA = {"png": "image/png", "jpg": "image/jpeg", "webp": "image/webp"}
+#: The media type of a record file, by its extension (also the console's, serving them).
+MEDIA_TYPES = {"png": "image/png", "jpg": "image/jpeg", "webp": "image/webp"}
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
 _STYLE = """
@@ -221,7 +222,7 @@ def _figure(record: Record, name: str | None, actions: list[dict[str, Any]], alt
             width, height = image.size
     except Exception:  # noqa: BLE001 - any undecodable file is reported on the page, not fatal
         return f'<p class="noimage">Screenshot {escape(name)} cannot be decoded.</p>'
-    url = f"data:{_MEDIA.get(extension, 'image/png')};base64,{base64.b64encode(data).decode()}"
+    url = f"data:{MEDIA_TYPES.get(extension, 'image/png')};base64,{base64.b64encode(data).decode()}"
     overlay = svg_overlay(actions, width, height)
     return (f'<figure><div class="frame"><img src="{url}" width="{width}" height="{height}" loading="lazy" '
             f'decoding="async" alt="{escape(alt)}">{overlay}</div>'

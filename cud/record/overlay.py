@@ -33,8 +33,7 @@ def svg_overlay(actions: list[dict[str, Any]], width: int, height: int) -> str:
     for number, entry in enumerate(actions, start=1):
         action = entry.get("action") if isinstance(entry, dict) else None
         if isinstance(action, dict):
-            mark = _mark(number, action, size, width, _HUMAN if _human(entry) else None)
-            marks.append(mark.replace('class="mark ', 'class="mark human ', 1) if _human(entry) else mark)
+            marks.append(_mark(number, action, size, width, _HUMAN if _human(entry) else None))
     marks = [m for m in marks if m]
     if not marks:
         return ""
@@ -116,7 +115,8 @@ def captions(actions: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
         action = entry.get("action") if isinstance(entry, dict) else None
         if not isinstance(action, dict):
             continue
-        by = f" by {_human(entry)}" if _human(entry) else ""
+        person = _human(entry)
+        by = f" by {person}" if person else ""
         if action.get("type") == "type":
             out.append((number, f"typed{by}", str(action.get("text", ""))))
         elif action.get("type") == "keypress":
