@@ -49,6 +49,7 @@ from cud.requests import (  # noqa: F401 (re-exported, as below)
 from cud.views import (  # noqa: F401 (re-exported: the protocol is one import for both sides)
     APPROVAL_POLICIES,
     FINAL_STATES,
+    LIVE_STATES,
     POLICY_STRICTNESS,
     SEAT_NAME,
     SEAT_STATES,
@@ -74,6 +75,7 @@ __all__ = [
     "APPROVAL_POLICIES",
     "CHUNK_BYTES",
     "FINAL_STATES",
+    "LIVE_STATES",
     "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
     "RECORD_FILE_NAME",
@@ -141,9 +143,9 @@ class FileMessage(TypedDict):
 
 Reply = Union[OkReply, ErrorReply]
 DaemonMessage = Union[OkReply, ErrorReply, EventMessage, ChunkMessage, FileMessage]
-#: What a record's file may be called: the trajectory's own names, never a path.
 #: What a person may do on a paused task's seat (``act``): the model's input actions.
 HUMAN_ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type")
+#: What a record's file may be called: the trajectory's own names, never a path.
 RECORD_FILE_NAME = re.compile(r"step-[0-9]{4,}[A-Za-z0-9_-]{0,32}\.(?:png|jpg|webp)")
 
 

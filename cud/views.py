@@ -34,6 +34,8 @@ TASK_STATES: tuple[TaskState, ...] = (
     "interrupted",
 )
 FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
+#: A task under way: it holds a seat (and a dead daemon leaves it interrupted).
+LIVE_STATES: frozenset[str] = frozenset({"running", "awaiting_approval", "paused"})
 
 ApprovalPolicy = Literal["safety", "actions"]
 APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = ("safety", "actions")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 
-from cud.daemon.config_values import bad, int_in_range, positive_int, positive_number, string
+from cud.daemon.config_values import bad, int_in_range, positive_int, positive_number, seconds_in_range, string
 from cud.daemon.seat_config import SeatConfig, load_seats
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
@@ -180,10 +180,7 @@ def _metrics(value: object, flag: object) -> Metrics:
             raise bad("metrics.textfile", textfile, "a file, not a directory")
         values["textfile"] = path
     if "interval" in table:
-        interval = positive_number("metrics.interval", table["interval"])
-        if not 0.01 <= interval <= 3600:
-            raise bad("metrics.interval", table["interval"], "a number of seconds from 0.01 to 3600")
-        values["interval"] = interval
+        values["interval"] = seconds_in_range("metrics.interval", table["interval"], 0.01, 3600)
     return Metrics(**values)
 
 
@@ -242,10 +239,7 @@ def load_config(
     if "settle_timeout" in merged:
         kwargs["settle_timeout"] = positive_number("settle_timeout", merged["settle_timeout"], allow_zero=True)
     if "driver_timeout" in merged:
-        value = positive_number("driver_timeout", merged["driver_timeout"])
-        if not 0.5 <= value <= 600:
-            raise bad("driver_timeout", merged["driver_timeout"], "a number of seconds from 0.5 to 600")
-        kwargs["driver_timeout"] = value
+        kwargs["driver_timeout"] = seconds_in_range("driver_timeout", merged["driver_timeout"], 0.5, 600)
     if "max_connections" in merged:
         kwargs["max_connections"] = int_in_range("max_connections", merged["max_connections"], 1, 65536)
     if "access" in merged:
@@ -261,8 +255,8 @@ def load_config(
         if "max_age_days" in table:
             values["max_age_days"] = positive_number("retention.max_age_days", table["max_age_days"])
         kwargs["retention"] = Retention(**values)
-    if "metrics" in merged or overrides and overrides.get("metrics_textfile") is not None:
-        kwargs["metrics"] = _metrics(merged.get("metrics", {}), (overrides or {}).get("metrics_textfile"))
+    if "metrics" in merged or "metrics_textfile" in merged:  # the flag: only there, never in the file
+        kwargs["metrics"] = _metrics(merged.get("metrics", {}), merged.get("metrics_textfile"))
     if "request" in merged:
         # Imported here: it builds validators from the openai SDK's types, which a config
         # without [request] (and `cud --help`) should not pay for.

@@ -6,7 +6,7 @@ import math
 
 from cud.errors import ConfigError
 
-__all__ = ("bad", "int_in_range", "positive_int", "positive_number", "string")
+__all__ = ("bad", "int_in_range", "positive_int", "positive_number", "seconds_in_range", "string")
 
 
 def bad(key: str, value: object, wanted: str) -> ConfigError:
@@ -25,6 +25,13 @@ def positive_number(key: str, value: object, *, allow_zero: bool = False) -> flo
     if value < 0 or (value == 0 and not allow_zero) or value == float("inf"):
         raise bad(key, value, "a positive finite number" if not allow_zero else "a finite number >= 0")
     return float(value)
+
+
+def seconds_in_range(key: str, value: object, low: float, high: float) -> float:
+    seconds = positive_number(key, value)
+    if not low <= seconds <= high:
+        raise bad(key, value, f"a number of seconds from {low:g} to {high:g}")
+    return seconds
 
 
 def positive_int(key: str, value: object) -> int:

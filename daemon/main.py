@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from cud.daemon.config import load_config
+from cud.daemon.config import METRICS_INTERVAL, load_config
 
 from cud.errors import ConfigError, CudError
 
@@ -41,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-duration", type=int, metavar="S",
                      help="seconds a task may run (approvals included), default and ceiling")
     run.add_argument("--metrics-textfile", metavar="PATH",
-                     help="write the metrics there every 15 s, for node_exporter's textfile collector")
+                     help=f"write the metrics there every {METRICS_INTERVAL:g} s ([metrics] interval), "
+                          "for node_exporter's textfile collector")
     run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     return parser
 

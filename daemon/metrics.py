@@ -100,7 +100,7 @@ class Metrics:
                                 "time-out or cancel", buckets=_WAIT_BUCKETS, registry=self.registry)
         for part in _PARTS:  # every part from the start, so a rate() has its zero
             self._steps.labels(part)
-        self._unsubscribe = store.subscribe(self._on_event)
+        store.subscribe(self._on_event)  # for the daemon's life: metrics and store end together
 
     def _on_event(self, event: EventView) -> None:
         # Called by the store after each committed transaction, on the event loop: quick, no I/O but SQLite.
@@ -117,9 +117,6 @@ class Metrics:
 
     def text(self) -> str:
         return generate_latest(self.registry).decode("utf-8")
-
-    def close(self) -> None:
-        self._unsubscribe()
 
     async def write_every(self, path: Path, interval: float) -> None:
         """Write the textfile now and then every ``interval`` seconds until cancelled."""

@@ -30,7 +30,7 @@ from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
 from cud.errors import ApprovalError, CudError, TaskTimeout
-from cud.protocol import TaskView
+from cud.protocol import HUMAN_ACTIONS, TaskView
 
 if TYPE_CHECKING:
     from cud.daemon.seat import Seat
@@ -39,7 +39,7 @@ __all__ = ()
 
 log = logging.getLogger("cud.runner")
 
-_ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type", "wait")
+_ACTIONS = (*HUMAN_ACTIONS, "wait")  # the model's actions: a person's, and waiting
 _POINTER = {"click", "double_click", "move", "scroll", "drag"}
 _HARMLESS = {"screenshot", "wait"}
 #: Half-width of the square compared to bind an approval to the screen the approver saw.

@@ -105,10 +105,6 @@ class Seat:
         self.state = "busy"
         self._wake.set()
 
-    def cancel(self, task_id: int, reason: str) -> None:
-        if self.current is not None and self.current.task["id"] == task_id:
-            self.current.cancel(reason)
-
     async def screenshot(self) -> tuple[str, bytes]:
         if self.state == "unavailable":
             # Fail now rather than queue behind a health check on a hung display.

@@ -112,8 +112,8 @@ class Seats:
         return next((seat.current for seat in self if seat.current and seat.current.task["id"] == task_id), None)
 
     def cancel(self, task_id: int, reason: str) -> None:
-        for seat in self:
-            seat.cancel(task_id, reason)
+        if (run := self.run_of(task_id)) is not None:
+            run.cancel(reason)
 
     async def stop(self, reason: str) -> None:
         if self._retry is not None:

@@ -26,7 +26,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from cud.errors import ConfigError, NotFound, StorageFull
 from cud.daemon.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
-from cud.protocol import FINAL_STATES, ApprovalView, EventView, TaskView
+from cud.protocol import FINAL_STATES, LIVE_STATES, ApprovalView, EventView, TaskView
 
 __all__ = ()
 
@@ -299,8 +299,9 @@ class Store:
     def recover(self) -> list[int]:
         """At start-up: tasks a dead daemon left running become interrupted. Returns their ids."""
         with self._tx() as db:
+            live = sorted(LIVE_STATES)
             rows = db.execute(
-                "SELECT id FROM tasks WHERE state IN ('running', 'awaiting_approval', 'paused')"
+                f"SELECT id FROM tasks WHERE state IN ({', '.join('?' * len(live))})", live
             ).fetchall()
             reason = "the daemon stopped while the task was running (found at start-up)"
             for row in rows:

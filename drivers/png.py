@@ -174,18 +174,18 @@ class PngEncoder:
 
     def __init__(self, settings: PngSettings | None = None) -> None:
         self.settings = settings or PngSettings()
+        #: Bands re-encoded for the last frame (0: the whole PNG was reused).
+        self.changed_bands = 0
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop the last frame and everything made from it (the next frame is encoded whole)."""
         self._key: tuple[int, int, str] = (0, 0, "")
         self._bands: list[_Band] = []
         #: The frame the bands' parts were made from (H x W x 4), to tell unchanged bands by.
         self._previous: np.ndarray | None = None
         self._png = b""
         self._url = ("", b"")  # (data URL, the PNG it holds)
-        #: Bands re-encoded for the last frame (0: the whole PNG was reused).
-        self.changed_bands = 0
-
-    def forget(self) -> None:
-        """Drop the last frame and everything made from it (the next frame is encoded whole)."""
-        self._key, self._bands, self._previous, self._png, self._url = (0, 0, ""), [], None, b"", ("", b"")
 
     def data_url(self, raw: bytes | bytearray | memoryview, width: int, height: int, rawmode: str = "BGRX", *,
                  frozen: bool = False) -> str:

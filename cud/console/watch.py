@@ -15,14 +15,13 @@ from typing import Any
 
 from cud.console.link import Link
 from cud.errors import CudError
+from cud.protocol import LIVE_STATES
 from cud.record.model import describe
 
-__all__ = ("LIVE_STATES", "Watch")
+__all__ = ("Watch",)
 
 log = logging.getLogger("cud.console")
 
-#: States in which a task has a current action worth following.
-LIVE_STATES = frozenset({"running", "awaiting_approval", "paused"})
 
 
 def doing(event: dict[str, Any], before: str) -> str:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+
+from cud.protocol import CHUNK_BYTES, chunk_message
 
 if TYPE_CHECKING:
     from cud.daemon.access import Peer
@@ -19,3 +22,8 @@ class Context:
     peer: Peer
     #: Send one streamed message (event or chunk) before the reply.
     send: Callable[[dict[str, Any]], Awaitable[None]]
+
+    async def send_chunks(self, data: bytes) -> None:
+        """``data`` as base64 ``chunk`` messages, each under the message cap (a screenshot, an image)."""
+        for start in range(0, len(data), CHUNK_BYTES):
+            await self.send(dict(chunk_message(base64.b64encode(data[start : start + CHUNK_BYTES]).decode())))

@@ -27,7 +27,6 @@ from cud.protocol import (
     RecordFile,
     RecordRequest,
     RecordResult,
-    chunk_message,
     event_message,
     file_message,
 )
@@ -68,8 +67,7 @@ async def image(ctx: Context, request: ImageRequest) -> dict[str, Any]:
     data = _read(ctx.daemon.trajectories.task_dir(task_id) / name)
     if data is None:
         raise NotFound(f"task {task_id} has no screenshot {name!r}", id=task_id, name=name)
-    for offset in range(0, len(data), CHUNK_BYTES):
-        await ctx.send(dict(chunk_message(base64.b64encode(data[offset : offset + CHUNK_BYTES]).decode())))
+    await ctx.send_chunks(data)
     return {"bytes": len(data), "format": name.rsplit(".", 1)[1]}
 
 

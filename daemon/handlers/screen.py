@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import base64
 import io
 
 from cud.daemon.handlers.base import Context
 from PIL import Image
 
-from cud.protocol import CHUNK_BYTES, ScreenshotRequest, ScreenshotResult, chunk_message
+from cud.protocol import ScreenshotRequest, ScreenshotResult
 
 __all__ = ()
 
@@ -22,6 +21,5 @@ async def screenshot(ctx: Context, request: ScreenshotRequest) -> ScreenshotResu
             out = io.BytesIO()
             image.save(out, format="PNG")
             data = out.getvalue()
-    for start in range(0, len(data), CHUNK_BYTES):
-        await ctx.send(dict(chunk_message(base64.b64encode(data[start : start + CHUNK_BYTES]).decode())))
+    await ctx.send_chunks(data)
     return {"width": width, "height": height, "bytes": len(data), "format": "png"}
