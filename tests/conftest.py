@@ -13,8 +13,8 @@ import pytest
 from tests.support.recorder import Recorder
 from tests.support.xserver import XServer, start_xvfb
 
-# The real daemon as a fixture (start_daemon), for every test module that wants one.
-pytest_plugins = ["tests.support.daemon"]
+# The real daemon (start_daemon) and the tests' own sshd (sshd) as fixtures, for every module that wants one.
+pytest_plugins = ["tests.support.daemon", "tests.support.sshd"]
 
 
 @pytest.fixture

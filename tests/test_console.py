@@ -232,8 +232,6 @@ def test_approve_on_the_page_with_the_screenshot_and_its_mark(start_daemon, reco
     assert shot.get_attribute("src") == f"/api/tasks/{task_id}/images/{approval['screenshot']}"
     assert shot.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [1280, 800]
     frame = card.locator(".frame")
-    box = frame.bounding_box()
-    assert box is not None
     picture = _pixels(frame.screenshot())
     scale = picture.width / 1280
     x, y = round(TARGET[0] * scale), round(TARGET[1] * scale)
@@ -315,7 +313,6 @@ def test_the_live_screen_follows_the_display(start_daemon, recorder: Recorder, x
     recorder.wait_text("WWWW MMMM " * 8)
     # The page shows what the display shows now: its own frames, fetched while it is visible.
     wait_until(lambda: _pixels(live.screenshot()).tobytes() != before.tobytes(), 30, "the live screen to change")
-    assert seat.get_attribute("data-frames") != "0"
 
     # A page nobody looks at fetches no frames (the state keeps being polled, which is the clock
     # here); seen again, it fetches them again. Headless pages are always visible, so the page is
@@ -400,7 +397,7 @@ def test_pause_take_over_with_exact_text_and_hand_back_on_the_page(start_daemon,
     assert box is not None
     mark = recorder.mark()
     live.click(position={"x": box["width"] / 2, "y": box["height"] / 4})
-    want = (round(box["width"] / 2 * 1280 / box["width"]), round(box["height"] / 4 * 800 / box["height"]))
+    want = (1280 // 2, 800 // 4)  # the same spot in screen pixels, however big the picture is shown
     (button, x, y), = presses([recorder.wait_for(lambda e: e["type"] == "ButtonPress", since=mark,
                                                  what="the person's click")])
     assert button == 1 and abs(x - want[0]) <= 1 and abs(y - want[1]) <= 1, ((x, y), want)

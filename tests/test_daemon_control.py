@@ -59,12 +59,10 @@ def test_a_person_pauses_types_exact_text_and_resumes_and_the_model_sees_it(star
     assert humans[0]["by"] == {"uid": os.getuid(), "name": pwd.getpwuid(os.getuid()).pw_name}
     # The screenshot that ends the paused batch was taken after the resume, so the model's next
     # request carries what the person did; the step records the human actions with their author.
-    resumed_at = next(e for e in events if e["kind"] == "resumed")["at"]
     step = next(e["data"] for e in events if e["kind"] == "step" and any("by" in a for a in e["data"]["actions"]))
     assert [a["action"] for a in step["actions"] if "by" in a] == [h["action"] for h in humans]
     assert step["paused_ms"] > 0 and step["screenshot"] is not None
-    shot_event = next(e for e in events if e["kind"] == "step" and e["data"]["saw"] == step["screenshot"])
-    assert shot_event["at"] >= resumed_at
+    assert step["screenshot"] not in shots_before  # none was taken while paused (checked above)
     # The report draws the person's actions apart from the model's.
     page = daemon.dir / "report.html"
     assert cuctl(daemon.socket, "report", str(task_id), "-o", str(page)).returncode == 0

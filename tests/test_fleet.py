@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -28,30 +28,25 @@ PROMPTS = ["open the mail", "it's a \"quoted\" prompt", "costs $5; `date` & more
            "Grüße ½", "last one"]
 
 
-@pytest.fixture(scope="module")
-def sshd() -> Iterator[Sshd]:
-    server = Sshd().start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
 def machines(tmp_path: Path) -> Iterator[list[Daemon]]:
-    """Two daemons, each with its own display and model."""
-    parts: list[tuple[object, ScriptedModel, Daemon]] = []
+    """Two daemons, each with its own display and model; whatever started is stopped, in reverse."""
+    stops: list[Callable[[], object]] = []
+    daemons: list[Daemon] = []
     try:
         for n in range(2):
             (tmp_path / f"x{n}").mkdir()
             xvfb = start_xvfb(tmp_path / f"x{n}")
+            stops.append(xvfb.stop)
             model = ScriptedModel(LOOK_AND_ANSWER)
-            parts.append((xvfb, model, Daemon(xvfb.display, model.start())))
-            parts[-1][2].start()
-        yield [daemon for _, _, daemon in parts]
+            stops.append(model.stop)
+            daemon = Daemon(xvfb.display, model.start())
+            stops.append(daemon.cleanup)
+            daemons.append(daemon.start())
+        yield daemons
     finally:
-        for xvfb, model, daemon in reversed(parts):
-            daemon.cleanup()
-            model.stop()
-            xvfb.stop()  # type: ignore[attr-defined]
+        for stop in reversed(stops):
+            stop()
 
 
 def _env(sshd: Sshd) -> dict[str, str]:
@@ -69,8 +64,10 @@ def _ran(daemons: list[Daemon]) -> dict[str, tuple[int, dict]]:
 
 
 def _one_at_a_time(tasks: list[dict]) -> bool:
-    spans = sorted((t["started_at"], t["finished_at"]) for t in tasks)
-    return all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
+    """No task was submitted to the machine before the one before it had ended (the daemon itself
+    would run them one after another anyway: what counts is when fan-out handed them over)."""
+    spans = sorted((t["created_at"], t["finished_at"]) for t in tasks)
+    return all(end <= created for (_, end), (created, _) in zip(spans, spans[1:]))
 
 
 def test_fan_out_spreads_prompts_over_hosts_one_task_per_host_at_a_time(sshd: Sshd, machines: list[Daemon],

@@ -22,6 +22,8 @@ class Console:
         """The console of the daemon at ``socket``, or (``host``) of the one reached with ``--host``."""
         env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
         env.pop("CUD_SOCKET", None)
+        if not host:
+            env.pop("CUD_HOST", None)
         where = ["--host", host] if host else ["--socket", str(socket)]
         self.log = workdir / "console.log"
         with open(self.log, "wb") as log:

@@ -183,6 +183,7 @@ def cuctl(socket: Path, *args: str, env: dict[str, str] | None = None, timeout: 
     """Run cuctl as a subprocess (optionally under ``prefix``, e.g. setpriv) and capture its output."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     full_env.pop("CUD_SOCKET", None)
+    full_env.pop("CUD_HOST", None)  # a developer's own would send the tests' cuctl over ssh
     return subprocess.run(
         [*(prefix or []), sys.executable, "-m", "cud.cuctl.main", "--socket", str(socket), *args],
         env=full_env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,

@@ -29,16 +29,20 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from .daemon import ROOT
+from .vnc import free_port
 from .xserver import stop_process
 
-__all__ = ("GUEST", "GUEST_CUCTL", "REMOTE_CUCTL", "SSHD", "Sshd", "add_guest", "remove_guest")
+__all__ = ("GUEST", "GUEST_CUCTL", "REMOTE_CUCTL", "SSHD", "Sshd", "add_guest", "remove_guest", "sshd")
 
 SSHD = shutil.which("sshd", path="/usr/sbin:/usr/local/sbin:/sbin") or "/usr/sbin/sshd"
 #: The second login account (root only). Its password field is '*': no password
@@ -46,19 +50,12 @@ SSHD = shutil.which("sshd", path="/usr/sbin:/usr/local/sbin:/sbin") or "/usr/sbi
 GUEST = "cud-ssh-guest"
 #: The remote cuctl, for CUD_REMOTE_CUCTL: this venv's, on the same machine.
 REMOTE_CUCTL = str(Path(sys.executable).parent / "cuctl")
-ROOT = Path(__file__).resolve().parents[2]
 GUEST_CUCTL = f"env PYTHONPATH={ROOT} /usr/bin/python3 -m cud.cuctl.main"
 
 
 def _keygen(path: Path) -> str:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f", str(path)], check=True)
     return path.with_suffix(".pub").read_text().strip()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Sshd:
@@ -87,13 +84,14 @@ class Sshd:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "CUD_SSH_COMMAND": self.ssh_command,
                "CUD_REMOTE_CUCTL": REMOTE_CUCTL, **extra}
         env.pop("CUD_SOCKET", None)
+        env.pop("CUD_HOST", None)  # a developer's own must not steer the tests' cuctl
         return env
 
     def start(self, attempts: int = 3) -> Sshd:
         if os.geteuid() == 0:
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
         for _ in range(attempts):  # the free port may be taken between the probe and sshd's bind
-            self.port = _free_port()
+            self.port = free_port()
             self._write_configs()
             with open(self.log, "ab") as log:
                 self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.dir / "sshd_config")],
@@ -163,6 +161,16 @@ LogLevel VERBOSE
         if self.proc is not None:
             stop_process(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sshd() -> Iterator[Sshd]:
+    """One sshd for a test module; its directory goes even if it fails to start."""
+    server = Sshd()
+    try:
+        yield server.start()
+    finally:
+        server.stop()
 
 
 def add_guest(home: Path) -> bool:
