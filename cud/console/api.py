@@ -83,10 +83,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
                                      f"use {', '.join(sorted(exc.allowed_methods))}")
     except CudError as exc:
         source = "daemon" if isinstance(exc, RemoteError) else "console"
-        kind = exc.kind
-        status = _STATUS.get(kind, 409)
-        body = json.dumps({"error": {"kind": kind, "message": exc.message, "source": source}})
-        return web.Response(status=status, text=body, content_type="application/json")
+        return refusal(request, _STATUS.get(exc.kind, 409), exc.message, exc.kind, source)
 
 
 # -- input ------------------------------------------------------------------------------------
@@ -207,11 +204,7 @@ async def events(request: web.Request) -> web.StreamResponse:
 
     def on_event(message: Any) -> None:
         event = message["event"]
-        try:
-            line = describe_event(event)
-        except (KeyError, TypeError, ValueError):  # an event of a kind this cud's follow has no words for
-            line = f"[{str(event.get('at'))[11:19]}] task {task_id} {event.get('kind')}: {event.get('data')}"
-        queue.put_nowait(("event", {"event": event, "line": line}))
+        queue.put_nowait(("event", {"event": event, "line": describe_event(event)}))
 
     async def follow() -> None:
         try:

@@ -36,10 +36,12 @@ _SAFE_METHODS = frozenset({"GET", "HEAD"})
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def refusal(request: web.Request, status: int, message: str, kind: str = "console") -> web.Response:
-    """An error the page can show: JSON under /api/, plain text elsewhere (a person reads it)."""
+def refusal(request: web.Request, status: int, message: str, kind: str = "console",
+            source: str = "console") -> web.Response:
+    """An error the page can show (``source``: who refused, the console or the daemon): JSON under
+    /api/, plain text elsewhere (a person reads it)."""
     if request.path.startswith("/api/"):
-        body = json.dumps({"error": {"kind": kind, "message": message, "source": "console"}})
+        body = json.dumps({"error": {"kind": kind, "message": message, "source": source}})
         return web.Response(status=status, text=body, content_type="application/json")
     return web.Response(status=status, text=message + "\n", content_type="text/plain")
 

@@ -2,9 +2,11 @@
 
 ``list`` tells a task's state and step count, not its current action; the
 events do. The console follows each task that is under way (as ``cuctl
-follow`` would) and keeps one short phrase per task, in the words ``cuctl
-follow``'s status line uses. A follow ends with its task; a lost one is simply
-started again by the next :meth:`Watch.track`.
+follow`` would) and keeps one short phrase per task, like ``cuctl follow``'s
+status line but for a page: no "run cuctl …" hints (the page has the buttons),
+and who paused, resumed or acted, which the terminal prints on lines of their
+own. A follow ends with its task; a lost one is simply started again by the
+next :meth:`Watch.track`.
 """
 
 from __future__ import annotations
@@ -27,15 +29,13 @@ log = logging.getLogger("cud.console")
 def doing(event: dict[str, Any], before: str) -> str:
     """What the task is doing after ``event``, given what it was doing before."""
     kind, data = event.get("kind"), event.get("data") or {}
-    by = (data.get("by") or {}).get("name") if isinstance(data.get("by"), dict) else None
-    if kind == "running":
+    by = data["by"].get("name") if isinstance(data.get("by"), dict) else None
+    if kind in ("running", "step"):
         return "waiting for the model"
     if kind == "action":
         return describe(data.get("action"), 60)
     if kind == "human_action":
         return f"{by or 'a person'}: {describe(data.get('action'), 50)}"
-    if kind == "step":
-        return "waiting for the model"
     if kind == "approval_requested":
         return f"waiting for approval {data.get('approval_id')}"
     if kind == "approval_decided":

@@ -102,7 +102,11 @@ def _ended(task: dict[str, Any], as_json: bool, quiet: bool = False) -> int:
 
 def describe_event(event: dict[str, Any]) -> str:
     """One line per event, for people (cuctl follow without --json); model text cannot drive the terminal."""
-    return printable(_describe(event))
+    try:
+        return printable(_describe(event))
+    except (KeyError, TypeError, ValueError):  # a known kind missing a field (another cud's): still one line
+        return printable(f"[{str(event.get('at'))[11:19]}] task {event.get('task_id')} {event.get('kind')}: "
+                         f"{event.get('data')}")
 
 
 def _describe(event: dict[str, Any]) -> str:
