@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.procstat import memory
 from bench.scene import show_busy_scene, show_entry
 from bench.stats import table
 from cud.cuctl.client import Client
@@ -99,10 +100,7 @@ def approval_round_trips(daemon: Daemon, rounds: int) -> list[float]:
 
 def idle_rss_kib(daemon: Daemon) -> int:
     assert daemon.proc is not None
-    for line in Path(f"/proc/{daemon.proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
+    return memory(daemon.proc.pid).rss
 
 
 def request_bytes(width: int, height: int) -> tuple[list[int], list[int]]:

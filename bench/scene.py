@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+from tests.support.xserver import stop_process
+
 __all__ = ("show_busy_scene", "show_entry")
 
 _SCENE = r'''
@@ -50,9 +52,7 @@ def show_busy_scene(display: str, width: int, height: int) -> subprocess.Popen[s
     """Start the scene on ``display``; returns once it is drawn. Stop it with ``terminate()``."""
     proc = subprocess.Popen([sys.executable, "-c", _SCENE, str(width), str(height)],
                             env={**os.environ, "DISPLAY": display}, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    if proc.stdout.readline().strip() != "ready":
-        raise RuntimeError("the busy scene did not start")
+    _ready(proc, "the busy scene")
     time.sleep(0.3)  # let the last expose reach the framebuffer
     return proc
 
@@ -61,9 +61,13 @@ def show_entry(display: str, geometry: str) -> subprocess.Popen[str]:
     """Start a focused one-line entry at ``geometry`` (``WxH+X+Y``) on ``display``; returns once it is up."""
     proc = subprocess.Popen([sys.executable, "-c", _ENTRY, geometry],
                             env={**os.environ, "DISPLAY": display}, stdout=subprocess.PIPE, text=True)
+    _ready(proc, "the entry window")
+    return proc
+
+
+def _ready(proc: subprocess.Popen[str], what: str) -> None:
+    """Wait for the window's "ready"; one that does not say it is stopped (by pid) before the error."""
     assert proc.stdout is not None
     if proc.stdout.readline().strip() != "ready":
-        proc.terminate()
-        proc.wait(10)
-        raise RuntimeError("the entry window did not start")
-    return proc
+        stop_process(proc)  # type: ignore[arg-type]
+        raise RuntimeError(f"{what} did not start")

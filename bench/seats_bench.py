@@ -51,7 +51,7 @@ from cud.cuctl.client import Client
 from cud.scripted import ScriptedModel
 from tests.support.daemon import Daemon
 from tests.support.recorder import wait_until
-from tests.support.xserver import XServer, start_xvfb
+from tests.support.xserver import XServer, start_xvfb, stop_process
 
 SEAT_COUNTS = (1, 2, 4, 8)
 LATENCIES = (0.0, 1.0)
@@ -98,8 +98,7 @@ def screens(count: int) -> Iterator[list[Screen]]:
     finally:
         for screen in made:
             for app in screen.apps:
-                app.terminate()
-                app.wait(10)
+                stop_process(app)  # type: ignore[arg-type]
             screen.xvfb.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
