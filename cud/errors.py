@@ -25,6 +25,7 @@ __all__ = [
     "NotFound",
     "TaskTimeout",
     "StorageFull",
+    "ModelRequestError",
 ]
 
 
@@ -125,6 +126,12 @@ class TaskTimeout(CudError):
     """A task ran past its wall-clock limit (``max_duration``) and was stopped."""
 
     kind = "timeout"
+
+
+class ModelRequestError(CudError):
+    """The model's API refused a request in a way a setting fixes; the message names the setting."""
+
+    kind = "model_request"
 
 
 class WrongState(CudError):

@@ -69,6 +69,8 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
     SeatView,
     TaskState,
     TaskView,
+    USAGE_KEYS,
+    UsageView,
 )
 
 __all__ = [

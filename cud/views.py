@@ -15,6 +15,7 @@ __all__ = [
     "SEAT_NAME",
     "SEAT_STATES",
     "TASK_STATES",
+    "USAGE_KEYS",
 ]
 
 #: What a seat may be called: short, and safe in a file name, a URL and a log line.
@@ -57,6 +58,22 @@ class Person(TypedDict):
     name: str
 
 
+#: What a task sent to the model and what the model counted, per step (in each ``step``
+#: event) and summed per task (``TaskView.usage``).
+USAGE_KEYS: tuple[str, ...] = ("requests", "request_bytes", "images", "image_bytes", "input_tokens",
+                               "cached_tokens", "output_tokens")
+
+
+class UsageView(TypedDict):
+    requests: int  # HTTP attempts, retries included
+    request_bytes: int  # request bodies as sent, every attempt
+    images: int  # images in the requests (an old screenshot's placeholder counts)
+    image_bytes: int  # the images' decoded data
+    input_tokens: int  # the model's usage: its input, of which cached, and its output
+    cached_tokens: int
+    output_tokens: int
+
+
 class TaskView(TypedDict):
     id: int
     state: TaskState
@@ -78,6 +95,8 @@ class TaskView(TypedDict):
     created_at: str
     started_at: str | None
     finished_at: str | None
+    #: What the task sent the model so far (null: it has made no request yet).
+    usage: UsageView | None
 
 
 class ApprovalView(TypedDict):

@@ -19,6 +19,7 @@ from typing import Any
 
 
 from cud.daemon.config_values import bad, int_in_range, positive_int, positive_number, seconds_in_range, string
+from cud.daemon.history import History, load_history
 from cud.daemon.seat_config import SeatConfig, load_seats
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
@@ -50,6 +51,8 @@ _TOP_KEYS = {
     "access",
     "retention",
     "request",
+    "history",
+    "max_retries",
     "metrics",
 }
 _ACCESS_KEYS = {"submit_users", "submit_groups", "approve_users", "approve_groups"}
@@ -108,6 +111,10 @@ class Config:
     metrics: Metrics = Metrics()
     #: Extra Responses parameters for every model request (see cud.daemon.request), as written.
     request: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False)
+    #: What of a task's history is sent each step (see cud.daemon.history).
+    history: History = History()
+    #: Retries of a model request the API answered 408/409/429/5xx, with the SDK's back-off.
+    max_retries: int = 2
 
 
 def default_socket(env: Mapping[str, str] | None = None) -> Path:
@@ -263,6 +270,10 @@ def load_config(
         from cud.daemon.request import check_request
 
         kwargs["request"] = check_request(merged["request"])
+    if "history" in merged or kwargs.get("request", {}).get("store") is False:
+        kwargs["history"] = load_history(merged.get("history", {}), kwargs.get("request", {}))
+    if "max_retries" in merged:
+        kwargs["max_retries"] = int_in_range("max_retries", merged["max_retries"], 0, 10)
     return Config(**kwargs)
 
 

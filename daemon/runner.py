@@ -9,8 +9,9 @@ is one call of ``AsyncComputerToolset.run`` whose callbacks are wired to the dae
 * ``on_diagnostic`` -> the task's event log.
 
 A thin wrapper around the driver times every call and records each screenshot
-the model is about to receive; a thin wrapper around ``responses.create`` times
-the model. Whatever is left of a step is the daemon's own overhead.
+the model is about to receive; the wrapper around ``responses.create``
+(:mod:`cud.daemon.model_client`) shapes what is sent and times and meters the
+model. Whatever is left of a step is the daemon's own overhead.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 from cud.daemon.binding import ScreenWatch
-from cud.daemon.trajectory import StepRecord, ms_since
+from cud.daemon.model_client import ModelRequests, Sent
+from cud.daemon.trajectory import StepRecord, TaskUsage, ms_since
 from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
@@ -107,6 +109,7 @@ class TaskRun:
         self.pause_requested_by: dict[str, Any] | None = None
         self.paused_by: dict[str, Any] | None = None
         self._resumed = asyncio.Event()
+        self.usage = TaskUsage()
 
     # -- control ------------------------------------------------------------------------
     def cancel(self, reason: str, *, stopping: bool = False) -> None:
@@ -148,9 +151,12 @@ class TaskRun:
             "input": self.task["prompt"],
             "tools": [{"type": "computer"}],
         }
+        config = self.seat.config
+        requests = ModelRequests(config.history, config.max_retries, on_start=self.on_model_start,
+                                 on_end=self.on_model_end, on_retry=self.on_model_retry)
         self.job = asyncio.create_task(
             toolset.run(
-                _TimedClient.wrap(client, self),
+                requests.wrap(client),
                 params,
                 max_steps=self.task["max_steps"],
                 approve_safety_checks=self.approve_safety_checks,
@@ -199,10 +205,12 @@ class TaskRun:
             self.step = StepRecord(number=self.steps + 1, started=ended, saw=self.last_screenshot)
         self.in_model = True
 
-    def on_model_end(self, model_ms: float, response: Any) -> None:
+    def on_model_end(self, model_ms: float, response: Any, sent: Sent) -> None:
         self.in_model = False
         assert self.step is not None
         self.step.model_ms += model_ms
+        self.step.add_request(sent.bytes, sent.attempts, sent.images, sent.image_bytes,
+                              getattr(response, "usage", None))
         if response is not None:
             self.step.messages = [
                 part.text
@@ -212,12 +220,19 @@ class TaskRun:
                 if part.type == "output_text"
             ]
 
+    def on_model_retry(self, status: int, attempt: int, retrying: bool) -> None:
+        self.store.add_event(self.task["id"], "model_retry", {"step": self.step.number if self.step else None,
+                                                              "status": status, "attempt": attempt,
+                                                              "retrying": retrying})
+
     def _finish_step(self, ended: float | None = None) -> None:
         step, self.step = self.step, None
         if step is None or not (step.model_ms or step.actions):
             return
         self.steps = step.number
-        self.store.add_event(self.task["id"], "step", step.finish(ended or time.monotonic()), steps=step.number)
+        record = step.finish(ended or time.monotonic())
+        self.usage.add(record)
+        self.store.add_event(self.task["id"], "step", record, steps=step.number, usage=self.usage.as_dict())
 
     def on_driver_call(self, name: str, action: Any, ms: float) -> None:
         assert self.step is not None
@@ -365,28 +380,6 @@ class TaskRun:
         if self._watch is not None and self._watch is not watch:
             await self._watch.stop()
         self._watch = watch
-
-
-class _TimedClient:
-    """Times ``responses.create`` on the shared client without changing what it sends."""
-
-    @staticmethod
-    def wrap(client: AsyncOpenAI, run: TaskRun) -> AsyncOpenAI:
-        timed = client.with_options()  # a shallow copy sharing the connection pool
-        original = timed.responses.create
-
-        async def create(**kwargs: Any) -> Any:
-            run.on_model_start()
-            started = time.monotonic()
-            response = None
-            try:
-                response = await original(**kwargs)
-                return response
-            finally:
-                run.on_model_end(ms_since(started), response)
-
-        timed.responses.create = create  # type: ignore[method-assign]
-        return timed
 
 
 def _targets(action: dict[str, Any]) -> list[tuple[int, int]]:

@@ -122,8 +122,12 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE tasks_v4 RENAME TO tasks;
     CREATE INDEX tasks_by_state ON tasks (state, id)
     """,
+    # 5: what a task sent the model and what the model counted (JSON, see cud.protocol.UsageView);
+    # NULL for tasks from before and until the first request.
+    """
+    ALTER TABLE tasks ADD COLUMN usage TEXT
+    """,
 )
-SCHEMA_VERSION = len(MIGRATIONS)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -151,6 +155,7 @@ def task_view(row: sqlite3.Row) -> TaskView:
         "created_at": row["created_at"],
         "started_at": row["started_at"],
         "finished_at": row["finished_at"],
+        "usage": None if row["usage"] is None else json.loads(row["usage"]),
     }
 
 

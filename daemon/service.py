@@ -23,6 +23,7 @@ from cud.daemon.approvals import Approvals
 from cud.daemon.config import Config, resolve_api_key
 from cud.daemon.handlers import HANDLERS, Context
 from cud.daemon.metrics import Metrics
+from cud.daemon.model_client import make_client
 from cud.daemon.notify import Notifier
 from cud.daemon.reserve import SpaceReserve
 from cud.daemon.seat import SeatParts
@@ -30,8 +31,6 @@ from cud.daemon.seats import Seats
 from cud.daemon.server import Server, connection_slots
 from cud.daemon.store import Store
 from cud.daemon.trajectory import Trajectories
-from openai import AsyncOpenAI
-
 from cud.protocol import PROTOCOL_VERSION
 
 __all__ = ()
@@ -76,7 +75,7 @@ class Daemon:
         self.trajectories = Trajectories(config.state_dir, keep_free=self.reserve.size)
         self.approvals = Approvals(self.store)
         # One client for every seat: its connection pool serves their requests side by side.
-        self.client = AsyncOpenAI(api_key=api_key, base_url=config.base_url)
+        self.client = make_client(api_key, config.base_url, config.max_retries)
         parts = SeatParts(config, self.store, self.approvals, self.trajectories, self.client, api_key)
         self.seats = Seats(parts)
         # Before any task can run, so the histograms see every step of this daemon's life.

@@ -26,7 +26,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from cud.errors import ConfigError, NotFound, StorageFull
 from cud.daemon.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
-from cud.protocol import FINAL_STATES, LIVE_STATES, ApprovalView, EventView, TaskView
+from cud.protocol import FINAL_STATES, LIVE_STATES, ApprovalView, EventView, TaskView, UsageView
 
 __all__ = ()
 
@@ -226,10 +226,13 @@ class Store:
             self._event(db, task_id, "running", {"seat": seat})
 
     @_finishing
-    def add_event(self, task_id: int, kind: str, data: dict[str, Any], *, steps: int | None = None) -> EventView:
+    def add_event(self, task_id: int, kind: str, data: dict[str, Any], *, steps: int | None = None,
+                  usage: UsageView | None = None) -> EventView:
         with self._tx() as db:
             if steps is not None:
                 db.execute("UPDATE tasks SET steps = ? WHERE id = ?", (steps, task_id))
+            if usage is not None:
+                db.execute("UPDATE tasks SET usage = ? WHERE id = ?", (json.dumps(usage), task_id))
             return self._event(db, task_id, kind, data)
 
     @_finishing

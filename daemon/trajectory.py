@@ -21,6 +21,7 @@ from typing import Any
 from cud.daemon.reserve import free_bytes, is_out_of_space
 from cud.drivers.png import parse_data_url
 from cud.errors import DriverError, StorageFull
+from cud.protocol import USAGE_KEYS, UsageView
 
 __all__ = ()
 
@@ -97,6 +98,20 @@ class StepRecord:
     actions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     messages: list[str] = dataclasses.field(default_factory=list)
     screenshot: str | None = None  # file of the screenshot this step produced
+    #: What the step's model request sent and cost (see cud.protocol.UsageView).
+    usage: dict[str, int] = dataclasses.field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
+
+    def add_request(self, sent_bytes: int, attempts: int, images: int, image_bytes: int, usage: Any) -> None:
+        counts = self.usage
+        counts["requests"] += attempts
+        counts["request_bytes"] += sent_bytes
+        counts["images"] += images
+        counts["image_bytes"] += image_bytes
+        if usage is not None:
+            details = getattr(usage, "input_tokens_details", None)
+            counts["input_tokens"] += int(getattr(usage, "input_tokens", 0) or 0)
+            counts["cached_tokens"] += int(getattr(details, "cached_tokens", 0) or 0)
+            counts["output_tokens"] += int(getattr(usage, "output_tokens", 0) or 0)
 
     def finish(self, ended: float) -> dict[str, Any]:
         total = (ended - self.started) * 1000
@@ -113,7 +128,24 @@ class StepRecord:
             "paused_ms": round(self.paused_ms, 3),
             "overhead_ms": round(max(0.0, total - self.model_ms - self.driver_ms - self.approval_ms
                                      - self.paused_ms), 3),
+            **self.usage,
         }
+
+
+class TaskUsage:
+    """A task's usage so far: the sum of its steps'."""
+
+    def __init__(self) -> None:
+        self._counts = dict.fromkeys(USAGE_KEYS, 0)
+        self.any = False
+
+    def add(self, step: dict[str, Any]) -> None:
+        for key in USAGE_KEYS:
+            self._counts[key] += int(step.get(key, 0))
+        self.any = self.any or self._counts["requests"] > 0
+
+    def as_dict(self) -> UsageView | None:
+        return dict(self._counts) if self.any else None  # type: ignore[return-value]
 
 
 def ms_since(start: float) -> float:

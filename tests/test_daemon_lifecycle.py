@@ -16,7 +16,7 @@ def test_kill_9_mid_task_then_restart_loses_nothing(start_daemon, xvfb, recorder
     daemon: Daemon = start_daemon(SLOW)
     running = daemon.call("submit", prompt="slow one")["id"]
     queued = [daemon.call("submit", prompt=f"queued {n}")["id"] for n in range(2)]
-    wait_until(lambda: any(len(r["input"]) > 1 for r in daemon.model.requests), 30, "the task to be mid-run")
+    wait_until(lambda: any("previous_response_id" in r for r in daemon.model.requests), 30, "the task to be mid-run")
     daemon.kill9()
 
     # Same state dir and socket path; this time a model that answers at once.

@@ -68,7 +68,7 @@ def test_tasks_run_one_at_a_time_first_in_first_out(start_daemon, recorder: Reco
     # Each started only after the one before had finished.
     for earlier, later in zip(tasks, tasks[1:]):
         assert earlier["finished_at"] <= later["started_at"]
-    prompts = [r["input"][0]["content"] for r in daemon.model.requests if len(r["input"]) == 1]
+    prompts = [r["input"][0]["content"] for r in daemon.model.requests if "previous_response_id" not in r]
     assert prompts == [f"task number {n}" for n in range(4)]
 
 
@@ -117,7 +117,7 @@ def test_cancel_a_running_and_a_queued_task(start_daemon, recorder: Recorder) ->
     daemon = start_daemon(scenario({"actions": [{"type": "wait"}], "delay": 3600}, {"message": "never"}))
     first = daemon.call("submit", prompt="slow")["id"]
     second = daemon.call("submit", prompt="queued")["id"]
-    wait_until(lambda: any(len(r["input"]) > 1 for r in daemon.model.requests), 30, "the second model request")
+    wait_until(lambda: any("previous_response_id" in r for r in daemon.model.requests), 30, "the second model request")
     assert daemon.task(first)["state"] == "running"
     result = cuctl(daemon.socket, "cancel", str(first))
     assert result.returncode == 0 and "cancel requested" in result.stdout

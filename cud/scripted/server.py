@@ -5,19 +5,22 @@ non-streaming responses with ``computer_call`` items (GA batched ``actions``) an
 assistant ``message`` items, OpenAI-style error bodies, and the checks the real
 API makes on a request (a model, exactly one ``{"type": "computer"}`` tool, an
 ``input`` list, every ``computer_call_output`` answering a call with its safety
-checks acknowledged). Each request is answered from its own input alone (see
-:mod:`cud.scripted.scenario`), so the server holds no per-run state.
+checks acknowledged), the per-request image limits (500 images, 50 MB of image
+data), and stored responses continued by ``previous_response_id`` (see
+:mod:`cud.scripted.chain`). A request is answered from its input and the response
+it continues (see :mod:`cud.scripted.scenario`).
 
 The Authorization header must be present (any key) and is never recorded or logged.
 """
 
 from __future__ import annotations
 
+import collections
 import copy
+import hashlib
 import json
 import logging
 import os
-import secrets
 import socket
 import threading
 import time
@@ -25,37 +28,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from PIL import Image
-
-from cud.scripted.scenario import Scenario, Step, load_scenario, parse_scenario
-from cud.scripted.vision import decode_screenshot, find_colour, parse_colour
+from cud.request_limits import MAX_IMAGE_BYTES, MAX_IMAGES, image_stats, image_urls
+from cud.scripted.chain import (
+    IMAGE_TOKENS, CallTurns, ChainError, Chains, Context, Stored, compaction_item, compaction_threshold,
+)
+from cud.scripted.answer import (
+    ApiError, aim, attempt_number, check_outputs, computer_call, message_item, new_id, pick, validate,
+)
+from cud.scripted.scenario import Scenario, load_scenario, parse_scenario
 
 __all__ = ["ScriptedModel"]
 
 log = logging.getLogger("cud.scripted")
 
-#: Every turn re-sends all earlier screenshots, so bodies grow; this bounds them.
+#: A replayed history re-sends earlier screenshots, so bodies grow; this bounds them (far
+#: past the API's 50 MB of images, so a client over that limit hears the API's 400).
 MAX_BODY = 256 * 1024 * 1024
-_ERROR_TYPES = {401: "invalid_request_error", 404: "invalid_request_error", 429: "rate_limit_exceeded"}
-
-
-class _ApiError(Exception):
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        code: str | None = None,
-        param: str | None = None,
-        body: dict[str, Any] | None = None,
-        headers: tuple[tuple[str, str], ...] = (),
-    ) -> None:
-        super().__init__(message)
-        kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-        self.status, self.headers = status, headers
-        self.body = body or {"error": {"message": message, "type": kind, "param": param, "code": code}}
-
-
+#: The context's tokens after a compaction: what the compaction item stands for.
+COMPACTED_TOKENS = 200
 class ScriptedModel:
     """Serve ``scenario`` on 127.0.0.1; ``start()`` returns the base URL to give the SDK.
 
@@ -84,6 +74,10 @@ class ScriptedModel:
         self._lock = threading.Lock()
         self._requests: list[Any] = []
         self._sizes: list[int] = []
+        self._images: list[tuple[int, int]] = []
+        self._image_sends: collections.Counter[str] = collections.Counter()
+        self._chains = Chains()
+        self._call_turns = CallTurns()
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
         self._server: _Server | None = None
@@ -153,6 +147,22 @@ class ScriptedModel:
         with self._lock:
             return list(self._sizes)
 
+    @property
+    def images(self) -> list[tuple[int, int]]:
+        """(images, image bytes) of every request that parsed, in arrival order, counted even unrecorded."""
+        with self._lock:
+            return list(self._images)
+
+    @property
+    def image_sends(self) -> dict[str, int]:
+        """How many requests carried each image, by the SHA-1 of its URL."""
+        with self._lock:
+            return dict(self._image_sends)
+
+    @property
+    def stored_responses(self) -> int:
+        return len(self._chains)
+
     # -- connection bookkeeping (called from handler threads) --------------------------
     def _register(self, connection: socket.socket) -> bool:
         with self._lock:
@@ -171,38 +181,61 @@ class ScriptedModel:
             self._sizes.append(len(raw))
         auth = headers.get("Authorization") or ""
         if not auth.startswith("Bearer ") or not auth[7:].strip():
-            raise _ApiError(401, "Missing bearer Authorization header; any API key will do.", code="invalid_api_key")
+            raise ApiError(401, "Missing bearer Authorization header; any API key will do.", code="invalid_api_key")
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
-            raise _ApiError(400, "We could not parse the JSON body of your request.") from None
+            raise ApiError(400, "We could not parse the JSON body of your request.") from None
         if self.record:
             with self._lock:
                 self._requests.append(body)
         self._stopping.wait(self.latency)
-        items = _validate(body)
-        turn_number = sum(1 for item in items if item.get("type") == "computer_call_output")
-        attempt = _attempt(headers.get("x-stainless-retry-count"))
+        items = validate(body)
+        try:
+            context = self._chains.context(body.get("previous_response_id"))
+        except ChainError as exc:
+            raise ApiError(400, str(exc), code=exc.code, param=exc.param) from None
+        images, image_data = self._count_images(items)
+        check_outputs(items, context.calls)
+        turn_number = self._turn(items, context)
+        attempt = attempt_number(headers.get("x-stainless-retry-count"))
         turns = self.scenario.turns
         if turn_number >= len(turns):
             message = f"scenario {self.scenario.name!r} has {len(turns)} turns; turn {turn_number} is past its end"
-            raise _ApiError(400, message, code="scenario_exhausted")
-        step = _pick(turns[turn_number].transient, turns[turn_number].step, attempt)
+            raise ApiError(400, message, code="scenario_exhausted")
+        step = pick(turns[turn_number].transient, turns[turn_number].step, attempt)
         log.info("turn %d attempt %d: step %d (%s)", turn_number, attempt, step.index, step.kind)
         self._stopping.wait(step.delay)
         if step.kind == "error":
             assert step.http_error is not None
             message = f"scripted HTTP {step.http_error} at step {step.index}"
-            raise _ApiError(step.http_error, message, body=step.body, headers=step.headers)
+            raise ApiError(step.http_error, message, body=step.body, headers=step.headers)
+        # Tokens: the text at 4 bytes a token, each image at a flat rate; a continued
+        # response's context is the chain's, and the API's prompt cache holds it.
+        new_tokens = max(0, len(raw) - image_data * 4 // 3) // 4 + IMAGE_TOKENS * images
+        tokens_in, cached = context.tokens + new_tokens, context.tokens
         output: list[dict[str, Any]] = []
+        threshold = compaction_threshold(body)
+        compacted = threshold is not None and tokens_in > threshold
+        if compacted:
+            output.append(compaction_item(new_id("cmp"), new_id("summary")))
         if step.message is not None:
-            output.append(_message(step.message, "commentary" if step.kind == "call" else "final_answer"))
+            output.append(message_item(step.message, "commentary" if step.kind == "call" else "final_answer"))
+        calls: dict[str, tuple[str, ...]] = {}
         if step.kind == "call":
-            output.append(_computer_call(step, _aim(step, items)))
+            call = computer_call(step, aim(step, items))
+            output.append(call)
+            calls[call["call_id"]] = tuple(check["id"] for check in call["pending_safety_checks"])
+            self._call_turns.add(call["call_id"], turn_number)
+        tokens_out = 20 * len(output)
+        response_id = new_id("resp")
+        stored = body.get("store", True) is not False
+        if stored:
+            context_after = (COMPACTED_TOKENS if compacted else tokens_in) + tokens_out
+            self._chains.keep(response_id, Stored(turns=turn_number + 1, calls=calls, context_tokens=context_after))
         now = int(time.time())
-        tokens_in, tokens_out = len(raw) // 4, 20 * len(output)
         return {
-            "id": _new_id("resp"),
+            "id": response_id,
             "object": "response",
             "created_at": now,
             "completed_at": now,
@@ -214,7 +247,8 @@ class ScriptedModel:
             "model": body["model"],
             "output": output,
             "parallel_tool_calls": False,
-            "previous_response_id": None,
+            "previous_response_id": body.get("previous_response_id"),
+            "store": stored,
             "temperature": 1.0,
             "tool_choice": body.get("tool_choice", "auto"),
             "tools": body["tools"],
@@ -222,131 +256,34 @@ class ScriptedModel:
             "truncation": "disabled",
             "usage": {
                 "input_tokens": tokens_in,
-                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
                 "output_tokens": tokens_out,
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": tokens_in + tokens_out,
             },
         }
 
+    def _count_images(self, items: list[dict[str, Any]]) -> tuple[int, int]:
+        """Count the request's images (each by its digest too) and refuse it past the API's limits."""
+        digests = [hashlib.sha1(url.encode()).hexdigest() for url in image_urls(items)]
+        images, data = image_stats(items)
+        with self._lock:
+            self._images.append((images, data))
+            self._image_sends.update(digests)
+        if images > MAX_IMAGES:
+            raise ApiError(400, f"Invalid 'input': this request has {images} images, but at most {MAX_IMAGES} "
+                            "images are allowed per request.", param="input", code="too_many_images")
+        if data > MAX_IMAGE_BYTES:
+            raise ApiError(400, f"Invalid 'input': this request has {data} bytes of images, but at most "
+                            f"{MAX_IMAGE_BYTES} bytes (50 MB) of images are allowed per request.", param="input",
+                            code="image_payload_too_large")
+        return images, data
 
-def _validate(body: object) -> list[dict[str, Any]]:
-    """The checks the real API makes that a broken client could fail; returns the input items."""
-    if not isinstance(body, dict):
-        raise _ApiError(400, "The request body must be a JSON object.")
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        raise _ApiError(400, "Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
-    if body.get("stream") or body.get("background"):
-        raise _ApiError(400, "The scripted model answers only non-streaming, foreground requests.", param="stream")
-    tools = body.get("tools")
-    computer = isinstance(tools, list) and len(tools) == 1 and isinstance(tools[0], dict)
-    if not computer or tools[0].get("type") != "computer":
-        raise _ApiError(400, f"tools must be exactly [{{'type': 'computer'}}], got {tools!r}", param="tools")
-    items = body.get("input")
-    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
-        raise _ApiError(400, "input must be a list of input items.", param="input")
-    calls = {item.get("call_id"): item for item in items if item.get("type") == "computer_call"}
-    for item in items:
-        if item.get("type") != "computer_call_output":
-            continue
-        call_id = item.get("call_id")
-        if call_id not in calls:
-            raise _ApiError(400, f"No computer call found for output with call_id {call_id!r}.", param="input")
-        acknowledged = {_check_id(check) for check in item.get("acknowledged_safety_checks") or []}
-        for check in calls[call_id].get("pending_safety_checks") or []:
-            if _check_id(check) not in acknowledged:
-                raise _ApiError(400, f"Safety check {_check_id(check)!r} was not acknowledged.", param="input")
-    return items
-
-
-def _check_id(check: object) -> object:
-    return check.get("id") if isinstance(check, dict) else check
-
-
-def _attempt(header: str | None) -> int:
-    try:
-        return max(0, int(header or 0))
-    except ValueError:
-        return 0
-
-
-def _pick(transient: tuple[Step, ...], step: Step, attempt: int) -> Step:
-    for error in transient:
-        assert error.times is not None
-        if attempt < error.times:
-            return error
-        attempt -= error.times
-    return step
-
-
-def _screenshot(step: Step, items: list[dict[str, Any]], why: str) -> Image.Image:
-    outputs = [item for item in items if item.get("type") == "computer_call_output"]
-    if not outputs:
-        raise _ApiError(400, f"step {step.index} {why}, but the request carries no screenshot", code="no_screenshot")
-    shot = outputs[-1].get("output")
-    url = shot.get("image_url") if isinstance(shot, dict) else None
-    if not isinstance(url, str):
-        raise _ApiError(400, f"step {step.index} {why}, but the last screenshot has no image_url", code="no_screenshot")
-    try:
-        return decode_screenshot(url)
-    except ValueError as exc:
-        raise _ApiError(400, f"step {step.index} {why}, but {exc}", code="bad_screenshot") from None
-
-
-def _aim(step: Step, items: list[dict[str, Any]]) -> list[Any]:
-    """The step's actions with every colour target replaced by x/y on the last screenshot."""
-    actions = copy.deepcopy(step.actions or [])
-    image = _screenshot(step, items, "expects a screenshot") if step.expect_screenshot else None
-
-    def resolve(holder: dict[str, Any]) -> None:
-        nonlocal image
-        colour = holder.pop("target")["color"]
-        if image is None:
-            image = _screenshot(step, items, f"aims at colour {colour}")
-        point = find_colour(image, parse_colour(colour) or (0, 0, 0))
-        if point is None:
-            message = f"step {step.index}: colour {colour} is not on the {image.width}x{image.height} screenshot"
-            raise _ApiError(400, message, code="target_not_found")
-        holder["x"], holder["y"] = point
-
-    for action in actions:
-        if isinstance(action, dict) and "target" in action:
-            resolve(action)
-        if isinstance(action, dict) and action.get("type") == "drag" and isinstance(action.get("path"), list):
-            for point in action["path"]:
-                if isinstance(point, dict) and "target" in point:
-                    resolve(point)
-    return actions
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(16)}"
-
-
-def _message(text: str, phase: str) -> dict[str, Any]:
-    return {
-        "type": "message",
-        "id": _new_id("msg"),
-        "role": "assistant",
-        "status": "completed",
-        "phase": phase,
-        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
-    }
-
-
-def _computer_call(step: Step, actions: list[Any]) -> dict[str, Any]:
-    checks = [
-        {"id": check.get("id") or _new_id("cu_sc"), "code": check["code"], "message": check["message"]}
-        for check in step.safety_checks
-    ]
-    return {
-        "type": "computer_call",
-        "id": _new_id("cu"),
-        "call_id": _new_id("call"),
-        "status": "completed",
-        "actions": actions,
-        "pending_safety_checks": checks,
-    }
+    def _turn(self, items: list[dict[str, Any]], context: Context) -> int:
+        """The turn a request asks for: one past the call it answers last, else by counting."""
+        outputs = [item for item in items if item.get("type") == "computer_call_output"]
+        known = self._call_turns.get(outputs[-1].get("call_id")) if outputs else None
+        return known + 1 if known is not None else context.turns + len(outputs)
 
 
 class _Server(ThreadingHTTPServer):
@@ -395,21 +332,21 @@ class _Handler(BaseHTTPRequestHandler):
             raw = self._read_body()
             path = urlsplit(self.path).path
             if path != "/v1/responses":
-                raise _ApiError(404, f"Invalid URL ({method} {path})", code="unknown_url")
+                raise ApiError(404, f"Invalid URL ({method} {path})", code="unknown_url")
             if method != "POST":
-                raise _ApiError(405, f"Method {method} is not allowed on {path}; use POST.", code="method_not_allowed")
+                raise ApiError(405, f"Method {method} is not allowed on {path}; use POST.", code="method_not_allowed")
             status, body, headers = 200, self.server.model._answer(raw, self.headers), ()
-        except _ApiError as exc:
+        except ApiError as exc:
             status, body, headers = exc.status, exc.body, exc.headers
         except Exception:  # a bug here must reach the client as a 500, not a dropped connection
             log.exception("scripted model failed to answer")
-            status, body, headers = 500, _ApiError(500, "The scripted model failed; see its log.").body, ()
+            status, body, headers = 500, ApiError(500, "The scripted model failed; see its log.").body, ()
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            self.send_header("x-request-id", _new_id("req"))
+            self.send_header("x-request-id", new_id("req"))
             for name, value in headers:
                 self.send_header(name, value)
             if self.close_connection:
@@ -424,7 +361,7 @@ class _Handler(BaseHTTPRequestHandler):
         if length_header is None:
             if self.headers.get("Transfer-Encoding"):
                 self.close_connection = True
-                raise _ApiError(411, "Send the body with a Content-Length.")
+                raise ApiError(411, "Send the body with a Content-Length.")
             return b""
         try:
             length = int(length_header)
@@ -433,7 +370,7 @@ class _Handler(BaseHTTPRequestHandler):
         if length < 0 or length > MAX_BODY:
             self.close_connection = True  # the unread body would be taken for the next request
             message = f"Bad Content-Length {length_header!r} (max {MAX_BODY})."
-            raise _ApiError(413 if length > MAX_BODY else 400, message)
+            raise ApiError(413 if length > MAX_BODY else 400, message)
         return self.rfile.read(length)
 
     def log_message(self, format: str, *args: Any) -> None:
