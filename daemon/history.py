@@ -137,6 +137,7 @@ def _placeholder_png() -> str:
 
 #: What an old screenshot becomes in replay mode: one grey pixel (the API wants an image there).
 PLACEHOLDER = _placeholder_png()
+PLACEHOLDER_BYTES = image_bytes(PLACEHOLDER)
 
 
 class ReplayHistory:
@@ -170,7 +171,9 @@ class ReplayHistory:
                 return
 
     def _keep_newest(self, items: list[Any]) -> None:
-        kept = kept_bytes = 0
+        screenshots = [output for output in map(_screenshot_of, items) if output is not None]
+        # Placeholders are image data too: room for one per screenshot comes off the budget first.
+        kept, kept_bytes = 0, len(screenshots) * PLACEHOLDER_BYTES
         for item in reversed(items):
             screenshot = _screenshot_of(item)
             if screenshot is None or screenshot["image_url"] == PLACEHOLDER:

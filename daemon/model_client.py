@@ -130,12 +130,12 @@ class ModelRequests:
                 setting="history.mode", status=status, previous_response_id=previous)
         over = sent.images > MAX_IMAGES or sent.image_bytes > MAX_IMAGE_BYTES
         if status in (400, 413) and (over or _SIZE_WORDS.search(message)):
-            carried = f"{sent.images} images, {sent.image_bytes / 1e6:.1f} MB of image data"
+            carried = f"{sent.images} image(s), {sent.image_bytes / 1e6:.1f} MB of image data"
             limits = f"the API allows {MAX_IMAGES} images and {MAX_IMAGE_BYTES / 1e6:.0f} MB of images per request"
             if self.history.mode == "replay":
-                fix = (f"lower [history] keep_screenshots (now {self.history.keep_screenshots}), max_image_bytes "
-                       f"(now {self.history.max_image_bytes}) or max_images (now {self.history.max_images}), or "
-                       "use [history] mode = \"stored\"")
+                fix = (f"lower config key 'history.keep_screenshots' (now {self.history.keep_screenshots}), "
+                       f"'history.max_image_bytes' (now {self.history.max_image_bytes}) or 'history.max_images' "
+                       f"(now {self.history.max_images}), or use history.mode = \"stored\"")
                 setting = "history.max_image_bytes"
             else:
                 fix = "in stored mode a request carries one step's screenshots: shrink the screen or the batch"

@@ -62,6 +62,9 @@ class ScriptedModel:
         *,
         latency: float = 0.0,
         record: bool = True,
+        keep_responses: bool = True,
+        max_images: int = MAX_IMAGES,
+        max_image_bytes: int = MAX_IMAGE_BYTES,
     ) -> None:
         if isinstance(scenario, Scenario):
             self.scenario = scenario
@@ -71,6 +74,10 @@ class ScriptedModel:
             self.scenario = load_scenario(scenario)
         self.latency = latency
         self.record = record
+        #: False plays an OpenAI-compatible server that cannot continue a stored response.
+        self.keep_responses = keep_responses
+        #: The API's per-request image limits, lower for a test of what happens past them.
+        self.max_images, self.max_image_bytes = max_images, max_image_bytes
         self._lock = threading.Lock()
         self._requests: list[Any] = []
         self._sizes: list[int] = []
@@ -230,7 +237,7 @@ class ScriptedModel:
         tokens_out = 20 * len(output)
         response_id = new_id("resp")
         stored = body.get("store", True) is not False
-        if stored:
+        if stored and self.keep_responses:
             context_after = (COMPACTED_TOKENS if compacted else tokens_in) + tokens_out
             self._chains.keep(response_id, Stored(turns=turn_number + 1, calls=calls, context_tokens=context_after))
         now = int(time.time())
@@ -270,12 +277,13 @@ class ScriptedModel:
         with self._lock:
             self._images.append((images, data))
             self._image_sends.update(digests)
-        if images > MAX_IMAGES:
-            raise ApiError(400, f"Invalid 'input': this request has {images} images, but at most {MAX_IMAGES} "
-                            "images are allowed per request.", param="input", code="too_many_images")
-        if data > MAX_IMAGE_BYTES:
+        if images > self.max_images:
+            raise ApiError(400, f"Invalid 'input': this request has {images} images, but at most "
+                            f"{self.max_images} images are allowed per request.", param="input",
+                            code="too_many_images")
+        if data > self.max_image_bytes:
             raise ApiError(400, f"Invalid 'input': this request has {data} bytes of images, but at most "
-                            f"{MAX_IMAGE_BYTES} bytes (50 MB) of images are allowed per request.", param="input",
+                            f"{self.max_image_bytes} bytes of images are allowed per request.", param="input",
                             code="image_payload_too_large")
         return images, data
 

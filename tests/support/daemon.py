@@ -218,8 +218,8 @@ def start_daemon(xvfb: Any) -> Iterator[Callable[..., Daemon]]:
     """``start_daemon(scenario, **Daemon options)``: a scripted model and a real daemon on ``xvfb``."""
     made: list[tuple[Daemon, ScriptedModel]] = []
 
-    def start(scenario_: dict[str, Any], **options: Any) -> Daemon:
-        model = ScriptedModel(scenario_)
+    def start(scenario_: dict[str, Any], model_options: dict[str, Any] | None = None, **options: Any) -> Daemon:
+        model = ScriptedModel(scenario_, **(model_options or {}))
         url = model.start()
         daemon = Daemon(xvfb.display, url, **options)
         made.append((daemon, model))

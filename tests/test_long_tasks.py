@@ -1,0 +1,129 @@
+"""Long tasks (#20): 100 steps against the scripted model with the API's per-request limits on.
+
+The screen is busy on purpose: a patch of noise (about 0.8 MB a screenshot) next to the
+window typed into, so a history replayed in full would pass the API's 50 MB of images
+near step 60 and the limits are really in play. Each step types one character of a
+seeded random text; the window must hold exactly that text at the end.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from Xlib import X
+from Xlib import display as xdisplay
+
+from cud.daemon.history import PLACEHOLDER
+from cud.request_limits import image_urls
+from tests.support.daemon import Daemon, scenario
+from tests.support.recorder import Recorder
+from tests.support.vnc import start_x11vnc
+
+STEPS = 100
+NOISE = (640, 400)  # at the top left; the typing window takes the bottom right
+ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:!?-+=/()"
+REPLAY = """
+[request]
+store = false
+[history]
+keep_screenshots = 6
+"""
+
+
+@pytest.fixture
+def busy_screen(xvfb: Any, tmp_path: Path) -> Iterator[Recorder]:
+    """Noise on the root window at the top left, and a small typing window at the bottom right."""
+    seed = random.randrange(2**32)
+    print(f"noise seed {seed}")
+    rng = random.Random(seed)
+    conn = xdisplay.Display(xvfb.display)
+    screen = conn.screen()
+    width, height = NOISE
+    pixmap = screen.root.create_pixmap(width, height, screen.root_depth)
+    gc = pixmap.create_gc()
+    rows = 32  # one PutImage stays under the core protocol's request size
+    for top in range(0, height, rows):
+        pixmap.put_image(gc, 0, top, width, rows, X.ZPixmap, screen.root_depth, 0, rng.randbytes(width * rows * 4))
+    screen.root.change_attributes(background_pixmap=pixmap)
+    screen.root.clear_area(0, 0, 0, 0)
+    conn.sync()
+    rec = Recorder(xvfb.display, tmp_path, f"{xvfb.width - width}x{xvfb.height - height}+{width}+{height}")
+    try:
+        yield rec
+    finally:
+        rec.stop()
+        conn.close()
+
+
+def _typing_task(seed: int) -> tuple[str, dict[str, Any]]:
+    rng = random.Random(seed)
+    text = "".join(rng.choice(ALPHABET) for _ in range(STEPS))
+    steps = [{"actions": [{"type": "click", "button": "left", "x": 1000, "y": 600}, {"type": "type", "text": text[0]}]}]
+    steps += [{"actions": [{"type": "type", "text": char}]} for char in text[1:]]
+    return text, scenario(*steps, {"message": "typed it all"})
+
+
+def _run(start_daemon: Any, busy_screen: Recorder, tmp_path: Path, *, config: str | None, vnc: bool) -> tuple[Daemon, dict[str, Any], str]:
+    seed = random.randrange(2**32)
+    print(f"text seed {seed}")
+    text, plan = _typing_task(seed)
+    options: dict[str, Any] = {"max_steps": STEPS + 5, "config": config}
+    if vnc:
+        server = start_x11vnc(busy_screen.display, tmp_path)
+        options["vnc"] = (server.server, tmp_path / "x11vnc.passwd")
+    daemon = start_daemon(plan, model_options={"record": True}, **options)
+    task_id = daemon.call("submit", prompt="type the text")["id"]
+    task = daemon.wait_state(task_id, "succeeded", "failed", timeout=600)
+    assert task["state"] == "succeeded", task
+    busy_screen.wait_text(text)
+    if vnc:
+        server.stop()
+    return daemon, task, text
+
+
+@pytest.mark.parametrize("vnc", [False, True], ids=["x11", "vnc"])
+def test_100_steps_stored_send_every_screenshot_once(start_daemon, busy_screen: Recorder, tmp_path: Path,
+                                                    vnc: bool) -> None:
+    daemon, task, _ = _run(start_daemon, busy_screen, tmp_path, config=None, vnc=vnc)
+    model = daemon.model  # type: ignore[attr-defined]
+    requests = model.requests
+    assert len(requests) == STEPS + 2  # the first look, a step per character, the last screenshot's turn
+    assert "previous_response_id" not in requests[0]
+    for body in requests[1:]:  # each continues the previous response with only its new screenshot
+        assert body["previous_response_id"] and [i["type"] for i in body["input"]] == ["computer_call_output"]
+    sends = model.image_sends
+    assert len(sends) == STEPS + 1 and set(sends.values()) == {1}, "a screenshot travelled twice"
+    screenshots = sum(len(url) for body in requests for url in image_urls(body["input"]))
+    assert sum(model.request_bytes) <= 1.1 * screenshots
+    # The daemon's own count is the server's, to the byte.
+    usage = task["usage"]
+    assert usage["requests"] == len(requests) and usage["request_bytes"] == sum(model.request_bytes)
+    assert usage["images"] == STEPS + 1 and usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    steps = [e["data"] for e in daemon.events(task["id"]) if e["kind"] == "step"]
+    assert sum(s["request_bytes"] for s in steps) == usage["request_bytes"]
+    assert [s["images"] for s in steps] == [0] + [1] * (len(steps) - 1)
+
+
+@pytest.mark.parametrize("vnc", [False, True], ids=["x11", "vnc"])
+def test_100_steps_replayed_stay_under_the_budget(start_daemon, busy_screen: Recorder, tmp_path: Path,
+                                                 vnc: bool) -> None:
+    daemon, task, _ = _run(start_daemon, busy_screen, tmp_path, config=REPLAY, vnc=vnc)
+    model = daemon.model  # type: ignore[attr-defined]
+    requests = model.requests
+    assert len(requests) == STEPS + 2
+    for number, body in enumerate(requests):
+        assert "previous_response_id" not in body and body["store"] is False
+        urls = list(image_urls(body["input"]))
+        full = [u for u in urls if u != PLACEHOLDER]
+        assert len(full) == min(6, number)  # the newest six in full, the rest placeholders
+        assert len(urls) == number  # every step is still there
+        if len(full) < len(urls):
+            notes = [i for i in body["input"] if i.get("role") == "user" and "placeholder" in str(i.get("content"))]
+            assert len(notes) == 1
+    assert max(count for count, _ in model.images) <= 400
+    assert max(data for _, data in model.images) <= 40_000_000
+    assert task["usage"]["images"] == sum(count for count, _ in model.images)
