@@ -8,10 +8,9 @@ Prints a markdown table:
 * submissions per second over one connection;
 * approval round-trip: from sending ``approve`` until the approved action has
   run (its ``action`` event reaches a follower);
-* the daemon's resident memory when idle;
-* request bytes per step of a 20-step task on a busy screen at 1280x800 and
-  1920x1080, from the scripted model's own count of the bodies it received (the
-  SDK's loop replays the whole input history, every screenshot included, each turn).
+* the daemon's resident memory when idle.
+
+What a long task uploads, per step and in all, is ``bench/long_task_bench.py``'s.
 
 Run: ``.venv/bin/python bench/daemon_bench.py [--steps N] [--submissions N]``.
 """
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,7 +29,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.procstat import memory
-from bench.scene import show_busy_scene, show_entry
 from bench.stats import table
 from cud.cuctl.client import Client
 from cud.scripted import ScriptedModel
@@ -40,10 +37,6 @@ from tests.support.recorder import wait_until
 from tests.support.xserver import start_xvfb
 
 TARGET_OVERHEAD_MS = 25.0
-#: Model turns of the request-bytes task, and the screens it runs on.
-BYTES_STEPS = 20
-BYTES_SIZES = ((1280, 800), (1920, 1080))
-BYTES_REPORTED = (1, 5, 10, 20)
 
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
@@ -103,63 +96,6 @@ def idle_rss_kib(daemon: Daemon) -> int:
     return memory(daemon.proc.pid).rss
 
 
-def request_bytes(width: int, height: int) -> tuple[list[int], list[int]]:
-    """Each request body's bytes of a 20-step task on a ``width``x``height`` busy screen; each screenshot's."""
-    x, y = 240, height - 62  # inside the entry
-    edits = [{"actions": [{"type": "click", "button": "left", "x": x + 7 * n, "y": y},
-                          {"type": "type", "text": "abcdefghijklmnopqrstuvwxyz"[n]}]} for n in range(BYTES_STEPS - 2)]
-    # Turn 1 looks, turns 2-19 edit, turn 20 answers: 20 requests.
-    model = ScriptedModel({"name": "bench-bytes", "steps": [{"actions": [{"type": "screenshot"}]}, *edits,
-                                                           {"message": "done"}]}, record=False)
-    xvfb = start_xvfb(Path(tempfile.mkdtemp(prefix="cud-bench-bytes-")), width, height)
-    procs: list[subprocess.Popen[str]] = []
-    daemon: Daemon | None = None
-    try:
-        procs.append(show_busy_scene(xvfb.display, width, height))
-        procs.append(show_entry(xvfb.display, f"400x36+40+{height - 80}"))
-        daemon = Daemon(xvfb.display, model.start(), max_steps=BYTES_STEPS)
-        daemon.start()
-        task_id = daemon.call("submit", prompt="type the alphabet")["id"]
-        task = daemon.wait_state(task_id, "succeeded", "failed", timeout=600)
-        if task["state"] != "succeeded" or task["steps"] != BYTES_STEPS:
-            raise RuntimeError(f"the request-bytes task ended {task['state']} after {task['steps']} steps: {task}")
-        sizes = model.request_bytes
-        shots = [p.stat().st_size for p in sorted((daemon.state_dir / "trajectories" / str(task_id)).iterdir())]
-    finally:
-        if daemon is not None:
-            daemon.cleanup()
-        model.stop()
-        for proc in procs:
-            proc.terminate()
-            proc.wait(10)
-        xvfb.stop()
-    if len(sizes) != BYTES_STEPS:
-        raise RuntimeError(f"the scripted model counted {len(sizes)} requests, not {BYTES_STEPS}")
-    return sizes, shots
-
-
-def bytes_section() -> str:
-    """Request bytes per step at each size (markdown)."""
-    measured = {size: request_bytes(*size) for size in BYTES_SIZES}
-    rows: list[tuple[object, ...]] = []
-    for step in BYTES_REPORTED:
-        rows.append((f"request body, step {step}", *(_size(m[0][step - 1]) for m in measured.values())))
-    rows.append((f"all {BYTES_STEPS} requests", *(_size(sum(m[0])) for m in measured.values())))
-    growth = [statistics.median(b - a for a, b in zip(m[0], m[0][1:])) for m in measured.values()]
-    rows.append(("growth per step, median", *(_size(g) for g in growth)))
-    rows.append(("one screenshot, PNG (median)", *(_size(statistics.median(m[1])) for m in measured.values())))
-    header = ("request bytes, 20-step task, busy screen", *(f"{w}x{h}" for w, h in BYTES_SIZES))
-    return table(header, rows)
-
-
-def _size(count: float) -> str:
-    if count < 10 * 1024:
-        return f"{count:.0f} B"
-    if count < 1024 * 1024:
-        return f"{count / 1024:.1f} KiB"
-    return f"{count / 1024 / 1024:.2f} MiB"
-
-
 def run(steps: int = 50, submissions: int = 200, approvals: int = 10) -> str:
     """The daemon's section of ``make bench`` (markdown)."""
     args = argparse.Namespace(steps=steps, submissions=submissions, approvals=approvals)
@@ -195,10 +131,7 @@ def run(steps: int = 50, submissions: int = 200, approvals: int = 10) -> str:
         ("approval round-trip, median (approve -> action ran)", f"{statistics.median(round_trips):.1f} ms"),
         ("daemon RSS when idle", f"{rss / 1024:.1f} MiB"),
     ]
-    return ("### Daemon (zero-latency scripted model, 1280x800 Xvfb)\n\n" + table(("metric", "value"), rows)
-            + "\n\nRequest bytes per step, as the scripted model counted the bodies it received (the SDK's loop "
-            "sends the whole history each turn, every earlier screenshot as a base64 data URL):\n\n"
-            + bytes_section())
+    return "### Daemon (zero-latency scripted model, 1280x800 Xvfb)\n\n" + table(("metric", "value"), rows)
 
 
 def main() -> int:

@@ -56,7 +56,7 @@ from tests.support.xserver import XServer, start_xvfb, stop_process
 SEAT_COUNTS = (1, 2, 4, 8)
 LATENCIES = (0.0, 1.0)
 TASKS_PER_SEAT = 3
-TURNS = 10
+TURNS = 40  # issue 20: long enough that a history replayed whole would show
 WIDTH, HEIGHT = 1280, 800
 #: Issue 11's targets: 8 seats at least 7x one seat's steps/s with a 1 s model; at most 10 MiB per seat.
 TARGET_SCALING = 7.0

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Histogram, Info, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, Info, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -49,6 +49,10 @@ UNPINNED = "*"
 _PARTS = {"model": "model_ms", "driver": "driver_ms", "daemon": "overhead_ms"}
 # Steps: from a few ms of daemon overhead up to a slow model turn of minutes.
 _STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# Model requests: a few kB (stored mode, a small screen) up to the API's 50 MB of images.
+_REQUEST_BUCKETS = (2**10, 2**14, 2**16, 2**18, 2**19, 2**20, 2**21, 2**22, 2**23, 2**24, 2**25, 2**26)
+#: Token kinds of the model's usage, as the step events carry them.
+_TOKENS = {"input": "input_tokens", "cached": "cached_tokens", "output": "output_tokens"}
 # Approvals: a person answers in seconds to minutes; the default timeout is 600 s.
 _WAIT_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
@@ -98,8 +102,15 @@ class Metrics:
                                 ["part"], buckets=_STEP_BUCKETS, registry=self.registry)
         self._waits = Histogram("cud_approval_wait_seconds", "Time from an approval's request to its decision, "
                                 "time-out or cancel", buckets=_WAIT_BUCKETS, registry=self.registry)
-        for part in _PARTS:  # every part from the start, so a rate() has its zero
+        self._request_bytes = Histogram("cud_model_request_bytes", "Bytes sent to the model per step (every "
+                                        "attempt's body)", buckets=_REQUEST_BUCKETS, registry=self.registry)
+        self._images = Counter("cud_model_images", "Images sent to the model", registry=self.registry)
+        self._tokens = Counter("cud_model_tokens", "Tokens the model counted, by kind (cached is part of input)",
+                               ["kind"], registry=self.registry)
+        for part in _PARTS:  # every part and kind from the start, so a rate() has its zero
             self._steps.labels(part)
+        for kind in _TOKENS:
+            self._tokens.labels(kind)
         store.subscribe(self._on_event)  # for the daemon's life: metrics and store end together
 
     def _on_event(self, event: EventView) -> None:
@@ -108,6 +119,11 @@ class Metrics:
         if event["kind"] == "step":
             for part, key in _PARTS.items():
                 self._steps.labels(part).observe(max(0.0, float(data.get(key, 0.0))) / 1000)
+            if data.get("requests"):
+                self._request_bytes.observe(max(0, int(data.get("request_bytes", 0))))
+                self._images.inc(max(0, int(data.get("images", 0))))
+                for kind, key in _TOKENS.items():
+                    self._tokens.labels(kind).inc(max(0, int(data.get(key, 0))))
         elif event["kind"] == "approval_decided":
             with contextlib.suppress(Exception):  # a metric must never break the decision it follows
                 approval = self._store.approval(int(data["approval_id"]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import random
 from types import SimpleNamespace
 from typing import Any
@@ -15,7 +16,7 @@ from cud.daemon.config import load_config
 from cud.daemon.history import PLACEHOLDER, History, ReplayHistory, StoredHistory, load_history
 from cud.errors import ConfigError
 from cud.request_limits import image_bytes, image_stats, image_urls
-from tests.support.daemon import scenario
+from tests.support.daemon import cuctl, scenario
 
 # -- the [history] table ----------------------------------------------------------------------
 
@@ -205,3 +206,22 @@ context_management = [{ type = "compaction", compact_threshold = 3000 }]
                 newest, compactions = ids[0], compactions + 1
         seen |= calls
     assert compactions >= 2
+
+
+def test_usage_is_shown_by_show_follow_the_report_and_export(start_daemon, tmp_path: Any) -> None:
+    daemon = start_daemon(scenario({"actions": [{"type": "wait"}]}, {"message": "done"}))
+    task_id = daemon.call("submit", prompt="count me")["id"]
+    usage = daemon.wait_state(task_id, "succeeded")["usage"]
+    assert usage["requests"] == 3 and usage["images"] == 2
+    sent = f"{usage['input_tokens']:,} in ({usage['cached_tokens']:,} cached), {usage['output_tokens']:,} out"
+    shown = cuctl(daemon.socket, "show", str(task_id)).stdout
+    assert "model usage:" in shown and "3 requests (2 images" in shown and sent in shown
+    followed = [line for line in cuctl(daemon.socket, "follow", str(task_id)).stdout.splitlines() if " done in " in line]
+    assert len(followed) == 3 and "1 request (0 images" in followed[0] and "1 request (1 image," in followed[1]
+    page = tmp_path / "report.html"
+    assert cuctl(daemon.socket, "report", str(task_id), "-o", str(page)).returncode == 0
+    html = page.read_text()
+    assert "Model usage" in html and sent in html and html.count("1 request (") == 3
+    exported = tmp_path / "export"
+    assert cuctl(daemon.socket, "export", str(task_id), "-o", str(exported)).returncode == 0
+    assert json.loads((exported / "task.json").read_text())["usage"] == usage

@@ -83,8 +83,18 @@ def test_counts_match_the_tasks_that_ran_and_survive_a_restart(start_daemon: Any
         assert value(after, "cud_step_duration_seconds_count", part=part) == steps
         assert value(after, "cud_step_duration_seconds_bucket", part=part, le="+Inf") == steps
     assert value(after, "cud_approval_wait_seconds_count") == 3
+    # What was sent to the model, as the tasks' own usage counts it.
+    usages = [daemon.task(i)["usage"] for i in ids]
+    asked = sum(1 for i in ids for e in step_events(daemon, i) if e["data"]["requests"])
+    assert value(after, "cud_model_request_bytes_count") == asked
+    assert value(after, "cud_model_request_bytes_sum") == sum(u["request_bytes"] for u in usages)
+    assert value(after, "cud_model_images_total") == sum(u["images"] for u in usages)
+    for kind in ("input", "cached", "output"):
+        assert value(after, "cud_model_tokens_total", kind=kind) == sum(u[f"{kind}_tokens"] for u in usages)
+    assert value(after, "cud_model_tokens_total", kind="input") > 0
     # No prompt or task id in any label.
-    assert not any(dict(labels).keys() - {"state", "part", "seat", "le", "version"} for _name, labels in after)
+    assert not any(dict(labels).keys() - {"state", "part", "seat", "le", "version", "kind"}
+                   for _name, labels in after)
     # A restart keeps the counts (they come from the database); the histograms start again.
     daemon.stop()
     daemon.start()

@@ -25,7 +25,7 @@ from cud.cuctl import tasks
 from cud.cuctl.client import Client
 from cud.cuctl.output import printable, short
 from cud.protocol import FINAL_STATES
-from cud.record.model import describe
+from cud.record.model import describe, describe_usage
 
 __all__ = ("follow",)
 
@@ -121,7 +121,7 @@ class Progress:
             what = ", ".join(describe(a.get("action"), 40) for a in done[:3])
             what += f" (+{len(done) - 3} more)" if len(done) > 3 else ""
             what = what or ("took a screenshot" if data.get("screenshot") else "answered")
-            self._line(f"step {data['step']}: {what} ({data.get('total_ms', 0) / 1000:.1f} s)")
+            self._line(f"step {data['step']}: {what} ({data.get('total_ms', 0) / 1000:.1f} s; {describe_usage(data)})")
             self.doing = "waiting for the model"
         elif kind == "approval_requested":
             approval = data["approval_id"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, printable, short, table, warn
-from cud.record.model import describe
+from cud.record.model import describe, describe_usage
 
 __all__ = ()
 
@@ -51,6 +51,7 @@ def show(client: Client, args: argparse.Namespace) -> int:
     print(f"{'submitter:':15}{task['submitter']['name']} (uid {task['submitter']['uid']})")
     error = task["error"]
     print(f"{'error:':15}{'-' if error is None else error['kind'] + ': ' + error['message']}")
+    print(f"{'model usage:':15}{describe_usage(task.get('usage'))}")
     return 0
 
 
@@ -120,7 +121,11 @@ def _describe(event: dict[str, Any]) -> str:
         return f"{prefix} step {data['step']}: {describe(data['action'])} ({data['ms']:.0f} ms)"
     if kind == "step":
         return (f"{prefix} step {data['step']} done in {data['total_ms']:.0f} ms "
-                f"(model {data['model_ms']:.0f}, driver {data['driver_ms']:.0f}, cud {data['overhead_ms']:.0f})")
+                f"(model {data['model_ms']:.0f}, driver {data['driver_ms']:.0f}, cud {data['overhead_ms']:.0f}); "
+                f"{describe_usage(data)}")
+    if kind == "model_retry":
+        then = "retrying" if data["retrying"] else "not retrying"
+        return f"{prefix} step {data['step']}: the model answered HTTP {data['status']} (attempt {data['attempt']}), {then}"
     if kind == "approval_requested":
         what = "; ".join(c.get("message") or c.get("code") or "?" for c in data["checks"]) or ", ".join(
             describe(a) for a in data["actions"])

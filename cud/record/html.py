@@ -22,7 +22,7 @@ from typing import Any
 
 from PIL import Image
 
-from cud.record.model import Approval, Record, Step, describe, seconds_between, steps
+from cud.record.model import Approval, Record, Step, describe, describe_usage, seconds_between, steps
 from cud.record.overlay import captions, svg_overlay
 
 __all__ = ("CSP", "MEDIA_TYPES", "render")
@@ -132,6 +132,7 @@ def _header(task: dict[str, Any], all_steps: list[Step]) -> str:
     if task.get("reason"):
         facts.append(("Reason", f'<span class="text">{escape(str(task["reason"]))}</span>'))
     facts.append(("Totals", _totals(all_steps)))
+    facts.append(("Model usage", f'<span class="totals">{escape(describe_usage(task.get("usage")))}</span>'))
     rows = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in facts)
     state = str(task["state"])
     return (f'<header><h1>Task {int(task["id"])} <span class="state {escape(state)}">{escape(state)}</span></h1>'
@@ -206,6 +207,8 @@ def _step(record: Record, step: Step) -> str:
             f'driver {t.get("driver_ms", 0):.0f} ms, approval wait {t.get("approval_ms", 0):.0f} ms, '
             f'cud {t.get("overhead_ms", 0):.1f} ms</p>'
         )
+    if step.usage:
+        right.append(f'<p class="timings usage">{escape(describe_usage(step.usage))}</p>')
     return (f'<section class="step" id="step-{n}"><h2><a href="#step-{n}">Step {n}</a>{when}</h2>'
             f'<div class="body"><div>{"".join(left)}</div><div>{"".join(right)}</div></div></section>')
 

@@ -15,7 +15,9 @@ import math
 from datetime import datetime
 from typing import Any
 
-__all__ = ("Approval", "Record", "Step", "describe", "point", "seconds_between", "steps")
+from cud.protocol import USAGE_KEYS
+
+__all__ = ("Approval", "Record", "Step", "describe", "describe_usage", "point", "seconds_between", "steps")
 
 
 @dataclasses.dataclass
@@ -52,6 +54,7 @@ class Step:
     diagnostics: list[dict[str, Any]]
     timings: dict[str, float]  # total_ms, model_ms, driver_ms, approval_ms, overhead_ms (ended steps)
     at: str | None  # when the step ended (or its last event)
+    usage: dict[str, int] = dataclasses.field(default_factory=dict)  # see cud.protocol.UsageView (ended steps)
 
 
 def steps(record: Record) -> list[Step]:
@@ -91,6 +94,7 @@ def steps(record: Record) -> list[Step]:
                 timings={k: float(data[k]) for k in ("total_ms", "model_ms", "driver_ms", "approval_ms",
                                                      "overhead_ms") if isinstance(data.get(k), (int, float))},
                 at=event["at"],
+                usage={k: int(data[k]) for k in USAGE_KEYS if isinstance(data.get(k), int)},
             ))
             last_screenshot = data.get("screenshot") or last_screenshot
             pending_actions, pending_approvals, pending_diagnostics = [], [], []
@@ -157,6 +161,24 @@ def describe(action: Any, limit: int = 80) -> str:
     if kind == "screenshot":
         return "screenshot"
     return f"{kind}: {action!r}"[:limit]
+
+
+def describe_usage(usage: Any) -> str:
+    """What a step or a task sent the model and what the model counted, in one line."""
+    if not isinstance(usage, dict) or not usage.get("requests"):
+        return "no model request"
+    requests, images = int(usage.get("requests", 0)), int(usage.get("images", 0))
+    return (f"{_bytes(int(usage.get('request_bytes', 0)))} sent in {requests} request{'s' * (requests != 1)} "
+            f"({images} image{'s' * (images != 1)}, {_bytes(int(usage.get('image_bytes', 0)))} of images); "
+            f"tokens: {int(usage.get('input_tokens', 0)):,} in ({int(usage.get('cached_tokens', 0)):,} cached), "
+            f"{int(usage.get('output_tokens', 0)):,} out")
+
+
+def _bytes(count: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} B"
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:
