@@ -101,7 +101,10 @@ class ModelRequests:
             try:
                 response = await original(**{**kwargs, **extra, "input": send})
             except openai.APIStatusError as exc:
-                raise self._explain(exc, sent, extra) from exc
+                explained = self._explain(exc, sent, extra)
+                if explained is None:
+                    raise
+                raise explained from exc
             finally:
                 _METER.reset(token)
                 self._on_end((time.monotonic() - started) * 1000, response, sent)
@@ -111,8 +114,8 @@ class ModelRequests:
         wrapped.responses.create = create  # type: ignore[method-assign]
         return wrapped
 
-    def _explain(self, exc: openai.APIStatusError, sent: Sent, extra: dict[str, Any]) -> Exception:
-        """A ModelRequestError naming the setting for a refusal a setting fixes; else the SDK's error."""
+    def _explain(self, exc: openai.APIStatusError, sent: Sent, extra: dict[str, Any]) -> ModelRequestError | None:
+        """A ModelRequestError naming the setting for a refusal a setting fixes; None for any other."""
         status, body = exc.status_code, exc.body if isinstance(exc.body, dict) else {}
         error = body.get("error") if isinstance(body.get("error"), dict) else body
         message = str(error.get("message") or exc.message)
@@ -143,4 +146,4 @@ class ModelRequests:
             return ModelRequestError(
                 f"the model server refused a request of {sent.bytes} bytes ({carried}) ({said}); {limits}: {fix}",
                 setting=setting, status=status, images=sent.images, image_bytes=sent.image_bytes)
-        return exc
+        return None
