@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 
-from cud.daemon.config_values import bad, int_in_range, positive_int, positive_number, seconds_in_range, string
+from cud.daemon.config_values import (bad, int_in_range, positive_int, positive_number, read_secret_file,
+                                      seconds_in_range, string)
+from cud.daemon.hook_config import HookConfig, load_hooks
 from cud.daemon.seat_config import SeatConfig, load_seats
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
@@ -51,6 +53,7 @@ _TOP_KEYS = {
     "retention",
     "request",
     "metrics",
+    "notify",
 }
 _ACCESS_KEYS = {"submit_users", "submit_groups", "approve_users", "approve_groups"}
 _RETENTION_KEYS = {"max_tasks", "max_age_days"}
@@ -108,6 +111,8 @@ class Config:
     metrics: Metrics = Metrics()
     #: Extra Responses parameters for every model request (see cud.daemon.request), as written.
     request: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False)
+    #: The [[notify]] hooks (see cud.daemon.hook_config), in the order written.
+    notify: tuple[HookConfig, ...] = ()
 
 
 def default_socket(env: Mapping[str, str] | None = None) -> Path:
@@ -263,18 +268,9 @@ def load_config(
         from cud.daemon.request import check_request
 
         kwargs["request"] = check_request(merged["request"])
+    if "notify" in raw:
+        kwargs["notify"] = load_hooks(raw["notify"], env)
     return Config(**kwargs)
-
-
-def read_secret_file(path: Path, key: str) -> str:
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
-        raise ConfigError(f"cannot read {key} {str(path)!r}: {reason}", key=key, path=str(path)) from None
-    if not text:
-        raise ConfigError(f"{key} {str(path)!r} is empty", key=key, path=str(path))
-    return text
 
 
 def resolve_api_key(config: Config, env: Mapping[str, str] | None = None) -> str:
