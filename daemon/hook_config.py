@@ -145,14 +145,14 @@ def _events(key: str, value: object) -> frozenset[str]:
 def _command(key: str, value: object) -> tuple[str, ...]:
     if not isinstance(value, list) or not value or not all(isinstance(arg, str) for arg in value):
         raise bad(key, value, "a non-empty list of strings (the program, then its arguments; no shell)")
-    for arg in value:
-        if "\x00" in arg:
-            raise bad(key, arg, "arguments without NUL characters")
     program = value[0]
     if not os.path.isabs(program):
         raise bad(key, program, "a command whose program is an absolute path (it is run without a shell or $PATH)")
-    if not os.path.isfile(program) or not os.access(program, os.X_OK):
+    if "\x00" in program or not os.path.isfile(program) or not os.access(program, os.X_OK):
         raise bad(key, program, "a command whose program is an executable file")
+    for arg in value[1:]:
+        if "\x00" in arg:
+            raise bad(key, arg, "arguments without NUL characters")
     return tuple(value)
 
 
