@@ -283,3 +283,22 @@ webhook = "{receiver.url('/plain')}"
         daemon.stop()
         back_server.stop()
     assert [hit.body["event"] for hit in receiver.on("/plain")] == ["seat_unavailable", "seat_recovered"]
+
+
+def test_a_denied_task_is_notified_as_finished_and_as_failed(start_daemon, receiver: Receiver) -> None:
+    config = f"""
+[[notify]]
+events = ["task_finished", "task_failed"]
+webhook = "{receiver.url('/plain')}"
+"""
+    daemon: Daemon = start_daemon(scenario(TYPE_STEP, {"message": "typed"}), config=config)
+    task_id = daemon.call("submit", prompt="type ok")["id"]
+    approval = daemon.wait_approval(task_id)
+    daemon.call("deny", id=approval["id"], reason="not now")
+    assert daemon.wait_state(task_id, "failed")["error"]["kind"] == "approval"
+    hits = wait_until(lambda: receiver.on("/plain")[1:] and receiver.on("/plain"), 30, "two notifications")
+    assert sorted(hit.body["event"] for hit in hits) == ["task_failed", "task_finished"]
+    for hit in hits:
+        task = hit.body["task"]
+        assert task["id"] == task_id and task["state"] == "failed" and task["error"]["kind"] == "approval"
+        assert "was denied by" in task["error"]["message"] and task["error"]["message"].endswith(": not now")
