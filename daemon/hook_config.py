@@ -12,16 +12,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from yarl import URL
-
 from cud.daemon.config_values import bad, int_in_range, positive_number, read_secret_file, seconds_in_range, string
 from cud.errors import ConfigError
 
-__all__ = ("EVENTS", "FORMATS", "HookConfig", "load_hooks", "read_header_value")
+__all__ = ("EVENTS", "FORMATS", "HookConfig", "load_hooks", "ntfy_split", "read_header_value")
 
 #: The events a hook may ask for, in the order the docs list them.
 EVENTS = ("approval_requested", "task_finished", "task_failed", "seat_unavailable", "seat_recovered")
@@ -109,7 +108,7 @@ def _hook(key: str, table: object, env: Mapping[str, str]) -> HookConfig:
             if table["format"] not in FORMATS:
                 raise bad(f"{key}.format", table["format"], f"one of {', '.join(map(repr, FORMATS))}")
             values["format"] = table["format"]
-            if values["format"] == "ntfy" and not URL(values["webhook"]).name:
+            if values["format"] == "ntfy" and not ntfy_split(values["webhook"])[1]:
                 raise bad(f"{key}.webhook", table["webhook"], "an ntfy topic's URL (https://ntfy.sh/TOPIC)")
         values.update(_secret(key, table, env))
     if "timeout" in table:
@@ -168,17 +167,27 @@ def _env(key: str, value: object) -> dict[str, str]:
 
 
 def _url(key: str, value: object) -> str:
+    # The standard library's parser, not yarl's: `cud --help` and the config need no dependency.
     text = string(key, value)
     try:
-        url = URL(text)
+        url = urllib.parse.urlsplit(text)
         port = url.port  # raises on a port that is not a number in range
-    except (ValueError, TypeError):
+    except ValueError:
         raise bad(key, value, "an http:// or https:// URL") from None
-    if (url.scheme not in ("http", "https") or not url.host or url.user is not None or url.password is not None
-            or any(c.isspace() or not c.isprintable() for c in text) or not port or url.fragment):
+    host = url.hostname or ""
+    if (url.scheme not in ("http", "https") or not host or not all(c.isalnum() or c in ".-_:" for c in host)
+            or url.username is not None or url.password is not None or port == 0 or url.fragment
+            or any(c.isspace() or not c.isprintable() for c in text)):
         # Credentials in a URL would sit in the config; they go in secret_file instead.
         raise bad(key, value, "an http:// or https:// URL with a host, and no user, password or #fragment")
     return text
+
+
+def ntfy_split(url: str) -> tuple[str, str]:
+    """An ntfy topic's URL as (the server's URL, the topic): ntfy takes JSON at its root."""
+    parts = urllib.parse.urlsplit(url)
+    head, _, topic = parts.path.rstrip("/").rpartition("/")
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, head or "/", "", "")), topic
 
 
 def _secret(key: str, table: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:

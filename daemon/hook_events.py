@@ -125,7 +125,8 @@ def summary(event: dict[str, Any]) -> tuple[str, str]:
             return f"cud: seat {seat['name']} is unavailable", f"{seat['where']}: {seat['error']}"
         return f"cud: seat {seat['name']} is back", f"{seat['where']} answers again"
     task = event["task"]
-    where = f"task {task['id']} on seat {task['seat']}"
+    # A task cancelled while queued never had a seat.
+    where = f"task {task['id']}" + (f" on seat {task['seat']}" if task["seat"] else "")
     prompt = f"Task: {task['prompt']}"
     if kind == "approval_requested":
         approval = event["approval"]

@@ -26,9 +26,8 @@ from typing import Any
 
 import aiohttp
 from prometheus_client import CollectorRegistry, Counter
-from yarl import URL
 
-from cud.daemon.hook_config import EVENTS, HookConfig, read_header_value
+from cud.daemon.hook_config import EVENTS, HookConfig, ntfy_split, read_header_value
 from cud.daemon.hook_events import EventMaker, command_env, ntfy_body, slack_body
 from cud.daemon.store import Store
 from cud.protocol import EventView
@@ -72,8 +71,7 @@ class _Hook:
         self.topic: str | None = None
         if config.format == "ntfy" and config.webhook is not None:
             # ntfy takes JSON at its root URL with the topic inside; people write the topic's URL.
-            url = URL(config.webhook)
-            self.url, self.topic = str(url.parent.with_query(None)), url.name
+            self.url, self.topic = ntfy_split(config.webhook)
 
 
 class Notifications:

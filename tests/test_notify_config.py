@@ -218,3 +218,15 @@ def test_cud_run_stops_at_once_on_a_bad_hook(tmp: Path) -> None:
     assert done.returncode == 2
     assert "config key 'notify[0].command' must be a command whose program is an absolute path" in done.stderr
     assert "'notify-send'" in done.stderr
+
+
+@SETTINGS
+@given(scheme=st.sampled_from(["http", "https"]), host=st.one_of(HOST, st.just("127.0.0.1"), st.just("[::1]"),
+                                                                  st.builds("{}.example.com".format, HOST)),
+       port=st.one_of(st.just(""), st.integers(1, 65535).map(":{}".format)),
+       path=st.lists(HOST, max_size=3).map("/".join), query=st.one_of(st.just(""), HOST.map("?q={}".format)))
+def test_every_well_formed_url_is_taken_as_written(tmp: Path, scheme: str, host: str, port: str, path: str,
+                                                   query: str) -> None:
+    url = f"{scheme}://{host}{port}/{path}{query}"
+    [hook] = load(tmp, f"webhook = {toml_string(url)}\n")
+    assert hook.webhook == url and hook.kind == "webhook"
