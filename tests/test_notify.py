@@ -302,3 +302,26 @@ webhook = "{receiver.url('/plain')}"
         task = hit.body["task"]
         assert task["id"] == task_id and task["state"] == "failed" and task["error"]["kind"] == "approval"
         assert "was denied by" in task["error"]["message"] and task["error"]["message"].endswith(": not now")
+
+
+SLOW = scenario({"actions": [{"type": "wait"}], "delay": 60}, {"message": "done"})
+
+
+def test_tasks_a_stop_or_a_crash_interrupts_are_notified(start_daemon, receiver: Receiver) -> None:
+    config = f'[[notify]]\nevents = ["task_finished"]\nwebhook = "{receiver.url("/plain")}"\n'
+    daemon: Daemon = start_daemon(SLOW, config=config)
+    stopped = daemon.call("submit", prompt="stopped by SIGTERM")["id"]
+    daemon.wait_state(stopped, "running")
+    assert daemon.stop() == 0  # shutdown lets the interrupted task's notification go out first
+    [hit] = receiver.on("/plain")
+    assert hit.body["task"]["id"] == stopped and hit.body["task"]["state"] == "interrupted"
+    assert "the daemon was stopped (SIGTERM)" in hit.body["task"]["reason"]
+
+    again: Daemon = start_daemon(SLOW, config=config, workdir=daemon.dir)
+    crashed = again.call("submit", prompt="lost to kill -9")["id"]
+    again.wait_state(crashed, "running")
+    again.kill9()
+    start_daemon(SLOW, config=config, workdir=daemon.dir)  # finds it at start-up, and says so
+    hits = wait_until(lambda: receiver.on("/plain")[1:], 30, "the crashed task's notification")
+    assert [h.body["task"]["id"] for h in hits] == [crashed] and hits[0].body["task"]["state"] == "interrupted"
+    assert "found at start-up" in hits[0].body["task"]["reason"]
