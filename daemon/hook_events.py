@@ -66,7 +66,7 @@ class EventMaker:
             "id": approval["id"],
             "kind": approval["kind"],
             "message": truncate(_message(approval), TEXT_CHARS),
-            "checks": [{**check, "message": truncate(check.get("message"), TEXT_CHARS)} for check in approval["checks"]],
+            "checks": [{**c, "message": truncate(c.get("message"), TEXT_CHARS)} for c in approval["checks"]],
             "actions": [_action(a) for a in actions],
             "action_words": [describe(a) for a in actions],
             "step": approval["step"],

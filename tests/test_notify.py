@@ -166,7 +166,8 @@ events = ["approval_requested", "task_finished"]
     assert len(ntfy) == 2 and all(hit.body["topic"] == "cud-topic" for hit in ntfy)
     assert ntfy[0].body["title"] == f"cud: task {task_id} on seat default needs approval {approval['id']}"
     assert check["message"] in ntfy[0].body["message"] and asked["approve"] in ntfy[0].body["message"]
-    assert ntfy[0].body["priority"] == 4 and ntfy[1].body["title"].startswith(f"cud: task {task_id} on seat default succeeded after ")
+    assert ntfy[0].body["priority"] == 4
+    assert ntfy[1].body["title"].startswith(f"cud: task {task_id} on seat default succeeded after ")
     assert all(hit.headers["Authorization"] == "Bearer tk-secret-0123" for hit in ntfy)
 
     slack = receiver.on("/slack")
