@@ -59,13 +59,16 @@ event = json.load(sys.stdin)
 out = Path(sys.argv[1])
 env = {k: v for k, v in os.environ.items() if k.startswith("CUD_")}
 record = {"event": event, "env": env, "argv": sys.argv[2:], "api_key": os.environ.get("OPENAI_API_KEY")}
-(out / f"{event['event']}-{os.getpid()}.json").write_text(json.dumps(record))
+tmp = out / f".{os.getpid()}.tmp"  # renamed whole: the test may look at any moment
+tmp.write_text(json.dumps(record))
+os.replace(tmp, out / f"{event['event']}-{os.getpid()}.json")
 if event["event"] == "approval_requested":
     # The line as given, split as a shell would, run without one; cuctl from this interpreter's bin.
     argv = shlex.split(event["approve"])
     path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     done = subprocess.run(argv, env={**os.environ, "PATH": path}, capture_output=True, text=True, timeout=60)
-    (out / "approved.txt").write_text(f"{done.returncode}\\n{done.stdout}{done.stderr}")
+    (out / ".approved.tmp").write_text(f"{done.returncode}\\n{done.stdout}{done.stderr}")
+    os.replace(out / ".approved.tmp", out / "approved.txt")
 """
 
 
@@ -89,7 +92,9 @@ timeout = 60
     task_id = daemon.call("submit", prompt=prompt)["id"]
     task = daemon.wait_state(task_id, "succeeded", "failed")
     assert task["state"] == "succeeded", task
-    approved = (out / "approved.txt").read_text()
+    # The hook writes down what cuctl said after it said it: maybe just after the task ended.
+    approved = wait_until(lambda: (out / "approved.txt").exists(), 30, "the hook's cuctl") and \
+        (out / "approved.txt").read_text()
     assert approved.startswith("0\n") and f"approved (task {task_id})" in approved, approved
     decided = [e["data"] for e in daemon.events(task_id) if e["kind"] == "approval_decided"]
     assert [d["outcome"] for d in decided] == ["approved"] and decided[0]["by"] is not None
@@ -147,6 +152,8 @@ events = ["approval_requested", "task_finished"]
     daemon: Daemon = start_daemon(scenario({**TYPE_STEP, "safety_checks": [check]}, {"message": "done"}), config=config)
     task_id = daemon.call("submit", prompt="type ok")["id"]
     approval = daemon.wait_approval(task_id)
+    for path in ("/plain", "/ntfy", "/slack"):  # so each receiver's hits come in the events' order
+        wait_until(lambda p=path: receiver.on(p), 30, path)
     daemon.call("approve", id=approval["id"])
     assert daemon.wait_state(task_id, "succeeded", "failed")["state"] == "succeeded"
     for path in ("/plain", "/ntfy", "/slack"):
@@ -242,7 +249,8 @@ backoff = 0.1
                and given_up("fail", "task_finished"), 60, "the failing hooks to give up")
     assert len(receiver.on("/hang-short")) == 3  # the first attempt and its 2 retries
     assert metric(daemon, "cud_notify_retries_total", hook="hang-short", event="approval_requested") == 2
-    assert [h.body["event"] for h in receiver.on("/fail")] == ["approval_requested"] * 4 + ["task_finished"] * 4
+    attempts = sorted(h.body["event"] for h in receiver.on("/fail"))  # each event's own 1 + 3 retries
+    assert attempts == ["approval_requested"] * 4 + ["task_finished"] * 4
     assert metric(daemon, "cud_notify_retries_total", hook="fail", event="task_finished") == 3
     started = sorted(int(p.name) for p in pids.iterdir())
     assert len(started) == 2  # the sleeper was killed at its timeout, then tried once more
