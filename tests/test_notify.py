@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.daemon import Daemon, scenario
@@ -334,3 +335,42 @@ def test_tasks_a_stop_or_a_crash_interrupts_are_notified(start_daemon, receiver:
     hits = wait_until(lambda: receiver.on("/plain")[1:], 30, "the crashed task's notification")
     assert [h.body["task"]["id"] for h in hits] == [crashed] and hits[0].body["task"]["state"] == "interrupted"
     assert "found at start-up" in hits[0].body["task"]["reason"]
+
+
+def test_a_full_queue_drops_new_events_and_close_kills_a_running_hook(short_tmp: Path) -> None:
+    import asyncio
+
+    from cud.daemon.hook_config import HookConfig
+    from cud.daemon.hook_events import EventMaker
+    from cud.daemon.hooks import QUEUE_SIZE, Notifications
+    from cud.daemon.store import Store
+
+    pids = short_tmp / "pids"
+    pids.mkdir()
+    sleeper = write_script(short_tmp / "sleeper.py", SLEEPER)
+    hook = HookConfig(name="slow", events=frozenset({"seat_unavailable"}), command=(str(sleeper), str(pids)),
+                      timeout=300, concurrency=1)
+    extra = 44
+
+    async def run() -> tuple[Notifications, list[int]]:
+        store = Store(short_tmp / "db.sqlite3")
+        maker = EventMaker(short_tmp / "s", short_tmp / "trajectories")
+        notifications = Notifications((hook,), store, maker)
+        await notifications.start()
+        # All at once, before the worker can take one: the queue holds QUEUE_SIZE, the rest are dropped.
+        for n in range(QUEUE_SIZE + extra):
+            notifications.emit(maker.seat_event("seat_unavailable", f"s{n}", ":9", "gone"))
+        while not any(pids.iterdir()):
+            await asyncio.sleep(0.02)
+        started = [int(p.name) for p in pids.iterdir()]
+        await notifications.close(grace=0)
+        store.close()
+        return notifications, started
+
+    notifications, started = asyncio.run(run())
+    registry = CollectorRegistry()
+    notifications.register(registry)
+    labels = {"hook": "slow", "event": "seat_unavailable"}
+    assert registry.get_sample_value("cud_notify_dropped_total", labels) == extra
+    assert registry.get_sample_value("cud_notify_delivered_total", labels) == 0
+    assert len(started) == 1 and not Path(f"/proc/{started[0]}").exists()  # killed and reaped on close
