@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 
-from cud.daemon.config_values import bad, int_in_range, positive_int, positive_number, seconds_in_range, string
+from cud.daemon.config_values import (bad, int_in_range, positive_int, positive_number, read_secret_file,
+                                      seconds_in_range, string)
 from cud.daemon.history import History, load_history
+from cud.daemon.hook_config import HookConfig, load_hooks
 from cud.daemon.seat_config import SeatConfig, load_seats
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
@@ -54,6 +56,7 @@ _TOP_KEYS = {
     "history",
     "max_retries",
     "metrics",
+    "notify",
 }
 _ACCESS_KEYS = {"submit_users", "submit_groups", "approve_users", "approve_groups"}
 _RETENTION_KEYS = {"max_tasks", "max_age_days"}
@@ -115,6 +118,8 @@ class Config:
     history: History = History()
     #: Retries of a model request the API answered 408/409/429/5xx, with the SDK's back-off.
     max_retries: int = 2
+    #: The [[notify]] hooks (see cud.daemon.hook_config), in the order written.
+    notify: tuple[HookConfig, ...] = ()
 
 
 def default_socket(env: Mapping[str, str] | None = None) -> Path:
@@ -274,18 +279,9 @@ def load_config(
         kwargs["history"] = load_history(merged.get("history", {}), kwargs.get("request", {}))
     if "max_retries" in merged:
         kwargs["max_retries"] = int_in_range("max_retries", merged["max_retries"], 0, 10)
+    if "notify" in raw:
+        kwargs["notify"] = load_hooks(raw["notify"], env)
     return Config(**kwargs)
-
-
-def read_secret_file(path: Path, key: str) -> str:
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
-        raise ConfigError(f"cannot read {key} {str(path)!r}: {reason}", key=key, path=str(path)) from None
-    if not text:
-        raise ConfigError(f"{key} {str(path)!r} is empty", key=key, path=str(path))
-    return text
 
 
 def resolve_api_key(config: Config, env: Mapping[str, str] | None = None) -> str:

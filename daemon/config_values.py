@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from cud.errors import ConfigError
 
-__all__ = ("bad", "int_in_range", "positive_int", "positive_number", "seconds_in_range", "string")
+__all__ = ("bad", "int_in_range", "positive_int", "positive_number", "read_secret_file", "seconds_in_range", "string")
 
 
 def bad(key: str, value: object, wanted: str) -> ConfigError:
@@ -44,3 +45,14 @@ def int_in_range(key: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise bad(key, value, f"an integer from {low} to {high}")
     return value
+
+
+def read_secret_file(path: Path, key: str) -> str:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+        raise ConfigError(f"cannot read {key} {str(path)!r}: {reason}", key=key, path=str(path)) from None
+    if not text:
+        raise ConfigError(f"{key} {str(path)!r} is empty", key=key, path=str(path))
+    return text

@@ -69,6 +69,8 @@ class SeatParts:
     trajectories: Trajectories
     client: AsyncOpenAI
     api_key: str
+    #: Told (name, where, up, error) when a display stops answering or answers again ([[notify]]).
+    on_health: Callable[[str, str, bool, str | None], None] | None = None
 
 
 class Seat:
@@ -83,6 +85,7 @@ class Seat:
         self._client = parts.client
         self._api_key = parts.api_key
         self._on_free = on_free
+        self._on_health = parts.on_health
         self.state: SeatState = "unavailable"
         #: Why the seat is unavailable (None while it is not); its screen when the display last answered.
         self.error: str | None = NOT_CHECKED
@@ -140,13 +143,19 @@ class Seat:
         except DriverError as exc:
             if self.state != "unavailable":
                 log.warning("seat %s is unavailable: %s", self.name, exc.message)
+            # A seat down at start-up is news too; one that stays down is not news again.
+            news = self.state != "unavailable" or self.error == NOT_CHECKED
             self.state, self.error, self.size = "unavailable", exc.message, None
+            if news and self._on_health is not None:
+                self._on_health(self.name, self.spec.where, False, exc.message)
             return False
         finally:
             self._checking = False
         if self.state == "unavailable":
             again = "answers again" if self.error != NOT_CHECKED else "ready"
             log.info("seat %s (%s) %s: %dx%d", self.name, self.spec.where, again, *self.size)  # type: ignore[misc]
+            if self.error != NOT_CHECKED and self._on_health is not None:
+                self._on_health(self.name, self.spec.where, True, None)
             self.state, self.error = "idle", None
         return True
 

@@ -22,6 +22,8 @@ from cud.daemon.access import Peer, Policy
 from cud.daemon.approvals import Approvals
 from cud.daemon.config import Config, resolve_api_key
 from cud.daemon.handlers import HANDLERS, Context
+from cud.daemon.hook_events import EventMaker
+from cud.daemon.hooks import Notifications
 from cud.daemon.metrics import Metrics
 from cud.daemon.model_client import make_client
 from cud.daemon.notify import Notifier
@@ -39,6 +41,8 @@ log = logging.getLogger("cud.daemon")
 
 #: How long shutdown waits for the running tasks to wind down before cancelling them.
 SHUTDOWN_GRACE = 10.0
+#: How long shutdown lets queued notifications (the interrupted tasks' ends) go out.
+NOTIFY_GRACE = 5.0
 
 
 class Daemon:
@@ -69,17 +73,22 @@ class Daemon:
             log.warning("the disk of %s has no room for the space reserve: new tasks are refused until it has",
                         config.state_dir)
         self.store = Store(config.state_dir / "cud.sqlite3", on_full=self.reserve.release)
+        self.trajectories = Trajectories(config.state_dir, keep_free=self.reserve.size)
+        # Before recover(), so the [[notify]] hooks hear of the tasks a dead daemon left running.
+        self.notifications = Notifications(config.notify, self.store, EventMaker(config.socket, self.trajectories.root))
         recovered = self.store.recover()
         if recovered:
             log.warning("tasks %s were running when the daemon last stopped; marked interrupted", recovered)
-        self.trajectories = Trajectories(config.state_dir, keep_free=self.reserve.size)
         self.approvals = Approvals(self.store)
         # One client for every seat: its connection pool serves their requests side by side.
         self.client = make_client(api_key, config.base_url, config.max_retries)
-        parts = SeatParts(config, self.store, self.approvals, self.trajectories, self.client, api_key)
+        parts = SeatParts(config, self.store, self.approvals, self.trajectories, self.client, api_key,
+                          on_health=self.notifications.seat_changed)
         self.seats = Seats(parts)
         # Before any task can run, so the histograms see every step of this daemon's life.
         self.metrics = Metrics(self.store, self.seats)
+        self.notifications.register(self.metrics.registry)
+        await self.notifications.start()
         await self.seats.start()
         self.server = Server(config.socket, self.policy, self.dispatch,
                              max_connections=connection_slots(config.max_connections))
@@ -117,6 +126,8 @@ class Daemon:
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=2)
+        with contextlib.suppress(Exception):
+            await self.notifications.close(NOTIFY_GRACE if self._signals < 2 else 0)
         self._watchdog.cancel()
         if self._textfile is not None:
             self._textfile.cancel()
