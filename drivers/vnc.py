@@ -68,6 +68,7 @@ from cud.errors import ActionRejected, ConfigError, DisplayUnavailable, DriverEr
 
 from . import actions as A
 from .base import Driver
+from .drag_motion import drag_motion
 from .frames import patch, settle
 from .keys import KEYMAP_SETTLE_SECONDS, MODIFIER_KEYSYMS
 from .png import PngEncoder, PngSettings
@@ -93,12 +94,6 @@ _MAX_BUTTON = 7
 _SHIFT_LOST = frozenset(range(0xFFBE, 0xFFBE + 12)) | {0xFF08}
 #: Extra seconds to wait after a prime, per keysym the server added (see ``_prime``).
 KEYMAP_CHANGE_SECONDS = 0.05
-#: Pause between a drag's batches: longer than the X11 driver's, as x11vnc "eats"
-#: motion that comes faster than it polls (its -pointer_mode 2) and Chromium then saw
-#: too little movement to start an HTML5 drag in some runs.
-DRAG_STEP_SECONDS = 0.02
-#: A drag path goes out in at most this many paced batches (see ``_events``).
-MAX_DRAG_BATCHES = 64
 #: How ``scroll_x`` reaches the server (the ``horizontal_scroll`` option):
 #: "buttons" sends RFB buttons 6/7, which Xvnc delivers as X buttons 6/7;
 #: "shift" sends the vertical wheel (4/5) with Shift held, which GTK, Chromium and
@@ -292,17 +287,13 @@ class VNCDriver(Driver):
             left = _mask_bit(A.BUTTONS["left"])
             move(*step.path[0])
             move(*step.path[0], left)
-            later(A.BUTTON_HOLD_SECONDS)
-            # One batch per point paces the path as the X11 driver does; a long path
-            # is sent in at most MAX_DRAG_BATCHES batches (each costs a round trip).
-            points = step.path[1:]
-            per_batch = -(-len(points) // MAX_DRAG_BATCHES)
-            for index in range(0, len(points), per_batch):
-                if index:
-                    later(DRAG_STEP_SECONDS)
-                for x, y in points[index:index + per_batch]:
+            # A batch per tick, paced as the X11 driver paces them (see drag_motion).
+            motion = drag_motion(step.path, conn.size)
+            for tick in motion.ticks:
+                later(tick.pause)
+                for x, y in tick.points:
                     move(x, y, left)
-            later(DRAG_STEP_SECONDS)
+            later(motion.dwell)
             move(*step.path[-1])
         elif isinstance(step, A.Scroll):
             move(step.x, step.y)
