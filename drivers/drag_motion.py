@@ -18,13 +18,14 @@ driver makes one out of the model's path:
 - the rest of the path in steps of at most ``STEP_PIXELS``, one every
   ``STEP_SECONDS`` (a mouse reports at 60-125 Hz), so every segment is
   crossed as a line, not a jump, and a drop target sees the pointer enter;
-- at the last point, a 1-pixel step off and back (a position the target answers
-  with the drag already over it), then ``DWELL_SECONDS`` before the release, so
-  ``dragover`` is answered before ``drop``.
+- over the last point, ``HOVER_STEPS`` 1-pixel steps off it and back, a
+  ``HOVER_SECONDS`` apart (positions the target answers with the drag already
+  over it), then ``DWELL_SECONDS`` before the release, so ``dragover`` has been
+  answered "yes" before the release asks for the ``drop``.
 
 The path keeps its shape: every model point is visited, in order, and every step
 lies on the segment it belongs to. Time is bounded: a long path is sent in at
-most ``MAX_TICKS`` paced ticks, several points per tick (each still sent), so
+most ``MAX_TICKS`` paced ticks (and the hover), several points per tick (each still sent), so
 even a 1024-point path moves for about two seconds.
 """
 
@@ -45,7 +46,8 @@ __all__ = (
     "STEP_SECONDS",
     "DRAG_START_SECONDS",
     "DWELL_SECONDS",
-    "ARRIVE_SECONDS",
+    "HOVER_STEPS",
+    "HOVER_SECONDS",
     "MAX_TICKS",
 )
 
@@ -66,13 +68,17 @@ STEP_SECONDS = 0.016
 #: Pause once past the threshold: the toolkit starts its drag session here (Chromium
 #: asks the page for ``dragstart`` and then grabs the pointer for XDND).
 DRAG_START_SECONDS = 0.08
-#: Pause at the last point before the release: the drop target answers the pointer's
-#: last position (an XDND status; Chromium asks the page's ``dragover`` first) and a
-#: release before that answer is a cancelled drag.
-DWELL_SECONDS = 0.15
-#: Pause at the last point before the 1-pixel step off it and back: the target has
-#: answered the arrival, so its answer to the step is the one the release finds.
-ARRIVE_SECONDS = 0.05
+#: Over the last point, the pointer steps 1 pixel off it and back this many times,
+#: HOVER_SECONDS apart. An XDND source drops only if the target's answer to its last
+#: position accepted the drop, and sends a position only when the pointer moves (or
+#: every 350 ms, Chromium): Chromium answers a position with what the page said to the
+#: previous one (its ``dragover`` is asynchronous), so the first answer over the target
+#: is "no" and only a later position gets a "yes". A loaded machine, or a browser's
+#: first drag, makes the page take longer (measured: 60-300 ms), hence several.
+HOVER_STEPS = 4
+HOVER_SECONDS = 0.06
+#: Pause on the last point before the release, for the answer to the last position.
+DWELL_SECONDS = 0.06
 #: Most paced ticks for the whole path; a longer path sends several points per tick.
 MAX_TICKS = 128
 
@@ -173,5 +179,6 @@ def drag_motion(path: tuple[Point, ...], screen: tuple[int, int]) -> DragMotion:
     if moved:
         off = _wiggle(moved[-1], moved[-2] if len(moved) > 1 else path[0], screen)
         if off is not None:
-            ticks += [Tick(ARRIVE_SECONDS, (off,)), Tick(STEP_SECONDS, (moved[-1],))]
+            for _ in range(HOVER_STEPS):
+                ticks += [Tick(HOVER_SECONDS, (off,)), Tick(STEP_SECONDS, (moved[-1],))]
     return DragMotion(tuple(ticks), DWELL_SECONDS)
