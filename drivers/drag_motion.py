@@ -171,14 +171,13 @@ def drag_motion(path: tuple[Point, ...], screen: tuple[int, int]) -> DragMotion:
     # The threshold steps keep their small pace; the rest shares what is left of the budget.
     near_ticks = _chunks(near, MAX_TICKS // 4)
     far_ticks = _chunks(far, MAX_TICKS - len(near_ticks))
+    # (The first step of any motion is a threshold step: ``far`` is empty when ``near`` is.)
     ticks = [Tick(BUTTON_HOLD_SECONDS if i == 0 else STEP_SECONDS, points) for i, points in enumerate(near_ticks)]
-    for index, points in enumerate(far_ticks):
-        pause = DRAG_START_SECONDS if index == 0 and ticks else BUTTON_HOLD_SECONDS if not ticks else STEP_SECONDS
-        ticks.append(Tick(pause, points))
+    ticks += [Tick(DRAG_START_SECONDS if i == 0 else STEP_SECONDS, points) for i, points in enumerate(far_ticks)]
     moved = near + far
-    if moved:
-        off = _wiggle(moved[-1], moved[-2] if len(moved) > 1 else path[0], screen)
+    if moved:  # it ends on the path's end
+        off = _wiggle(path[-1], moved[-2] if len(moved) > 1 else path[0], screen)
         if off is not None:
             for _ in range(HOVER_STEPS):
-                ticks += [Tick(HOVER_SECONDS, (off,)), Tick(STEP_SECONDS, (moved[-1],))]
+                ticks += [Tick(HOVER_SECONDS, (off,)), Tick(STEP_SECONDS, (path[-1],))]
     return DragMotion(tuple(ticks), DWELL_SECONDS)
