@@ -35,7 +35,6 @@ __all__ = (
     "DOUBLE_CLICK_GAP_SECONDS",
     "BUTTON_HOLD_SECONDS",
     "RELEASE_SETTLE_SECONDS",
-    "DRAG_STEP_SECONDS",
 )
 
 #: X button numbers; VNC button masks are ``1 << (n - 1)`` of the same numbers.
@@ -66,11 +65,6 @@ DOUBLE_CLICK_GAP_SECONDS = 0.05
 #: no gap, none with 1 ms). A person's click holds ~100 ms.
 BUTTON_HOLD_SECONDS = 0.03
 RELEASE_SETTLE_SECONDS = 0.03
-#: Pause between the points of a drag path: apps merge motion events that queue up,
-#: and drag-and-drop needs motion over time to start. A 1024-point path (the most
-#: allowed) takes ~5 s.
-DRAG_STEP_SECONDS = 0.005
-
 Point = tuple[int, int]
 Keysyms = tuple[int, ...]
 

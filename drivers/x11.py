@@ -28,6 +28,7 @@ from cud.errors import ActionRejected, DisplayUnavailable, DriverError, DriverTi
 from . import actions as A
 from .base import Driver
 from .deadline import Deadline, probe_x_server, shut_down_fd
+from .drag_motion import drag_motion
 from .frames import patch, settle
 from .keys import KEYMAP_SETTLE_SECONDS
 from .png import PngEncoder, PngSettings
@@ -310,17 +311,17 @@ class X11Driver(Driver):
                 self._pointer(conn, X.MotionNotify, x=step.x, y=step.y)
         elif isinstance(step, A.Drag):
             with self._holding(conn, step.keys):
-                (x0, y0), rest = step.path[0], step.path[1:]
-                self._pointer(conn, X.MotionNotify, x=x0, y=y0)
+                self._pointer(conn, X.MotionNotify, x=step.path[0][0], y=step.path[0][1])
                 self._pointer(conn, X.ButtonPress, A.BUTTONS["left"])
                 conn.sync()
-                time.sleep(A.BUTTON_HOLD_SECONDS)
-                for x, y in rest:
+                # Each pause starts once the server has what came before it (see drag_motion).
+                motion = drag_motion(step.path, conn.size)
+                for tick in motion.ticks:
+                    time.sleep(tick.pause)
+                    for x, y in tick.points:
+                        self._pointer(conn, X.MotionNotify, x=x, y=y)
                     conn.sync()
-                    time.sleep(A.DRAG_STEP_SECONDS)
-                    self._pointer(conn, X.MotionNotify, x=x, y=y)
-                conn.sync()
-                time.sleep(A.DRAG_STEP_SECONDS)
+                time.sleep(motion.dwell)
                 self._pointer(conn, X.ButtonRelease, A.BUTTONS["left"])
                 self._released(conn)
         elif isinstance(step, A.Scroll):

@@ -19,10 +19,11 @@ from Xlib import X, XK
 from Xlib.display import Display
 
 from cud.drivers.aio import AsyncDriver
+from cud.drivers.drag_motion import drag_motion
 from cud.drivers.x11 import X11Driver
 from cud.drivers.x11_keyboard import _COMMAND_KEYSYMS
 from cud.errors import ActionRejected, DisplayUnavailable, DriverTimeout, OutOfBounds, UnknownKey
-from tests.support.rawx import (RawWindow, assert_double_click_is_timed_right, drag_events, held_state,
+from tests.support.rawx import (DRAG_PATH, RawWindow, assert_double_click_is_timed_right, drag_events, held_state,
                                 wheel_presses)
 from tests.support.recorder import Recorder, events_before_marker, presses, wait_until
 from tests.support.xserver import XServer, start_xvfb, stop_process
@@ -169,7 +170,9 @@ def test_drag_follows_the_whole_path(driver: X11Driver, xvfb: XServer) -> None:
     assert [(k, d, x, y) for k, d, x, y, _ in events if k != "motion"] == [
         ("press", 1, 100, 100), ("release", 1, 400, 300)]
     dragged = [(x, y) for k, _, x, y, state in events if k == "motion" and state & X.Button1Mask]
-    assert dragged == [(150, 120), (220, 180), (400, 300)]
+    # Every step of the shared schedule, which visits every point of the path (test_drag_motion).
+    path = tuple((p["x"], p["y"]) for p in DRAG_PATH)
+    assert dragged == list(drag_motion(path, (xvfb.width, xvfb.height)).points)
     assert all(state & SHIFT for k, _, _, _, state in events if k != "motion" or state & X.Button1Mask)
     assert_nothing_held(driver.display)
 

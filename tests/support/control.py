@@ -8,6 +8,7 @@ passes here, the driver is at fault; when it fails here too, the harness is.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import time
@@ -23,6 +24,11 @@ __all__ = ("Xdotool",)
 #: xdotool's own pause between the clicks of a double-click, in ms (a person's ~100 ms).
 DOUBLE_CLICK_DELAY_MS = 80
 TYPE_DELAY_MS = 12
+#: A drag as xdotool users script one (and as dropped every time in Chromium, GTK and Qt):
+#: the path in this many small moves, DRAG_MOVE_SECONDS apart, then a pause before the release.
+DRAG_MOVES = 20
+DRAG_MOVE_SECONDS = 0.02
+DRAG_DWELL_SECONDS = 0.5
 
 
 #: X's own keysym names (what xdotool reads back with XStringToKeysym): "Control_L", "F5", "a", "space".
@@ -38,6 +44,18 @@ def _key_name(keysym: int) -> str:
     if keysym >= 0x1000000:  # a Unicode keysym
         return f"U{keysym - 0x1000000:04X}"
     raise ValueError(f"xdotool has no name for keysym {keysym:#x}")
+
+
+def _small_moves(path: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
+    """``path`` after its first point as about DRAG_MOVES moves, spread by length, through every point."""
+    lengths = [math.dist(a, b) for a, b in zip(path, path[1:])]
+    total = sum(lengths) or 1.0
+    moves = []
+    for (a, b), length in zip(zip(path, path[1:]), lengths):
+        count = max(1, round(DRAG_MOVES * length / total))
+        moves += [(round(a[0] + (b[0] - a[0]) * i / count), round(a[1] + (b[1] - a[1]) * i / count))
+                  for i in range(1, count + 1)]
+    return moves
 
 
 class Xdotool:
@@ -73,11 +91,11 @@ class Xdotool:
         elif isinstance(step, A.Move):
             self._run("mousemove", str(step.x), str(step.y))
         elif isinstance(step, A.Drag):
-            (x0, y0), rest = step.path[0], step.path[1:]
+            (x0, y0) = step.path[0]
             args = [*self._keys_down(keys), "mousemove", str(x0), str(y0), "mousedown", "1"]
-            for x, y in rest:
-                args += ["sleep", "0.02", "mousemove", str(x), str(y)]
-            self._run(*args, "sleep", "0.02", "mouseup", "1", *self._keys_up(keys))
+            for x, y in _small_moves(step.path):
+                args += ["sleep", str(DRAG_MOVE_SECONDS), "mousemove", str(x), str(y)]
+            self._run(*args, "sleep", str(DRAG_DWELL_SECONDS), "mouseup", "1", *self._keys_up(keys))
         elif isinstance(step, A.Scroll):
             args = [*self._keys_down(keys), "mousemove", str(step.x), str(step.y)]
             for button, notches in step.wheel:

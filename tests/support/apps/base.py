@@ -19,7 +19,9 @@ Events (dicts), in the order the application received them:
 - ``{"type": "key", "key": NAME, "mods": [...]}``: a key press, ``NAME`` in the
   DOM's ``KeyboardEvent.key`` vocabulary (``"a"``, ``"A"``, ``"Tab"``,
   ``"Escape"``, ``"F5"``, ``"ArrowLeft"``, ``"Enter"``, ``"Control"``…);
-- ``{"type": "drop", "x": X, "y": Y}``: an HTML5 drop (Chromium only).
+- ``{"type": "drop", "x": X, "y": Y}``: a drag-and-drop that the toolkit completed on
+  the drop target (an HTML5 ``drop``, GTK's ``drag-data-received``, Qt's ``dropEvent``),
+  at the screen point the toolkit says it landed.
 
 ``mods`` is a sorted list drawn from ``"alt"``, ``"ctrl"``, ``"shift"``, ``"super"``.
 
@@ -120,6 +122,10 @@ class App(abc.ABC):
     def selection_drag(self) -> tuple[tuple[int, int], tuple[int, int], str]:
         """(from, to, the text that a left drag from → to selects); for "drag_select"."""
         raise NotImplementedError(f"{self.name} has no drag_select")
+
+    def dnd_regions(self) -> tuple[Rect, Rect]:
+        """(where a left drag picks something up, where it can be dropped); for "dnd"."""
+        raise NotImplementedError(f"{self.name} has no drag and drop")
 
     def selection(self) -> str:
         """The text selected in the application now; for "drag_select" and "dblclick" of a word."""

@@ -21,7 +21,7 @@ from typing import Any
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
 from ..recorder import wait_until
-from .base import App, Event
+from .base import App, Event, Rect
 
 __all__ = ("APP", "ChromiumApp")
 
@@ -147,10 +147,9 @@ class ChromiumApp(App):
         start, end, text = self._call(f"probe.selectionDrag({SELECTION[0]}, {SELECTION[1]})")
         return (start[0], start[1]), (end[0], end[1]), text
 
-    def dnd_points(self) -> tuple[tuple[int, int], tuple[int, int]]:
-        """From the draggable square's centre to a point inside the drop zone."""
-        (x, y, w, h), (dx, dy, dw, dh) = self._drag, self._drop
-        return (x + w // 2, y + h // 2), (dx + dw // 2 + 7, dy + dh // 2 + 11)
+    def dnd_regions(self) -> tuple[Rect, Rect]:
+        """The draggable square and the drop zone."""
+        return tuple(self._drag), tuple(self._drop)  # type: ignore[return-value]
 
     def scroll_position(self) -> tuple[int, int]:
         left, top = self._call("probe.scroll()")

@@ -10,7 +10,7 @@ __all__ = ("APP", "GtkApp")
 class GtkApp(ReportingApp):
     name = "gtk"
     probe = "gtk_probe.py"
-    capabilities = frozenset({"buttons", "back_forward", "dblclick", "drag_select", "scroll", "keys", "type",
+    capabilities = frozenset({"buttons", "back_forward", "dblclick", "drag_select", "dnd", "scroll", "keys", "type",
                               "type_newline"})
 
 

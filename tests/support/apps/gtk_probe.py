@@ -4,7 +4,9 @@ Run by ``gtk.py`` with the system's Python (PyGObject). The pad is a large
 EventBox inside a Gtk.ScrolledWindow, so clicks, motion and the wheel all land on
 one widget and the wheel then scrolls the window as GTK does; the field is a
 multi-line Gtk.TextView; below it a read-only TextView holds the text the drag
-test selects in.
+test selects in, and below that a drag source and a drop target that use GTK's own
+drag-and-drop (``drag_source_set``: GTK decides when a press and motion is a drag;
+XDND, as between programs): the drop reports where GTK says it landed.
 """
 
 from __future__ import annotations
@@ -109,6 +111,21 @@ drag_view.set_name("drag")
 drag_view.get_style_context().add_provider(css, Gtk.STYLE_PROVIDER_PRIORITY_APPLICATION)
 box.pack_start(drag_view, False, False, 0)
 
+DND_TARGETS = [Gtk.TargetEntry.new("text/plain", 0, 0)]
+dnd_box = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=40)
+dnd_source = Gtk.EventBox()
+dnd_source.set_size_request(140, 90)
+dnd_source.add(Gtk.Label(label="drag me"))
+dnd_source.drag_source_set(Gdk.ModifierType.BUTTON1_MASK, DND_TARGETS, Gdk.DragAction.COPY)
+dnd_source.connect("drag-data-get", lambda _w, _ctx, data, _info, _time: data.set_text("cud", -1))
+dnd_target = Gtk.EventBox()
+dnd_target.set_size_request(240, 90)
+dnd_target.add(Gtk.Label(label="drop here"))
+dnd_target.drag_dest_set(Gtk.DestDefaults.ALL, DND_TARGETS, Gdk.DragAction.COPY)
+dnd_box.pack_start(dnd_source, False, False, 0)
+dnd_box.pack_start(dnd_target, False, False, 0)
+box.pack_start(dnd_box, False, False, 0)
+
 
 def root_origin(widget: Gtk.Widget) -> tuple[int, int]:
     """The widget's top-left on the screen: inside the toplevel, plus where openbox put the toplevel."""
@@ -120,6 +137,15 @@ def root_origin(widget: Gtk.Widget) -> tuple[int, int]:
 def root_rect(widget: Gtk.Widget) -> list[int]:
     x, y = root_origin(widget)
     return [x, y, widget.get_allocated_width(), widget.get_allocated_height()]
+
+
+def on_drop(widget: Gtk.Widget, _context: Gdk.DragContext, x: int, y: int, data: Gtk.SelectionData,
+            _info: int, _time: int) -> None:
+    ox, oy = root_origin(widget)  # x, y are in the target widget's coordinates
+    probe.emit({"type": "drop", "x": ox + x, "y": oy + y, "data": data.get_text()})
+
+
+dnd_target.connect("drag-data-received", on_drop)
 
 
 def drag_points() -> list[Any]:
@@ -149,6 +175,7 @@ def state() -> dict[str, Any]:
     buffer = field.get_buffer()
     hadj, vadj = scrolled.get_hadjustment(), scrolled.get_vadjustment()
     return {"pad": root_rect(viewport), "field": root_rect(field), "drag": drag_points(),
+            "dnd": [root_rect(dnd_source), root_rect(dnd_target)],
             "value": buffer.get_text(buffer.get_start_iter(), buffer.get_end_iter(), True),
             "selection": latest_selection(field=selected(field), drag=selected(drag_view)),
             "selections": {"field": selected(field), "drag": selected(drag_view)},  # for the logs

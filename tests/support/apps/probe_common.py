@@ -145,7 +145,8 @@ class Probe:
             run(command)
             self._done += 1
         current = state()
-        current["ready"] = self._is_ready(focused(), (current["pad"], current["field"], current.get("drag")))
+        current["ready"] = self._is_ready(focused(), (current["pad"], current["field"], current.get("drag"),
+                                                                   current.get("dnd")))
         current["done"] = self._done
         if current != self._last:
             tmp = self._state_path + ".tmp"

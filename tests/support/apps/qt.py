@@ -10,7 +10,7 @@ __all__ = ("APP", "QtApp")
 class QtApp(ReportingApp):
     name = "qt"
     probe = "qt_probe.py"
-    capabilities = frozenset({"buttons", "back_forward", "dblclick", "drag_select", "scroll", "keys", "type",
+    capabilities = frozenset({"buttons", "back_forward", "dblclick", "drag_select", "dnd", "scroll", "keys", "type",
                               "type_newline"})
 
 

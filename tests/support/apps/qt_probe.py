@@ -4,7 +4,10 @@ Run by ``qt.py`` with the system's Python (PyQt5) on the xcb platform. The pad i
 a large widget with mouse tracking inside a QScrollArea, so clicks, motion and the
 wheel land on one widget and the wheel then scrolls the area as Qt does; the field
 is a QPlainTextEdit; below it a read-only QPlainTextEdit holds the text the drag
-test selects in.
+test selects in, and below that a drag source and a drop target: a QListWidget with
+one item filling it (the item view decides when a press and motion is a drag, by
+``startDragDistance``; XDND, as between programs) and a widget that accepts drops
+and reports where Qt says they landed.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from typing import Any
 # Screen pixels are Qt pixels: no high-DPI scaling of the reported coordinates.
 os.environ.update({"QT_AUTO_SCREEN_SCALE_FACTOR": "0", "QT_SCALE_FACTOR": "1", "QT_ENABLE_HIGHDPI_SCALING": "0"})
 
-from PyQt5.QtCore import QEvent, QObject, QPoint, Qt, QTimer  # noqa: E402
-from PyQt5.QtGui import QFont, QKeyEvent, QMouseEvent, QTextCursor, QWheelEvent  # noqa: E402
-from PyQt5.QtWidgets import QApplication, QPlainTextEdit, QScrollArea, QVBoxLayout, QWidget  # noqa: E402
+from PyQt5.QtCore import QEvent, QObject, QPoint, QSize, Qt, QTimer  # noqa: E402
+from PyQt5.QtGui import QDragEnterEvent, QDropEvent, QFont, QKeyEvent, QMouseEvent, QTextCursor, QWheelEvent  # noqa: E402
+from PyQt5.QtWidgets import (QAbstractItemView, QApplication, QHBoxLayout, QLabel, QListWidget,  # noqa: E402
+                             QListWidgetItem, QPlainTextEdit, QScrollArea, QVBoxLayout, QWidget)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from probe_common import LatestSelection, Probe, dom_key, mods  # noqa: E402
@@ -75,6 +79,24 @@ class Pad(QWidget):
         event.ignore()  # on to the scroll area, which scrolls
 
 
+class DropTarget(QLabel):
+    """Accepts whatever is dragged onto it and reports where it was dropped."""
+
+    def __init__(self) -> None:
+        super().__init__("drop here")
+        self.setAcceptDrops(True)
+        self.setAlignment(Qt.AlignCenter)
+        self.setFixedSize(240, 90)
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        where = self.mapToGlobal(event.pos())
+        probe.emit({"type": "drop", "x": where.x(), "y": where.y(), "data": list(event.mimeData().formats())})
+        event.acceptProposedAction()
+
+
 class KeyReporter(QObject):
     """Sees every key press on the window before the focused widget gets it."""
 
@@ -108,10 +130,34 @@ drag_view.setFont(QFont("Monospace", 16))  # wide letters: room to aim inside on
 drag_view.setFixedSize(PAD_SIZE[0], 50)
 layout.addWidget(drag_view)
 
+dnd_row = QHBoxLayout()
+dnd_source = QListWidget()
+dnd_source.setFixedSize(140, 90)
+dnd_source.setDragEnabled(True)
+dnd_source.setDragDropMode(QAbstractItemView.DragOnly)
+dnd_source.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+dnd_source.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+dnd_item = QListWidgetItem("drag me")
+dnd_item.setSizeHint(QSize(100, 80))
+dnd_source.addItem(dnd_item)
+dnd_target = DropTarget()
+dnd_row.addWidget(dnd_source)
+dnd_row.addSpacing(40)
+dnd_row.addWidget(dnd_target)
+dnd_row.addStretch()
+layout.addLayout(dnd_row)
+
 
 def root_rect(widget: QWidget) -> list[int]:
     origin = widget.mapToGlobal(QPoint(0, 0))  # includes where openbox put the window
     return [origin.x(), origin.y(), widget.width(), widget.height()]
+
+
+def dnd_source_rect() -> list[int]:
+    """The draggable item's rectangle on the screen (a press outside it drags nothing)."""
+    rect = dnd_source.visualItemRect(dnd_item).intersected(dnd_source.viewport().rect())
+    origin = dnd_source.viewport().mapToGlobal(rect.topLeft())
+    return [origin.x(), origin.y(), rect.width(), rect.height()]
 
 
 def drag_points() -> list[Any]:
@@ -137,6 +183,7 @@ latest_selection = LatestSelection()
 
 def state() -> dict[str, Any]:
     return {"pad": root_rect(scroll.viewport()), "field": root_rect(field), "drag": drag_points(),
+            "dnd": [dnd_source_rect(), root_rect(dnd_target)],
             "value": field.toPlainText(),
             "selection": latest_selection(field=selected(field), drag=selected(drag_view)),
             "selections": {"field": selected(field), "drag": selected(drag_view)},  # for the logs

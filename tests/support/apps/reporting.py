@@ -16,7 +16,8 @@ paths in its environment:
   middle), then bumps ``done``.
 
 The state may also hold ``"drag": [[x0, y0], [x1, y1], text]``: the points of a
-left drag that selects ``text`` (``selection_drag``).
+left drag that selects ``text`` (``selection_drag``), and ``"dnd": [source, target]``:
+the rectangles a drag-and-drop starts in and drops onto (``dnd_regions``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 from ..recorder import wait_until
 from ..xserver import stop_process
-from .base import App, Event
+from .base import App, Event, Rect
 
 __all__ = ("ReportingApp", "SYSTEM_PYTHON")
 
@@ -112,6 +113,10 @@ class ReportingApp(App):
     def selection_drag(self) -> tuple[tuple[int, int], tuple[int, int], str]:
         (x0, y0), (x1, y1), text = self._state()["drag"]
         return (x0, y0), (x1, y1), text
+
+    def dnd_regions(self) -> tuple[Rect, Rect]:
+        source, target = self._state()["dnd"]
+        return tuple(source), tuple(target)  # type: ignore[return-value]
 
     def scroll_position(self) -> tuple[int, int]:
         left, top = self._state().get("scroll", (0, 0))
