@@ -67,6 +67,7 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
     ScreenshotResult,
     SeatState,
     SeatView,
+    Target,
     TaskState,
     TaskView,
 )

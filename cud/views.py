@@ -80,6 +80,21 @@ class TaskView(TypedDict):
     finished_at: str | None
 
 
+class Target(TypedDict):
+    """What an action touches (see cud.daemon.targets): the window and the accessibility element."""
+
+    kind: Literal["point", "focus"]
+    x: NotRequired[int]
+    y: NotRequired[int]
+    #: {"id", "class", "instance", "title", "pid", "process"}; None if unknown (see note).
+    window: dict[str, Any] | None
+    #: {"role", "name", "description", "states", "bounds", "application", "depth"}; None if unknown.
+    element: dict[str, Any] | None
+    #: Why part of it is unknown (no bus, an app not on it, a bus too slow), else None.
+    note: str | None
+    ms: float
+
+
 class ApprovalView(TypedDict):
     id: int
     task_id: int
@@ -89,6 +104,8 @@ class ApprovalView(TypedDict):
     state: ApprovalState
     checks: list[dict[str, Any]]
     actions: list[dict[str, Any]]
+    #: What each action touches, in the order of ``actions`` (None where it touches nothing).
+    targets: list[Target | None]
     step: int
     screenshot: str | None
     created_at: str
