@@ -272,6 +272,15 @@ def _action(kind: str, name: str, value: object) -> None:
         raise _bad(kind, name, value, "an action object whose 'type' is one of " + ", ".join(HUMAN_ACTIONS))
 
 
+#: Rules a submitter may add to a task (the daemon checks each one: cud.daemon.rules).
+MAX_TASK_RULES = 64
+
+
+def _rules(kind: str, name: str, value: object) -> None:
+    if not isinstance(value, list) or len(value) > MAX_TASK_RULES or not all(isinstance(r, dict) for r in value):
+        raise _bad(kind, name, value, f"a list of at most {MAX_TASK_RULES} rule objects")
+
+
 def _file_name(kind: str, name: str, value: object) -> None:
     if not isinstance(value, str) or not RECORD_FILE_NAME.fullmatch(value):
         raise _bad(kind, name, value, "a trajectory file name like 'step-0003.png'")
@@ -295,6 +304,7 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "max_duration": (_integer(1, MAX_DURATION_LIMIT), False),
         "approval": (_choice(*APPROVAL_POLICIES), False),
         "seat": (_seat_name, False),
+        "rules": (_rules, False),
     },
     "list": {},
     "show": {"id": (_ID, True)},

@@ -78,6 +78,8 @@ class TaskView(TypedDict):
     created_at: str
     started_at: str | None
     finished_at: str | None
+    #: The submitter's policy rules for this task ([] if none), as submitted.
+    rules: list[dict[str, Any]]
 
 
 class Target(TypedDict):

@@ -122,6 +122,12 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE tasks_v4 RENAME TO tasks;
     CREATE INDEX tasks_by_state ON tasks (state, id)
     """,
+    # 5: what actions touch (docs/targets.md): the target of each approved action, and a
+    # submitter's policy rules for the task (JSON; NULL: none).
+    """
+    ALTER TABLE approvals ADD COLUMN targets TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE tasks ADD COLUMN rules TEXT
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -151,6 +157,7 @@ def task_view(row: sqlite3.Row) -> TaskView:
         "created_at": row["created_at"],
         "started_at": row["started_at"],
         "finished_at": row["finished_at"],
+        "rules": [] if row["rules"] is None else json.loads(row["rules"]),
     }
 
 
@@ -166,6 +173,7 @@ def approval_view(row: sqlite3.Row) -> ApprovalView:
         "state": row["state"],
         "checks": json.loads(row["checks"]),
         "actions": json.loads(row["actions"]),
+        "targets": json.loads(row["targets"]),
         "step": row["step"],
         "screenshot": row["screenshot"],
         "created_at": row["created_at"],

@@ -74,13 +74,15 @@ class TargetResolver:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cud-targets") if display else None
         self._bus_down_until = 0.0
         self._bus_down_reason = ""
+        self._warming: asyncio.Task[str | None] | None = None
 
     @classmethod
-    def for_seat(cls, display: str | None, session_bus: str | None, *, vnc: bool) -> TargetResolver:
+    def for_seat(cls, display: str | None, session_bus: str | None, *, vnc: bool,
+                 timeout: float = HARD_TIMEOUT) -> TargetResolver:
         """The seat's resolver; an X seat on the daemon's own $DISPLAY shares the daemon's session bus."""
         if session_bus is None and display is not None and display == os.environ.get("DISPLAY"):
             session_bus = os.environ.get("DBUS_SESSION_BUS_ADDRESS") or None
-        return cls(display, session_bus, vnc=vnc)
+        return cls(display, session_bus, vnc=vnc, timeout=timeout)
 
     async def resolve(self, action: dict[str, Any]) -> Target | None:
         """The target of ``action``; None for actions that touch nothing (screenshot, wait)."""
@@ -93,6 +95,11 @@ class TargetResolver:
         if kind in _FOCUS:
             return await self.focus()
         return None
+
+    def warm_soon(self) -> None:
+        """Start :meth:`warm` in the background (a task's start never waits for it)."""
+        if self._warming is None or self._warming.done():
+            self._warming = asyncio.get_running_loop().create_task(self.warm())
 
     async def warm(self, timeout: float = CONNECT_TIMEOUT) -> str | None:
         """Connect to the accessibility bus and list its applications ahead of the first action.
@@ -123,6 +130,10 @@ class TargetResolver:
         return await self._bounded({"kind": "focus"}, self._focused_element, window_call="active_window")
 
     async def close(self) -> None:
+        if self._warming is not None:
+            self._warming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._warming
         if self._atspi is not None:
             self._atspi.drop()
         if self._windows is not None and self._thread is not None:
@@ -171,6 +182,8 @@ class TargetResolver:
     def _bus_reason(self) -> str | None:
         if self._atspi is None:
             return "element unknown: no session bus configured for this seat (see docs/targets.md)"
+        if self._warming is not None and not self._warming.done() and asyncio.current_task() is not self._warming:
+            return "element unknown: still connecting to the accessibility bus"
         if time.monotonic() < self._bus_down_until:
             return self._bus_down_reason
         return None

@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-duration", type=int, metavar="S", help="seconds the task may run, approvals included")
     p.add_argument("--approval", choices=("safety", "actions"))
     p.add_argument("--seat", metavar="NAME", help="run it on this seat only (default: the first free seat)")
+    p.add_argument("--rule", action="append", metavar="RULE-JSON",
+                   help='a policy rule for this task, ask or deny only (repeatable; docs/targets.md), e.g. '
+                        '\'{"action": "type", "app": "xterm", "decision": "ask"}\'')
     p.add_argument("--wait", action="store_true", help="block until the task ends; print its final message")
     add("list", "tasks:list_tasks", "list tasks")
     add("show", "tasks:show", "show one task").add_argument("id", type=int, metavar="ID")

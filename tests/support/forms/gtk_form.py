@@ -15,8 +15,9 @@ os.environ["GDK_SCALE"] = "1"
 
 import gi  # noqa: E402
 
+gi.require_version("Gdk", "3.0")
 gi.require_version("Gtk", "3.0")
-from gi.repository import GLib, Gtk  # noqa: E402
+from gi.repository import Gdk, GLib, Gtk  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "apps"))
 from probe_common import Probe  # noqa: E402
@@ -36,6 +37,19 @@ entry.get_accessible().set_name("Search")
 entry.set_size_request(240, 36)
 entry.connect("changed", lambda e: probe.emit({"type": "text", "widget": "Search", "value": e.get_text()}))
 box.pack_start(entry, False, False, 0)
+# The tests' fence (App.fence): motion reported from a plain area below the controls.
+pad = Gtk.EventBox()
+pad.set_size_request(240, 40)
+pad.add_events(Gdk.EventMask.POINTER_MOTION_MASK)
+
+
+def on_motion(_widget: Gtk.Widget, event: Gdk.EventMotion) -> bool:
+    probe.emit({"type": "move", "x": round(event.x_root), "y": round(event.y_root)})
+    return False
+
+
+pad.connect("motion-notify-event", on_motion)
+box.pack_start(pad, False, False, 0)
 
 
 def rect(widget: Gtk.Widget) -> list[int]:
@@ -45,7 +59,7 @@ def rect(widget: Gtk.Widget) -> list[int]:
 
 
 def state() -> dict[str, Any]:
-    return {"pad": rect(buttons[0]), "field": rect(entry), "buttons": {b.get_label(): rect(b) for b in buttons},
+    return {"pad": rect(pad), "field": rect(entry), "buttons": {b.get_label(): rect(b) for b in buttons},
             "value": entry.get_text(), "pid": os.getpid()}
 
 

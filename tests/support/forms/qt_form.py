@@ -13,6 +13,7 @@ from typing import Any
 os.environ.update({"QT_AUTO_SCREEN_SCALE_FACTOR": "0", "QT_SCALE_FACTOR": "1", "QT_ENABLE_HIGHDPI_SCALING": "0"})
 
 from PyQt5.QtCore import QPoint, QTimer  # noqa: E402
+from PyQt5.QtGui import QMouseEvent  # noqa: E402
 from PyQt5.QtWidgets import QApplication, QLineEdit, QPushButton, QVBoxLayout, QWidget  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "apps"))
@@ -35,13 +36,29 @@ entry.textChanged.connect(lambda text: probe.emit({"type": "text", "widget": "Se
 layout.addWidget(entry)
 
 
+class Pad(QWidget):
+    """The tests' fence (App.fence): motion reported from a plain area below the controls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setMouseTracking(True)
+        self.setFixedSize(240, 40)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        probe.emit({"type": "move", "x": event.globalPos().x(), "y": event.globalPos().y()})
+
+
+pad = Pad()
+layout.addWidget(pad)
+
+
 def rect(widget: QWidget) -> list[int]:
     origin = widget.mapToGlobal(QPoint(0, 0))
     return [origin.x(), origin.y(), widget.width(), widget.height()]
 
 
 def state() -> dict[str, Any]:
-    return {"pad": rect(buttons[0]), "field": rect(entry), "buttons": {b.text(): rect(b) for b in buttons},
+    return {"pad": rect(pad), "field": rect(entry), "buttons": {b.text(): rect(b) for b in buttons},
             "value": entry.text(), "pid": os.getpid()}
 
 
