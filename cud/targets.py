@@ -1,4 +1,6 @@
-"""Say in words what an action touches: the one phrase cuctl approvals, follow, the console and the report show.
+"""Say in words what an action touches: the phrase cuctl approvals, follow, the console and the report show.
+
+:func:`cud.record.model.describe_action` puts it into the action's own phrase:
 
 ``click "Delete account" (push button) in "Settings – Chromium" (chromium, pid 4121) at (530, 191)``
 
@@ -12,13 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from cud.cuctl.output import printable
-from cud.record.model import describe
 
-__all__ = ("describe_action", "target_phrase", "identity", "identity_phrase")
+__all__ = ("identity", "identity_phrase", "target_phrase")
 
 #: Longest element name or window title shown; the rest becomes "…".
 NAME_LIMIT = 60
-_POINTER = {"click", "double_click", "move", "scroll"}
 
 
 def _quoted(text: Any) -> str:
@@ -55,27 +55,6 @@ def target_phrase(target: dict[str, Any] | None) -> str:
         return f"{_element(element)} in {_quoted(app)}" if app else _element(element)
     note = str(target.get("note") or "")
     return "unknown (VNC)" if note.startswith("unknown (VNC)") else "an unknown target"
-
-
-def describe_action(action: Any, target: dict[str, Any] | None, limit: int = 80) -> str:
-    """The action's phrase (:func:`cud.record.model.describe`) with what it touches."""
-    base = describe(action, limit)
-    phrase = target_phrase(target)
-    if not phrase or not isinstance(action, dict):
-        return base
-    kind = action.get("type")
-    if kind in _POINTER and " at " in base:
-        verb, where = base.rsplit(" at ", 1)
-        if kind == "click" and verb == "click left":
-            verb = "click"
-        return f"{verb} {phrase} at {where}"
-    if kind == "drag":
-        return f"{base} from {phrase}"
-    if kind == "type":
-        return f"{base} into {phrase}"
-    if kind == "keypress":
-        return f"{base} in {phrase}"
-    return base
 
 
 def identity(target: dict[str, Any] | None) -> dict[str, str] | None:

@@ -18,7 +18,8 @@ from cud.daemon.rules import Rule, Verdict, decide
 from cud.daemon.targets import TargetResolver
 from cud.errors import ApprovalError, PolicyDenied
 from cud.protocol import Target
-from cud.targets import describe_action, identity, identity_phrase
+from cud.record.model import describe_action
+from cud.targets import identity, identity_phrase
 
 __all__ = ("TargetGate",)
 

@@ -17,6 +17,8 @@ import pytest
 
 from cud.scripted import ScriptedModel
 from tests.support.a11y import A11yBus, FormApp, start_a11y_bus
+from tests.support.browser import Browser
+from tests.support.console import Console
 from tests.support.daemon import Daemon, cuctl, scenario
 from tests.support.desktop import Desktop, start_desktop
 
@@ -120,6 +122,25 @@ def test_actions_record_their_targets_and_approvals_name_them(desk: Any, dialog:
     assert received[0] == {"type": "clicked", "widget": "Cancel"}
     assert received[-1] == {"type": "text", "widget": "Search", "value": "hi"}
     assert [e["data"]["target"] for e in lines if e["kind"] == "action"] == [a["target"] for a in actions]
+
+
+def test_the_console_names_the_element_an_approval_is_for(desk: Any, dialog: FormApp, short_tmp: Path) -> None:
+    with Run(desk, [{"actions": [click(dialog.button("Delete account"))]}], RULES["ask_delete"]) as daemon:
+        task_id = daemon.call("submit", prompt="delete")["id"]
+        approval = daemon.wait_approval(task_id)
+        console = Console(daemon.socket, short_tmp)
+        browser = Browser(short_tmp)
+        try:
+            watched = browser.open(console.url, width=1400, height=1000)
+            card = watched.page.locator(f'article.approval[data-id="{approval["id"]}"]')
+            card.wait_for()
+            text = card.inner_text()
+        finally:
+            browser.close()
+            assert console.stop() == 0, console.log_text()
+        daemon.call("deny", id=approval["id"])
+    assert (f'click "Delete account" (push button) in "Account settings" (python3, pid {dialog.pid}) at '
+            in text), text
 
 
 def test_a_deny_rule_stops_the_click_and_fails_the_task_naming_it(desk: Any, dialog: FormApp) -> None:

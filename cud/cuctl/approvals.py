@@ -6,7 +6,7 @@ import argparse
 
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, short, table
-from cud.targets import describe_action
+from cud.record.model import describe_action
 
 __all__ = ()
 

@@ -25,7 +25,7 @@ from cud.cuctl import tasks
 from cud.cuctl.client import Client
 from cud.cuctl.output import printable, short
 from cud.protocol import FINAL_STATES
-from cud.targets import describe_action
+from cud.record.model import describe_action
 
 __all__ = ("follow",)
 

@@ -10,8 +10,7 @@ from typing import Any
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
-from cud.record.model import describe
-from cud.targets import describe_action
+from cud.record.model import describe, describe_action
 
 __all__ = ()
 

@@ -15,6 +15,11 @@ import math
 from datetime import datetime
 from typing import Any
 
+from cud.targets import target_phrase
+
+#: Actions whose phrase ends "at (x, y)": what they touch goes before it.
+_AT_POINT = {"click", "double_click", "move", "scroll"}
+
 __all__ = ("Approval", "Record", "Step", "describe", "point", "seconds_between", "steps")
 
 
@@ -33,7 +38,8 @@ class Approval:
     actions: list[dict[str, Any]]
     screenshot: str | None
     requested_at: str
-    deadline_at: str | None
+    targets: list[Any] = dataclasses.field(default_factory=list)  # what each action touches
+    deadline_at: str | None = None
     outcome: str | None = None  # None while pending
     by: dict[str, Any] | None = None
     reason: str | None = None
@@ -66,12 +72,13 @@ def steps(record: Record) -> list[Step]:
     for event in record.events:
         kind, data = event["kind"], event["data"]
         if kind == "action":
-            pending_actions.append({"action": data.get("action", {}), "ms": data.get("ms")})
+            pending_actions.append({"action": data.get("action", {}), "ms": data.get("ms"), "target": data.get("target")})
         elif kind == "approval_requested":
             approval = Approval(
                 id=data["approval_id"], kind=data.get("kind", "?"), checks=list(data.get("checks") or []),
                 actions=list(data.get("actions") or []), screenshot=data.get("screenshot"),
                 requested_at=event["at"], deadline_at=data.get("deadline_at"),
+                targets=list(data.get("targets") or []),
             )
             approvals[approval.id] = approval
             pending_approvals.append(approval)
@@ -157,6 +164,28 @@ def describe(action: Any, limit: int = 80) -> str:
     if kind == "screenshot":
         return "screenshot"
     return f"{kind}: {action!r}"[:limit]
+
+
+def describe_action(action: Any, target: dict[str, Any] | None, limit: int = 80) -> str:
+    """The action's phrase (:func:`cud.record.model.describe`) with what it touches."""
+    base = describe(action, limit)
+    phrase = target_phrase(target)
+    if not phrase or not isinstance(action, dict):
+        return base
+    kind = action.get("type")
+    if kind in _AT_POINT and " at " in base:
+        verb, where = base.rsplit(" at ", 1)
+        if kind == "click" and verb == "click left":
+            verb = "click"
+        return f"{verb} {phrase} at {where}"
+    if kind == "drag":
+        return f"{base} from {phrase}"
+    if kind == "type":
+        return f"{base} into {phrase}"
+    if kind == "keypress":
+        return f"{base} in {phrase}"
+    return base
+
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:
