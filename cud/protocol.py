@@ -42,6 +42,8 @@ from cud.requests import (  # noqa: F401 (re-exported, as below)
     Request,
     ResumeRequest,
     ScreenshotRequest,
+    InspectRequest,
+    TreeRequest,
     SeatsRequest,
     ShowRequest,
     SubmitRequest,
@@ -272,6 +274,9 @@ def _action(kind: str, name: str, value: object) -> None:
         raise _bad(kind, name, value, "an action object whose 'type' is one of " + ", ".join(HUMAN_ACTIONS))
 
 
+#: How deep and how many elements ``cuctl tree`` may ask for (its defaults are less).
+MAX_TREE_DEPTH = 32
+MAX_TREE_COUNT = 5000
 #: Rules a submitter may add to a task (the daemon checks each one: cud.daemon.rules).
 MAX_TASK_RULES = 64
 
@@ -315,6 +320,9 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "deny": {"id": (_ID, True), "reason": (_text(4096, blank=True), False)},
     "screenshot": {"seat": (_seat_name, False)},
     "seats": {},
+    "inspect": {"seat": (_seat_name, False), "x": (_integer(0, 1 << 16), True), "y": (_integer(0, 1 << 16), True)},
+    "tree": {"seat": (_seat_name, False), "app": (_text(200), False), "depth": (_integer(1, MAX_TREE_DEPTH), False),
+             "count": (_integer(1, MAX_TREE_COUNT), False)},
     "pause": {"id": (_ID, True)},
     "resume": {"id": (_ID, True)},
     "act": {"id": (_ID, True), "action": (_action, True)},

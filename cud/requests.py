@@ -98,6 +98,27 @@ class ScreenshotRequest(TypedDict):
     seat: NotRequired[str]
 
 
+class InspectRequest(TypedDict):
+    """What is at a point of a seat's screen: the window and the chain of accessibility elements."""
+
+    v: int
+    type: Literal["inspect"]
+    x: int
+    y: int
+    seat: NotRequired[str]
+
+
+class TreeRequest(TypedDict):
+    """A seat's accessibility tree (every application, or those named ``app``), bounded in depth and count."""
+
+    v: int
+    type: Literal["tree"]
+    seat: NotRequired[str]
+    app: NotRequired[str]
+    depth: NotRequired[int]
+    count: NotRequired[int]
+
+
 class SeatsRequest(TypedDict):
     v: int
     type: Literal["seats"]
@@ -162,6 +183,8 @@ Request = Union[
     DenyRequest,
     ScreenshotRequest,
     SeatsRequest,
+    InspectRequest,
+    TreeRequest,
     PauseRequest,
     ResumeRequest,
     ActRequest,

@@ -191,3 +191,41 @@ def test_a_submitters_rules_are_stricter_only(desk: Any, dialog: FormApp) -> Non
         task = daemon.wait_state(task_id, "succeeded", "failed")
     assert task["error"]["kind"] == "policy_denied" and "rules[0]" in task["error"]["message"], task
     nothing_received(dialog, since)
+
+
+def _walk(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node["children"]:
+        yield from _walk(child)
+
+
+def test_inspect_and_tree_by_hand(desk: Any, dialog: FormApp) -> None:
+    x, y = dialog.button("Delete account")
+    with Run(desk, []) as daemon:
+        looked = cuctl(daemon.socket, "inspect", str(x), str(y), "--json")
+        assert looked.returncode == 0, looked.stderr
+        result = json.loads(looked.stdout)
+        said = cuctl(daemon.socket, "inspect", str(x), str(y))
+        full = json.loads(cuctl(daemon.socket, "tree", "--app", "gtk_form.py", "--json").stdout)
+        shallow = json.loads(cuctl(daemon.socket, "tree", "--depth", "1", "--json").stdout)
+        printed = cuctl(daemon.socket, "tree", "--app", "gtk_form.py")
+        bad = cuctl(daemon.socket, "tree", "--count", "0")
+    assert result["target"]["element"]["name"] == "Delete account"
+    chain = result["chain"]
+    assert chain[0]["role"] == "frame" and chain[0]["name"] == "Account settings"
+    assert chain[-1]["role"] == "push button" and chain[-1]["name"] == "Delete account"
+    bx, by, bw, bh = chain[-1]["bounds"]
+    assert bx <= x < bx + bw and by <= y < by + bh
+    assert said.stdout.splitlines()[0] == (f'({x}, {y}) on seat default: "Delete account" (push button) in '
+                                           f'"Account settings" (python3, pid {dialog.pid})')
+    (app,) = full["apps"]
+    assert app["application"] == "gtk_form.py" and app["pid"] == dialog.pid and not full["truncated"]
+    nodes = [n for window in app["windows"] for n in _walk(window)]
+    buttons = {n["name"]: n["bounds"] for n in nodes if n["role"] == "push button"}
+    assert set(buttons) == {"Delete account", "Cancel"}
+    assert buttons["Cancel"][:2] == dialog._state()["buttons"]["Cancel"][:2]
+    assert shallow["truncated"] and all(not w["children"] for a in shallow["apps"] for w in a["windows"])
+    lines = printed.stdout.splitlines()
+    assert lines[0] == f"gtk_form.py (pid {dialog.pid})"
+    assert any(line.strip().startswith('- push button "Cancel" at ') for line in lines), lines
+    assert bad.returncode != 0 and "'count' must be an integer from 1 to 5000, got 0" in bad.stderr
