@@ -177,6 +177,11 @@ class Atspi:
         (value,) = await self.call((bus_name, path), "org.freedesktop.DBus.Properties", "Get", "ss", [ACCESSIBLE, prop])
         return str(value.value)
 
+    async def parent(self, ref: Ref) -> Ref | None:
+        (value,) = await self.call(ref, "org.freedesktop.DBus.Properties", "Get", "ss", [ACCESSIBLE, "Parent"])
+        name, path = value.value
+        return None if path == NULL_PATH else (str(name), str(path))
+
     async def children(self, ref: Ref) -> list[Ref]:
         (children,) = await self.call(ref, ACCESSIBLE, "GetChildren")
         return [(str(n), str(p)) for n, p in children if p != NULL_PATH]
@@ -229,7 +234,7 @@ class Atspi:
             chain.append(ref)
         return chain
 
-    async def focused(self, app: App, limit: int) -> list[Ref]:
+    async def focused(self, app: App, limit: int, title: str | None = None) -> list[Ref]:
         """The chain from the app's active window down to its focused object, visiting at most ``limit`` objects.
 
         AT-SPI has no "what has the focus" call, so this is a breadth-first walk of
@@ -237,18 +242,24 @@ class Atspi:
         """
         frames = await self.frames(app)
         states = await asyncio.gather(*(self.state_bits(f) for f in frames))
-        active = [f for f, s in zip(frames, states, strict=True) if "active" in s] or frames
+        active = [f for f, s in zip(frames, states, strict=True) if "active" in s]
+        if not active and title is not None:
+            # Chromium marks no frame active, and keeps hidden frames with focused documents:
+            # the window manager's active window, by its title, is the one.
+            names = await asyncio.gather(*(self._property(f[0], f[1], "Name") for f in frames))
+            active = [f for f, n in zip(frames, names, strict=True) if n == title]
+        active = active or frames
         parents: dict[Ref, Ref | None] = {f: None for f in active}
         level, seen = list(active), len(active)
+        best: Ref | None = None
         while level and seen <= limit:
             bits = await asyncio.gather(*(self.state_bits(r) for r in level))
-            for ref, s in zip(level, bits, strict=True):
-                if "focused" in s:
-                    chain = [ref]
-                    while (up := parents[chain[-1]]) is not None:
-                        chain.append(up)
-                    return chain[::-1]
-            showing = [r for r, s in zip(level, bits, strict=True) if "showing" in s or parents[r] is None]
+            focused = next((r for r, s in zip(level, bits, strict=True) if "focused" in s), None)
+            if focused is not None:
+                # A focused document (Chromium's) holds the focused field: look on beneath it alone.
+                best, showing = focused, [focused]
+            else:
+                showing = [r for r, s in zip(level, bits, strict=True) if "showing" in s or parents[r] is None]
             kids = await asyncio.gather(*(self.children(r) for r in showing))
             level = []
             for parent, refs in zip(showing, kids, strict=True):
@@ -257,7 +268,12 @@ class Atspi:
                         parents[ref] = parent
                         level.append(ref)
                         seen += 1
-        return []
+        if best is None:
+            return []
+        chain = [best]
+        while (up := parents[chain[-1]]) is not None:
+            chain.append(up)
+        return chain[::-1]
 
 
 def _inside(box: tuple[int, int, int, int], x: int, y: int) -> bool:

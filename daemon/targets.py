@@ -43,6 +43,10 @@ RETRY_AFTER = 5.0
 FOCUS_LIMIT = 600
 #: Roles of text that only labels its parent: the parent is what a click on it presses.
 _LABEL_ROLES = {"static", "label", "text"}
+#: Parents a label only sits in (the label is then what was hit), and how far up to look.
+_CONTAINER_ROLES = {"frame", "window", "dialog", "document web", "document frame", "filler", "panel", "section",
+                    "paragraph", "scroll pane", "viewport"}
+_LABEL_CLIMB = 3
 _POINTER = {"click", "double_click", "move", "scroll", "drag"}
 _FOCUS = {"type", "keypress"}
 
@@ -226,24 +230,32 @@ class TargetResolver:
         if app is None:
             return None, note
         assert self._atspi is not None
-        chain = await self._atspi.focused(app, FOCUS_LIMIT)
+        chain = await self._atspi.focused(app, FOCUS_LIMIT, window.title if window is not None else None)
         if not chain:
             return None, f"element unknown: nothing in {app.name or app.bus_name} has the focus"
         return await self._describe(app, chain), None
 
     async def _describe(self, app: Any, chain: list[tuple[str, str]]) -> dict[str, Any]:
-        """The element a person would say was hit: the deepest, or the control a label belongs to."""
+        """The element a person would say was hit: the deepest, or the control a text label belongs to.
+
+        Toolkits answer GetAccessibleAtPoint one level at a time (GTK, Qt) or with the
+        deepest object at once (Chromium, whose link text is a "static" under the
+        link), so the control is found by walking up the Parent property.
+        """
         assert self._atspi is not None
-        deepest = await self._atspi.read(chain[-1])
-        element: Element = deepest
-        index = len(chain) - 1
-        while element.role in _LABEL_ROLES and "editable" not in element.states and index > 1:
-            index -= 1
-            parent = await self._atspi.read(chain[index])
-            if parent.role in ("frame", "document web", "document frame", "filler", "panel", "section"):
+        element: Element = await self._atspi.read(chain[-1])
+        depth = len(chain) - 1
+        for _ in range(_LABEL_CLIMB):
+            if element.role not in _LABEL_ROLES or "editable" in element.states:
                 break
-            element = parent
-        return {**element.to_dict(), "application": app.name, "depth": index}
+            up = await self._atspi.parent(element.ref)
+            if up is None:
+                break
+            parent = await self._atspi.read(up)
+            if parent.role in _CONTAINER_ROLES:
+                break
+            element, depth = parent, depth - 1
+        return {**element.to_dict(), "application": app.name, "depth": depth}
 
     # -- for cuctl inspect / tree ------------------------------------------------------
     async def inspect(self, x: int, y: int) -> dict[str, Any]:

@@ -8,6 +8,7 @@ window-only target with the reason, never an error.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import signal
 import tempfile
@@ -19,7 +20,7 @@ import pytest
 
 from cud.daemon.targets import TargetResolver
 from cud.drivers.x11_windows import X11Windows
-from tests.support.a11y import A11yBus, FormApp, start_a11y_bus
+from tests.support.a11y import A11yBus, ChromiumForm, FormApp, start_a11y_bus
 from tests.support.desktop import Desktop, start_desktop
 from tests.support.recorder import wait_until
 
@@ -56,7 +57,9 @@ def resolve(desktop: Desktop, bus: str, coro: Any, timeout: float = ROOMY) -> An
         finally:
             await resolver.close()
 
-    return asyncio.run(main())
+    # On a thread of its own: Playwright's sync API (the Chromium tests) keeps a loop on this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, main()).result()
 
 
 @pytest.mark.parametrize("toolkit", ["gtk", "qt"])
@@ -176,3 +179,51 @@ def test_no_bus_and_vnc_without_display_say_why() -> None:
     vnc, plain = asyncio.run(look())
     assert vnc["window"] is None and vnc["element"] is None and vnc["note"].startswith("unknown (VNC)")
     assert plain["note"].startswith("no X display")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[tuple[Desktop, A11yBus, ChromiumForm]]:
+    workdir = Path(tempfile.mkdtemp(prefix="cud-targets-chromium-"))
+    with start_desktop("x11", workdir) as desktop:
+        bus = start_a11y_bus(desktop)
+        app = ChromiumForm(desktop, bus)
+        try:
+            app.start()
+            yield desktop, bus, app
+        finally:
+            app.stop()
+            bus.stop()
+
+
+@pytest.mark.parametrize(("element_id", "role", "name"), [("delete", "push button", "Delete account"),
+                                                          ("cancel", "push button", "Cancel"),
+                                                          ("help", "link", "Help")])
+def test_chromium_click_target_is_what_the_page_received(chromium: Any, element_id: str, role: str,
+                                                         name: str) -> None:
+    desktop, bus, app = chromium
+    x, y = app.centre(element_id)
+    target = resolve(desktop, bus.address, lambda r: r.at_point(x, y))
+    assert target["window"]["pid"] == app.pid and target["window"]["process"] == "chromium", target
+    assert target["window"]["title"] == "Account settings - Chromium"
+    element = target["element"]
+    assert (element["role"], element["name"], element["application"]) == (role, name, "Chromium"), target
+    since = app.mark()
+    desktop.driver.click({"type": "click", "x": x, "y": y, "button": "left"})
+    got = app.wait_for(lambda e: e["type"] == "clicked", since, f"a click on {name!r}")
+    assert got["widget"] == element["name"]
+
+
+def test_chromium_typing_target_is_the_focused_field(chromium: Any) -> None:
+    desktop, bus, app = chromium
+    x, y = app.centre("search")
+    desktop.driver.click({"type": "click", "x": x, "y": y, "button": "left"})
+    wait_until(lambda: app.page.evaluate("document.activeElement.id") == "search", 10, "the page to focus the field")
+    target = wait_until(lambda: (t := resolve(desktop, bus.address, lambda r: r.focus()))["element"]
+                        and t["element"]["role"] != "document web" and t, 10, "the bus to report the focus")
+    element = target["element"]
+    assert (element["role"], element["name"]) == ("entry", "Search"), target
+    assert "focused" in element["states"]
+    since = app.mark()
+    desktop.driver.type({"type": "type", "text": "xyz"})
+    got = app.wait_for(lambda e: e["type"] == "text" and e["value"].endswith("xyz"), since, "the typed text")
+    assert got["widget"] == element["name"]

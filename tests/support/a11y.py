@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,3 +127,75 @@ class FormApp(ReportingApp):
 
     def received(self, since: int = 0) -> list[dict[str, Any]]:
         return [e for e in self.events(since) if e["type"] in ("clicked", "text")]
+
+
+class ChromiumForm:
+    """Debian's Chromium showing forms/chromium_form.html as a kiosk, with its accessibility tree on the bus.
+
+    Playwright attaches over the DevTools port only to read what the page received
+    and where its elements are; no input goes through it.
+    """
+
+    name = "chromium-form"
+    page_file = FORMS / "chromium_form.html"
+
+    def __init__(self, desktop: Desktop, bus: A11yBus) -> None:
+        self.desktop = desktop
+        self.bus = bus
+
+    def start(self) -> None:
+        from playwright.sync_api import sync_playwright
+
+        from .apps.chromium import CHROMIUM, FLAGS
+
+        desktop = self.desktop
+        self.profile = Path(tempfile.mkdtemp(prefix="chromium-form-", dir=desktop.workdir))
+        env = {**a11y_env(desktop, self.bus), "HOME": str(self.profile)}
+        self.proc = desktop.spawn(
+            [CHROMIUM, *FLAGS, "--force-renderer-accessibility", f"--user-data-dir={self.profile}",
+             f"--window-size={desktop.width},{desktop.height}", "--window-position=0,0", "--kiosk",
+             self.page_file.as_uri()], "chromium-form.log", env=env)
+        port_file = self.profile / "DevToolsActivePort"
+        port = wait_until(lambda: port_file.exists() and port_file.read_text().split("\n")[0], 60,
+                          "chromium to open its DevTools port")
+        self._playwright = sync_playwright().start()
+        self._browser = self._playwright.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
+
+        def page() -> Any:
+            for context in self._browser.contexts:
+                for p in context.pages:
+                    if p.url.startswith(self.page_file.as_uri()) and p.evaluate("window.ready === true"):
+                        return p
+            return None
+
+        self.page = wait_until(page, 30, "chromium to show the form")
+        wait_until(lambda: self.page.evaluate("[screenX, screenY, innerWidth, innerHeight]")
+                   == [0, 0, desktop.width, desktop.height], 30, "the kiosk window to cover the screen")
+
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid)
+
+    def rect(self, element_id: str) -> tuple[int, int, int, int]:
+        x, y, w, h = self.page.evaluate("window.rects()")[element_id]
+        return x, y, w, h
+
+    def centre(self, element_id: str) -> tuple[int, int]:
+        x, y, w, h = self.rect(element_id)
+        return x + w // 2, y + h // 2
+
+    def received(self, since: int = 0) -> list[dict[str, Any]]:
+        return [e for e in self.page.evaluate("window.received")[since:] if e["type"] in ("clicked", "text")]
+
+    def mark(self) -> int:
+        return int(self.page.evaluate("window.received.length"))
+
+    def wait_for(self, predicate: Any, since: int, what: str) -> dict[str, Any]:
+        return wait_until(lambda: next((e for e in self.received(since) if predicate(e)), None), 10, what)
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self._browser.close()
+        with contextlib.suppress(Exception):
+            self._playwright.stop()
+        stop_group(self.proc)
