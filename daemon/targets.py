@@ -9,8 +9,9 @@ Bounded: a whole lookup is given ``timeout`` (:data:`HARD_TIMEOUT`) and never
 fails a task. What cannot be read is left out and the reason kept in the target's
 ``note``: no X display (a VNC seat that names none), no accessibility bus, an
 application that is not on it, a bus that did not answer in time. A bus that
-failed or overran is not asked again for :data:`RETRY_AFTER` seconds, so a dead
-bus costs one timeout, not one per action.
+failed is not asked again for :data:`RETRY_AFTER` seconds, nor is an application
+that overran a lookup (a stopped or busy one), so a dead bus or a hung application
+costs one timeout, not one per action.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ class TargetResolver:
         self._bus_down_until = 0.0
         self._bus_down_reason = ""
         self._warming: asyncio.Task[str | None] | None = None
+        #: Applications (by pid) that overran a lookup: (until when they are not asked, why).
+        self._slow: dict[int, tuple[float, str]] = {}
 
     @classmethod
     def for_seat(cls, display: str | None, session_bus: str | None, *, vnc: bool,
@@ -164,7 +167,8 @@ class TargetResolver:
                 notes.append(f"window unknown: the X server did not answer within {self.timeout * 1000:.0f} ms")
         found: dict[str, Any] | None = None
         left = self.timeout - (time.monotonic() - started)
-        reason = self._bus_reason()
+        pid = window.pid if window is not None else None
+        reason = self._bus_reason() or self._slow_reason(pid)
         if reason:
             notes.append(reason)
         else:
@@ -173,8 +177,17 @@ class TargetResolver:
                 if note:
                     notes.append(note)
             except TimeoutError:
-                self._bus_failed(f"the accessibility bus did not answer within {self.timeout * 1000:.0f} ms")
-                notes.append(self._bus_down_reason)
+                why = f"the accessibility bus did not answer within {self.timeout * 1000:.0f} ms"
+                if pid is None:
+                    self._bus_failed(why)
+                    notes.append(self._bus_down_reason)
+                else:
+                    # Most likely that application is busy (or builds its tree on a first question):
+                    # it alone is left alone a while, the other applications are still asked.
+                    self._slow[pid] = (time.monotonic() + RETRY_AFTER,
+                                       f"element unknown: {why} for pid {pid} (window only; asked again after "
+                                       f"{RETRY_AFTER:g} s)")
+                    notes.append(self._slow[pid][1])
             except AtspiError as exc:
                 self._bus_failed(exc.message)
                 notes.append(self._bus_down_reason)
@@ -190,6 +203,13 @@ class TargetResolver:
             return "element unknown: still connecting to the accessibility bus"
         if time.monotonic() < self._bus_down_until:
             return self._bus_down_reason
+        return None
+
+    def _slow_reason(self, pid: int | None) -> str | None:
+        until, why = self._slow.get(pid, (0.0, "")) if pid is not None else (0.0, "")
+        if time.monotonic() < until:
+            return why
+        self._slow.pop(pid, None)  # type: ignore[arg-type]
         return None
 
     def _bus_failed(self, why: str) -> None:
