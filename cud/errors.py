@@ -27,6 +27,7 @@ __all__ = [
     "StorageFull",
     "PolicyDenied",
     "AccessibilityError",
+    "ConnectionFailed",
 ]
 
 
@@ -145,3 +146,9 @@ class AccessibilityError(CudError):
     """The accessibility bus could not be reached, or answered with an error."""
 
     kind = "accessibility"
+
+
+class ConnectionFailed(CudError):
+    """cuctl or the console could not reach the daemon, or lost it before it answered (client side only)."""
+
+    kind = "connection"
