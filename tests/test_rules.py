@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,18 @@ def test_random_rule_configs(rng: random.Random, others: int) -> None:
     assert f"policy.rules[{index}].{bad_key}" in message, (table, message)
     if kind == "bad value" and not isinstance(table[bad_key], list):
         assert repr(table[bad_key])[:40] in message, (table, message)
+
+
+def test_seats_name_where_their_targets_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "cud.toml"
+    path.write_text('[[seats]]\nname = "vm"\nvnc = "127.0.0.1::5901"\nx_display = ":1"\n'
+                    'session_bus = "unix:path=/tmp/bus-vm"\n\n[[seats]]\nname = "x"\ndisplay = ":2"\n')
+    vm, x = load_config(path, env={}).seats
+    assert (vm.target_display, vm.session_bus) == (":1", "unix:path=/tmp/bus-vm")
+    assert (x.target_display, x.session_bus) == (":2", None)
+    for table, message in (('display = ":2"\nx_display = ":3"', "'seats[0].x_display' is for a VNC seat"),
+                           ('vnc = "h::1"\nx_display = "one"', "'seats[0].x_display'"),
+                           ('display = ":2"\nsession_bus = "nowhere"', "'seats[0].session_bus'")):
+        path.write_text(f'[[seats]]\nname = "a"\n{table}\n')
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_config(path, env={})
