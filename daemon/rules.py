@@ -67,6 +67,11 @@ class Verdict:
     #: Why a rule asked instead of matching outright (a fact it names is unknown), else "".
     unsure: str = ""
 
+    def as_check(self) -> dict[str, str]:
+        """The approval's note of why it was asked (shown where safety checks are)."""
+        because = f" ({self.unsure})" if self.unsure else ""
+        return {"id": "policy_rule", "code": "policy_rule", "message": f"rule {self.rule} asks{because}"}
+
 
 def _pattern(key: str, value: object) -> Pattern:
     if not isinstance(value, str) or not value:

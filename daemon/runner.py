@@ -306,7 +306,8 @@ class TaskRun:
         if self._covered:
             self._covered -= 1
         elif asks:
-            if not await self._ask("action", [], [plain], [target]):
+            checks = [verdict.as_check()] if verdict is not None else []
+            if not await self._ask("action", checks, [plain], [target]):
                 return False
             self._bound = True
             self.gate.bind([target])

@@ -161,6 +161,9 @@ def test_an_ask_rule_raises_an_approval_naming_the_element(desk: Any, dialog: Fo
         task_id = daemon.call("submit", prompt="cancel, then delete")["id"]
         approval = daemon.wait_approval(task_id)
         assert approval["targets"][0]["element"]["name"] == "Delete account"
+        assert [c["message"] for c in approval["checks"]] == ["rule policy.rules[0] asks"]
+        listed = cuctl(daemon.socket, "approvals").stdout
+        assert 'rule policy.rules[0] asks: click "Delete account" (push button) in "Account settings"' in listed
         assert dialog.received(since) == [{"type": "clicked", "widget": "Cancel"}]  # not asked about
         daemon.call("deny", id=approval["id"], reason="not today")
         task = daemon.wait_state(task_id, "succeeded", "failed")
