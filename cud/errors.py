@@ -26,6 +26,8 @@ __all__ = [
     "TaskTimeout",
     "StorageFull",
     "ModelRequestError",
+    "PolicyDenied",
+    "AccessibilityError",
     "ConnectionFailed",
 ]
 
@@ -139,6 +141,18 @@ class WrongState(CudError):
     """The task is not in a state that allows the request (resume a task that is not paused, say)."""
 
     kind = "wrong_state"
+
+
+class PolicyDenied(CudError):
+    """A ``[[policy.rules]]`` rule (or a submitter's rule) denied an action: it was not run."""
+
+    kind = "policy_denied"
+
+
+class AccessibilityError(CudError):
+    """The accessibility bus could not be reached, or answered with an error."""
+
+    kind = "accessibility"
 
 
 class ConnectionFailed(CudError):

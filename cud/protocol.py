@@ -42,6 +42,8 @@ from cud.requests import (  # noqa: F401 (re-exported, as below)
     Request,
     ResumeRequest,
     ScreenshotRequest,
+    InspectRequest,
+    TreeRequest,
     SeatsRequest,
     ShowRequest,
     SubmitRequest,
@@ -67,6 +69,7 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
     ScreenshotResult,
     SeatState,
     SeatView,
+    Target,
     TaskState,
     TaskView,
     USAGE_KEYS,
@@ -273,6 +276,18 @@ def _action(kind: str, name: str, value: object) -> None:
         raise _bad(kind, name, value, "an action object whose 'type' is one of " + ", ".join(HUMAN_ACTIONS))
 
 
+#: How deep and how many elements ``cuctl tree`` may ask for (its defaults are less).
+MAX_TREE_DEPTH = 32
+MAX_TREE_COUNT = 5000
+#: Rules a submitter may add to a task (the daemon checks each one: cud.daemon.rules).
+MAX_TASK_RULES = 64
+
+
+def _rules(kind: str, name: str, value: object) -> None:
+    if not isinstance(value, list) or len(value) > MAX_TASK_RULES or not all(isinstance(r, dict) for r in value):
+        raise _bad(kind, name, value, f"a list of at most {MAX_TASK_RULES} rule objects")
+
+
 def _file_name(kind: str, name: str, value: object) -> None:
     if not isinstance(value, str) or not RECORD_FILE_NAME.fullmatch(value):
         raise _bad(kind, name, value, "a trajectory file name like 'step-0003.png'")
@@ -296,6 +311,7 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "max_duration": (_integer(1, MAX_DURATION_LIMIT), False),
         "approval": (_choice(*APPROVAL_POLICIES), False),
         "seat": (_seat_name, False),
+        "rules": (_rules, False),
     },
     "list": {},
     "show": {"id": (_ID, True)},
@@ -306,6 +322,9 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "deny": {"id": (_ID, True), "reason": (_text(4096, blank=True), False)},
     "screenshot": {"seat": (_seat_name, False)},
     "seats": {},
+    "inspect": {"seat": (_seat_name, False), "x": (_integer(0, 1 << 16), True), "y": (_integer(0, 1 << 16), True)},
+    "tree": {"seat": (_seat_name, False), "app": (_text(200), False), "depth": (_integer(1, MAX_TREE_DEPTH), False),
+             "count": (_integer(1, MAX_TREE_COUNT), False)},
     "pause": {"id": (_ID, True)},
     "resume": {"id": (_ID, True)},
     "act": {"id": (_ID, True), "action": (_action, True)},

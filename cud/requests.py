@@ -46,6 +46,8 @@ class SubmitRequest(TypedDict):
     approval: NotRequired[ApprovalPolicy]
     #: Pin the task to this seat; without it the first free seat takes it.
     seat: NotRequired[str]
+    #: Policy rules for this task, ``ask``/``deny`` only (cud.daemon.rules): stricter than the daemon's.
+    rules: NotRequired[list[dict[str, Any]]]
 
 
 class ListRequest(TypedDict):
@@ -94,6 +96,27 @@ class ScreenshotRequest(TypedDict):
     type: Literal["screenshot"]
     #: Required when the daemon has more than one seat.
     seat: NotRequired[str]
+
+
+class InspectRequest(TypedDict):
+    """What is at a point of a seat's screen: the window and the chain of accessibility elements."""
+
+    v: int
+    type: Literal["inspect"]
+    x: int
+    y: int
+    seat: NotRequired[str]
+
+
+class TreeRequest(TypedDict):
+    """A seat's accessibility tree (every application, or those named ``app``), bounded in depth and count."""
+
+    v: int
+    type: Literal["tree"]
+    seat: NotRequired[str]
+    app: NotRequired[str]
+    depth: NotRequired[int]
+    count: NotRequired[int]
 
 
 class SeatsRequest(TypedDict):
@@ -160,6 +183,8 @@ Request = Union[
     DenyRequest,
     ScreenshotRequest,
     SeatsRequest,
+    InspectRequest,
+    TreeRequest,
     PauseRequest,
     ResumeRequest,
     ActRequest,

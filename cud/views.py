@@ -97,6 +97,23 @@ class TaskView(TypedDict):
     finished_at: str | None
     #: What the task sent the model so far (null: it has made no request yet).
     usage: UsageView | None
+    #: The submitter's policy rules for this task ([] if none), as submitted.
+    rules: list[dict[str, Any]]
+
+
+class Target(TypedDict):
+    """What an action touches (see cud.daemon.targets): the window and the accessibility element."""
+
+    kind: Literal["point", "focus"]
+    x: NotRequired[int]
+    y: NotRequired[int]
+    #: {"id", "class", "instance", "title", "pid", "process"}; None if unknown (see note).
+    window: dict[str, Any] | None
+    #: {"role", "name", "description", "states", "bounds", "application", "depth"}; None if unknown.
+    element: dict[str, Any] | None
+    #: Why part of it is unknown (no bus, an app not on it, a bus too slow), else None.
+    note: str | None
+    ms: float
 
 
 class ApprovalView(TypedDict):
@@ -108,6 +125,8 @@ class ApprovalView(TypedDict):
     state: ApprovalState
     checks: list[dict[str, Any]]
     actions: list[dict[str, Any]]
+    #: What each action touches, in the order of ``actions`` (None where it touches nothing).
+    targets: list[Target | None]
     step: int
     screenshot: str | None
     created_at: str

@@ -22,6 +22,7 @@ from cud.daemon.config_values import (bad, int_in_range, positive_int, positive_
                                       seconds_in_range, string)
 from cud.daemon.history import History, load_history
 from cud.daemon.hook_config import HookConfig, load_hooks
+from cud.daemon.rules import Rule, parse_rules
 from cud.daemon.seat_config import SeatConfig, load_seats
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
@@ -37,6 +38,8 @@ _TOP_KEYS = {
     "vnc",
     "vnc_password_file",
     "vnc_horizontal_scroll",
+    "session_bus",
+    "x_display",
     "seats",
     "model",
     "api_key_file",
@@ -57,6 +60,8 @@ _TOP_KEYS = {
     "max_retries",
     "metrics",
     "notify",
+    "policy",
+    "target_timeout",
 }
 _ACCESS_KEYS = {"submit_users", "submit_groups", "approve_users", "approve_groups"}
 _RETENTION_KEYS = {"max_tasks", "max_age_days"}
@@ -112,6 +117,10 @@ class Config:
     access: Access = Access()
     retention: Retention = Retention()
     metrics: Metrics = Metrics()
+    #: ``[[policy.rules]]``: allow / ask / deny by what an action touches (see cud.daemon.rules).
+    rules: tuple[Rule, ...] = ()
+    #: Seconds one lookup of what an action touches may take before the action runs without it.
+    target_timeout: float = 0.1  # cud.daemon.targets.HARD_TIMEOUT (not imported: it needs X and D-Bus libraries)
     #: Extra Responses parameters for every model request (see cud.daemon.request), as written.
     request: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False)
     #: What of a task's history is sent each step (see cud.daemon.history).
@@ -269,6 +278,10 @@ def load_config(
         kwargs["retention"] = Retention(**values)
     if "metrics" in merged or "metrics_textfile" in merged:  # the flag: only there, never in the file
         kwargs["metrics"] = _metrics(merged.get("metrics", {}), merged.get("metrics_textfile"))
+    if "target_timeout" in merged:
+        kwargs["target_timeout"] = seconds_in_range("target_timeout", merged["target_timeout"], 0.01, 5)
+    if "policy" in merged:
+        kwargs["rules"] = parse_rules("policy.rules", _table("policy", merged["policy"], {"rules"}).get("rules", []))
     if "request" in merged:
         # Imported here: it builds validators from the openai SDK's types, which a config
         # without [request] (and `cud --help`) should not pay for.

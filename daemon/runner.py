@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 import openai
 from cud.daemon.binding import ScreenWatch
 from cud.daemon.model_client import ModelRequests, Sent
+from cud.daemon.rules import parse_rules
+from cud.daemon.target_gate import TargetGate
 from cud.daemon.trajectory import StepRecord, TaskUsage, ms_since
 from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
@@ -105,6 +107,9 @@ class TaskRun:
         self._covered = 0  # actions still covered by the approval just granted
         self._bound = False  # those actions are bound to the screen the approver saw
         self._watch: ScreenWatch | None = None  # what changed by itself around their targets
+        #: What each action touches, the rules on it, the element identities approvals bound.
+        self.gate = TargetGate(seat.targets, seat.config.rules,
+                               parse_rules("rules", task.get("rules") or [], stricter_only=True))
         #: Who asked for a pause that has not landed yet / who paused the task, while it is paused.
         self.pause_requested_by: dict[str, Any] | None = None
         self.paused_by: dict[str, Any] | None = None
@@ -143,6 +148,7 @@ class TaskRun:
         # Wall clock from the start, approval waits included: the limit bounds what a
         # submitter waits for, whatever the task is doing.
         timer = asyncio.get_running_loop().call_later(limit, self._out_of_time, limit)
+        self.seat.targets.warm_soon()  # connecting is no action's lookup; the task does not wait for it
         # The [request] table holds none of these keys (the config refuses them); copied per
         # task so nothing the SDK does to a request can reach the next one.
         params: Any = {
@@ -238,6 +244,8 @@ class TaskRun:
         assert self.step is not None
         self.step.driver_ms += ms
         record = {"action": _plain(action), "ms": round(ms, 3)}
+        if self.gate.current is not None:
+            record["target"] = self.gate.current
         self.step.actions.append(record)
         self.store.add_event(self.task["id"], "action", {"step": self.step.number, **record})
 
@@ -291,9 +299,11 @@ class TaskRun:
     async def approve_safety_checks(self, call: Any) -> bool:
         actions = [_plain(a) for a in (call.actions if call.actions is not None else [call.action])]
         checks = [{"id": c.id, "code": c.code, "message": c.message} for c in call.pending_safety_checks or []]
-        if not await self._ask("safety", checks, actions):
+        targets = [await self.gate.look(a) for a in actions]
+        if not await self._ask("safety", checks, actions, targets):
             return False
         self._covered, self._bound = len(actions), True
+        self.gate.bind(targets)
         return True
 
     async def before_action(self, action: Any) -> bool:
@@ -304,25 +314,35 @@ class TaskRun:
         # pause lands there, and the screenshot after it shows what people did meanwhile.
         if kind == "screenshot" and self.pause_requested_by is not None and not await self._pause():
             return False
+        plain = _plain(action)
+        target = await self.gate.look(plain)
+        verdict = self.gate.verdict(plain)  # a deny rule raises here: the action never runs
+        asks = verdict.decision == "ask" if verdict is not None else self.policy == "actions" and kind not in _HARMLESS
         if self._covered:
             self._covered -= 1
-        elif self.policy == "actions" and kind not in _HARMLESS:
-            if not await self._ask("action", [], [_plain(action)]):
+        elif asks:
+            checks = [verdict.as_check()] if verdict is not None else []
+            if not await self._ask("action", checks, [plain], [target]):
                 return False
             self._bound = True
+            self.gate.bind([target])
+            await self.gate.look(plain)  # what is there now, after the approver's wait
         else:
             self._bound = False
+            self.gate.unbind()
         if self._bound and kind in _POINTER:
+            self.gate.check(plain)
             await self._check_binding(action)
         return True
 
-    async def _ask(self, kind: str, checks: list[dict[str, Any]], actions: list[dict[str, Any]]) -> bool:
+    async def _ask(self, kind: str, checks: list[dict[str, Any]], actions: list[dict[str, Any]],
+                   targets: list[Any]) -> bool:
         """Create an approval and wait for it. True if approved, False if the task was cancelled."""
         assert self.step is not None
         started = time.monotonic()
         timeout = self.seat.config.approval_timeout
         approval = self.store.create_approval(
-            self.task["id"], kind, checks, actions, self.step.number, self.last_screenshot, timeout
+            self.task["id"], kind, checks, actions, self.step.number, self.last_screenshot, timeout, targets
         )
         # While the approver looks, learn what changes by itself around the targets.
         points = [p for a in actions for p in _targets(a)]

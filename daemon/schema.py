@@ -127,6 +127,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE tasks ADD COLUMN usage TEXT
     """,
+    # 6: what actions touch (docs/targets.md): the target of each approved action, and a
+    # submitter's policy rules for the task (JSON; NULL: none).
+    """
+    ALTER TABLE approvals ADD COLUMN targets TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE tasks ADD COLUMN rules TEXT
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -156,6 +162,7 @@ def task_view(row: sqlite3.Row) -> TaskView:
         "started_at": row["started_at"],
         "finished_at": row["finished_at"],
         "usage": None if row["usage"] is None else json.loads(row["usage"]),
+        "rules": [] if row["rules"] is None else json.loads(row["rules"]),
     }
 
 
@@ -171,6 +178,7 @@ def approval_view(row: sqlite3.Row) -> ApprovalView:
         "state": row["state"],
         "checks": json.loads(row["checks"]),
         "actions": json.loads(row["actions"]),
+        "targets": json.loads(row["targets"]),
         "step": row["step"],
         "screenshot": row["screenshot"],
         "created_at": row["created_at"],

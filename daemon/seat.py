@@ -29,6 +29,7 @@ from cud.daemon.config import Config
 from cud.daemon.runner import TaskRun
 from cud.daemon.seat_config import SeatConfig
 from cud.daemon.store import Store
+from cud.daemon.targets import TargetResolver
 from cud.daemon.trajectory import Trajectories, decode_data_url
 from openai import AsyncOpenAI
 
@@ -82,6 +83,9 @@ class Seat:
         self.approvals = parts.approvals
         self.trajectories = parts.trajectories
         self.driver = driver  # cud.drivers.aio.AsyncDriver
+        #: What actions on this seat touch (docs/targets.md).
+        self.targets = TargetResolver.for_seat(spec.target_display, spec.session_bus, vnc=spec.vnc is not None,
+                                               timeout=parts.config.target_timeout)
         self._client = parts.client
         self._api_key = parts.api_key
         self._on_free = on_free

@@ -31,7 +31,9 @@ DEFAULT_SEAT = "default"
 #: Each seat holds a driver thread and a display connection or two; far more than a
 #: 2-core VM runs, far fewer than the daemon's file descriptors.
 MAX_SEATS = 64
-_SEAT_KEYS = {"name", "display", "vnc", "vnc_password_file", "vnc_horizontal_scroll"}
+_SEAT_KEYS = {"name", "display", "vnc", "vnc_password_file", "vnc_horizontal_scroll", "session_bus", "x_display"}
+#: Where a seat's targets are read (docs/targets.md): its session bus, and for a VNC seat the X display it mirrors.
+_TARGET_KEYS = ("session_bus", "x_display")
 _HORIZONTAL_SCROLL = ("auto", "buttons", "shift")
 
 
@@ -43,6 +45,15 @@ class SeatConfig:
     vnc_password_file: Path | None = None
     #: How scroll_x reaches a VNC server: see cud.drivers.vnc.HORIZONTAL_SCROLL_MODES.
     vnc_horizontal_scroll: str = "auto"
+    #: The D-Bus address of the session bus its applications use (their accessibility bus is found there).
+    session_bus: str | None = None
+    #: For a VNC seat: the X display it shows (Xvnc's own, or the one x11vnc shares), to read windows from.
+    x_display: str | None = None
+
+    @property
+    def target_display(self) -> str | None:
+        """The X display the seat's targets are read from (None: a VNC seat that names none)."""
+        return self.display if self.display is not None else self.x_display
 
     @property
     def where(self) -> str:
@@ -67,7 +78,29 @@ def check_vnc(key: str, value: object) -> str:
     return text
 
 
+def check_bus(key: str, value: object) -> str:
+    text = string(key, value)
+    transport, colon, rest = text.partition(":")
+    if not colon or not transport or "=" not in rest:
+        raise bad(key, value, "a D-Bus address like 'unix:path=/run/user/1000/bus'")
+    return text
+
+
 def _seat(prefix: str, name: str, table: Mapping[str, Any]) -> SeatConfig:
+    """One seat from ``table``, with where its targets are read from."""
+    seat = _place(prefix, name, table)
+    extra: dict[str, str] = {}
+    if "session_bus" in table:
+        extra["session_bus"] = check_bus(f"{prefix}session_bus", table["session_bus"])
+    if "x_display" in table:
+        if seat.vnc is None:
+            raise ConfigError(f"config key '{prefix}x_display' is for a VNC seat; an X seat reads its own display",
+                              key=f"{prefix}x_display")
+        extra["x_display"] = check_display(f"{prefix}x_display", table["x_display"])
+    return dataclasses.replace(seat, **extra) if extra else seat
+
+
+def _place(prefix: str, name: str, table: Mapping[str, Any]) -> SeatConfig:
     """One seat from ``table`` (keys display / vnc / vnc_*), its errors named under ``prefix``."""
     key = f"{prefix}display" if prefix else "display"
     if "display" in table and "vnc" in table:
@@ -149,7 +182,8 @@ def load_seats(raw: Mapping[str, Any], flags: Mapping[str, Any], env: Mapping[st
         raise ConfigError(f"--seat and {given} exclude each other: give seats, or one display", key="seat")
     if seat_flags:
         return _distinct(_from_flags(seat_flags))
-    file_single = {k: raw[k] for k in ("display", "vnc", "vnc_password_file", "vnc_horizontal_scroll") if k in raw}
+    file_single = {k: raw[k] for k in ("display", "vnc", "vnc_password_file", "vnc_horizontal_scroll",
+                                       *_TARGET_KEYS) if k in raw}
     if "seats" in raw and not (single_flags.keys() & {"display", "vnc"}):
         if file_single:
             key = next(iter(file_single))
@@ -162,6 +196,7 @@ def load_seats(raw: Mapping[str, Any], flags: Mapping[str, Any], env: Mapping[st
         table.pop("display", None)
     if "display" in single_flags:
         table.pop("vnc", None)
+        table.pop("x_display", None)  # the VNC seat's, which the flag replaced
     if "display" not in table and "vnc" not in table:
         if not env.get("DISPLAY"):
             raise ConfigError("no display: pass --display :N, --seat NAME=:N or --vnc HOST::PORT, or set DISPLAY",

@@ -124,3 +124,4 @@ class Seats:
     async def close(self) -> None:
         for seat in self:
             await seat.driver.aclose()
+            await seat.targets.close()

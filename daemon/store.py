@@ -168,13 +168,15 @@ class Store:
 
     # -- tasks ----------------------------------------------------------------------------------
     def submit(self, prompt: str, model: str, max_steps: int, approval: str, uid: int, name: str,
-               max_duration: int | None = None, seat: str | None = None) -> TaskView:
+               max_duration: int | None = None, seat: str | None = None,
+               rules: list[dict[str, Any]] | None = None) -> TaskView:
         """Queue a task; ``seat`` pins it there, else the first free seat takes it."""
         with self._tx(durable=True) as db:
             cur = db.execute(
                 "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
-                " submitter_name, created_at, seat, pinned) VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None),
+                " submitter_name, created_at, seat, pinned, rules) VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None,
+                 json.dumps(rules) if rules else None),
             )
             task_id = int(cur.lastrowid or 0)
             self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
@@ -341,15 +343,18 @@ class Store:
         step: int,
         screenshot: str | None,
         timeout: float,
+        targets: list[Any] | None = None,
     ) -> ApprovalView:
         created = now_iso()
+        targets = targets if targets is not None else [None] * len(actions)
         deadline = datetime.fromtimestamp(time.time() + timeout, UTC)
         deadline_at = deadline.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         with self._tx() as db:
             cur = db.execute(
-                "INSERT INTO approvals (task_id, kind, state, checks, actions, step, screenshot, created_at,"
-                " deadline_at) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
-                (task_id, kind, json.dumps(checks), json.dumps(actions), step, screenshot, created, deadline_at),
+                "INSERT INTO approvals (task_id, kind, state, checks, actions, targets, step, screenshot, created_at,"
+                " deadline_at) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
+                (task_id, kind, json.dumps(checks), json.dumps(actions), json.dumps(targets), step, screenshot,
+                 created, deadline_at),
             )
             approval_id = int(cur.lastrowid or 0)
             db.execute("UPDATE tasks SET state = 'awaiting_approval' WHERE id = ?", (task_id,))
@@ -358,7 +363,7 @@ class Store:
                 task_id,
                 "approval_requested",
                 {"approval_id": approval_id, "kind": kind, "checks": checks, "actions": actions,
-                 "screenshot": screenshot, "deadline_at": deadline_at},
+                 "targets": targets, "screenshot": screenshot, "deadline_at": deadline_at},
             )
         return self.approval(approval_id)
 

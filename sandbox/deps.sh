@@ -42,6 +42,10 @@ util-linux
 openssh-client
 openssh-server
 parallel
+dbus-daemon
+dbus-bin
+at-spi2-core
+libatk-adaptor
 "
 # make, python3, python3-venv   the Makefile and its .venv
 # python3-tk                    the sandbox's demo app and the tests' recording window
@@ -65,6 +69,10 @@ parallel
 # openssh-client                ssh, which cuctl --host runs; ssh-keygen for the tests' keys
 # openssh-server                sshd: the ssh tests start their own on 127.0.0.1 (never the system's)
 # parallel                      GNU parallel, which the fleet example (examples/fleet) drives cuctl with
+# dbus-daemon, dbus-bin         a session bus per seat (dbus-daemon; dbus-send in the target tests), which
+#                               applications find the accessibility bus through
+# at-spi2-core                  at-spi-bus-launcher and the registry: the accessibility bus cud reads targets from
+# libatk-adaptor                GTK 3's bridge onto that bus (Qt and Chromium carry their own)
 
 missing() {
     for p in $packages; do

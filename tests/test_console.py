@@ -14,6 +14,7 @@ import io
 import json
 import os
 import pwd
+import re
 import signal
 from collections.abc import Callable, Iterator
 from http.cookies import SimpleCookie
@@ -222,9 +223,11 @@ def test_approve_on_the_page_with_the_screenshot_and_its_mark(start_daemon, reco
     card = page.locator(f'article.approval[data-id="{approval["id"]}"]')
     card.wait_for()
     text = card.inner_text()
-    for needle in ("This sends <mail>.", f"click left at ({TARGET[0]}, {TARGET[1]})", "send <it>",
+    for needle in ("This sends <mail>.", f"at ({TARGET[0]}, {TARGET[1]})", "send <it>",
                    f"task {task_id}", "seat default"):
         assert needle in text, needle
+    # What the click touches, in words: the recording window (this desktop has no accessibility bus).
+    assert re.search(r'click the window "[^"]+" \([^)]+\) at \(200, 150\)', text), text
     # The picture is the approval's own screenshot, its target marked where the model aimed.
     page.wait_for_function("""() => [...document.querySelectorAll("article.approval img")]
                               .every(i => i.complete && i.naturalWidth > 0)""")

@@ -30,7 +30,7 @@ from cud.protocol import MAX_ID, RECORD_FILE_NAME
 from cud.record.html import CSP as REPORT_CSP
 from cud.record.html import MEDIA_TYPES
 from cud.record.html import render
-from cud.record.model import describe
+from cud.record.model import describe_action
 from cud.record.overlay import svg_overlay
 
 __all__ = ("IMAGES", "LINK", "WATCH", "routes")
@@ -144,7 +144,9 @@ async def state(request: web.Request) -> web.Response:
         else:
             out[name] = part
     # In the words cuctl uses, so the page words nothing itself from model data.
-    out["approvals"] = [{**a, "words": [describe(x, 200) for x in a["actions"]]} for a in out["approvals"]]
+    out["approvals"] = [{**a, "words": [describe_action(x, t, 200) for x, t in
+                                        zip(a["actions"], a.get("targets") or [None] * len(a["actions"]),
+                                            strict=False)]} for a in out["approvals"]]
     tasks = sorted(out["tasks"], key=lambda t: t["id"], reverse=True)
     watch.track(tasks)
     out["tasks"] = [{**t, "doing": watch.now.get(t["id"])} for t in tasks[:MAX_TASKS]]

@@ -18,7 +18,7 @@ from typing import Any
 from cud.console.link import Link
 from cud.errors import CudError
 from cud.protocol import LIVE_STATES
-from cud.record.model import describe
+from cud.record.model import describe, describe_action
 
 __all__ = ("Watch",)
 
@@ -33,7 +33,7 @@ def doing(event: dict[str, Any], before: str) -> str:
     if kind in ("running", "step"):
         return "waiting for the model"
     if kind == "action":
-        return describe(data.get("action"), 60)
+        return describe_action(data.get("action"), data.get("target"), 60)
     if kind == "human_action":
         return f"{by or 'a person'}: {describe(data.get('action'), 50)}"
     if kind == "approval_requested":

@@ -25,7 +25,7 @@ from cud.cuctl import tasks
 from cud.cuctl.client import Client
 from cud.cuctl.output import printable, short
 from cud.protocol import FINAL_STATES
-from cud.record.model import describe, describe_usage
+from cud.record.model import describe_action, describe_usage
 
 __all__ = ("follow",)
 
@@ -114,11 +114,11 @@ class Progress:
             self.task["seat"] = data.get("seat", self.task.get("seat"))
             self._line(f"task {self.id} started on seat {self.task['seat']}: {short(self.task['prompt'], 60)}")
         elif kind == "action":
-            self.doing = describe(data.get("action"), 60)
+            self.doing = describe_action(data.get("action"), data.get("target"), 60)
         elif kind == "step":
             self.done = data["step"]
             done = data.get("actions", [])
-            what = ", ".join(describe(a.get("action"), 40) for a in done[:3])
+            what = ", ".join(describe_action(a.get("action"), a.get("target"), 40) for a in done[:3])
             what += f" (+{len(done) - 3} more)" if len(done) > 3 else ""
             what = what or ("took a screenshot" if data.get("screenshot") else "answered")
             self._line(f"step {data['step']}: {what} ({data.get('total_ms', 0) / 1000:.1f} s; {describe_usage(data)})")
@@ -128,8 +128,10 @@ class Progress:
             self.state = "awaiting_approval"
             self.doing = f"waiting for approval {approval}: cuctl approve {approval}"
             checks = "; ".join(c.get("message") or c.get("code") or "?" for c in data.get("checks", []))
-            what = checks or ", ".join(describe(a, 40) for a in data.get("actions", []))
-            self._line(f"approval {approval} needed ({data.get('kind')}): {short(what, 70)}", em=True)
+            actions = data.get("actions", [])
+            targets = data.get("targets") or [None] * len(actions)
+            what = checks or ", ".join(describe_action(a, t, 40) for a, t in zip(actions, targets, strict=False))
+            self._line(f"approval {approval} needed ({data.get('kind')}): {short(what, 200)}", em=True)
             self._line(f"  run: cuctl approve {approval}   or: cuctl deny {approval} --reason TEXT", em=True)
         elif kind == "approval_decided":
             self.state = "running" if data.get("outcome") == "approved" else self.state

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, printable, short, table, warn
-from cud.record.model import describe, describe_usage
+from cud.errors import ConfigError
+from cud.record.model import describe, describe_action, describe_usage
 
 __all__ = ()
 
 
 def submit(client: Client, args: argparse.Namespace) -> int:
     result = client.call("submit", prompt=args.prompt, model=args.model, max_steps=args.max_steps,
-                         max_duration=args.max_duration, approval=args.approval, seat=args.seat)
+                         max_duration=args.max_duration, approval=args.approval, seat=args.seat,
+                         rules=_rules(args.rule))
     task_id = result["id"]
     if not args.wait:
         emit_json({"id": task_id}) if args.json else print(task_id)
@@ -24,6 +27,19 @@ def submit(client: Client, args: argparse.Namespace) -> int:
         warn(f"task {task_id} submitted; waiting for it to end")
     task = client.call("follow", lambda message: None, wait_forever=True, id=task_id)
     return _ended(task, args.json)
+
+
+def _rules(given: list[str] | None) -> list[Any] | None:
+    """``--rule`` JSON objects (the daemon checks what is in them)."""
+    if not given:
+        return None
+    rules = []
+    for text in given:
+        try:
+            rules.append(json.loads(text))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--rule {text!r} is not JSON: {exc.msg}", key="rule", value=repr(text)) from None
+    return rules
 
 
 def list_tasks(client: Client, args: argparse.Namespace) -> int:
@@ -118,7 +134,7 @@ def _describe(event: dict[str, Any]) -> str:
     if kind == "running":
         return f"{prefix} running" + (f" on seat {data['seat']}" if data.get("seat") else "")
     if kind == "action":
-        return f"{prefix} step {data['step']}: {describe(data['action'])} ({data['ms']:.0f} ms)"
+        return f"{prefix} step {data['step']}: {describe_action(data['action'], data.get('target'))} ({data['ms']:.0f} ms)"
     if kind == "step":
         return (f"{prefix} step {data['step']} done in {data['total_ms']:.0f} ms "
                 f"(model {data['model_ms']:.0f}, driver {data['driver_ms']:.0f}, cud {data['overhead_ms']:.0f}); "
@@ -127,8 +143,9 @@ def _describe(event: dict[str, Any]) -> str:
         then = "retrying" if data["retrying"] else "not retrying"
         return f"{prefix} step {data['step']}: the model answered HTTP {data['status']} (attempt {data['attempt']}), {then}"
     if kind == "approval_requested":
+        targets = data.get("targets") or [None] * len(data["actions"])
         what = "; ".join(c.get("message") or c.get("code") or "?" for c in data["checks"]) or ", ".join(
-            describe(a) for a in data["actions"])
+            describe_action(a, t) for a, t in zip(data["actions"], targets, strict=False))
         return (f"{prefix} waiting for approval {data['approval_id']} ({data['kind']}): {what} "
                 f"-- cuctl approve {data['approval_id']} | cuctl deny {data['approval_id']}")
     if kind == "approval_decided":

@@ -12,10 +12,11 @@ or ``FILE.tgz`` writes the same files into a tar archive under ``task-ID/``::
                                each screenshot the daemon kept, under the name the
                                events use (a step event's "saw" and "screenshot")
 
-Event kinds: ``queued``, ``running``, ``action`` (``step``, ``action``, ``ms``),
+Event kinds: ``queued``, ``running``, ``action`` (``step``, ``action``, ``ms``, and
+``target``: what it touched, see docs/targets.md),
 ``step`` (``step``, ``saw``, ``screenshot``, ``messages``, ``actions``,
 ``total_ms``, ``model_ms``, ``driver_ms``, ``approval_ms``, ``overhead_ms``),
-``approval_requested``, ``approval_decided``, ``diagnostic``,
+``approval_requested`` (with ``targets``), ``approval_decided``, ``diagnostic``,
 ``cancel_requested`` and ``end`` (``state``, ``final_message``, ``error``, ``reason``).
 
 Screens can show anything, so the directory is created 0700 and every file

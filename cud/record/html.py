@@ -22,7 +22,7 @@ from typing import Any
 
 from PIL import Image
 
-from cud.record.model import Approval, Record, Step, describe, describe_usage, seconds_between, steps
+from cud.record.model import Approval, Record, Step, describe_action, describe_usage, seconds_between, steps
 from cud.record.overlay import captions, svg_overlay
 
 __all__ = ("CSP", "MEDIA_TYPES", "render")
@@ -168,7 +168,7 @@ def _index(all_steps: list[Step]) -> str:
 
 def _summary(step: Step) -> str:
     if step.actions:
-        text = ", ".join(describe(a.get("action"), 40) for a in step.actions[:2])
+        text = ", ".join(describe_action(a.get("action"), a.get("target"), 40) for a in step.actions[:2])
         return text + (f" (+{len(step.actions) - 2} more)" if len(step.actions) > 2 else "")
     if step.approvals and not step.ended:
         return f"approval {step.approvals[-1].id} ({step.approvals[-1].outcome or 'pending'})"
@@ -247,14 +247,16 @@ def _actions(step: Step) -> str:
     for entry in step.actions:
         ms = entry.get("ms")
         timing = f' <span class="ms">{ms:.0f} ms</span>' if isinstance(ms, (int, float)) else ""
-        items.append(f"<li><code>{escape(describe(entry.get('action'), 200))}</code>{timing}</li>")
+        items.append(f"<li><code>{escape(describe_action(entry.get('action'), entry.get('target'), 200))}</code>"
+                     f"{timing}</li>")
     return f'<ol class="actions">{"".join(items)}</ol>'
 
 
 def _approval(approval: Approval) -> str:
     outcome = approval.outcome or "pending"
     checks = "; ".join(f"{c.get('code')}: {c.get('message')}" for c in approval.checks)
-    actions = ", ".join(describe(a, 80) for a in approval.actions)
+    targets = approval.targets or [None] * len(approval.actions)
+    actions = ", ".join(describe_action(a, t, 160) for a, t in zip(approval.actions, targets, strict=False))
     waited = seconds_between(approval.requested_at, approval.decided_at)
     decided = ""
     if approval.outcome is not None:

@@ -16,8 +16,13 @@ from datetime import datetime
 from typing import Any
 
 from cud.protocol import USAGE_KEYS
+from cud.targets import target_phrase
 
-__all__ = ("Approval", "Record", "Step", "describe", "describe_usage", "point", "seconds_between", "steps")
+#: Actions whose phrase ends "at (x, y)": what they touch goes before it.
+_AT_POINT = {"click", "double_click", "move", "scroll"}
+
+__all__ = ("Approval", "Record", "Step", "describe", "describe_action", "describe_usage", "point", "seconds_between",
+           "steps")
 
 
 @dataclasses.dataclass
@@ -35,7 +40,8 @@ class Approval:
     actions: list[dict[str, Any]]
     screenshot: str | None
     requested_at: str
-    deadline_at: str | None
+    targets: list[Any] = dataclasses.field(default_factory=list)  # what each action touches
+    deadline_at: str | None = None
     outcome: str | None = None  # None while pending
     by: dict[str, Any] | None = None
     reason: str | None = None
@@ -69,12 +75,13 @@ def steps(record: Record) -> list[Step]:
     for event in record.events:
         kind, data = event["kind"], event["data"]
         if kind == "action":
-            pending_actions.append({"action": data.get("action", {}), "ms": data.get("ms")})
+            pending_actions.append({"action": data.get("action", {}), "ms": data.get("ms"), "target": data.get("target")})
         elif kind == "approval_requested":
             approval = Approval(
                 id=data["approval_id"], kind=data.get("kind", "?"), checks=list(data.get("checks") or []),
                 actions=list(data.get("actions") or []), screenshot=data.get("screenshot"),
                 requested_at=event["at"], deadline_at=data.get("deadline_at"),
+                targets=list(data.get("targets") or []),
             )
             approvals[approval.id] = approval
             pending_approvals.append(approval)
@@ -179,6 +186,27 @@ def _bytes(count: int) -> str:
         if count >= size:
             return f"{count / size:.1f} {unit}"
     return f"{count} B"
+
+def describe_action(action: Any, target: dict[str, Any] | None, limit: int = 80) -> str:
+    """The action's phrase (:func:`cud.record.model.describe`) with what it touches."""
+    base = describe(action, limit)
+    phrase = target_phrase(target)
+    if not phrase or not isinstance(action, dict):
+        return base
+    kind = action.get("type")
+    if kind in _AT_POINT and " at " in base:
+        verb, where = base.rsplit(" at ", 1)
+        if kind == "click" and verb == "click left":
+            verb = "click"
+        return f"{verb} {phrase} at {where}"
+    if kind == "drag":
+        return f"{base} from {phrase}"
+    if kind == "type":
+        return f"{base} into {phrase}"
+    if kind == "keypress":
+        return f"{base} in {phrase}"
+    return base
+
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cud.daemon.handlers import approvals, control, metrics, ping, records, screen, seats, tasks
+from cud.daemon.handlers import approvals, control, metrics, ping, records, screen, seats, targets, tasks
 from cud.daemon.handlers.base import Context
 
 from cud.protocol import REQUEST_TYPES
@@ -26,6 +26,8 @@ HANDLERS: dict[str, Handler] = {
     "deny": approvals.deny,
     "screenshot": screen.screenshot,
     "seats": seats.list_seats,
+    "inspect": targets.inspect,
+    "tree": targets.tree,
     "pause": control.pause,
     "resume": control.resume,
     "act": control.act,

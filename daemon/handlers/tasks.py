@@ -6,8 +6,9 @@ import asyncio
 from typing import Any
 
 from cud.daemon.handlers.base import Context
+from cud.daemon.rules import parse_rules
 
-from cud.errors import AccessDenied, ProtocolError, StorageFull
+from cud.errors import AccessDenied, ConfigError, ProtocolError, StorageFull
 from cud.protocol import (
     FINAL_STATES,
     POLICY_STRICTNESS,
@@ -54,9 +55,14 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
             f"the disk of the state directory {str(config.state_dir)!r} is full; the task was not queued",
             path=str(config.state_dir),
         )
+    rules = request.get("rules") or []
+    try:
+        parse_rules("rules", rules, stricter_only=True, what="'submit' field")
+    except ConfigError as exc:
+        raise ProtocolError(exc.message, **exc.details) from None
     task = daemon.store.submit(
         request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name,
-        max_duration, seat,
+        max_duration, seat, rules,
     )
     daemon.seats.dispatch()
     task = daemon.store.task(task["id"])  # dispatch may have started it

@@ -58,13 +58,17 @@ class ReportingApp(App):
             path.write_text("")
         self.state_path.unlink(missing_ok=True)
         self._commands = 0
-        env = {**self.desktop.env, "PROBE_EVENTS": str(self.events_path), "PROBE_STATE": str(self.state_path),
+        env = {**self.app_env(), "PROBE_EVENTS": str(self.events_path), "PROBE_STATE": str(self.state_path),
                "PROBE_COMMANDS": str(self.commands_path)}
         self.proc: subprocess.Popen[bytes] = self.desktop.spawn(self.argv(), f"{self.name}.log", env=env)
         state = wait_until(lambda: self._state().get("ready") and self._state(), self.ready_timeout,
                            f"{self.name} to map its window and report ready")
         self.pad = tuple(state["pad"])  # type: ignore[assignment]
         self.field = tuple(state["field"])  # type: ignore[assignment]
+
+    def app_env(self) -> dict[str, str]:
+        """The environment the program starts with (besides the PROBE_ paths)."""
+        return self.desktop.env
 
     def stop(self) -> None:
         stop_process(self.proc)

@@ -1,0 +1,166 @@
+"""Which X window is where: the top-level client window at a point, and the focused one.
+
+Read-only, on its own python-xlib connection (the driver's belongs to the driver's
+thread, and python-xlib is not thread-safe). Every call is bounded like the
+driver's: :class:`~cud.drivers.deadline.Deadline` cuts the socket of a call that
+gets no answer within ``timeout``, and the next call connects afresh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from Xlib import X, Xatom, error as xerror
+from Xlib.display import Display
+
+from cud.errors import DisplayUnavailable, DriverTimeout
+
+from .deadline import Deadline, probe_x_server, shut_down_fd
+
+__all__ = ("WindowInfo", "X11Windows", "process_name")
+
+#: How far below a window manager's frame the client window (the one with WM_STATE) may be.
+_CLIENT_SEARCH_DEPTH = 3
+#: A window destroyed between two requests of one lookup.
+_GONE = (xerror.BadWindow, xerror.BadDrawable, xerror.BadMatch)
+_ERRORS = (xerror.DisplayError, xerror.ConnectionClosedError, xerror.XError, OSError)
+
+
+@dataclass(frozen=True)
+class WindowInfo:
+    id: int
+    wm_class: str  # the class half of WM_CLASS ("Chromium", "XTerm"), "" if unset
+    instance: str  # the instance half ("chromium", "xterm")
+    title: str
+    pid: int | None
+    process: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "class": self.wm_class, "instance": self.instance, "title": self.title,
+                "pid": self.pid, "process": self.process}
+
+
+def process_name(pid: int | None) -> str | None:
+    """The command name of ``pid`` (``/proc/PID/comm``); None if it is gone or not ours to see."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+class X11Windows:
+    """Look up windows on ``display``; every call raises DisplayUnavailable or DriverTimeout, nothing else."""
+
+    def __init__(self, display: str, timeout: float = 0.1) -> None:
+        self.display = display
+        self._deadline = Deadline(timeout)
+        self._dpy: Display | None = None
+        self._atoms: dict[str, int] = {}
+
+    @property
+    def timeout(self) -> float:
+        return self._deadline.timeout
+
+    def window_at(self, x: int, y: int) -> WindowInfo | None:
+        """The client window shown at (x, y) on the screen; None over the bare root window."""
+        with self._session("window_at") as dpy:
+            root = dpy.screen().root
+            reply = root.translate_coords(root, x, y)
+            top = reply.child
+            if not top or top == X.NONE:
+                return None
+            try:
+                client = self._client(dpy, top, _CLIENT_SEARCH_DEPTH) or top
+                return self._info(dpy, client)
+            except _GONE:
+                return None  # it closed while we looked
+
+    def active_window(self) -> WindowInfo | None:
+        """The window the window manager says has the focus (_NET_ACTIVE_WINDOW); None if none."""
+        with self._session("active_window") as dpy:
+            root = dpy.screen().root
+            prop = root.get_full_property(self._atom(dpy, "_NET_ACTIVE_WINDOW"), Xatom.WINDOW)
+            if prop is None or not prop.value or not prop.value[0]:
+                return None
+            try:
+                return self._info(dpy, dpy.create_resource_object("window", int(prop.value[0])))
+            except _GONE:
+                return None
+
+    def connect(self, timeout: float) -> None:
+        """Connect now, allowing ``timeout`` seconds (more than a lookup's): a first lookup then only looks."""
+        budget, self._deadline.timeout = self._deadline.timeout, timeout
+        try:
+            with self._session("connect"):
+                pass
+        finally:
+            self._deadline.timeout = budget
+
+    def close(self) -> None:
+        self._drop()
+
+    # -- the connection ---------------------------------------------------------------
+    @contextlib.contextmanager
+    def _session(self, what: str) -> Any:
+        try:
+            with self._deadline.bound(what, self._cut):
+                if self._dpy is None:
+                    probe_x_server(self.display, self.timeout)
+                    self._dpy = Display(self.display)
+                    self._dpy.set_error_handler(lambda *_: None)  # a window closing under us is not an error
+                    self._atoms.clear()
+                yield self._dpy
+        except _ERRORS as exc:
+            self._drop()
+            if self._deadline.expired == what:
+                raise DriverTimeout(f"X display {self.display!r} did not answer within {self.timeout:g} s ({what})",
+                                    display=self.display, call=what, timeout=self.timeout) from exc
+            raise DisplayUnavailable(f"X display {self.display!r} is unavailable: {exc}",
+                                     display=self.display) from exc
+
+    def _cut(self) -> None:
+        if self._dpy is not None:
+            shut_down_fd(self._dpy.fileno())
+
+    def _drop(self) -> None:
+        if self._dpy is not None:
+            with contextlib.suppress(Exception):
+                self._dpy.close()
+        self._dpy = None
+
+    def _atom(self, dpy: Display, name: str) -> int:
+        if name not in self._atoms:
+            self._atoms[name] = dpy.intern_atom(name)
+        return self._atoms[name]
+
+    # -- reading windows -----------------------------------------------------------------
+    def _client(self, dpy: Display, window: Any, depth: int) -> Any:
+        """The window at or below ``window`` that has WM_STATE: what the WM manages, not its frame."""
+        if window.get_full_property(self._atom(dpy, "WM_STATE"), X.AnyPropertyType) is not None:
+            return window
+        if depth == 0:
+            return None
+        for child in reversed(window.query_tree().children):  # top of the stacking order first
+            found = self._client(dpy, child, depth - 1)
+            if found is not None:
+                return found
+        return None
+
+    def _info(self, dpy: Display, window: Any) -> WindowInfo:
+        wm_class = window.get_wm_class() or ("", "")
+        title_prop = window.get_full_property(self._atom(dpy, "_NET_WM_NAME"), self._atom(dpy, "UTF8_STRING"))
+        if title_prop is not None and title_prop.value:
+            value = title_prop.value
+            title = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+        else:
+            name = window.get_wm_name()
+            title = name.decode("latin-1") if isinstance(name, bytes) else (name or "")
+        pid_prop = window.get_full_property(self._atom(dpy, "_NET_WM_PID"), Xatom.CARDINAL)
+        pid = int(pid_prop.value[0]) if pid_prop is not None and len(pid_prop.value) else None
+        return WindowInfo(id=int(window.id), instance=wm_class[0] or "", wm_class=wm_class[1] or "", title=title,
+                          pid=pid, process=process_name(pid))

@@ -1,0 +1,201 @@
+"""An accessibility stack for a test desktop: a session bus, at-spi2-core's bus, and apps that expose their trees.
+
+Started by the test and stopped by pid (each in its own process group, which is
+stopped whole: the launcher starts the accessibility bus's dbus-daemon, which
+starts the registry).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .apps.reporting import ReportingApp
+from .desktop import Desktop
+from .recorder import wait_until
+
+__all__ = ("A11yBus", "FormApp", "a11y_env", "start_a11y_bus", "stop_group")
+
+LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
+FORMS = Path(__file__).with_name("forms")
+
+
+def stop_group(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
+    """SIGTERM to the process group ``proc`` leads (started with start_new_session), then SIGKILL; reaped."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # what the leader started and left behind
+
+
+@dataclass
+class A11yBus:
+    address: str  # the session bus's D-Bus address
+    session: subprocess.Popen[bytes]
+    launcher: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        stop_group(self.launcher)
+        stop_group(self.session)
+
+
+def _bus_answers(address: str) -> bool:
+    env = {**os.environ, "DBUS_SESSION_BUS_ADDRESS": address}
+    result = subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.a11y.Bus", "/org/a11y/bus",
+                             "org.a11y.Bus.GetAddress"], env=env, capture_output=True, timeout=5)
+    return result.returncode == 0
+
+
+def start_a11y_bus(desktop: Desktop) -> A11yBus:
+    workdir = desktop.workdir
+    read, write = os.pipe()
+    with open(workdir / "session-bus.log", "ab") as log:
+        session = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--nopidfile",
+                                    f"--print-address={write}"], pass_fds=(write,), stdin=subprocess.DEVNULL,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    os.close(write)
+    try:
+        with os.fdopen(read, "rb") as pipe:
+            address = pipe.readline().decode().strip()
+        if not address:
+            raise RuntimeError(f"dbus-daemon gave no address; see {workdir / 'session-bus.log'}")
+        env = {**desktop.env, "DBUS_SESSION_BUS_ADDRESS": address}
+        with open(workdir / "at-spi-bus-launcher.log", "ab") as log:
+            launcher = subprocess.Popen([LAUNCHER], env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+    except BaseException:
+        stop_group(session)
+        raise
+    bus = A11yBus(address, session, launcher)
+    try:
+        wait_until(lambda: _bus_answers(address), 20, "at-spi-bus-launcher to own org.a11y.Bus")
+    except BaseException:
+        bus.stop()
+        raise
+    return bus
+
+
+def a11y_env(desktop: Desktop, bus: A11yBus) -> dict[str, str]:
+    """What an app needs to expose its tree: the session bus, GTK's bridge on, Qt's accessibility on."""
+    env = {k: v for k, v in desktop.env.items() if k != "NO_AT_BRIDGE"}
+    return {**env, "DBUS_SESSION_BUS_ADDRESS": bus.address, "QT_ACCESSIBILITY": "1",
+            "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1"}
+
+
+class FormApp(ReportingApp):
+    """One of the dialogs in forms/ (``gtk_form.py``, ``qt_form.py``) on an accessibility bus."""
+
+    capabilities = frozenset()
+
+    def __init__(self, desktop: Desktop, bus: A11yBus, toolkit: str) -> None:
+        super().__init__(desktop)
+        self.bus = bus
+        self.name = f"{toolkit}-form"
+        self.probe = f"{toolkit}_form.py"
+
+    def argv(self) -> list[str]:
+        return [*super().argv()[:1], str(FORMS / self.probe)]
+
+    def app_env(self) -> dict[str, str]:
+        return a11y_env(self.desktop, self.bus)
+
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid)
+
+    def button(self, label: str) -> tuple[int, int]:
+        """The centre of the button labelled ``label``."""
+        x, y, w, h = self._state()["buttons"][label]
+        return x + w // 2, y + h // 2
+
+    def entry(self) -> tuple[int, int]:
+        x, y, w, h = self.field
+        return x + w // 2, y + h // 2
+
+    def received(self, since: int = 0) -> list[dict[str, Any]]:
+        return [e for e in self.events(since) if e["type"] in ("clicked", "text")]
+
+
+class ChromiumForm:
+    """Debian's Chromium showing forms/chromium_form.html as a kiosk, with its accessibility tree on the bus.
+
+    Playwright attaches over the DevTools port only to read what the page received
+    and where its elements are; no input goes through it.
+    """
+
+    name = "chromium-form"
+    page_file = FORMS / "chromium_form.html"
+
+    def __init__(self, desktop: Desktop, bus: A11yBus) -> None:
+        self.desktop = desktop
+        self.bus = bus
+
+    def start(self) -> None:
+        from playwright.sync_api import sync_playwright
+
+        from .apps.chromium import CHROMIUM, FLAGS
+
+        desktop = self.desktop
+        self.profile = Path(tempfile.mkdtemp(prefix="chromium-form-", dir=desktop.workdir))
+        env = {**a11y_env(desktop, self.bus), "HOME": str(self.profile)}
+        self.proc = desktop.spawn(
+            [CHROMIUM, *FLAGS, "--force-renderer-accessibility", f"--user-data-dir={self.profile}",
+             f"--window-size={desktop.width},{desktop.height}", "--window-position=0,0", "--kiosk",
+             self.page_file.as_uri()], "chromium-form.log", env=env)
+        port_file = self.profile / "DevToolsActivePort"
+        port = wait_until(lambda: port_file.exists() and port_file.read_text().split("\n")[0], 60,
+                          "chromium to open its DevTools port")
+        self._playwright = sync_playwright().start()
+        self._browser = self._playwright.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
+
+        def page() -> Any:
+            for context in self._browser.contexts:
+                for p in context.pages:
+                    if p.url.startswith(self.page_file.as_uri()) and p.evaluate("window.ready === true"):
+                        return p
+            return None
+
+        self.page = wait_until(page, 30, "chromium to show the form")
+        wait_until(lambda: self.page.evaluate("[screenX, screenY, innerWidth, innerHeight]")
+                   == [0, 0, desktop.width, desktop.height], 30, "the kiosk window to cover the screen")
+
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid)
+
+    def rect(self, element_id: str) -> tuple[int, int, int, int]:
+        x, y, w, h = self.page.evaluate("window.rects()")[element_id]
+        return x, y, w, h
+
+    def centre(self, element_id: str) -> tuple[int, int]:
+        x, y, w, h = self.rect(element_id)
+        return x + w // 2, y + h // 2
+
+    def received(self, since: int = 0) -> list[dict[str, Any]]:
+        return [e for e in self.page.evaluate("window.received")[since:] if e["type"] in ("clicked", "text")]
+
+    def mark(self) -> int:
+        return int(self.page.evaluate("window.received.length"))
+
+    def wait_for(self, predicate: Any, since: int, what: str) -> dict[str, Any]:
+        return wait_until(lambda: next((e for e in self.received(since) if predicate(e)), None), 10, what)
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self._browser.close()
+        with contextlib.suppress(Exception):
+            self._playwright.stop()
+        stop_group(self.proc)

@@ -1,0 +1,229 @@
+"""The target resolver on real applications: GTK and Qt dialogs, xterm, under openbox with a real AT-SPI bus.
+
+The named target of a click or of typing must be the element the application
+reports receiving it; an app off the bus, a hung app and a dead bus give a
+window-only target with the reason, never an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import signal
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cud.daemon.targets import TargetResolver
+from cud.drivers.x11_windows import X11Windows
+from tests.support.a11y import A11yBus, ChromiumForm, FormApp, start_a11y_bus
+from tests.support.desktop import Desktop, start_desktop
+from tests.support.recorder import wait_until
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[tuple[Desktop, A11yBus, dict[str, FormApp]]]:
+    workdir = Path(tempfile.mkdtemp(prefix="cud-targets-"))
+    with start_desktop("x11", workdir) as desktop:
+        bus = start_a11y_bus(desktop)
+        apps: dict[str, FormApp] = {}
+        try:
+            for toolkit in ("gtk", "qt"):
+                app = FormApp(desktop, bus, toolkit)
+                app.start()
+                apps[toolkit] = app
+            yield desktop, bus, apps
+        finally:
+            for app in apps.values():
+                app.stop()
+            bus.stop()
+
+
+#: Lookups checked for what they find get time enough on a loaded machine (a toolkit builds
+#: its accessible objects on the first question); the budget itself is checked below.
+ROOMY = 5.0
+
+
+def resolve(desktop: Desktop, bus: str, coro: Any, timeout: float = ROOMY) -> Any:
+    async def main() -> Any:
+        resolver = TargetResolver(desktop.display, bus, timeout=timeout)
+        try:
+            assert await resolver.warm() is None
+            return await coro(resolver)
+        finally:
+            await resolver.close()
+
+    # On a thread of its own: Playwright's sync API (the Chromium tests) keeps a loop on this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, main()).result()
+
+
+@pytest.mark.parametrize("toolkit", ["gtk", "qt"])
+def test_click_target_is_the_button_that_was_clicked(stack: Any, toolkit: str) -> None:
+    desktop, bus, apps = stack
+    app = apps[toolkit]
+    for label in ("Delete account", "Cancel"):
+        x, y = app.button(label)
+        target = resolve(desktop, bus.address, lambda r: r.at_point(x, y))
+        assert target["note"] is None, target
+        assert target["window"]["pid"] == app.pid and target["window"]["title"] == "Account settings"
+        assert target["window"]["process"] == "python3"
+        element = target["element"]
+        assert (element["role"], element["name"]) == ("push button", label), target
+        assert element["application"] == f"{toolkit}_form.py"
+        since = app.mark()
+        desktop.driver.click({"type": "click", "x": x, "y": y, "button": "left"})
+        got = app.wait_for(lambda e: e["type"] == "clicked", since, what=f"a click on {label!r}")
+        assert got["widget"] == element["name"]
+
+
+@pytest.mark.parametrize("toolkit", ["gtk", "qt"])
+def test_typing_target_is_the_focused_entry(stack: Any, toolkit: str) -> None:
+    desktop, bus, apps = stack
+    app = apps[toolkit]
+    x, y = app.entry()
+    desktop.driver.click({"type": "click", "x": x, "y": y, "button": "left"})
+    target = wait_until(lambda: (t := resolve(desktop, bus.address, lambda r: r.focus()))["element"]
+                        and "focused" in t["element"]["states"] and t, 10, "the entry to have the focus")
+    assert target["window"]["pid"] == app.pid
+    element = target["element"]
+    assert element["name"] == "Search" and "editable" in element["states"], target
+    since = app.mark()
+    desktop.driver.type({"type": "type", "text": "abc"})
+    got = app.wait_for(lambda e: e["type"] == "text" and e["value"].endswith("abc"), since, what="the typed text")
+    assert got["widget"] == element["name"]
+
+
+def test_xterm_is_window_only(stack: Any) -> None:
+    desktop, bus, _apps = stack
+    proc = desktop.spawn(["xterm", "-geometry", "40x10+900+600", "-T", "a terminal"], "xterm.log")
+    try:
+        windows = X11Windows(desktop.display)
+        try:
+            info = wait_until(lambda: (w := windows.window_at(1000, 650)) and w.wm_class == "XTerm" and w, 20,
+                              "xterm's window")
+        finally:
+            windows.close()
+        target = resolve(desktop, bus.address, lambda r: r.at_point(1000, 650))
+        assert target["window"]["class"] == "XTerm" and target["window"]["title"] == "a terminal"
+        assert target["window"]["pid"] == info.pid == proc.pid and target["window"]["process"] == "xterm"
+        assert target["element"] is None
+        assert f"xterm (pid {proc.pid}) is not on the accessibility bus" in target["note"]
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def test_a_hung_application_degrades_to_window_only(stack: Any) -> None:
+    desktop, bus, apps = stack
+    app = apps["gtk"]
+    x, y = app.button("Cancel")
+
+    async def twice(resolver: TargetResolver) -> tuple[Any, Any]:
+        os.kill(app.pid, signal.SIGSTOP)
+        try:
+            first = await resolver.at_point(x, y)
+            second = await resolver.at_point(x, y)  # the bus is left alone for a while: no second wait
+        finally:
+            os.kill(app.pid, signal.SIGCONT)
+        return first, second
+
+    first, second = resolve(desktop, bus.address, twice, timeout=0.1)
+    for target in (first, second):
+        assert target["window"]["pid"] == app.pid and target["element"] is None
+        assert f"did not answer within 100 ms for pid {app.pid} (window only" in target["note"], target
+    # A new lookup after the app woke finds the element again.
+    again = resolve(desktop, bus.address, lambda r: r.at_point(x, y))
+    assert again["element"]["name"] == "Cancel"
+
+
+def test_a_dead_bus_degrades_to_window_only(tmp_path: Path) -> None:
+    with start_desktop("x11", tmp_path) as desktop:
+        bus = start_a11y_bus(desktop)
+        address = bus.address
+        bus.stop()
+        desktop.spawn(["xterm", "-geometry", "40x10+100+100"], "xterm.log")
+        windows = X11Windows(desktop.display)
+        try:
+            wait_until(lambda: (w := windows.window_at(150, 150)) and w.wm_class == "XTerm", 20, "xterm's window")
+        finally:
+            windows.close()
+
+        async def look() -> tuple[str | None, Any]:
+            resolver = TargetResolver(desktop.display, address)
+            try:
+                return await resolver.warm(), await resolver.at_point(150, 150)
+            finally:
+                await resolver.close()
+
+        reason, target = asyncio.run(look())
+        assert reason is not None and "cannot be reached" in reason
+        assert target["window"] is not None and target["window"]["class"] == "XTerm", target
+        assert target["element"] is None and target["note"] == reason
+
+
+def test_no_bus_and_vnc_without_display_say_why() -> None:
+    async def look() -> tuple[Any, Any]:
+        vnc = TargetResolver(None, None, vnc=True)
+        plain = TargetResolver(None, None)
+        try:
+            return await vnc.at_point(1, 2), await plain.focus()
+        finally:
+            await vnc.close()
+            await plain.close()
+
+    vnc, plain = asyncio.run(look())
+    assert vnc["window"] is None and vnc["element"] is None and vnc["note"].startswith("unknown (VNC)")
+    assert plain["note"].startswith("no X display")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[tuple[Desktop, A11yBus, ChromiumForm]]:
+    workdir = Path(tempfile.mkdtemp(prefix="cud-targets-chromium-"))
+    with start_desktop("x11", workdir) as desktop:
+        bus = start_a11y_bus(desktop)
+        app = ChromiumForm(desktop, bus)
+        try:
+            app.start()
+            yield desktop, bus, app
+        finally:
+            app.stop()
+            bus.stop()
+
+
+@pytest.mark.parametrize(("element_id", "role", "name"), [("delete", "push button", "Delete account"),
+                                                          ("cancel", "push button", "Cancel"),
+                                                          ("help", "link", "Help")])
+def test_chromium_click_target_is_what_the_page_received(chromium: Any, element_id: str, role: str,
+                                                         name: str) -> None:
+    desktop, bus, app = chromium
+    x, y = app.centre(element_id)
+    target = resolve(desktop, bus.address, lambda r: r.at_point(x, y))
+    assert target["window"]["pid"] == app.pid and target["window"]["process"] == "chromium", target
+    assert target["window"]["title"] == "Account settings - Chromium"
+    element = target["element"]
+    assert (element["role"], element["name"], element["application"]) == (role, name, "Chromium"), target
+    since = app.mark()
+    desktop.driver.click({"type": "click", "x": x, "y": y, "button": "left"})
+    got = app.wait_for(lambda e: e["type"] == "clicked", since, f"a click on {name!r}")
+    assert got["widget"] == element["name"]
+
+
+def test_chromium_typing_target_is_the_focused_field(chromium: Any) -> None:
+    desktop, bus, app = chromium
+    x, y = app.centre("search")
+    desktop.driver.click({"type": "click", "x": x, "y": y, "button": "left"})
+    wait_until(lambda: app.page.evaluate("document.activeElement.id") == "search", 10, "the page to focus the field")
+    target = wait_until(lambda: (t := resolve(desktop, bus.address, lambda r: r.focus()))["element"]
+                        and t["element"]["role"] != "document web" and t, 10, "the bus to report the focus")
+    element = target["element"]
+    assert (element["role"], element["name"]) == ("entry", "Search"), target
+    assert "focused" in element["states"]
+    since = app.mark()
+    desktop.driver.type({"type": "type", "text": "xyz"})
+    got = app.wait_for(lambda e: e["type"] == "text" and e["value"].endswith("xyz"), since, "the typed text")
+    assert got["widget"] == element["name"]
