@@ -45,6 +45,7 @@ from cud.requests import (  # noqa: F401 (re-exported, as below)
     SeatsRequest,
     ShowRequest,
     SubmitRequest,
+    VideoRequest,
 )
 from cud.views import (  # noqa: F401 (re-exported: the protocol is one import for both sides)
     APPROVAL_POLICIES,
@@ -146,7 +147,7 @@ DaemonMessage = Union[OkReply, ErrorReply, EventMessage, ChunkMessage, FileMessa
 #: What a person may do on a paused task's seat (``act``): the model's input actions.
 HUMAN_ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type")
 #: What a record's file may be called: the trajectory's own names, never a path.
-RECORD_FILE_NAME = re.compile(r"step-[0-9]{4,}[A-Za-z0-9_-]{0,32}\.(?:png|jpg|webp)")
+RECORD_FILE_NAME = re.compile(r"step-[0-9]{4,}[A-Za-z0-9_-]{0,32}\.(?:png|jpg|webp)|video\.(?:mp4|webm)")
 
 
 # -- framing ---------------------------------------------------------------------------------
@@ -309,6 +310,7 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "act": {"id": (_ID, True), "action": (_action, True)},
     "image": {"id": (_ID, True), "name": (_file_name, True)},
     "record": {"id": (_ID, True)},
+    "video": {"id": (_ID, True)},
     "metrics": {},
 }
 REQUEST_TYPES: frozenset[str] = frozenset(_REQUEST_FIELDS)

@@ -20,6 +20,7 @@ from typing import Any
 
 from cud.daemon.config_values import bad, int_in_range, positive_int, positive_number, seconds_in_range, string
 from cud.daemon.seat_config import SeatConfig, load_seats
+from cud.daemon.video_config import VideoConfig, load_video
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
 
@@ -51,6 +52,7 @@ _TOP_KEYS = {
     "retention",
     "request",
     "metrics",
+    "video",
 }
 _ACCESS_KEYS = {"submit_users", "submit_groups", "approve_users", "approve_groups"}
 _RETENTION_KEYS = {"max_tasks", "max_age_days"}
@@ -106,6 +108,8 @@ class Config:
     access: Access = Access()
     retention: Retention = Retention()
     metrics: Metrics = Metrics()
+    #: How tasks on X11 seats are recorded as video (see cud.daemon.video_config).
+    video: VideoConfig = VideoConfig()
     #: Extra Responses parameters for every model request (see cud.daemon.request), as written.
     request: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False)
 
@@ -257,6 +261,8 @@ def load_config(
         kwargs["retention"] = Retention(**values)
     if "metrics" in merged or "metrics_textfile" in merged:  # the flag: only there, never in the file
         kwargs["metrics"] = _metrics(merged.get("metrics", {}), merged.get("metrics_textfile"))
+    if "video" in merged:
+        kwargs["video"] = load_video(merged["video"])
     if "request" in merged:
         # Imported here: it builds validators from the openai SDK's types, which a config
         # without [request] (and `cud --help`) should not pay for.
