@@ -281,3 +281,64 @@ def test_video_config_through_the_config_file_and_its_frame_sizes(tmp_path: Path
         assert fw % 2 == 0 and fh % 2 == 0
         assert ("-vf" in argv) == ((fw, fh) != (1280, 800))
         assert argv[:5] == ["setpriv", "--pdeathsig", "KILL", "--", "ffmpeg"]
+
+
+PLAY = """(async () => {
+  const video = document.getElementById("video");
+  if (video.readyState < 1) await new Promise((ok, bad) => {
+    video.addEventListener("loadedmetadata", ok, { once: true });
+    video.addEventListener("error", () => bad(new Error("video error " + (video.error && video.error.message))));
+  });
+  video.muted = true;
+  await video.play();
+  await new Promise((ok) => { const tick = () => video.currentTime > 0.3 ? ok() : setTimeout(tick, 50); tick(); });
+  video.pause();
+  const marks = [...document.querySelectorAll(".timeline a")];
+  const last = marks[marks.length - 1];
+  const seeked = new Promise((ok) => video.addEventListener("seeked", ok, { once: true }));
+  last.click();  // the page's own script seeks
+  await seeked;
+  return {
+    width: video.videoWidth, height: video.videoHeight, duration: video.duration, played: video.played.length,
+    error: video.error && video.error.message, time: video.currentTime, wanted: Number(last.dataset.t),
+    marks: marks.map((a) => a.textContent), links: [...document.querySelectorAll("a.seek")].length,
+    scripts: document.scripts.length,
+  };
+})()"""
+
+
+def test_the_report_plays_the_video_in_chromium_and_its_marks_seek(
+        start_daemon, board: Board, xvfb: XServer, seed: int, tmp_path: Path) -> None:
+    from tests.support.browser import Browser
+
+    daemon: Daemon = start_daemon(_clicks(random.Random(seed), xvfb), config=VIDEO)
+    task_id = daemon.call("submit", prompt="click through the colours")["id"]
+    assert daemon.wait_state(task_id, "succeeded", "failed")["state"] == "succeeded"
+    page_path = tmp_path / "report.html"
+    made = cuctl(daemon.socket, "report", str(task_id), "-o", str(page_path))
+    assert made.returncode == 0, made.stderr
+    page = page_path.read_text()
+    assert page.count('<video id="video"') == 1 and 'src="data:video/mp4;base64,' in page
+    browser = Browser(tmp_path)
+    try:
+        seen = browser.inspect(page_path.as_uri(), PLAY)
+    finally:
+        browser.close()
+    assert seen.problems() == [], seen.problems()
+    assert seen.foreign("file://") == []
+    value = seen.value
+    assert value["error"] is None and value["played"] >= 1
+    assert (value["width"], value["height"]) == (xvfb.width, xvfb.height)
+    # A mark per step (the first screenshot, the clicks, the final message) under the video.
+    assert value["marks"] == [str(n) for n in range(1, CLICKS + 3)]
+    assert value["links"] == CLICKS + 2  # and each step's heading links to its moment
+    assert abs(value["time"] - value["wanted"]) <= 1 / FPS  # seeking lands on the step's frame
+    assert value["scripts"] == 1
+
+    export = tmp_path / "export"
+    exported = cuctl(daemon.socket, "export", str(task_id), "-o", str(export))
+    assert exported.returncode == 0 and "the video" in exported.stdout, exported.stderr
+    manifest = json.loads((export / "manifest.json").read_text())
+    assert "video.mp4" in [f["name"] for f in manifest["files"]]
+    assert (export / "video.mp4").read_bytes() == (daemon.state_dir / "trajectories" / str(task_id)
+                                                   / "video.mp4").read_bytes()
