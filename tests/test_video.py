@@ -307,9 +307,24 @@ PLAY = """(async () => {
 })()"""
 
 
+CONSOLE_PLAY = """(async () => {
+  const video = document.getElementById("task-video");
+  if (video.readyState < 1) await new Promise((ok) => video.addEventListener("loadedmetadata", ok, { once: true }));
+  const buttons = [...document.querySelectorAll("#events button.seek")];
+  const last = buttons[buttons.length - 1];
+  const wanted = Number(last.textContent.split(":")[0].slice(2)) * 60 + Number(last.textContent.split(":")[1]);
+  const seeked = new Promise((ok) => video.addEventListener("seeked", ok, { once: true }));
+  last.click();
+  await seeked;
+  return { error: video.error && video.error.message, width: video.videoWidth, height: video.videoHeight,
+           time: video.currentTime, wanted };
+})()"""
+
+
 def test_the_report_plays_the_video_in_chromium_and_its_marks_seek(
         start_daemon, board: Board, xvfb: XServer, seed: int, tmp_path: Path) -> None:
     from tests.support.browser import Browser
+    from tests.support.console import Console
 
     daemon: Daemon = start_daemon(_clicks(random.Random(seed), xvfb), config=VIDEO)
     task_id = daemon.call("submit", prompt="click through the colours")["id"]
@@ -320,10 +335,25 @@ def test_the_report_plays_the_video_in_chromium_and_its_marks_seek(
     page = page_path.read_text()
     assert page.count('<video id="video"') == 1 and 'src="data:video/mp4;base64,' in page
     browser = Browser(tmp_path)
+    console = Console(daemon.socket, daemon.dir)
     try:
         seen = browser.inspect(page_path.as_uri(), PLAY)
+        watched = browser.open(console.url, width=1400, height=1000)
+        try:
+            watched.page.wait_for_selector("#status.ok")
+            watched.page.click(f'#tasks tr[data-id="{task_id}"]')
+            watched.page.wait_for_selector("#task-video-box:not([hidden])")
+            buttons = watched.page.locator("#events button.seek")
+            assert buttons.count() == CLICKS + 2  # every step's line seeks the console's player
+            in_console = watched.page.evaluate(CONSOLE_PLAY)
+            assert watched.report.problems() == [] and watched.report.foreign(console.origin) == []
+        finally:
+            watched.close()
     finally:
         browser.close()
+        assert console.stop() == 0, console.log_text()
+    assert in_console["error"] is None and (in_console["width"], in_console["height"]) == (xvfb.width, xvfb.height)
+    assert abs(in_console["time"] - in_console["wanted"]) <= 1 / FPS, in_console
     assert seen.problems() == [], seen.problems()
     assert seen.foreign("file://") == []
     value = seen.value

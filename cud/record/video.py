@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
+from typing import Any
 
 from cud.record.model import Record, Step
 
-__all__ = ("VIDEO_TYPES", "Video", "find_video", "moment", "step_moment")
+__all__ = ("VIDEO_TYPES", "Video", "event_moment", "find_video", "moment", "step_moment")
 
 #: The media type of a video file, by its extension.
 VIDEO_TYPES = {"mp4": "video/mp4", "webm": "video/webm"}
@@ -78,3 +79,17 @@ def step_moment(video: Video | None, step: Step) -> float | None:
     """When the step's actions began (for a step that never ended: its last event)."""
     before = step.timings.get("total_ms", 0.0) - step.timings.get("model_ms", 0.0) if step.ended else 0.0
     return moment(video, step.at, before_ms=max(0.0, before))
+
+
+def event_moment(start_epoch: float, event: dict[str, Any]) -> float | None:
+    """Seconds into a video that began at ``start_epoch`` of a ``step`` (its actions) or ``approval_requested``."""
+    when = _epoch(event.get("at"))
+    if when is None or event.get("kind") not in ("step", "approval_requested"):
+        return None
+    data = event.get("data") or {}
+    before = 0.0
+    if event["kind"] == "step":
+        total, model = data.get("total_ms"), data.get("model_ms")
+        if isinstance(total, (int, float)) and isinstance(model, (int, float)):
+            before = max(0.0, float(total) - float(model)) / 1000
+    return max(0.0, when - before - start_epoch)
