@@ -1,7 +1,7 @@
 """Run every benchmark in one process, one after another, and print one report.
 
 Each module's ``run()`` returns a markdown section. The report also goes to
-``bench-results/latest.md`` so the README's table can be refreshed from it.
+``bench-results/latest.md`` so docs/benchmarks.md's tables can be refreshed from it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reliability figures under faults, for the README's Reliability section.
+"""Reliability figures under faults, for docs/reliability.md and docs/benchmarks.md.
 
 * ``cuctl ping`` latency while 1000 idle half-open connections from one uid hold
   the socket (target: under 1 s);

@@ -25,6 +25,7 @@ __all__ = [
     "NotFound",
     "TaskTimeout",
     "StorageFull",
+    "ConnectionFailed",
 ]
 
 
@@ -131,3 +132,9 @@ class WrongState(CudError):
     """The task is not in a state that allows the request (resume a task that is not paused, say)."""
 
     kind = "wrong_state"
+
+
+class ConnectionFailed(CudError):
+    """cuctl or the console could not reach the daemon, or lost it before it answered (client side only)."""
+
+    kind = "connection"

@@ -3,7 +3,7 @@
 Bytes matter most: the SDK's loop re-sends every earlier screenshot on every
 request, so a byte saved in a frame is saved again on each later step. What the
 encoder does, and why (figures from ``make bench``'s corpus of four kinds of screen;
-the README has the frontier of settings against time and bytes):
+docs/benchmarks.md has the frontier of settings against time and bytes):
 
 * The frame is cut into bands of :data:`BAND_ROWS` rows, filtered and deflated
   one per task on a pool of one thread per core (numpy and zlib-ng release the GIL).
@@ -64,7 +64,7 @@ _CHANNELS = {"BGRX": (2, 1, 0), "BGRA": (2, 1, 0), "RGBX": (0, 1, 2), "RGBA": (0
 
 @dataclass(frozen=True)
 class PngSettings:
-    """How hard the encoder works; the defaults are the point on the measured frontier (README) cud uses."""
+    """How hard the encoder works; the defaults are the point on the measured frontier (docs/benchmarks.md) cud uses."""
 
     engine: str = "zlib-ng"  # string matching for bands that are not noise: "zlib-ng" or "isal"
     level: int = 3

@@ -15,7 +15,7 @@ probes: an incremental request for the screen, then one for the pixel at (0, 0).
 x11vnc reads one message at a time, so the pixel alone back means it is not
 measuring; the 16x16 block first means it is, and the driver answers each update
 with another incremental request until four blocks have come (see
-``_RFB._rating_update``). Each probe costs a round trip; x11vnc is done with the
+``RFBProtocol._rating_update`` in ``vnc_rfb``). Each probe costs a round trip; x11vnc is done with the
 driver after its one measurement, and servers with Fence (Xvnc) are never probed.
 """
 

@@ -21,10 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from parts import (
-    SEAT_PARTS, Settings, answers, is_part_name, kind_of, needs, seat_spec, show_order, start, stop_order,
-    wanted_parts,
-)
+from launch import start
+from parts import SEAT_PARTS, Settings, is_part_name, kind_of, needs, seat_spec, show_order, stop_order, wanted_parts
+from probes import answers
 from procs import Record, SandboxError, forget, load, save, state_of, stop
 
 __all__ = ()

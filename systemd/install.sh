@@ -8,7 +8,7 @@
 #   UNITDIR                    cud.service xvfb@.service x11vnc@.service xvnc@.service
 #   SYSUSERSDIR/cud.conf, TMPFILESDIR/cud.conf
 #   SYSCONFDIR/cud/cud.toml    the example config, only if there is none yet
-#   PREFIX/share/doc/cud/      README.md and cud.toml.example
+#   PREFIX/share/doc/cud/      README.md, docs/ (the reference pages) and cud.toml.example
 #
 # Everything is written below DESTDIR (empty: the real root). The installed
 # files name the final paths (PREFIX, SYSCONFDIR), never DESTDIR.
@@ -92,6 +92,13 @@ docdir=$prefix/share/doc/cud
 mkdir -p "$destdir$docdir" "$destdir$sysconfdir/cud"
 install -m 0644 "$here/cud.toml.example" "$destdir$docdir/cud.toml.example"
 [ -f "$src/README.md" ] && install -m 0644 "$src/README.md" "$destdir$docdir/README.md"
+# The pages README.md links to, beside it as in the tree (the units' Documentation= names them).
+if [ -d "$src/docs" ]; then
+    mkdir -p "$destdir$docdir/docs"
+    for page in "$src"/docs/*.md "$src"/docs/*.png; do
+        if [ -f "$page" ]; then install -m 0644 "$page" "$destdir$docdir/docs/"; fi
+    done
+fi
 if [ -e "$destdir$sysconfdir/cud/cud.toml" ]; then
     say "kept the existing $sysconfdir/cud/cud.toml (the example is in $docdir)"
 else
@@ -112,7 +119,7 @@ install: done. Next:
   systemctl enable --now xvfb@0.service cud.service [x11vnc@0.service]
   cuctl --socket /run/cud/cud.sock ping
 Several seats (xvfb@1..N, [[seats]] in $sysconfdir/cud/cud.toml, a drop-in for cud.service):
-  see "Several seats" in $docdir/README.md. Upgrading: restart the display units, then cud.
+  see "Several seats" in $docdir/docs/systemd.md. Upgrading: restart the display units, then cud.
 MSG
 else
     say "done under '${destdir:-/}'; on the target run systemd-sysusers, systemd-tmpfiles --create and systemctl daemon-reload"

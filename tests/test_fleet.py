@@ -3,7 +3,7 @@
 Two real daemons, each on its own Xvfb with its own scripted model, stand for two
 VMs; the tests' sshd on 127.0.0.1 reaches both (tests/support/sshd.py). The
 first example is ``examples/fleet/fan-out`` (cuctl --host, run here); the second
-the README's one-liner, where parallel's ``--sshlogin`` runs cuctl on each machine.
+the one-liner of docs/fleets.md, where parallel's ``--sshlogin`` runs cuctl on each machine.
 """
 
 from __future__ import annotations

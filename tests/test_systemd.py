@@ -152,7 +152,7 @@ def test_example_config_with_its_three_seats_uncommented_loads(tmp_path: Path) -
 
     path = three_seat_example(tmp_path)
     raw = tomllib.loads(path.read_text())
-    # The displays of the README's three-seat machine (xvfb@1, xvfb@2, xvfb@3); every other
+    # The displays of docs/systemd.md's three-seat machine (xvfb@1, xvfb@2, xvfb@3); every other
     # key still top-level, not swallowed by a seat table.
     assert raw["seats"] == [{"name": f"seat{k}", "display": f":{k}"} for k in (1, 2, 3)]
     assert "display" not in raw and raw["model"] == "gpt-5.4" and raw["access"]["submit_users"] == []
@@ -219,24 +219,22 @@ def test_systemd_analyze_verify_accepts_every_installed_unit(prefix_install: Pat
         assert exposure(path) <= 2.0
 
 
-def readme_systemd_block(language: str) -> str:
-    """The README systemd section's first fenced block in ``language`` (the three-seat machine's)."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Installing cud in a VM with systemd"):]
-    section = section[: section.index("\n## ", 1)]
-    match = re.search(rf"```{language}\n(.*?)```", section, re.S)
-    assert match, f"no {language} block in the README's systemd section"
+def docs_systemd_block(language: str) -> str:
+    """docs/systemd.md's first fenced block in ``language`` (the three-seat machine's)."""
+    text = (ROOT / "docs" / "systemd.md").read_text()
+    match = re.search(rf"```{language}\n(.*?)```", text, re.S)
+    assert match, f"no {language} block in docs/systemd.md"
     return match.group(1)
 
 
-def test_the_readmes_three_seats_are_the_example_configs(tmp_path: Path) -> None:
+def test_the_documented_three_seats_are_the_example_configs(tmp_path: Path) -> None:
     import tomllib
 
-    readme = tomllib.loads(readme_systemd_block("toml"))["seats"]
-    assert readme == tomllib.loads(three_seat_example(tmp_path).read_text())["seats"]
+    documented = tomllib.loads(docs_systemd_block("toml"))["seats"]
+    assert documented == tomllib.loads(three_seat_example(tmp_path).read_text())["seats"]
     # ... and the drop-in orders cud after exactly those displays.
-    numbers = [seat["display"].lstrip(":") for seat in readme]
-    drop_in = readme_systemd_block("ini")
+    numbers = [seat["display"].lstrip(":") for seat in documented]
+    drop_in = docs_systemd_block("ini")
     for key in ("Wants", "After"):
         assert f"{key}=" + " ".join(f"xvfb@{n}.service" for n in numbers) in drop_in.splitlines()
 
@@ -254,21 +252,21 @@ def test_units_and_cud_agree_on_the_shared_cookie_file() -> None:
 
 
 @needs_analyze
-def test_systemd_analyze_verify_accepts_cud_with_the_readmes_three_seat_drop_in(
+def test_systemd_analyze_verify_accepts_cud_with_the_documented_three_seat_drop_in(
     prefix_install: Path, tmp_path: Path
 ) -> None:
     units = tmp_path / "units"
     shutil.copytree(prefix_install / "lib/systemd/system", units)
     (units / "cud.service.d").mkdir()
     drop_in = units / "cud.service.d" / "override.conf"
-    drop_in.write_text(readme_systemd_block("ini"))
+    drop_in.write_text(docs_systemd_block("ini"))
     result = analyze_verify(units / "cud.service")
     assert result.returncode == 0 and not result.stderr.strip() and not result.stdout.strip(), (
         f"rc {result.returncode}\n{result.stdout}\n{result.stderr}"
     )
     assert exposure(units / "cud.service") <= 2.0
     # The control: verify does read the drop-in (a misspelt key in it is reported).
-    drop_in.write_text(readme_systemd_block("ini").replace("After=", "Aftr="))
+    drop_in.write_text(docs_systemd_block("ini").replace("After=", "Aftr="))
     assert "Aftr" in analyze_verify(units / "cud.service").stderr
 
 
@@ -300,6 +298,13 @@ def test_install_with_destdir_writes_only_there_and_names_final_paths(tmp_path: 
     assert os.readlink(dest / "usr/local/bin/cud") == "../lib/cud/venv/bin/cud"
     assert (dest / "etc/cud/cud.toml").exists()
     assert sorted(p.name for p in dest.iterdir()) == ["etc", "usr"]
+    # The pages the units' Documentation= names are installed where they say, beside the README.
+    for unit in dest.joinpath("usr/local/lib/systemd/system").iterdir():
+        for line in unit.read_text().splitlines():
+            if line.startswith("Documentation="):
+                for uri in line.removeprefix("Documentation=").split():
+                    assert (dest / uri.removeprefix("file:///")).is_file(), f"{unit.name}: {uri}"
+    assert (dest / "usr/local/share/doc/cud/docs/console-example.png").is_file()  # README's picture
 
 
 def test_install_keeps_an_existing_config(tmp_path: Path) -> None:

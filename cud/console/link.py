@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cud.cuctl.client import ConnectionFailed, parse_reply, result_of
+from cud.cuctl.client import parse_reply, result_of
 from cud.cuctl.dial import Connection, Dialer, UnixDialer
-from cud.errors import ProtocolError
+from cud.errors import ConnectionFailed, ProtocolError
 from cud.protocol import MAX_MESSAGE_BYTES, DaemonMessage, encode, request
 
 __all__ = ("Link",)

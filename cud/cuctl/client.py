@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import cud
-from cud.cuctl.dial import ConnectionFailed, Dialer, UnixDialer
-from cud.errors import CudError, ProtocolError
+from cud.cuctl.dial import Dialer, UnixDialer
+from cud.errors import ConnectionFailed, CudError, ProtocolError
 from cud.protocol import (MAX_MESSAGE_BYTES, PROTOCOL_VERSION, DaemonMessage, VersionMismatch, decode, encode,
                           parse_message, request)
 
-__all__ = ("Client", "ConnectionFailed", "RemoteError", "parse_reply", "result_of")
+__all__ = ("Client", "RemoteError", "parse_reply", "result_of")
 
 
 class RemoteError(CudError):

@@ -11,6 +11,10 @@ no TCP port is opened anywhere.
 When a connection ends before the daemon answered, :meth:`Connection.lost`
 says why in one line: for ssh, what ssh (or the remote shell, or the remote
 cuctl) printed.
+
+Imports go one way: this module picks :mod:`cud.cuctl.ssh` for a ``--host``;
+ssh needs nothing from here (its connection meets :class:`Connection` by shape,
+and :class:`~cud.errors.ConnectionFailed` is in :mod:`cud.errors`).
 """
 
 from __future__ import annotations
@@ -20,13 +24,9 @@ import socket
 from pathlib import Path
 from typing import Protocol
 
-from cud.errors import CudError
+from cud.errors import ConnectionFailed
 
-__all__ = ("ConnectionFailed", "Connection", "Dialer", "UnixDialer", "dialer_for", "local_dialer")
-
-
-class ConnectionFailed(CudError):
-    kind = "connection"
+__all__ = ("Connection", "Dialer", "UnixDialer", "dialer_for", "local_dialer")
 
 
 class Connection(Protocol):

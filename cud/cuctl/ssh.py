@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from typing import IO
 from urllib.parse import unquote, urlsplit
 
-from cud.cuctl.dial import ConnectionFailed
 from cud.cuctl.output import printable
-from cud.errors import ConfigError
+from cud.errors import ConfigError, ConnectionFailed
 
 __all__ = ("CONNECT_TIMEOUT", "SshDialer", "SshTarget")
 

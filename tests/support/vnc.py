@@ -108,7 +108,7 @@ def start_x11vnc(display: str, workdir: Path, password: str = "s3cret", port: in
     # rate (0) still measured. Otherwise x11vnc measures the link once per client, after
     # it first sends it 10 KB or more in one turn of its loop (rates.c,
     # measure_send_rates), holding the client's pointer events back from the X server
-    # until the client has answered four rounds; the driver answers them (vnc_client's
+    # until the client has answered four rounds; the driver answers them (x11vnc_rating's
     # docstring), and the tests that show it start x11vnc with ``speeds=None``. Given,
     # the link is rated alike in every run (LAN, not "dialup" with longer wireframe
     # timeouts after a slow answer), and the driver's probe finds no measurement.

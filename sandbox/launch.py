@@ -1,0 +1,194 @@
+"""How each part of the sandbox starts, and the wait until it answers (stopped again if it never does)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from credentials import ensure_vnc_password, write_xauthority
+from parts import SEAT_PARTS, Settings, kind_of, prefix_of, seat_place, seat_spec
+from probes import answers
+from procs import Record, SandboxError, spawn, state_of, wait_for
+
+__all__ = ("SCRIPTED_KEY", "TIMEOUTS", "start")
+
+#: Seconds each part may take to answer after it started.
+TIMEOUTS = {"xserver": 30.0, "openbox": 20.0, "x11vnc": 20.0, "demo-app": 30.0, "model": 20.0, "daemon": 60.0}
+#: Not a key: the scripted model accepts anything, and the SDK insists on one.
+SCRIPTED_KEY = "sk-scripted-demo-not-a-real-key"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _base_env(settings: Settings, display: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "XAUTHORITY", "CUD_SOCKET")}
+    env["XAUTHORITY"] = str(settings.path("Xauthority"))
+    if display:
+        env["DISPLAY"] = display
+    return env
+
+
+def _read_displayfd(fd: int, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    data = b""
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or proc.poll() is not None:
+            raise SandboxError(f"the X server did not report a display number; see {log}")
+        ready, _, _ = select.select([fd], [], [], min(remaining, 0.5))
+        if ready:
+            chunk = os.read(fd, 64)
+            if not chunk and proc.poll() is not None:
+                continue
+            data += chunk
+    return ":" + data.decode().strip()
+
+
+def _start_xserver(
+    settings: Settings, name: str, log: Path, records: dict[str, Record]
+) -> tuple[subprocess.Popen[bytes], Record]:
+    xauthority = settings.path("Xauthority")
+    # One cookie for every display of the sandbox (the daemon and the viewers read one
+    # file): a fresh one, unless another seat's X server still runs with the current one.
+    others = [r for n, r in records.items() if kind_of(n) == "xserver" and n != name and state_of(r) == "running"]
+    if not others or not xauthority.exists():
+        write_xauthority(xauthority)
+    read_fd, write_fd = os.pipe()
+    common = ["-displayfd", str(write_fd), "-nolisten", "tcp", "-noreset", "-auth", str(xauthority)]
+    vnc_port = None
+    if settings.xserver == "xvnc":
+        ensure_vnc_password(settings)
+        vnc_port = free_port()
+        argv = ["Xvnc", *common, "-geometry", settings.geometry, "-depth", "24", "-localhost",
+                "-interface", "127.0.0.1", "-rfbport", str(vnc_port),
+                "-SecurityTypes", "VncAuth", "-rfbauth", str(settings.path("vnc-passwd"))]
+    else:
+        argv = ["Xvfb", *common, "-screen", "0", f"{settings.geometry}x24"]
+    try:
+        proc, record = spawn(name, argv, log, _base_env(settings, None), pass_fds=(write_fd,))
+    finally:
+        os.close(write_fd)
+    try:
+        record.info["display"] = _read_displayfd(read_fd, proc, log, TIMEOUTS["xserver"])
+    except SandboxError:
+        _abandon(proc)
+        raise
+    finally:
+        os.close(read_fd)
+    if vnc_port is not None:
+        record.info["vnc_port"] = str(vnc_port)
+    return proc, record
+
+
+def _abandon(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a part that never came up: nothing records it, so nothing else would."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
+    """Start part ``name`` and wait until it answers; returns its record (not yet saved).
+
+    A part that does not answer in time is stopped again before the error is raised.
+    """
+    log = settings.log(name)
+    kind, prefix = kind_of(name), prefix_of(name)
+    xserver = records.get(prefix + "xserver") if kind in SEAT_PARTS else records.get("xserver")
+    display = xserver.info["display"] if kind != "xserver" and xserver is not None else None
+    env = _base_env(settings, display)
+    if kind == "xserver":
+        proc, record = _start_xserver(settings, name, log, records)
+    elif kind == "openbox":
+        proc, record = spawn(name, ["openbox", "--sm-disable"], log, env)
+    elif kind == "x11vnc":
+        ensure_vnc_password(settings)
+        port = free_port()
+        argv = ["x11vnc", "-display", str(display), "-auth", str(settings.path("Xauthority")),
+                "-rfbauth", str(settings.path("vnc-passwd")), "-localhost", "-rfbport", str(port),
+                "-forever", "-shared", "-viewonly", "-noxdamage"]
+        proc, record = spawn(name, argv, log, env)
+        record.info["vnc_port"] = str(port)
+    elif kind == "demo-app":
+        app_log = settings.path(f"{prefix}demo-app.jsonl")
+        app_log.unlink(missing_ok=True)  # what this instance receives, from its start on
+        argv = [settings.python, str(settings.root / "sandbox" / "demo_app.py"), "--log", str(app_log)]
+        proc, record = spawn(name, argv, log, env)
+    elif kind == "model":
+        port_file = settings.path("model.port")
+        port_file.unlink(missing_ok=True)
+        argv = [settings.python, "-m", "cud.scripted", "--scenario", "demo", "--port-file", str(port_file)]
+        proc, record = spawn(name, argv, log, env)
+        try:
+            wait_for("the scripted model", port_file.exists, lambda: proc.poll() is None, log, TIMEOUTS[kind])
+        except SandboxError:
+            _abandon(proc)
+            raise
+        record.info["port"] = port_file.read_text().strip()
+    elif kind == "daemon":
+        settings.socket.unlink(missing_ok=True)  # a stale one from a daemon that died
+        state = settings.path("state")
+        state.mkdir(mode=0o700, exist_ok=True)
+        argv = [str(settings.venv / "bin" / "cud"), "run", "--socket", str(settings.socket), "--state-dir", str(state)]
+        spec = seat_spec(settings, records)
+        if spec is not None:
+            argv += _seat_arguments(settings, records)
+        elif settings.driver == "vnc":
+            port = records["xserver"].info["vnc_port"]
+            argv += ["--vnc", f"127.0.0.1::{port}", "--vnc-password-file", str(settings.path("vnc-password"))]
+        else:
+            argv += ["--display", str(display)]
+        if settings.model == "scripted":
+            env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{records['model'].info['port']}/v1"
+            env["OPENAI_API_KEY"] = SCRIPTED_KEY
+        proc, record = spawn(name, argv, log, env)
+        record.info["model"] = settings.model
+        record.info["socket"] = str(settings.socket)
+        if spec is not None:
+            record.info["seats"] = spec
+    else:
+        raise AssertionError(name)
+    everything = {**records, name: record}
+    what = f"{name} ({' '.join(record.cmdline[:1])}, pid {record.pid})"
+    try:
+        wait_for(what, lambda: answers(settings, record, everything), lambda: proc.poll() is None, log, TIMEOUTS[kind])
+    except SandboxError:
+        _abandon(proc)
+        raise
+    return record
+
+
+def _seat_arguments(settings: Settings, records: dict[str, Record]) -> list[str]:
+    """How the daemon is told about several seats: ``--seat`` flags for X displays, a config for VNC.
+
+    ``--seat`` names X displays only, so over Xvnc (driven through VNC, as with one
+    seat) the seats go into a config file of ``[[seats]]`` tables, rewritten at
+    every start to the servers' current ports.
+    """
+    if settings.driver != "vnc":
+        return [arg for seat in settings.seat_list
+                for arg in ("--seat", f"{seat.name}={records[seat.part('xserver')].info['display']}")]
+    lines = ["# Written by `make sandbox-up` at every start of the daemon: the sandbox's seats over VNC."]
+    password = json.dumps(str(settings.path("vnc-password")))  # a JSON string is a TOML basic string
+    for seat in settings.seat_list:
+        place = seat_place(settings, records[seat.part("xserver")])
+        lines += ["", "[[seats]]", f"name = {json.dumps(seat.name)}", f"vnc = {json.dumps(place)}",
+                  f"vnc_password_file = {password}"]
+    config = settings.path("cud.toml")
+    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write("\n".join(lines) + "\n")
+    return ["--config", str(config)]
