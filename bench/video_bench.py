@@ -116,11 +116,11 @@ class WithVideo:
     ffmpeg_share: float  # per recording seat, of one core
 
 
-def measure_seats(counts: tuple[int, ...], tasks: int, turns: int, latencies: tuple[float, ...]) -> list[WithVideo]:
+def measure_seats(counts: tuple[int, ...], tasks: int, turns: int, latencies: tuple[float, ...],
+                  on_config: str = "[video]\nenabled = true\n") -> list[WithVideo]:
     model = ScriptedModel(seats_bench.scenario(turns), record=False)
     url = model.start()
     out = []
-    on_config = "[video]\nenabled = true\n"
     try:
         with seats_bench.screens(max(counts)) as shown:
             for count in counts:
@@ -154,7 +154,7 @@ def _measure_on(shown: list[seats_bench.Screen], model: ScriptedModel, url: str,
     return result, shares
 
 
-def report(alone: list[Alone], rounds: list[WithVideo], seconds: float) -> str:
+def report(alone: list[Alone], rounds: list[WithVideo], seconds: float, turns: int = TURNS) -> str:
     d = DEFAULT
     rows = [(a.name, f"{a.size[0]}x{a.size[1]}", f"{a.cpu_share:.3f}", f"{a.mb_per_minute:.2f}", a.frames)
             for a in alone]
@@ -172,7 +172,7 @@ def report(alone: list[Alone], rounds: list[WithVideo], seconds: float) -> str:
     return (f"### Video (ffmpeg x11grab per task; default: {d.codec} {d.preset}, tune {d.tune}, crf {d.crf}, "
             f"{d.fps} fps, full size, keyframe every {d.keyframe_seconds} s)\n\n"
             f"One recorder alone for {seconds:g} s on the busy scene, typed into 4 times a second:\n\n{first}\n\n"
-            f"The seats bench's rounds ({TASKS_PER_SEAT} tasks per seat of {TURNS} turns) with video off and on:\n\n"
+            f"The seats bench's rounds ({TASKS_PER_SEAT} tasks per seat of {turns} turns) with video off and on:\n\n"
             f"{second}\n\n" + "\n".join(lines))
 
 
@@ -193,9 +193,17 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=SECONDS, help="seconds each lone recorder records")
     parser.add_argument("--seats", default=",".join(map(str, SEAT_COUNTS)), help="seat counts, e.g. 1,8")
     parser.add_argument("--latencies", default=",".join(f"{x:g}" for x in LATENCIES), help="model latencies, s")
+    parser.add_argument("--seats-only", action="store_true", help="only the steps/s rounds")
+    parser.add_argument("--turns", type=int, default=TURNS, help="model turns per task in the rounds")
+    parser.add_argument("--video", default="enabled = true", help="the [video] table's body for 'video on'")
     args = parser.parse_args()
-    print(measure(args.seconds, tuple(int(n) for n in args.seats.split(",")),
-                  tuple(float(x) for x in args.latencies.split(","))))
+    counts = tuple(int(n) for n in args.seats.split(","))
+    latencies = tuple(float(x) for x in args.latencies.split(","))
+    if args.seats_only:
+        rounds = measure_seats(counts, TASKS_PER_SEAT, args.turns, latencies, f"[video]\n{args.video}\n")
+        print(report([], rounds, args.seconds, args.turns))
+    else:
+        print(measure(args.seconds, counts, latencies))
     return 0
 
 
