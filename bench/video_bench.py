@@ -6,7 +6,8 @@
    ``SECONDS`` by the daemon's own command line (``cud.daemon.recorder.ffmpeg_command``)
    with the default ``[video]`` and a few alternatives. CPU share = ffmpeg's CPU
    seconds (/proc) / wall seconds (1.00 = one core); MB/min from the file's size.
-2. **Steps/s at 1, 4 and 8 seats** with video off and on (the defaults): the seats
+2. **Steps/s at 1, 4 and 8 seats** with video off and on (the defaults), alternating,
+   ``REPEATS`` times each, medians reported: the seats
    bench's rounds (``bench/seats_bench.py``: its scene, scenario and counting),
    with a 0 s model (the machine's CPU ceiling, where video's cost shows most) and
    a 1 s model (a model that thinks). ffmpeg's CPU is the daemon's reaped
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,6 +52,7 @@ LATENCIES = (0.0, 1.0)
 TASKS_PER_SEAT = 2
 TURNS = 10
 TARGET_LOSS = 0.10
+REPEATS = 3
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -125,10 +128,17 @@ def measure_seats(counts: tuple[int, ...], tasks: int, turns: int, latencies: tu
         with seats_bench.screens(max(counts)) as shown:
             for count in counts:
                 print(f"  video: {count} seats ...", file=sys.stderr, flush=True)
-                off = seats_bench.measure_seats(shown[:count], model, url, tasks, turns, latencies)
-                on, shares = _measure_on(shown[:count], model, url, tasks, turns, latencies, on_config)
-                for a, b in zip(off.rounds, on.rounds):
-                    out.append(WithVideo(count, a.latency, a.rate, b.rate, shares[b.latency]))
+                # Off and on alternate, REPEATS times each, and the medians count: a machine whose
+                # other load drifts over minutes then weighs on both alike.
+                offs, ons = [], []
+                for _ in range(REPEATS):
+                    offs.append(seats_bench.measure_seats(shown[:count], model, url, tasks, turns, latencies))
+                    ons.append(_measure_on(shown[:count], model, url, tasks, turns, latencies, on_config))
+                for n, latency in enumerate(latencies):
+                    off = statistics.median(r.rounds[n].rate for r in offs)
+                    on = statistics.median(r.rounds[n].rate for r, _ in ons)
+                    share = statistics.median(shares[latency] for _, shares in ons)
+                    out.append(WithVideo(count, latency, off, on, share))
     finally:
         model.stop()
     return out
