@@ -182,10 +182,11 @@ def run_round(daemon: Daemon, model: ScriptedModel, seats: int, tasks: int, turn
 
 
 def measure_seats(shown: list[Screen], model: ScriptedModel, url: str, tasks: int, turns: int,
-                  latencies: tuple[float, ...], env: dict[str, str] | None = None) -> SeatCount:
+                  latencies: tuple[float, ...], env: dict[str, str] | None = None,
+                  config: str | None = None) -> SeatCount:
     names = [f"s{n}" for n in range(len(shown))]
     daemon = Daemon("", url, seats=dict(zip(names, (s.xvfb.display for s in shown))), max_steps=turns + 2,
-                    extra_env=env)
+                    extra_env=env, config=config)
     try:
         daemon.start()
         assert daemon.proc is not None

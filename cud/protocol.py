@@ -47,6 +47,7 @@ from cud.requests import (  # noqa: F401 (re-exported, as below)
     SeatsRequest,
     ShowRequest,
     SubmitRequest,
+    VideoRequest,
 )
 from cud.views import (  # noqa: F401 (re-exported: the protocol is one import for both sides)
     APPROVAL_POLICIES,
@@ -84,6 +85,7 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
     "RECORD_FILE_NAME",
+    "SCREENSHOT_FILE_NAME",
     "REQUEST_TYPES",
     "SEAT_NAME",
     "SEAT_STATES",
@@ -150,8 +152,10 @@ Reply = Union[OkReply, ErrorReply]
 DaemonMessage = Union[OkReply, ErrorReply, EventMessage, ChunkMessage, FileMessage]
 #: What a person may do on a paused task's seat (``act``): the model's input actions.
 HUMAN_ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type")
-#: What a record's file may be called: the trajectory's own names, never a path.
-RECORD_FILE_NAME = re.compile(r"step-[0-9]{4,}[A-Za-z0-9_-]{0,32}\.(?:png|jpg|webp)")
+#: What a record's screenshot may be called: the trajectory's own names, never a path.
+SCREENSHOT_FILE_NAME = re.compile(r"step-[0-9]{4,}[A-Za-z0-9_-]{0,32}\.(?:png|jpg|webp)")
+#: What a record's file may be called: a screenshot, or the task's video (docs/video.md).
+RECORD_FILE_NAME = re.compile(rf"{SCREENSHOT_FILE_NAME.pattern}|video\.(?:mp4|webm)")
 
 
 # -- framing ---------------------------------------------------------------------------------
@@ -289,7 +293,7 @@ def _rules(kind: str, name: str, value: object) -> None:
 
 
 def _file_name(kind: str, name: str, value: object) -> None:
-    if not isinstance(value, str) or not RECORD_FILE_NAME.fullmatch(value):
+    if not isinstance(value, str) or not SCREENSHOT_FILE_NAME.fullmatch(value):
         raise _bad(kind, name, value, "a trajectory file name like 'step-0003.png'")
 
 
@@ -330,6 +334,7 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "act": {"id": (_ID, True), "action": (_action, True)},
     "image": {"id": (_ID, True), "name": (_file_name, True)},
     "record": {"id": (_ID, True)},
+    "video": {"id": (_ID, True)},
     "metrics": {},
 }
 REQUEST_TYPES: frozenset[str] = frozenset(_REQUEST_FIELDS)

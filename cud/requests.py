@@ -26,6 +26,7 @@ __all__ = [
     "ActRequest",
     "ImageRequest",
     "RecordRequest",
+    "VideoRequest",
     "MetricsRequest",
     "Request",
 ]
@@ -164,6 +165,14 @@ class RecordRequest(TypedDict):
     id: int
 
 
+class VideoRequest(TypedDict):
+    """A task's video (docs/video.md) as ``chunk`` messages: as much as is on disk when asked."""
+
+    v: int
+    type: Literal["video"]
+    id: int
+
+
 class MetricsRequest(TypedDict):
     """The daemon's metrics; the reply is the Prometheus text exposition as one string."""
 
@@ -190,5 +199,6 @@ Request = Union[
     ActRequest,
     ImageRequest,
     RecordRequest,
+    VideoRequest,
     MetricsRequest,
 ]

@@ -24,6 +24,7 @@ from cud.daemon.history import History, load_history
 from cud.daemon.hook_config import HookConfig, load_hooks
 from cud.daemon.rules import Rule, parse_rules
 from cud.daemon.seat_config import SeatConfig, load_seats
+from cud.daemon.video_config import VideoConfig, load_video
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
 
@@ -62,6 +63,7 @@ _TOP_KEYS = {
     "notify",
     "policy",
     "target_timeout",
+    "video",
 }
 _ACCESS_KEYS = {"submit_users", "submit_groups", "approve_users", "approve_groups"}
 _RETENTION_KEYS = {"max_tasks", "max_age_days"}
@@ -121,6 +123,8 @@ class Config:
     rules: tuple[Rule, ...] = ()
     #: Seconds one lookup of what an action touches may take before the action runs without it.
     target_timeout: float = 0.1  # cud.daemon.targets.HARD_TIMEOUT (not imported: it needs X and D-Bus libraries)
+    #: How tasks on X11 seats are recorded as video (see cud.daemon.video_config).
+    video: VideoConfig = VideoConfig()
     #: Extra Responses parameters for every model request (see cud.daemon.request), as written.
     request: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False)
     #: What of a task's history is sent each step (see cud.daemon.history).
@@ -282,6 +286,8 @@ def load_config(
         kwargs["target_timeout"] = seconds_in_range("target_timeout", merged["target_timeout"], 0.01, 5)
     if "policy" in merged:
         kwargs["rules"] = parse_rules("policy.rules", _table("policy", merged["policy"], {"rules"}).get("rules", []))
+    if "video" in merged:
+        kwargs["video"] = load_video(merged["video"])
     if "request" in merged:
         # Imported here: it builds validators from the openai SDK's types, which a config
         # without [request] (and `cud --help`) should not pay for.

@@ -115,6 +115,8 @@ class TaskRun:
         self.paused_by: dict[str, Any] | None = None
         self._resumed = asyncio.Event()
         self.usage = TaskUsage()
+        #: Awaited once the last step is recorded, before the task's end (the seat's video stops there).
+        self.before_end: Callable[[], Awaitable[None]] | None = None
 
     # -- control ------------------------------------------------------------------------
     def cancel(self, reason: str, *, stopping: bool = False) -> None:
@@ -194,6 +196,8 @@ class TaskRun:
             toolset.close()
             await self._set_watch(None)
         self._finish_step()
+        if self.before_end is not None:
+            await self.before_end()
         if self.timed_out is not None and state != "succeeded":
             self.store.finish(task_id, "failed", error=self.timed_out.to_dict(), reason=self.cancel_reason)
         elif self.cancel_reason is not None and state != "succeeded":

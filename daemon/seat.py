@@ -26,6 +26,7 @@ from typing import Any
 
 from cud.daemon.approvals import Approvals
 from cud.daemon.config import Config
+from cud.daemon.recorder import recorder_for
 from cud.daemon.runner import TaskRun
 from cud.daemon.seat_config import SeatConfig
 from cud.daemon.store import Store
@@ -214,10 +215,15 @@ class Seat:
     async def _run(self, task: TaskView) -> None:
         run = TaskRun(self, task)
         self.current = run
+        recorder = recorder_for(self, task)
+        if recorder is not None and await recorder.start():
+            run.before_end = recorder.stop  # the video ends with the task's last step, before its end
         try:
             await run.execute(self._client)
         finally:
             self.current = None
+            if recorder is not None:
+                await recorder.stop()  # a no-op unless the task was torn down mid-way
 
     def _prune(self) -> None:
         retention = self.config.retention

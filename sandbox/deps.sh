@@ -46,6 +46,7 @@ dbus-daemon
 dbus-bin
 at-spi2-core
 libatk-adaptor
+ffmpeg
 "
 # make, python3, python3-venv   the Makefile and its .venv
 # python3-tk                    the sandbox's demo app and the tests' recording window
@@ -65,7 +66,8 @@ libatk-adaptor
 # python3-gi, gir1.2-gtk-3.0    the conformance suite's GTK 3 probe (run by Debian's python3)
 # python3-pyqt5                 the conformance suite's Qt 5 probe (xcb platform, Debian's python3)
 # systemd                       systemd-analyze and systemd-sysusers for the unit tests
-# util-linux                    setpriv, for the other-uid socket tests
+# util-linux                    setpriv, for the other-uid socket tests, and the video recorder's
+#                               --pdeathsig KILL (no ffmpeg outlives the daemon)
 # openssh-client                ssh, which cuctl --host runs; ssh-keygen for the tests' keys
 # openssh-server                sshd: the ssh tests start their own on 127.0.0.1 (never the system's)
 # parallel                      GNU parallel, which the fleet example (examples/fleet) drives cuctl with
@@ -73,6 +75,8 @@ libatk-adaptor
 #                               applications find the accessibility bus through
 # at-spi2-core                  at-spi-bus-launcher and the registry: the accessibility bus cud reads targets from
 # libatk-adaptor                GTK 3's bridge onto that bus (Qt and Chromium carry their own)
+# ffmpeg                        records each task on an X11 seat (x11grab -> H.264 in fragmented MP4;
+#                               docs/video.md); ffprobe checks the recordings in the tests
 
 missing() {
     for p in $packages; do

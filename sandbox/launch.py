@@ -151,6 +151,8 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
             argv += ["--vnc", f"127.0.0.1::{port}", "--vnc-password-file", str(settings.path("vnc-password"))]
         else:
             argv += ["--display", str(display)]
+        if "--config" not in argv:
+            argv += _config_file(settings, [])
         if settings.model == "scripted":
             env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{records['model'].info['port']}/v1"
             env["OPENAI_API_KEY"] = SCRIPTED_KEY
@@ -181,14 +183,22 @@ def _seat_arguments(settings: Settings, records: dict[str, Record]) -> list[str]
     if settings.driver != "vnc":
         return [arg for seat in settings.seat_list
                 for arg in ("--seat", f"{seat.name}={records[seat.part('xserver')].info['display']}")]
-    lines = ["# Written by `make sandbox-up` at every start of the daemon: the sandbox's seats over VNC."]
+    lines = ["# The sandbox's seats over VNC."]
     password = json.dumps(str(settings.path("vnc-password")))  # a JSON string is a TOML basic string
     for seat in settings.seat_list:
         place = seat_place(settings, records[seat.part("xserver")])
         lines += ["", "[[seats]]", f"name = {json.dumps(seat.name)}", f"vnc = {json.dumps(place)}",
                   f"vnc_password_file = {password}"]
+    return _config_file(settings, lines)
+
+
+def _config_file(settings: Settings, lines: list[str]) -> list[str]:
+    """The daemon's config, rewritten at every start: ``lines``, and every task recorded (docs/video.md)."""
+    head = ["# Written by `make sandbox-up` at every start of the daemon.", "",
+            "# Every task on an X11 seat is recorded as video (VNC seats are not: docs/video.md).",
+            "[video]", "enabled = true", ""]
     config = settings.path("cud.toml")
     fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
-        out.write("\n".join(lines) + "\n")
+        out.write("\n".join(head + lines) + "\n")
     return ["--config", str(config)]

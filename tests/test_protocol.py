@@ -39,7 +39,7 @@ def test_round_trip_of_every_request_type() -> None:
         "act": {"id": 4, "action": {"type": "type", "text": "Grüße"}},
         "submit": {"prompt": "p", "model": "m", "max_steps": 3, "approval": "actions", "seat": "a"},
         "show": {"id": 1}, "follow": {"id": 2}, "cancel": {"id": 3}, "approve": {"id": 4},
-        "deny": {"id": 5, "reason": "no"}, "record": {"id": 6}, "metrics": {},
+        "deny": {"id": 5, "reason": "no"}, "record": {"id": 6}, "video": {"id": 7}, "metrics": {},
         "inspect": {"x": 10, "y": 20, "seat": "left"}, "tree": {"app": "gedit", "depth": 3, "count": 50},
     }
     assert set(samples) == REQUEST_TYPES

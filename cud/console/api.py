@@ -26,14 +26,15 @@ from cud.cuctl.dial import Dialer
 from cud.cuctl.export import fetch_record
 from cud.cuctl.tasks import describe_event
 from cud.errors import CudError
-from cud.protocol import MAX_ID, RECORD_FILE_NAME
+from cud.protocol import MAX_ID, SCREENSHOT_FILE_NAME
 from cud.record.html import CSP as REPORT_CSP
 from cud.record.html import MEDIA_TYPES
 from cud.record.html import render
 from cud.record.model import describe_action
 from cud.record.overlay import svg_overlay
+from cud.record.video import VIDEO_TYPES, event_moment
 
-__all__ = ("IMAGES", "LINK", "WATCH", "routes")
+__all__ = ("IMAGES", "LINK", "VIDEOS", "WATCH", "routes")
 
 LINK = web.AppKey("link", Link)
 WATCH = web.AppKey("watch", Watch)
@@ -69,6 +70,9 @@ class Images:
 
 
 IMAGES = web.AppKey("images", Images)
+#: Finished videos the page played, by task (the newest few: a player asks for many ranges of one).
+VIDEOS = web.AppKey("videos", dict[int, tuple[bytes, bool, str]])
+KEPT_VIDEOS = 4
 
 
 @web.middleware
@@ -162,7 +166,7 @@ async def screen(request: web.Request) -> web.Response:
 
 def _file_name(request: web.Request) -> str:
     name = request.match_info["name"]
-    if not RECORD_FILE_NAME.fullmatch(name):
+    if not SCREENSHOT_FILE_NAME.fullmatch(name):
         raise BadRequest(f"{name[:60]!r} is not the name of a trajectory file (like step-0001.png)", value=name[:60])
     return name
 
@@ -173,6 +177,34 @@ async def image(request: web.Request) -> web.Response:
     data = await request.app[IMAGES].get(task_id, name)
     return web.Response(body=data, content_type=MEDIA_TYPES[name.rsplit(".", 1)[1]],
                         headers={"Cache-Control": "private, max-age=86400, immutable"})
+
+
+@routes.get("/api/tasks/{id}/video")
+async def video(request: web.Request) -> web.Response:
+    """The task's video as far as it is recorded (the daemon's ``video``), in byte ranges: a player seeks so."""
+    task_id = _id(request)
+    kept = request.app[VIDEOS]
+    data, complete, media = kept.get(task_id, (b"", False, ""))
+    if not complete:  # a finished recording never changes; one still being made is asked for again
+        chunks = Chunks("video")
+        result = await request.app[LINK].call("video", chunks, id=task_id)
+        data, complete, media = chunks.join(result), bool(result["complete"]), VIDEO_TYPES[result["format"]]
+        if complete:
+            kept[task_id] = (data, complete, media)
+            while len(kept) > KEPT_VIDEOS:
+                kept.pop(next(iter(kept)))
+    headers = {"Accept-Ranges": "bytes", "Cache-Control": "private, max-age=86400" if complete else "no-store"}
+    try:
+        wanted = request.http_range
+    except ValueError:
+        raise BadRequest(f"bad Range header {request.headers.get('Range', '')[:60]!r}") from None
+    if wanted.start is None and wanted.stop is None:
+        return web.Response(body=data, content_type=media, headers=headers)
+    start, stop, _ = wanted.indices(len(data))
+    if start >= stop:
+        return web.Response(status=416, headers={"Content-Range": f"bytes */{len(data)}"})
+    headers["Content-Range"] = f"bytes {start}-{stop - 1}/{len(data)}"
+    return web.Response(status=206, body=data[start:stop], content_type=media, headers=headers)
 
 
 @routes.get("/api/approvals/{id}/marks.svg")
@@ -204,9 +236,18 @@ async def events(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
+    video_start: list[float] = []  # the recording's first frame, once its event has passed
+
     def on_event(message: Any) -> None:
         event = message["event"]
-        queue.put_nowait(("event", {"event": event, "line": describe_event(event)}))
+        line: dict[str, Any] = {"event": event, "line": describe_event(event)}
+        if event["kind"] == "video_started" and isinstance(event["data"].get("start_epoch"), (int, float)):
+            video_start[:] = [float(event["data"]["start_epoch"])]
+        elif video_start:
+            at = event_moment(video_start[0], event)
+            if at is not None:
+                line["video_t"] = round(at, 3)  # where this step or approval is in the task's video
+        queue.put_nowait(("event", line))
 
     async def follow() -> None:
         try:

@@ -52,6 +52,7 @@ def make_app(gate: Gate, link: Link) -> web.Application:
     app[api.LINK] = link
     app[api.WATCH] = Watch(link)
     app[api.IMAGES] = api.Images(link)
+    app[api.VIDEOS] = {}
     app.on_response_prepare.append(gate.headers)
 
     async def index(request: web.Request) -> web.Response:

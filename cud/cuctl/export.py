@@ -55,6 +55,7 @@ def export(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"path": os.path.abspath(target), "events": len(record.events), "files": len(record.files)})
     else:
+        videos = sum(1 for name in record.files if name.startswith("video."))
         print(f"{target}: task {args.id} ({record.task['state']}), {len(record.events)} events, "
-              f"{len(record.files)} screenshots")
+              f"{len(record.files) - videos} screenshots" + (", the video" if videos else ""))
     return 0

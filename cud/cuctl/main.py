@@ -103,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int, metavar="ID")
     p.add_argument("-o", "--output", metavar="DIR_OR_FILE",
                    help="new directory, or a .tar/.tar.gz/.tgz archive (default task-ID/)")
+    p = add("video", "video:video", "write a task's screen recording to a file")
+    p.add_argument("id", type=int, metavar="ID")
+    p.add_argument("-o", "--output", metavar="FILE", help="file to write (default task-ID.mp4 or .webm; - for stdout)")
     sub.add_parser("dial-stdio", parents=[common(False)],
                    help="relay stdin and stdout to the daemon's socket (what --host runs on the far side of ssh)")
     add("console", "console:console", "serve the web console on 127.0.0.1; prints its URL").add_argument(

@@ -163,6 +163,12 @@ def _describe(event: dict[str, Any]) -> str:
         return f"{prefix} resumed by {data['by']['name']}"
     if kind == "human_action":
         return f"{prefix} {data['by']['name']} (human): {describe(data['action'])} ({data['ms']:.0f} ms)"
+    if kind == "video_started":
+        return f"{prefix} recording the screen to {data['file']} ({data['size'][0]}x{data['size'][1]}, {data['fps']} fps)"
+    if kind == "video_finished":
+        return f"{prefix} video {data['file']} done: {data['seconds']:.1f} s, {data['bytes']} bytes"
+    if kind == "video_failed":
+        return f"{prefix} video recorder failed ({data['stage']}): {data['message']} (the task goes on)"
     if kind == "end":
         detail = data.get("final_message") or (data.get("error") or {}).get("message") or data.get("reason") or ""
         return f"{prefix} ended {data['state']}" + (f": {detail}" if detail else "")

@@ -11,13 +11,16 @@ or ``FILE.tgz`` writes the same files into a tar archive under ``task-ID/``::
     DIR/screenshots/step-0001.png ...
                                each screenshot the daemon kept, under the name the
                                events use (a step event's "saw" and "screenshot")
+    DIR/video.mp4 (or .webm)   the task's screen recording, if it was recorded
+                               (docs/video.md; listed in the manifest's "files" too)
 
 Event kinds: ``queued``, ``running``, ``action`` (``step``, ``action``, ``ms``, and
 ``target``: what it touched, see docs/targets.md),
 ``step`` (``step``, ``saw``, ``screenshot``, ``messages``, ``actions``,
 ``total_ms``, ``model_ms``, ``driver_ms``, ``approval_ms``, ``overhead_ms``),
 ``approval_requested`` (with ``targets``), ``approval_decided``, ``diagnostic``,
-``cancel_requested`` and ``end`` (``state``, ``final_message``, ``error``, ``reason``).
+``cancel_requested``, ``video_started``, ``video_finished``, ``video_failed``
+and ``end`` (``state``, ``final_message``, ``error``, ``reason``).
 
 Screens can show anything, so the directory is created 0700 and every file
 0600, as the daemon keeps them. Nothing is overwritten: the export is written
@@ -72,8 +75,13 @@ def _documents(record: Record) -> dict[str, bytes]:
         "events.jsonl": "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in record.events).encode(),
     }
     for name, data in record.files.items():
-        out[f"screenshots/{name}"] = data
+        out[_place(name)] = data
     return out
+
+
+def _place(name: str) -> str:
+    """Where a record file goes in the export: screenshots in their folder, the video at the top."""
+    return name if name.startswith("video.") else f"screenshots/{name}"
 
 
 def write_export(record: Record, target: Path) -> Path:
@@ -170,9 +178,9 @@ def _load(read: Any, where: str) -> Record:
         name = entry.get("name") if isinstance(entry, dict) else None
         if not isinstance(name, str) or not RECORD_FILE_NAME.fullmatch(name):
             raise ConfigError(f"export {where!r} lists a bad file name {str(name)[:80]!r}", path=where)
-        data = document(f"screenshots/{name}")
+        data = document(_place(name))
         if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
-            raise ConfigError(f"export {where!r}: screenshots/{name} does not match its sha256 in the manifest",
+            raise ConfigError(f"export {where!r}: {_place(name)} does not match its sha256 in the manifest",
                               path=where, file=name)
         files[name] = data
     return Record(task=task, events=events, files=files)

@@ -1,10 +1,11 @@
 """A task's record as one self-contained HTML page (``cuctl report``).
 
-The page needs nothing but itself: screenshots are ``data:`` URLs, styles are
-inline, there is no script and no font or image from anywhere else, and a
-Content-Security-Policy ``<meta>`` forbids loading anything but ``data:``
-images, so even a mistake in escaping could not make the page fetch or run
-anything. Every string from the task (prompt, model messages, typed text,
+The page needs nothing but itself: screenshots and the task's video are
+``data:`` URLs, styles are inline, there is no font or image from anywhere else,
+and a Content-Security-Policy ``<meta>`` forbids loading anything but ``data:``
+images and media and running any script but the video's fixed seek script
+(allowed by its hash; see :mod:`cud.record.html_video`), so even a mistake in
+escaping could not make the page fetch or run anything. Every string from the task (prompt, model messages, typed text,
 errors) is HTML-escaped.
 
 Large tasks stay usable: images load lazily with their size known up front (no
@@ -23,13 +24,17 @@ from typing import Any
 from PIL import Image
 
 from cud.record.model import Approval, Record, Step, describe_action, describe_usage, seconds_between, steps
+from cud.record.html_video import STYLE as VIDEO_STYLE
+from cud.record.html_video import SCRIPT_SOURCE, seek_link, video_section
 from cud.record.overlay import captions, svg_overlay
+from cud.record.video import Video, find_video, moment, step_moment
 
 __all__ = ("CSP", "MEDIA_TYPES", "render")
 
 #: The media type of a record file, by its extension (also the console's, serving them).
 MEDIA_TYPES = {"png": "image/png", "jpg": "image/jpeg", "webp": "image/webp"}
-CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+CSP = ("default-src 'none'; img-src data:; media-src data:; style-src 'unsafe-inline'; "
+       f"script-src {SCRIPT_SOURCE}; base-uri 'none'; form-action 'none'")
 
 _STYLE = """
 :root { color-scheme: light; --ink: #1c1f24; --dim: #5b6470; --line: #d9dde3; --bg: #f6f7f9; }
@@ -86,17 +91,19 @@ details.raw pre { background: #fff; border: 1px solid var(--line); padding: 10px
 def render(record: Record) -> str:
     task = record.task
     all_steps = steps(record)
+    video = find_video(record)
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{escape(CSP)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>cud task {int(task['id'])} — {escape(str(task['state']))}</title>",
-        f"<style>{_STYLE}</style></head><body>",
+        f"<style>{_STYLE}{VIDEO_STYLE if video else ''}</style></head><body>",
         _header(task, all_steps),
         _index(all_steps),
         "<main>",
-        *(_step(record, step) for step in all_steps),
+        video_section(record, video, all_steps) if video else "",
+        *(_step(record, step, video) for step in all_steps),
         _after(record, all_steps),
         _raw(record),
         "</main></body></html>",
@@ -180,10 +187,11 @@ def _summary(step: Step) -> str:
 
 
 # -- one step ----------------------------------------------------------------------------------
-def _step(record: Record, step: Step) -> str:
+def _step(record: Record, step: Step, video: Video | None = None) -> str:
     """A step: the screen with its marks on the left; messages, actions, approvals and timings beside it."""
     n = step.number
     when = f' <span class="when">{escape(step.at or "")}{"" if step.ended else " · did not finish"}</span>'
+    when += seek_link(step_moment(video, step), f"step {n} in the video")
     left = [_figure(record, step.saw, step.actions, f"The screen the model saw before step {n}")]
     notes = captions(step.actions)
     if notes:
@@ -196,7 +204,7 @@ def _step(record: Record, step: Step) -> str:
     if step.messages:
         right.append('<div class="messages">' + "".join(f"<p>{escape(m)}</p>" for m in step.messages) + "</div>")
     right.append(_actions(step))
-    right.extend(_approval(a) for a in step.approvals)
+    right.extend(_approval(a, video) for a in step.approvals)
     for diagnostic in step.diagnostics:
         text = json.dumps(diagnostic, ensure_ascii=False)
         right.append(f'<p class="ms">diagnostic: <code>{escape(text)}</code></p>')
@@ -252,7 +260,7 @@ def _actions(step: Step) -> str:
     return f'<ol class="actions">{"".join(items)}</ol>'
 
 
-def _approval(approval: Approval) -> str:
+def _approval(approval: Approval, video: Video | None = None) -> str:
     outcome = approval.outcome or "pending"
     checks = "; ".join(f"{c.get('code')}: {c.get('message')}" for c in approval.checks)
     targets = approval.targets or [None] * len(approval.actions)
@@ -267,6 +275,7 @@ def _approval(approval: Approval) -> str:
     else:
         decided = f"<br><b>pending</b> (deadline {escape(str(approval.deadline_at))}) — cuctl approve {approval.id}"
     return (f'<div class="approval {escape(outcome)}">Approval {approval.id} ({escape(approval.kind)})'
+            + seek_link(moment(video, approval.requested_at), f"approval {approval.id} in the video")
             + (f": {escape(checks)}" if checks else "")
             + (f"<br>for <code>{escape(actions)}</code>" if actions else "")
             + f"{decided}</div>")

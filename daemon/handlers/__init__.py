@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cud.daemon.handlers import approvals, control, metrics, ping, records, screen, seats, targets, tasks
+from cud.daemon.handlers import approvals, control, metrics, ping, records, screen, seats, targets, tasks, video
 from cud.daemon.handlers.base import Context
 
 from cud.protocol import REQUEST_TYPES
@@ -33,6 +33,7 @@ HANDLERS: dict[str, Handler] = {
     "act": control.act,
     "image": records.image,
     "record": records.record,
+    "video": video.video,
     "metrics": metrics.metrics,
 }
 

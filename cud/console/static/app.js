@@ -388,14 +388,31 @@ function select(id) {
   report(section, "", false);
   const list = $("#events");
   list.replaceChildren();
+  const video = { started: false, finished: false };
+  hideVideo();
   stream = new EventSource(`/api/tasks/${id}/events`);
   stream.addEventListener("open", () => list.replaceChildren());  // a reconnect replays from the start
   stream.addEventListener("event", (message) => {
-    const { event, line } = JSON.parse(message.data);
-    list.append(el("li", { class: `event ${event.kind}`, "data-kind": event.kind }, line));
+    const { event, line, video_t: at } = JSON.parse(message.data);
+    const item = el("li", { class: `event ${event.kind}`, "data-kind": event.kind }, line);
+    if (typeof at === "number") {
+      const button = el("button", { type: "button", class: "seek", title: "see this moment in the video" },
+        `▶ ${clock(at)}`);
+      button.addEventListener("click", () => seekVideo(at));
+      item.append(button);
+    }
+    list.append(item);
+    if (event.kind === "video_started") video.started = true;
+    if (event.kind === "video_finished") {
+      video.finished = true;
+      showVideo(id, `${event.data.file}: ${event.data.seconds.toFixed(1)} s, ${event.data.bytes} bytes`);
+    }
   });
   for (const kind of ["end", "failure"]) {
     stream.addEventListener(kind, (message) => {
+      if (kind === "end" && video.started && !video.finished) {
+        showVideo(id, "cut short (the daemon or ffmpeg stopped): it plays up to its last whole second");
+      }
       stream.close();
       const value = JSON.parse(message.data);
       list.append(el("li", { class: kind === "end" ? "closing" : "closing failure" }, kind === "end"
@@ -404,6 +421,33 @@ function select(id) {
   }
   drawTask();
   if (state) drawTasks(state.tasks, state.tasks_error);
+}
+
+// -- the task's video: shown once it is finished (or known to be cut short) --------------------
+function clock(seconds) {
+  const minutes = Math.floor(seconds / 60);
+  return `${minutes}:${(seconds - minutes * 60).toFixed(1).padStart(4, "0")}`;
+}
+
+function hideVideo() {
+  const player = $("#task-video");
+  player.removeAttribute("src");
+  player.load();
+  $("#task-video-box").hidden = true;
+}
+
+function showVideo(id, note) {
+  const player = $("#task-video");
+  player.src = `/api/tasks/${id}/video`;
+  $("#task-video-note").textContent = `Video · ${note}`;
+  $("#task-video-box").hidden = false;
+}
+
+function seekVideo(seconds) {
+  const player = $("#task-video");
+  if ($("#task-video-box").hidden) return;  // not recorded yet: nothing to seek
+  player.currentTime = seconds;
+  player.scrollIntoView({ block: "nearest" });
 }
 
 function drawTask() {

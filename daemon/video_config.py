@@ -1,0 +1,132 @@
+"""``[video]``: how each task on an X11 seat is recorded (see docs/video.md).
+
+Every value is checked here, once; a bad one raises ConfigError naming the key
+and the value. The defaults were chosen by ``make bench`` (bench/video_bench.py):
+at 4 frames a second and full size (text as readable as in the screenshots),
+libx264's ``veryfast`` preset tuned for still images took 0.07 of a core at
+1280x800 where ``ultrafast`` took 0.06, for files a third the size (1.8 against
+5.0 MB a minute): the disk, kept for a thousand tasks, is the scarcer resource.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from cud.daemon.config_values import bad, int_in_range
+from cud.errors import ConfigError
+
+__all__ = ("CODECS", "PRESETS", "VideoConfig", "load_video")
+
+#: codec name in the config -> (ffmpeg encoder, container extension, crf range).
+CODECS: dict[str, tuple[str, str, tuple[int, int]]] = {
+    "h264": ("libx264", "mp4", (0, 51)),
+    "vp8": ("libvpx", "webm", (4, 63)),
+    "vp9": ("libvpx-vp9", "webm", (0, 63)),
+}
+#: libx264's presets, fastest first (the vpx codecs always run in real-time mode).
+PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium")
+_TUNES = ("stillimage", "zerolatency", "film", "animation", "none")
+_KEYS = {"enabled", "fps", "scale", "size", "codec", "crf", "preset", "tune", "keyframe_seconds"}
+#: Below 1 frame a second a dialog that flashes is missed; above 15 the cost buys nothing a
+#: reviewer of a desktop task needs (the bench's CPU share grows with fps).
+FPS_RANGE = (1, 15)
+
+
+@dataclasses.dataclass(frozen=True)
+class VideoConfig:
+    enabled: bool = False
+    fps: int = 4
+    #: Fraction of the display's size the video is scaled to (1.0: as is), or None if ``size`` is given.
+    scale: float | None = 1.0
+    #: Width and height of the video (None: ``scale`` of the display's size).
+    size: tuple[int, int] | None = None
+    codec: str = "h264"
+    crf: int = 30
+    preset: str = "veryfast"
+    tune: str = "stillimage"
+    #: Seconds between keyframes: a seek lands at most this far from a keyframe, and so the
+    #: decoder's work to show a step's moment is bounded by it.
+    keyframe_seconds: int = 10
+
+    @property
+    def extension(self) -> str:
+        return CODECS[self.codec][1]
+
+    @property
+    def encoder(self) -> str:
+        return CODECS[self.codec][0]
+
+    def frame_size(self, display: tuple[int, int]) -> tuple[int, int]:
+        """The video's width and height for a display of ``display`` pixels (even: yuv420p needs it)."""
+        if self.size is not None:
+            width, height = self.size
+        else:
+            factor = self.scale if self.scale is not None else 1.0
+            width, height = round(display[0] * factor), round(display[1] * factor)
+        return max(2, width - width % 2), max(2, height - height % 2)
+
+
+def _size(value: object) -> tuple[int, int]:
+    text = value if isinstance(value, str) else ""
+    width, x, height = text.lower().partition("x")
+    if not x or not width.isdigit() or not height.isdigit() or not (16 <= int(width) <= 7680
+                                                                     and 16 <= int(height) <= 4320):
+        raise bad("video.size", value, "WIDTHxHEIGHT like '1280x800', each from 16 to 7680x4320")
+    return int(width), int(height)
+
+
+def _scale(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.1 <= value <= 1.0:
+        raise bad("video.scale", value, "a fraction of the display's size from 0.1 to 1.0")
+    return float(value)
+
+
+def load_video(value: object) -> VideoConfig:
+    """The ``[video]`` table, checked."""
+    if not isinstance(value, dict):
+        raise bad("video", value, "a table")
+    for name in value:
+        if name not in _KEYS:
+            raise ConfigError(f"unknown config key 'video.{name}'; known: {', '.join(sorted(_KEYS))}",
+                              key=f"video.{name}")
+    table: dict[str, Any] = value
+    values: dict[str, Any] = {}
+    if "enabled" in table:
+        if not isinstance(table["enabled"], bool):
+            raise bad("video.enabled", table["enabled"], "true or false")
+        values["enabled"] = table["enabled"]
+    if "fps" in table:
+        values["fps"] = int_in_range("video.fps", table["fps"], *FPS_RANGE)
+    if "size" in table and "scale" in table:
+        raise ConfigError("config keys 'video.size' and 'video.scale' exclude each other; give one", key="video.size")
+    if "size" in table:
+        values["size"], values["scale"] = _size(table["size"]), None
+    if "scale" in table:
+        values["scale"] = _scale(table["scale"])
+    codec = table.get("codec", VideoConfig.codec)
+    if codec not in CODECS:
+        raise bad("video.codec", codec, "one of " + ", ".join(repr(c) for c in CODECS))
+    values["codec"] = codec
+    if "crf" in table:
+        low, high = CODECS[codec][2]
+        values["crf"] = int_in_range("video.crf", table["crf"], low, high)
+    elif codec != "h264":
+        values["crf"] = 36  # vpx's scale differs from x264's; 36 keeps text as readable as x264's 30
+    if "preset" in table:
+        if codec != "h264":
+            raise ConfigError(f"config key 'video.preset' is for codec 'h264' only, not {codec!r}",
+                              key="video.preset", value=repr(table["preset"]))
+        if table["preset"] not in PRESETS:
+            raise bad("video.preset", table["preset"], "one of " + ", ".join(PRESETS))
+        values["preset"] = table["preset"]
+    if "tune" in table:
+        if codec != "h264":
+            raise ConfigError(f"config key 'video.tune' is for codec 'h264' only, not {codec!r}",
+                              key="video.tune", value=repr(table["tune"]))
+        if table["tune"] not in _TUNES:
+            raise bad("video.tune", table["tune"], "one of " + ", ".join(_TUNES))
+        values["tune"] = table["tune"]
+    if "keyframe_seconds" in table:
+        values["keyframe_seconds"] = int_in_range("video.keyframe_seconds", table["keyframe_seconds"], 1, 60)
+    return VideoConfig(**values)
