@@ -21,6 +21,9 @@ from tests.support.recorder import Recorder
 MIXED = "Grüße, 12 €! ½ — ok"
 MODEL_TYPES = scenario({"actions": [{"type": "type", "text": "m"}]}, {"actions": [{"type": "wait"}]},
                        {"message": "done"})
+#: The same, with a model that thinks for a minute after the pause: a cancel then always finds the task running.
+MODEL_TYPES_THEN_THINKS = scenario({"actions": [{"type": "type", "text": "m"}]},
+                                   {"actions": [{"type": "wait"}], "delay": 60}, {"message": "done"})
 
 
 def _paused(daemon: Daemon, recorder: Recorder) -> int:
@@ -121,7 +124,8 @@ def test_only_an_approver_may_act_on_a_seat(start_daemon, recorder: Recorder, tm
 
 
 def test_an_approver_without_submit_rights_controls_anyones_task(start_daemon, recorder: Recorder) -> None:
-    daemon = start_daemon(MODEL_TYPES, approval="actions", config='[access]\napprove_users = ["nobody"]\n')
+    daemon = start_daemon(MODEL_TYPES_THEN_THINKS, approval="actions",
+                          config='[access]\napprove_users = ["nobody"]\n')
     os.chmod(daemon.dir, 0o711)  # the socket's fences, opened for this test's other user
     os.chmod(daemon.socket, 0o666)
     nobody = pwd.getpwnam("nobody")
