@@ -40,7 +40,7 @@ import numpy as np
 from isal import isal_zlib
 from zlib_ng import zlib_ng
 
-from .png_filters import AVERAGE, PAETH, SUB, UP, adaptive, unfiltered, up_share
+from .png_filters import AVERAGE, PAETH, PILLOW_FILTERS, SUB, UP, adaptive, entropy_bits, unfiltered, up_share
 
 __all__ = ("BAND_ROWS", "PngEncoder", "PngSettings", "parse_data_url", "to_data_url")
 
@@ -53,6 +53,12 @@ BAND_ROWS = 64
 #: the band is noise.
 SYNTHETIC_SHARE = 0.42
 NOISE_SHARE = 0.7
+#: Of those, a band is noise (Huffman codes only) when its residuals carry at least this many bits a byte:
+#: a gradient's, all alike, carry under one, quantised noise's four or more.
+NOISE_BITS = 3.0
+#: A band's part is checked against the Pillow-like one when it is over 1/2**GUARD_SHIFT of its filtered
+#: bytes: below that, all the bands of a frame together could lose at most 1/1024 of the frame's size.
+GUARD_SHIFT = 10
 _ENGINES = {"zlib-ng": (zlib_ng, range(1, 10)), "isal": (isal_zlib, range(4))}
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
@@ -75,6 +81,8 @@ class PngSettings:
     threads: int = 0  # 0: one per core
     #: Reuse a band's compressed part while its pixels are unchanged.
     reuse: bool = True
+    #: Check each band's part against the band filtered and deflated as Pillow would, keeping the smaller.
+    guard: bool = True
 
     def __post_init__(self) -> None:
         if self.engine not in _ENGINES:
@@ -90,7 +98,8 @@ class PngSettings:
     def deflater(self, noise: bool) -> Any:
         if noise and self.classify:
             # String matching finds nothing in noise, and its short matches cost more than they save.
-            return zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15, 8, zlib_ng.Z_HUFFMAN_ONLY)
+            # memLevel 9: blocks twice as long as 8's, so half the code tables (0.3% of noise's bytes).
+            return zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15, 9, zlib_ng.Z_HUFFMAN_ONLY)
         module = _ENGINES[self.engine][0]
         return module.compressobj(self.level, module.DEFLATED, -15)  # raw deflate: the zlib frame is ours
 
@@ -111,7 +120,7 @@ def _adler_combine(first: int, second: int, second_len: int) -> int:
 _WORK = threading.local()
 
 
-def _work_buffers(n: int, stride: int) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+def _work_buffers(n: int, stride: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """This thread's buffers for filtering a band of ``n`` rows: needed only while it is encoded.
 
     Kept per worker of the shared pool, not per band of every display: each seat of
@@ -120,8 +129,10 @@ def _work_buffers(n: int, stride: int) -> tuple[np.ndarray, np.ndarray, tuple[np
     cache: dict[tuple[int, int], Any] = _WORK.__dict__.setdefault("buffers", {})
     buffers = cache.get((n, stride))
     if buffers is None:
-        #: RGB rows preceded by the row above; filter-type byte + filtered row; the filters' scratch.
+        #: RGB rows preceded by the row above; filter-type byte + filtered row, twice (the cheap choice and
+        #: the check's); the filters' scratch.
         buffers = cache[(n, stride)] = (np.empty((n + 1, stride), np.uint8), np.empty((n, stride + 1), np.uint8),
+                                        np.empty((n, stride + 1), np.uint8),
                                         (np.empty((n, stride), np.uint8), np.empty((n, stride), np.uint8)))
     return buffers
 
@@ -144,23 +155,45 @@ class _Band:
         raw = pixels[rows_read]
         if previous is not None and np.array_equal(_words(previous[rows_read]), _words(raw)):
             return False
-        rgb, rows, scratch = _work_buffers(self.end - self.first, self.width * 3)
+        rgb, rows, spare, scratch = _work_buffers(self.end - self.first, self.width * 3)
         planes = rgb.reshape(rgb.shape[0], self.width, 3)
         skip = 1 if self.first == 0 else 0
         if skip:
             rgb[0] = 0  # the first band has no row above: Up and Paeth see zeros there
         for out, src in enumerate(channels):
             planes[skip:, :, out] = raw[:, :, src]
+        flush = zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH
+        part, chosen, noise = self._cheap(rgb, rows, scratch, settings, flush)
+        # Noise is left unchecked: its Huffman codes alone come within 0.05% of level 6's bytes there.
+        if settings.guard and not noise and len(part) > rows.size >> GUARD_SHIFT:
+            # The check: the band as Pillow would filter it, deflated with string matching at level 6.
+            # The smaller part is kept, so the band never costs more than that (see docs/screenshots.md).
+            np.subtract(rgb[1:], rgb[:-1], out=spare[:, 1:])
+            adaptive(rgb, spare, scratch, PILLOW_FILTERS)
+            deflate = zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15, 9, zlib_ng.Z_FILTERED)
+            checked = deflate.compress(spare) + deflate.flush(flush)
+            if len(checked) < len(part):
+                part, chosen = checked, spare
+        self.part = part
+        self.adler = zlib_ng.adler32(chosen)
+        return True
+
+    @staticmethod
+    def _cheap(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.ndarray], settings: PngSettings,
+               flush: int) -> tuple[bytes, np.ndarray, bool]:
+        """The band's part by its class (module docstring), the filtered rows it holds, and whether it is noise."""
         share = up_share(rgb, rows)
-        noise = settings.classify and share > NOISE_SHARE
+        noise = False
         if settings.classify and share < SYNTHETIC_SHARE:
             unfiltered(rgb, rows)
+        elif settings.classify and share > NOISE_SHARE:
+            adaptive(rgb, rows, scratch, (*settings.filters, PAETH))
+            # Non-zero residuals everywhere, but a gradient's repeat: only noise's are worth Huffman codes alone.
+            noise = entropy_bits(rows) >= NOISE_BITS
         else:
-            adaptive(rgb, rows, scratch, (*settings.filters, PAETH) if noise else settings.filters)
+            adaptive(rgb, rows, scratch, settings.filters)
         deflate = settings.deflater(noise)
-        self.part = deflate.compress(rows) + deflate.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
-        self.adler = zlib_ng.adler32(rows)
-        return True
+        return deflate.compress(rows) + deflate.flush(flush), rows, noise
 
 
 def _words(pixels: np.ndarray) -> np.ndarray:
