@@ -74,9 +74,12 @@ def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.nd
         average[:, 3:] += cur[:, :-3] & prev[:, 3:]
         np.subtract(cur, average, out=average)
         candidates.append((AVERAGE, average))
+    samples = [f[:, ::SAMPLE_STRIDE] for _, f in candidates]
     if PAETH in kinds:
-        candidates.append((PAETH, paeth(cur, prev)))
-    costs = np.stack([np.abs(f[:, ::SAMPLE_STRIDE].view(np.int8)).sum(axis=1, dtype=np.int32) for _, f in candidates])
+        # Paeth costs ten times the others: judged on the sample alone, computed whole only for rows it wins.
+        candidates.append((PAETH, None))
+        samples.append(_paeth_sample(cur, prev))
+    costs = np.stack([np.abs(sample.view(np.int8)).sum(axis=1, dtype=np.int32) for sample in samples])
     choice = costs.argmin(axis=0)
     rows[:, 0] = np.array([kind for kind, _ in candidates], np.uint8)[choice]
     for index, (kind, residuals) in enumerate(candidates):
@@ -84,7 +87,18 @@ def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.nd
             continue
         picked = choice == index
         if picked.any():
-            up[picked] = residuals[picked]
+            up[picked] = paeth(cur[picked], prev[picked]) if residuals is None else residuals[picked]
+
+
+def _paeth_sample(cur: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    """Paeth residuals of every SAMPLE_STRIDE-th byte of each row (those ``cur[:, ::SAMPLE_STRIDE]`` holds)."""
+    here, above = cur[:, ::SAMPLE_STRIDE], prev[:, ::SAMPLE_STRIDE]
+    n = here.shape[1]
+    zero = np.zeros((cur.shape[0], 1), np.uint8)
+    # Byte i's left neighbour is byte i - 3: for i = 8k that is 5 + 8(k - 1); the first has none.
+    left = np.hstack((zero, cur[:, SAMPLE_STRIDE - 3::SAMPLE_STRIDE][:, :n - 1]))
+    upper_left = np.hstack((zero, prev[:, SAMPLE_STRIDE - 3::SAMPLE_STRIDE][:, :n - 1]))
+    return _paeth_residuals(np.ascontiguousarray(here), np.ascontiguousarray(above), left, upper_left)
 
 
 def _absdiff(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -109,8 +123,10 @@ def paeth(cur: np.ndarray, prev: np.ndarray) -> np.ndarray:
     so standing in max(pa, pb) for it picks the same predictor; otherwise pc = |pa - pb|.
     """
     zero = np.zeros((cur.shape[0], 3), np.uint8)
-    left = np.hstack((zero, cur[:, :-3]))
-    upper_left = np.hstack((zero, prev[:, :-3]))
+    return _paeth_residuals(cur, prev, np.hstack((zero, cur[:, :-3])), np.hstack((zero, prev[:, :-3])))
+
+
+def _paeth_residuals(cur: np.ndarray, prev: np.ndarray, left: np.ndarray, upper_left: np.ndarray) -> np.ndarray:
     pa, pb = _absdiff(prev, upper_left), _absdiff(left, upper_left)
     same_sign = _mask(np.equal(prev >= upper_left, left >= upper_left))
     pc = _select(same_sign, np.maximum(pa, pb), _absdiff(pa, pb))
