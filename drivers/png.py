@@ -54,8 +54,10 @@ BAND_ROWS = 64
 SYNTHETIC_SHARE = 0.42
 NOISE_SHARE = 0.7
 #: Of those, a band is noise (Huffman codes only) when its residuals carry at least this many bits a byte:
-#: a gradient's, all alike, carry under one, quantised noise's four or more.
-NOISE_BITS = 3.0
+#: a gradient's, all alike, carry under one; noise of 64 levels six, of 8 levels three, where zlib's
+#: 3-byte matches still save a tenth. A band under SPARSE_BITS is text, UI or a gradient.
+NOISE_BITS = 5.5
+SPARSE_BITS = 2.0
 #: A band's part is checked against the Pillow-like one when it is over 1/2**GUARD_SHIFT of its filtered
 #: bytes: below that, all the bands of a frame together could lose at most 1/1024 of the frame's size.
 GUARD_SHIFT = 10
@@ -163,14 +165,17 @@ class _Band:
         for out, src in enumerate(channels):
             planes[skip:, :, out] = raw[:, :, src]
         flush = zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH
-        part, chosen, noise = self._cheap(rgb, rows, scratch, settings, flush)
-        # Noise is left unchecked: its Huffman codes alone come within 0.05% of level 6's bytes there.
+        part, chosen, bits, noise = self._cheap(rgb, rows, scratch, settings, flush)
+        # Wide-alphabet noise is left unchecked: Huffman codes alone come within 0.1% of level 6's bytes there.
         if settings.guard and not noise and len(part) > rows.size >> GUARD_SHIFT:
             # The check: the band as Pillow would filter it, deflated with string matching at level 6.
             # The smaller part is kept, so the band never costs more than that (see docs/screenshots.md).
             np.subtract(rgb[1:], rgb[:-1], out=spare[:, 1:])
             adaptive(rgb, spare, scratch, PILLOW_FILTERS)
-            deflate = zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15, 9, zlib_ng.Z_FILTERED)
+            # zlib-ng hashes 4 bytes and misses the 3-byte matches that narrow-alphabet noise is made of;
+            # where residuals are few and alike (text, gradients) it beats zlib. Pillow's own is zlib's.
+            deflate = (zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15, 9, zlib_ng.Z_FILTERED) if bits < SPARSE_BITS
+                       else zlib.compressobj(6, zlib.DEFLATED, -15, 9, zlib.Z_FILTERED))
             checked = deflate.compress(spare) + deflate.flush(flush)
             if len(checked) < len(part):
                 part, chosen = checked, spare
@@ -180,20 +185,21 @@ class _Band:
 
     @staticmethod
     def _cheap(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.ndarray], settings: PngSettings,
-               flush: int) -> tuple[bytes, np.ndarray, bool]:
-        """The band's part by its class (module docstring), the filtered rows it holds, and whether it is noise."""
+               flush: int) -> tuple[bytes, np.ndarray, float, bool]:
+        """The band's part by its class (module docstring), the filtered rows it holds, their bits a byte,
+        and whether it went to Huffman codes alone (noise)."""
         share = up_share(rgb, rows)
-        noise = False
         if settings.classify and share < SYNTHETIC_SHARE:
             unfiltered(rgb, rows)
         elif settings.classify and share > NOISE_SHARE:
             adaptive(rgb, rows, scratch, (*settings.filters, PAETH))
-            # Non-zero residuals everywhere, but a gradient's repeat: only noise's are worth Huffman codes alone.
-            noise = entropy_bits(rows) >= NOISE_BITS
         else:
             adaptive(rgb, rows, scratch, settings.filters)
+        # Non-zero residuals everywhere, but a gradient's repeat: only noise's are worth Huffman codes alone.
+        bits = entropy_bits(rows)
+        noise = settings.classify and share > NOISE_SHARE and bits >= NOISE_BITS
         deflate = settings.deflater(noise)
-        return deflate.compress(rows) + deflate.flush(flush), rows, noise
+        return deflate.compress(rows) + deflate.flush(flush), rows, bits, noise
 
 
 def _words(pixels: np.ndarray) -> np.ndarray:
