@@ -2,8 +2,8 @@
 
 Bytes matter most: the SDK's loop re-sends every earlier screenshot on every
 request, so a byte saved in a frame is saved again on each later step. What the
-encoder does, and why (figures from ``make bench``'s corpus of four kinds of screen;
-the README has the frontier of settings against time and bytes):
+encoder does, and why (figures from ``make bench``'s corpus of screens;
+docs/screenshots.md has the guarantee and the measured table):
 
 * The frame is cut into bands of :data:`BAND_ROWS` rows, filtered and deflated
   one per task on a pool of one thread per core (numpy and zlib-ng release the GIL).
@@ -12,12 +12,18 @@ the README has the frontier of settings against time and bytes):
   of the whole is combined from the bands' own.
 * Bands are classed by how many of their ``Up`` residuals are non-zero. Text and
   flat UI (few) go unfiltered: deflate then matches repeated glyphs byte for byte,
-  which any filter that reads the row above breaks (0.87-0.90x Pillow's bytes,
-  against 1.00-1.09x filtered). Noise and photographs (most) get Paeth among their
-  filters and Huffman codes only: string matching finds nothing there and its short
-  matches cost more than they save (1.00x against 1.05x). The rest get, per row,
-  the cheapest-looking of Sub, Up and Average (libpng's and Pillow's measure: the
-  sum of residuals read as signed bytes) and zlib-ng's string matching.
+  which any filter that reads the row above breaks. Noise and photographs (most)
+  get Paeth among their filters, and Huffman codes only when their residuals carry
+  at least NOISE_BITS bits a byte (wide-alphabet noise: string matching finds
+  nothing there). A gradient has every residual non-zero too, but all alike: its
+  entropy is near zero and it keeps string matching. The rest get, per row, the
+  cheapest-looking of Sub, Up and Average and zlib-ng's string matching.
+* The check (``guard``): every band not sent to Huffman codes whose part is over
+  1/1024 of its bytes is also filtered as Pillow filters (None, Up, Sub, Paeth per
+  row) and deflated at level 6 with Pillow's parameters (zlib-ng where residuals are
+  few, zlib, Pillow's own, where many); the smaller part is kept. So no band costs
+  more than Pillow's way of coding it, and a frame not more than Pillow's PNG plus
+  the bands' flush overhead and 1/1024 of its size (docs/screenshots.md).
 * A band whose pixels, and the row above that its filters read, are those of the
   last frame keeps its compressed part; an identical frame keeps the whole PNG.
   Between steps most of the screen is unchanged, after a ``wait`` often all of it.
