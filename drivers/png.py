@@ -171,13 +171,14 @@ class _Band:
         for out, src in enumerate(channels):
             planes[skip:, :, out] = raw[:, :, src]
         flush = zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH
-        part, chosen, bits, noise = self._cheap(rgb, rows, scratch, settings, flush)
+        part, chosen, noise = self._cheap(rgb, rows, scratch, settings, flush)
         # Wide-alphabet noise is left unchecked: Huffman codes alone come within 0.1% of level 6's bytes there.
         if settings.guard and not noise and len(part) > rows.size >> GUARD_SHIFT:
             # The check: the band as Pillow would filter it, deflated with string matching at level 6.
             # The smaller part is kept, so the band never costs more than that (see docs/screenshots.md).
             np.subtract(rgb[1:], rgb[:-1], out=spare[:, 1:])
             adaptive(rgb, spare, scratch, PILLOW_FILTERS)
+            bits = entropy_bits(spare)
             # zlib-ng hashes 4 bytes and misses the 3-byte matches that narrow-alphabet noise is made of;
             # where residuals are few and alike (text, gradients) it beats zlib. Pillow's own is zlib's.
             deflate = (zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15, 9, zlib_ng.Z_FILTERED) if bits < SPARSE_BITS
@@ -191,9 +192,9 @@ class _Band:
 
     @staticmethod
     def _cheap(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.ndarray], settings: PngSettings,
-               flush: int) -> tuple[bytes, np.ndarray, float, bool]:
-        """The band's part by its class (module docstring), the filtered rows it holds, their bits a byte,
-        and whether it went to Huffman codes alone (noise)."""
+               flush: int) -> tuple[bytes, np.ndarray, bool]:
+        """The band's part by its class (module docstring), the filtered rows it holds, and whether it went
+        to Huffman codes alone (noise)."""
         share = up_share(rgb, rows)
         if settings.classify and share < SYNTHETIC_SHARE:
             unfiltered(rgb, rows)
@@ -202,10 +203,9 @@ class _Band:
         else:
             adaptive(rgb, rows, scratch, settings.filters)
         # Non-zero residuals everywhere, but a gradient's repeat: only noise's are worth Huffman codes alone.
-        bits = entropy_bits(rows)
-        noise = settings.classify and share > NOISE_SHARE and bits >= NOISE_BITS
+        noise = settings.classify and share > NOISE_SHARE and entropy_bits(rows) >= NOISE_BITS
         deflate = settings.deflater(noise)
-        return deflate.compress(rows) + deflate.flush(flush), rows, bits, noise
+        return deflate.compress(rows) + deflate.flush(flush), rows, noise
 
 
 def _words(pixels: np.ndarray) -> np.ndarray:
