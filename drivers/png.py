@@ -63,7 +63,7 @@ NOISE_SHARE = 0.7
 #: a gradient's, all alike, carry under one; noise of 64 levels six, of 8 levels three, where zlib's
 #: 3-byte matches still save a tenth. A band under SPARSE_BITS is text, UI or a gradient.
 NOISE_BITS = 5.5
-SPARSE_BITS = 2.0
+SPARSE_BITS = 2.5
 #: A band's part is checked against the Pillow-like one when it is over 1/2**GUARD_SHIFT of its filtered
 #: bytes: below that, all the bands of a frame together could lose at most 1/1024 of the frame's size.
 GUARD_SHIFT = 10
@@ -171,41 +171,59 @@ class _Band:
         for out, src in enumerate(channels):
             planes[skip:, :, out] = raw[:, :, src]
         flush = zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH
-        part, chosen, noise = self._cheap(rgb, rows, scratch, settings, flush)
-        # Wide-alphabet noise is left unchecked: Huffman codes alone come within 0.1% of level 6's bytes there.
-        if settings.guard and not noise and len(part) > rows.size >> GUARD_SHIFT:
-            # The check: the band as Pillow would filter it, deflated with string matching at level 6.
-            # The smaller part is kept, so the band never costs more than that (see docs/screenshots.md).
-            np.subtract(rgb[1:], rgb[:-1], out=spare[:, 1:])
-            adaptive(rgb, spare, scratch, PILLOW_FILTERS)
-            bits = entropy_bits(spare)
-            # zlib-ng hashes 4 bytes and misses the 3-byte matches that narrow-alphabet noise is made of;
-            # where residuals are few and alike (text, gradients) it beats zlib. Pillow's own is zlib's.
-            deflate = (zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15, 9, zlib_ng.Z_FILTERED) if bits < SPARSE_BITS
-                       else zlib.compressobj(6, zlib.DEFLATED, -15, 9, zlib.Z_FILTERED))
-            checked = deflate.compress(spare) + deflate.flush(flush)
-            if len(checked) < len(part):
-                part, chosen = checked, spare
-        self.part = part
-        self.adler = zlib_ng.adler32(chosen)
-        return True
-
-    @staticmethod
-    def _cheap(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.ndarray], settings: PngSettings,
-               flush: int) -> tuple[bytes, np.ndarray, bool]:
-        """The band's part by its class (module docstring), the filtered rows it holds, and whether it went
-        to Huffman codes alone (noise)."""
         share = up_share(rgb, rows)
-        if settings.classify and share < SYNTHETIC_SHARE:
-            unfiltered(rgb, rows)
-        elif settings.classify and share > NOISE_SHARE:
+        if not settings.classify:
+            adaptive(rgb, rows, scratch, settings.filters)
+            self._finish(_deflate(settings.engine, settings.level, rows, flush), rows)
+            return True
+        if share > NOISE_SHARE:
             adaptive(rgb, rows, scratch, (*settings.filters, PAETH))
+            if entropy_bits(rows) >= NOISE_BITS:
+                # Wide-alphabet noise: Huffman codes alone come within 0.1% of level 6's bytes, unchecked.
+                deflate = settings.deflater(True)
+                self._finish(deflate.compress(rows) + deflate.flush(flush), rows)
+                return True
+        part, chosen = b"", rows
+        if share < SYNTHETIC_SHARE:
+            unfiltered(rgb, rows)
+            part = _deflate(settings.engine, settings.level, rows, flush)
+            if not settings.guard or len(part) <= rows.size >> GUARD_SHIFT:
+                self._finish(part, rows)
+                return True
+            np.subtract(rgb[1:], rgb[:-1], out=spare[:, 1:])
+            checked = spare
+        elif settings.guard:
+            checked = rows  # its Up residuals are there already; nothing cheaper is tried first
+            if share > NOISE_SHARE:
+                np.subtract(rgb[1:], rgb[:-1], out=rows[:, 1:])
         else:
             adaptive(rgb, rows, scratch, settings.filters)
-        # Non-zero residuals everywhere, but a gradient's repeat: only noise's are worth Huffman codes alone.
-        noise = settings.classify and share > NOISE_SHARE and entropy_bits(rows) >= NOISE_BITS
-        deflate = settings.deflater(noise)
-        return deflate.compress(rows) + deflate.flush(flush), rows, noise
+            self._finish(_deflate(settings.engine, settings.level, rows, flush), rows)
+            return True
+        # The check: the band filtered as Pillow filters it, deflated at level 6 with Pillow's parameters;
+        # the smaller part is kept, so the band never costs more than that (docs/screenshots.md).
+        adaptive(rgb, checked, scratch, PILLOW_FILTERS)
+        bits = entropy_bits(checked)
+        # zlib-ng hashes 4 bytes and misses the 3-byte matches that narrow-alphabet noise is made of;
+        # elsewhere (text, UI, photos, gradients) its level 6 came out smaller than zlib's, in half the time.
+        engine = "zlib" if bits >= SPARSE_BITS else "zlib-ng"
+        candidate = _deflate(engine, 6, checked, flush, pillow=True)
+        if not part or len(candidate) < len(part):
+            part, chosen = candidate, checked
+        self._finish(part, chosen)
+        return True
+
+    def _finish(self, part: bytes, rows: np.ndarray) -> None:
+        self.part = part
+        self.adler = zlib_ng.adler32(rows)
+
+
+def _deflate(engine: str, level: int, rows: np.ndarray, flush: int, pillow: bool = False) -> bytes:
+    """Raw deflate of ``rows`` (the zlib frame is ours); ``pillow``: with Pillow's memLevel 9 and Z_FILTERED."""
+    module = zlib if engine == "zlib" else _ENGINES[engine][0]
+    deflate = (module.compressobj(level, module.DEFLATED, -15, 9, module.Z_FILTERED) if pillow
+               else module.compressobj(level, module.DEFLATED, -15))
+    return deflate.compress(rows) + deflate.flush(flush)
 
 
 def _words(pixels: np.ndarray) -> np.ndarray:
