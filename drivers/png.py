@@ -11,19 +11,21 @@ docs/screenshots.md has the guarantee and the measured table):
   all but the last end byte-aligned and non-final (``Z_SYNC_FLUSH``); the Adler-32
   of the whole is combined from the bands' own.
 * Bands are classed by how many of their ``Up`` residuals are non-zero. Text and
-  flat UI (few) go unfiltered: deflate then matches repeated glyphs byte for byte,
-  which any filter that reads the row above breaks. Noise and photographs (most)
-  get Paeth among their filters, and Huffman codes only when their residuals carry
-  at least NOISE_BITS bits a byte (wide-alphabet noise: string matching finds
-  nothing there). A gradient has every residual non-zero too, but all alike: its
-  entropy is near zero and it keeps string matching. The rest get, per row, the
-  cheapest-looking of Sub, Up and Average and zlib-ng's string matching.
-* The check (``guard``): every band not sent to Huffman codes whose part is over
-  1/1024 of its bytes is also filtered as Pillow filters (None, Up, Sub, Paeth per
-  row) and deflated at level 6 with Pillow's parameters (zlib-ng where residuals are
-  few, zlib, Pillow's own, where many); the smaller part is kept. So no band costs
-  more than Pillow's way of coding it, and a frame not more than Pillow's PNG plus
-  the bands' flush overhead and 1/1024 of its size (docs/screenshots.md).
+  flat UI (few) go unfiltered first: deflate then matches repeated glyphs byte for
+  byte, which any filter that reads the row above breaks. Where most are non-zero
+  and the residuals carry at least NOISE_BITS bits a byte (wide-alphabet noise,
+  grainy photographs), Paeth joins the filters and deflate gets Huffman codes only:
+  string matching finds nothing there. A gradient has every residual non-zero too,
+  but all alike: near zero bits a byte, so it is not taken for noise.
+* The check (``guard``) is what keeps every other band from losing to Pillow: the
+  band is filtered as Pillow filters (per row the cheapest of None, Up, Sub, Paeth)
+  and deflated at level 6 with Pillow's memLevel and strategy, by zlib (Pillow's
+  own) where the residuals carry SPARSE_BITS or more a byte, by zlib-ng (as small
+  or smaller there, in half the time) where fewer. Text keeps its unfiltered part
+  when that is smaller; other bands take the check's part as theirs. Parts under
+  1/1024 of their band's bytes are not checked (docs/screenshots.md says what
+  this guarantees and where it rests on measurement). ``guard=False`` gives the
+  cheap classes alone: the rest then get Sub, Up, Average and zlib-ng level 3.
 * A band whose pixels, and the row above that its filters read, are those of the
   last frame keeps its compressed part; an identical frame keeps the whole PNG.
   Between steps most of the screen is unchanged, after a ``wait`` often all of it.
@@ -56,12 +58,14 @@ BAND_ROWS = 64
 #: Bands are told apart by the share of non-zero bytes in a sample of their ``Up``
 #: residuals: text and windows measure 0.40 at most, a half-photo scene 0.44-0.52,
 #: photographs 0.78-0.89. Below SYNTHETIC_SHARE rows go unfiltered; above NOISE_SHARE
-#: the band is noise.
+#: the band may be noise.
 SYNTHETIC_SHARE = 0.42
 NOISE_SHARE = 0.7
 #: Of those, a band is noise (Huffman codes only) when its residuals carry at least this many bits a byte:
 #: a gradient's, all alike, carry under one; noise of 64 levels six, of 8 levels three, where zlib's
-#: 3-byte matches still save a tenth. A band under SPARSE_BITS is text, UI or a gradient.
+#: 3-byte matches still save a tenth. Residuals under SPARSE_BITS are text, UI or a gradient's, where
+#: zlib-ng's level 6 beats zlib's; from there on zlib's 3-byte matches can matter (quantised noise), and
+#: on smooth photographs zlib-ng's level 6 came out 3.6% over zlib's.
 NOISE_BITS = 5.5
 SPARSE_BITS = 2.5
 #: A band's part is checked against the Pillow-like one when it is over 1/2**GUARD_SHIFT of its filtered
@@ -102,14 +106,6 @@ class PngSettings:
             raise ValueError(f"filters {self.filters!r} must include Up (2) and be among Sub, Up, Average, Paeth")
         if self.threads < 0:
             raise ValueError(f"threads {self.threads!r} is negative")
-
-    def deflater(self, noise: bool) -> Any:
-        if noise and self.classify:
-            # String matching finds nothing in noise, and its short matches cost more than they save.
-            # memLevel 9: blocks twice as long as 8's, so half the code tables (0.3% of noise's bytes).
-            return zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15, 9, zlib_ng.Z_HUFFMAN_ONLY)
-        module = _ENGINES[self.engine][0]
-        return module.compressobj(self.level, module.DEFLATED, -15)  # raw deflate: the zlib frame is ours
 
 
 def _chunk(tag: bytes, data: bytes) -> bytes:
@@ -180,7 +176,8 @@ class _Band:
             adaptive(rgb, rows, scratch, (*settings.filters, PAETH))
             if entropy_bits(rows) >= NOISE_BITS:
                 # Wide-alphabet noise: Huffman codes alone come within 0.1% of level 6's bytes, unchecked.
-                deflate = settings.deflater(True)
+                # memLevel 9: blocks twice as long as 8's, so half the code tables (0.3% of noise's bytes).
+                deflate = zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15, 9, zlib_ng.Z_HUFFMAN_ONLY)
                 self._finish(deflate.compress(rows) + deflate.flush(flush), rows)
                 return True
         part, chosen = b"", rows
