@@ -19,9 +19,8 @@ docs/screenshots.md has the guarantee and the measured table):
   but all alike: near zero bits a byte, so it is not taken for noise.
 * The check (``guard``) is what keeps every other band from losing to Pillow: the
   band is filtered as Pillow filters (per row the cheapest of None, Up, Sub, Paeth)
-  and deflated at level 6 with Pillow's memLevel and strategy, by zlib (Pillow's
-  own) where the residuals carry SPARSE_BITS or more a byte, by zlib-ng (as small
-  or smaller there, in half the time) where fewer. Text keeps its unfiltered part
+  and deflated by zlib (Pillow's own) at level 6 with Pillow's memLevel and
+  strategy. Text keeps its unfiltered part
   when that is smaller; other bands take the check's part as theirs. Parts under
   1/1024 of their band's bytes are not checked (docs/screenshots.md says what
   this guarantees and where it rests on measurement). ``guard=False`` gives the
@@ -63,11 +62,8 @@ SYNTHETIC_SHARE = 0.42
 NOISE_SHARE = 0.7
 #: Of those, a band is noise (Huffman codes only) when its residuals carry at least this many bits a byte:
 #: a gradient's, all alike, carry under one; noise of 64 levels six, of 8 levels three, where zlib's
-#: 3-byte matches still save a tenth. Residuals under SPARSE_BITS are text, UI or a gradient's, where
-#: zlib-ng's level 6 beats zlib's; from there on zlib's 3-byte matches can matter (quantised noise), and
-#: on smooth photographs zlib-ng's level 6 came out 3.6% over zlib's.
+#: 3-byte matches still save a tenth.
 NOISE_BITS = 5.5
-SPARSE_BITS = 2.5
 #: A band's part is checked against the Pillow-like one when it is over 1/2**GUARD_SHIFT of its filtered
 #: bytes: below that, all the bands of a frame together could lose at most 1/1024 of the frame's size.
 GUARD_SHIFT = 10
@@ -200,11 +196,9 @@ class _Band:
         # The check: the band filtered as Pillow filters it, deflated at level 6 with Pillow's parameters;
         # the smaller part is kept, so the band never costs more than that (docs/screenshots.md).
         adaptive(rgb, checked, scratch, PILLOW_FILTERS)
-        bits = entropy_bits(checked)
-        # zlib-ng hashes 4 bytes and misses the 3-byte matches that narrow-alphabet noise is made of;
-        # elsewhere (text, UI, photos, gradients) its level 6 came out smaller than zlib's, in half the time.
-        engine = "zlib" if bits >= SPARSE_BITS else "zlib-ng"
-        candidate = _deflate(engine, 6, checked, flush, pillow=True)
+        # With zlib, Pillow's own: zlib-ng hashes 4 bytes and misses the 3-byte matches that quantised noise is
+        # made of, and came out 3.6-7% over zlib's level 6 on photographs and smooth wallpapers.
+        candidate = _deflate("zlib", 6, checked, flush, pillow=True)
         if not part or len(candidate) < len(part):
             part, chosen = candidate, checked
         self._finish(part, chosen)
