@@ -195,7 +195,7 @@ class _Band:
             return True
         # The check: the band filtered as Pillow filters it, deflated at level 6 with Pillow's parameters;
         # the smaller part is kept, so the band never costs more than that (docs/screenshots.md).
-        adaptive(rgb, checked, scratch, PILLOW_FILTERS)
+        adaptive(rgb, checked, scratch, PILLOW_FILTERS, whole_rows=True)
         # With zlib, Pillow's own: zlib-ng hashes 4 bytes and misses the 3-byte matches that quantised noise is
         # made of, and came out 3.6-7% over zlib's level 6 on photographs and smooth wallpapers.
         candidate = _deflate("zlib", 6, checked, flush, pillow=True)

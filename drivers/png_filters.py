@@ -51,11 +51,12 @@ def unfiltered(rgb: np.ndarray, rows: np.ndarray) -> None:
     rows[:, 1:] = rgb[1:]
 
 
-def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.ndarray], kinds: tuple[int, ...]) -> None:
+def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.ndarray], kinds: tuple[int, ...],
+             whole_rows: bool = False) -> None:
     """Per row, the cheapest of the filter ``kinds`` (``Up`` must be among them and already in ``rows``).
 
     Cheapest as libpng and Pillow judge it: the smallest sum of residuals read as
-    signed bytes, on a sample of each row.
+    signed bytes, on a sample of each row (``whole_rows``: on all of it, as Pillow does).
     """
     cur, prev, up = rgb[1:], rgb[:-1], rows[:, 1:]
     sub, average = scratch
@@ -74,8 +75,12 @@ def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.nd
         average[:, 3:] += cur[:, :-3] & prev[:, 3:]
         np.subtract(cur, average, out=average)
         candidates.append((AVERAGE, average))
-    samples = [f[:, ::SAMPLE_STRIDE] for _, f in candidates]
-    if PAETH in kinds:
+    samples = [f if whole_rows else f[:, ::SAMPLE_STRIDE] for _, f in candidates]
+    if PAETH in kinds and whole_rows:
+        full = paeth(cur, prev)
+        candidates.append((PAETH, full))
+        samples.append(full)
+    elif PAETH in kinds:
         # Paeth costs ten times the others: judged on the sample alone, computed whole only for rows it wins.
         candidates.append((PAETH, None))
         samples.append(_paeth_sample(cur, prev))
