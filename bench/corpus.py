@@ -7,7 +7,13 @@ So the screenshot is measured on several screens, not one:
 * ``scene``: the benchmarks' busy scene (a photo-like half and a text half);
 * ``photo``: a noise-like photograph filling the screen (grain over blurred detail);
 * ``web page``: a text-heavy article rendered by Debian's Chromium;
-* ``windows``: openbox with several overlapping windows (terminals full of text, a Tk form).
+* ``windows``: openbox with several overlapping windows (terminals full of text, a Tk form);
+* ``gradients``: vertical, horizontal, diagonal and 2-D colour gradients, a quarter each
+  (synthesised pixels in a Tk window);
+* ``css gradients``: a web page styled with CSS ``linear-gradient``/``radial-gradient``
+  backgrounds, buttons and a title bar, rendered by Debian's Chromium;
+* ``wallpaper``: a smooth wallpaper-like image (soft blobs of colour, faint grain)
+  as the desktop's background with a terminal over it.
 
 :func:`showing` puts one on a desktop (``tests.support.desktop``) and returns
 once the screen has stopped changing; everything it started is stopped by pid.
@@ -33,7 +39,7 @@ from .scene import show_busy_scene
 
 __all__ = ("SCREENS", "grab", "showing")
 
-SCREENS = ("scene", "photo", "web page", "windows")
+SCREENS = ("scene", "photo", "web page", "windows", "gradients", "css gradients", "wallpaper")
 CHROMIUM = os.environ.get("CUD_TEST_CHROMIUM", "/usr/bin/chromium")
 
 _PHOTO = r'''
@@ -56,6 +62,63 @@ canvas = tk.Canvas(root, width=W, height=H, highlightthickness=0); canvas.pack()
 image = ImageTk.PhotoImage(photo); canvas.create_image(0, 0, anchor="nw", image=image)
 root.mainloop()
 '''
+
+_GRADIENTS = r'''
+import sys, tkinter as tk
+import numpy as np
+from PIL import Image, ImageTk
+W, H = int(sys.argv[1]), int(sys.argv[2])
+y, x = np.mgrid[0:H // 2, 0:W // 2].astype(np.float32)
+h, w = H // 2, W // 2
+def blend(t, a, b):
+    return (np.array(a, np.float32) + (np.array(b, np.float32) - a) * t[..., None]).astype(np.uint8)
+top = np.hstack((blend(y / (h - 1), (20, 40, 120), (240, 120, 60)), blend(x / (w - 1), (250, 250, 250), (30, 90, 200))))
+two_d = np.stack(((x / (w - 1) * 255), (y / (h - 1) * 255), ((x + y) / (w + h - 2) * 128 + 64)), -1).astype(np.uint8)
+bottom = np.hstack((blend((x + y) / (w + h - 2), (90, 10, 160), (10, 200, 160)), two_d))
+img = np.zeros((H, W, 3), np.uint8); img[:2 * h, :2 * w] = np.vstack((top, bottom))
+root = tk.Tk(); root.overrideredirect(True); root.geometry(f"{W}x{H}+0+0")
+canvas = tk.Canvas(root, width=W, height=H, highlightthickness=0); canvas.pack()
+image = ImageTk.PhotoImage(Image.fromarray(img)); canvas.create_image(0, 0, anchor="nw", image=image)
+root.mainloop()
+'''
+
+_WALLPAPER = r'''
+import sys
+import numpy as np
+from PIL import Image
+W, H, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rng = np.random.default_rng(11)
+y, x = np.mgrid[0:H, 0:W].astype(np.float32)
+img = np.zeros((H, W, 3), np.float32) + np.array([30, 50, 90], np.float32) * (1 - y[..., None] / H)
+for _ in range(7):  # soft blobs of colour, as an abstract desktop background has
+    cx, cy, r = rng.uniform(0, W), rng.uniform(0, H), rng.uniform(W / 8, W / 2.5)
+    weight = np.exp(-((x - cx) ** 2 + (y - cy) ** 2) / (2 * r * r))[..., None]
+    img += weight * rng.uniform(20, 140, 3)
+img += rng.normal(0, 1.2, img.shape)  # faint grain, as a JPEG-sourced wallpaper's
+Image.fromarray(img.clip(0, 255).astype(np.uint8)).save(out)
+'''
+
+_CSS_GRADIENTS = """<!doctype html><meta charset=utf-8><title>Dashboard</title>
+<style>
+body { margin: 0; font: 15px/1.5 "DejaVu Sans", sans-serif; color: #1d1d1f; min-height: 100vh;
+       background: linear-gradient(160deg, #fdfbfb 0%, #ebedee 40%, #c9d6ff 100%); }
+header { height: 64px; padding: 0 24px; display: flex; align-items: center; color: white; font-size: 22px;
+         background: linear-gradient(90deg, #1e3c72, #2a5298 50%, #6a11cb); }
+.hero { margin: 24px; height: 260px; border-radius: 16px; color: white; padding: 32px; font-size: 32px;
+        background: radial-gradient(circle at 30% 40%, #ff9a9e 0%, #fad0c4 35%, #a18cd1 70%, #5b247a 100%); }
+.cards { display: flex; gap: 20px; margin: 24px; }
+.card { flex: 1; height: 220px; border-radius: 12px; padding: 16px;
+        background: linear-gradient(180deg, #ffffff, #e3e9f7); box-shadow: 0 4px 14px rgba(0, 0, 0, .18); }
+button { border: 0; border-radius: 8px; padding: 10px 22px; color: white; font-size: 15px; margin: 8px 4px;
+         background: linear-gradient(180deg, #43cea2, #185a9d); }
+.bar { height: 14px; border-radius: 7px; margin: 10px 0; background: linear-gradient(90deg, #f7971e, #ffd200); }
+</style>
+<header>Fleet dashboard</header>
+<div class=hero>Every seat, every task, one view</div>
+<div class=cards>""" + "".join(
+    f"<div class=card><b>Seat {n}</b><p>Tasks queued: {n * 7}. Approvals waiting: {n % 3}.</p>"
+    f"<div class=bar style='width:{30 + n * 15}%'></div><button>Open</button><button>Pause</button></div>"
+    for n in range(1, 5)) + "</div>"
 
 _FORM = r'''
 import sys, tkinter as tk
@@ -135,6 +198,28 @@ def _wait_still(display: str, before: bytes, timeout: float = 60.0) -> None:
     raise RuntimeError(f"the screen on {display} did not settle within {timeout:.0f} s")
 
 
+_SHOW_PICTURE = r'''
+import sys, tkinter as tk
+from PIL import Image, ImageTk
+W, H = int(sys.argv[1]), int(sys.argv[2])
+root = tk.Tk(); root.overrideredirect(True); root.geometry(f"{W}x{H}+0+0"); root.lower()
+canvas = tk.Canvas(root, width=W, height=H, highlightthickness=0); canvas.pack()
+image = ImageTk.PhotoImage(Image.open(sys.argv[3])); canvas.create_image(0, 0, anchor="nw", image=image)
+root.mainloop()
+'''
+
+
+def _chromium(desktop: Desktop, workdir: Path, page: Path) -> subprocess.Popen[bytes]:
+    """Debian's Chromium showing ``page`` full-screen (kiosk) on ``desktop``, with a fresh profile."""
+    profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=workdir)
+    return desktop.spawn(
+        [CHROMIUM, "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-gpu", "--no-sandbox", "--test-type",
+         "--disable-dev-shm-usage", "--password-store=basic", "--force-device-scale-factor=1",
+         f"--user-data-dir={profile}", f"--window-size={desktop.width},{desktop.height}", "--window-position=0,0",
+         "--kiosk", page.as_uri()], "chromium.log", env={**desktop.env, "HOME": profile})
+
+
 def _start(desktop: Desktop, name: str, workdir: Path) -> list[subprocess.Popen[bytes]]:
     w, h = desktop.width, desktop.height
     if name == "photo":
@@ -142,13 +227,21 @@ def _start(desktop: Desktop, name: str, workdir: Path) -> list[subprocess.Popen[
     if name == "web page":
         page = workdir / "article.html"
         page.write_text(_article(w))
-        profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=workdir)
-        return [desktop.spawn(
-            [CHROMIUM, "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--disable-gpu", "--no-sandbox", "--test-type",
-             "--disable-dev-shm-usage", "--password-store=basic", "--force-device-scale-factor=1",
-             f"--user-data-dir={profile}", f"--window-size={w},{h}", "--window-position=0,0", "--kiosk",
-             page.as_uri()], "chromium.log", env={**desktop.env, "HOME": profile})]
+        return [_chromium(desktop, workdir, page)]
+    if name == "gradients":
+        return [desktop.spawn([sys.executable, "-c", _GRADIENTS, str(w), str(h)], "gradients.log")]
+    if name == "css gradients":
+        page = workdir / "gradients.html"
+        page.write_text(_CSS_GRADIENTS)
+        return [_chromium(desktop, workdir, page)]
+    if name == "wallpaper":
+        picture = workdir / "wallpaper.png"
+        subprocess.run([sys.executable, "-c", _WALLPAPER, str(w), str(h), str(picture)], check=True, timeout=120)
+        # Tk's root-window-sized, undecorated image is the background; openbox puts the terminal over it.
+        return [desktop.spawn([sys.executable, "-c", _SHOW_PICTURE, str(w), str(h), str(picture)], "wallpaper.log"),
+                desktop.spawn(["xterm", "-bg", "#202830", "-fg", "#d0d0d0", "-fa", "DejaVu Sans Mono", "-fs", "10",
+                               "-geometry", f"90x24+{w // 6}+{h // 5}", "-e", "sh", "-c",
+                               "ls -l /etc | head -60; exec sleep 100000"], "xterm.log")]
     if name == "windows":
         subprocess.run(["xsetroot", "-solid", "#3b6e8f"], env=desktop.env, check=True)
         procs = []

@@ -2,8 +2,8 @@
 
 Bytes matter most: the SDK's loop re-sends every earlier screenshot on every
 request, so a byte saved in a frame is saved again on each later step. What the
-encoder does, and why (figures from ``make bench``'s corpus of four kinds of screen;
-docs/benchmarks.md has the frontier of settings against time and bytes):
+encoder does, and why (figures from ``make bench``'s corpus of screens;
+docs/screenshots.md has the guarantee and the measured table, docs/benchmarks.md the frontier):
 
 * The frame is cut into bands of :data:`BAND_ROWS` rows, filtered and deflated
   one per task on a pool of one thread per core (numpy and zlib-ng release the GIL).
@@ -11,13 +11,20 @@ docs/benchmarks.md has the frontier of settings against time and bytes):
   all but the last end byte-aligned and non-final (``Z_SYNC_FLUSH``); the Adler-32
   of the whole is combined from the bands' own.
 * Bands are classed by how many of their ``Up`` residuals are non-zero. Text and
-  flat UI (few) go unfiltered: deflate then matches repeated glyphs byte for byte,
-  which any filter that reads the row above breaks (0.87-0.90x Pillow's bytes,
-  against 1.00-1.09x filtered). Noise and photographs (most) get Paeth among their
-  filters and Huffman codes only: string matching finds nothing there and its short
-  matches cost more than they save (1.00x against 1.05x). The rest get, per row,
-  the cheapest-looking of Sub, Up and Average (libpng's and Pillow's measure: the
-  sum of residuals read as signed bytes) and zlib-ng's string matching.
+  flat UI (few) go unfiltered first: deflate then matches repeated glyphs byte for
+  byte, which any filter that reads the row above breaks. Where most are non-zero
+  and the residuals carry at least NOISE_BITS bits a byte (wide-alphabet noise,
+  grainy photographs), Paeth joins the filters and deflate gets Huffman codes only:
+  string matching finds nothing there. A gradient has every residual non-zero too,
+  but all alike: near zero bits a byte, so it is not taken for noise.
+* The check (``guard``) is what keeps every other band from losing to Pillow: the
+  band is filtered as Pillow filters (per row the cheapest of None, Up, Sub, Paeth)
+  and deflated by zlib (Pillow's own) at level 6 with Pillow's memLevel and
+  strategy. Text keeps its unfiltered part
+  when that is smaller; other bands take the check's part as theirs. Parts under
+  1/1024 of their band's bytes are not checked (docs/screenshots.md says what
+  this guarantees and where it rests on measurement). ``guard=False`` gives the
+  cheap classes alone: the rest then get Sub, Up, Average and zlib-ng level 3.
 * A band whose pixels, and the row above that its filters read, are those of the
   last frame keeps its compressed part; an identical frame keeps the whole PNG.
   Between steps most of the screen is unchanged, after a ``wait`` often all of it.
@@ -40,7 +47,7 @@ import numpy as np
 from isal import isal_zlib
 from zlib_ng import zlib_ng
 
-from .png_filters import AVERAGE, PAETH, SUB, UP, adaptive, unfiltered, up_share
+from .png_filters import AVERAGE, PAETH, PILLOW_FILTERS, SUB, UP, adaptive, entropy_bits, unfiltered, up_share
 
 __all__ = ("BAND_ROWS", "PngEncoder", "PngSettings", "parse_data_url", "to_data_url")
 
@@ -50,9 +57,16 @@ BAND_ROWS = 64
 #: Bands are told apart by the share of non-zero bytes in a sample of their ``Up``
 #: residuals: text and windows measure 0.40 at most, a half-photo scene 0.44-0.52,
 #: photographs 0.78-0.89. Below SYNTHETIC_SHARE rows go unfiltered; above NOISE_SHARE
-#: the band is noise.
+#: the band may be noise.
 SYNTHETIC_SHARE = 0.42
 NOISE_SHARE = 0.7
+#: Of those, a band is noise (Huffman codes only) when its residuals carry at least this many bits a byte:
+#: a gradient's, all alike, carry under one; noise of 8 levels three, where zlib's 3-byte matches still
+#: save a tenth; a grainy photo-like field six, where they saved 11% (the bench's generated seed 77037).
+NOISE_BITS = 7.0
+#: A band's part is checked against the Pillow-like one when it is over 1/2**GUARD_SHIFT of its filtered
+#: bytes: below that, all the bands of a frame together could lose at most 1/1024 of the frame's size.
+GUARD_SHIFT = 10
 _ENGINES = {"zlib-ng": (zlib_ng, range(1, 10)), "isal": (isal_zlib, range(4))}
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
@@ -75,6 +89,8 @@ class PngSettings:
     threads: int = 0  # 0: one per core
     #: Reuse a band's compressed part while its pixels are unchanged.
     reuse: bool = True
+    #: Check each band's part against the band filtered and deflated as Pillow would, keeping the smaller.
+    guard: bool = True
 
     def __post_init__(self) -> None:
         if self.engine not in _ENGINES:
@@ -86,13 +102,6 @@ class PngSettings:
             raise ValueError(f"filters {self.filters!r} must include Up (2) and be among Sub, Up, Average, Paeth")
         if self.threads < 0:
             raise ValueError(f"threads {self.threads!r} is negative")
-
-    def deflater(self, noise: bool) -> Any:
-        if noise and self.classify:
-            # String matching finds nothing in noise, and its short matches cost more than they save.
-            return zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15, 8, zlib_ng.Z_HUFFMAN_ONLY)
-        module = _ENGINES[self.engine][0]
-        return module.compressobj(self.level, module.DEFLATED, -15)  # raw deflate: the zlib frame is ours
 
 
 def _chunk(tag: bytes, data: bytes) -> bytes:
@@ -111,7 +120,7 @@ def _adler_combine(first: int, second: int, second_len: int) -> int:
 _WORK = threading.local()
 
 
-def _work_buffers(n: int, stride: int) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+def _work_buffers(n: int, stride: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """This thread's buffers for filtering a band of ``n`` rows: needed only while it is encoded.
 
     Kept per worker of the shared pool, not per band of every display: each seat of
@@ -120,8 +129,10 @@ def _work_buffers(n: int, stride: int) -> tuple[np.ndarray, np.ndarray, tuple[np
     cache: dict[tuple[int, int], Any] = _WORK.__dict__.setdefault("buffers", {})
     buffers = cache.get((n, stride))
     if buffers is None:
-        #: RGB rows preceded by the row above; filter-type byte + filtered row; the filters' scratch.
+        #: RGB rows preceded by the row above; filter-type byte + filtered row, twice (the cheap choice and
+        #: the check's); the filters' scratch.
         buffers = cache[(n, stride)] = (np.empty((n + 1, stride), np.uint8), np.empty((n, stride + 1), np.uint8),
+                                        np.empty((n, stride + 1), np.uint8),
                                         (np.empty((n, stride), np.uint8), np.empty((n, stride), np.uint8)))
     return buffers
 
@@ -144,23 +155,66 @@ class _Band:
         raw = pixels[rows_read]
         if previous is not None and np.array_equal(_words(previous[rows_read]), _words(raw)):
             return False
-        rgb, rows, scratch = _work_buffers(self.end - self.first, self.width * 3)
+        rgb, rows, spare, scratch = _work_buffers(self.end - self.first, self.width * 3)
         planes = rgb.reshape(rgb.shape[0], self.width, 3)
         skip = 1 if self.first == 0 else 0
         if skip:
             rgb[0] = 0  # the first band has no row above: Up and Paeth see zeros there
         for out, src in enumerate(channels):
             planes[skip:, :, out] = raw[:, :, src]
+        flush = zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH
         share = up_share(rgb, rows)
-        noise = settings.classify and share > NOISE_SHARE
-        if settings.classify and share < SYNTHETIC_SHARE:
+        if not settings.classify:
+            adaptive(rgb, rows, scratch, settings.filters)
+            self._finish(_deflate(settings.engine, settings.level, rows, flush), rows)
+            return True
+        if share > NOISE_SHARE:
+            adaptive(rgb, rows, scratch, (*settings.filters, PAETH))
+            if entropy_bits(rows) >= NOISE_BITS:
+                # Wide-alphabet noise: Huffman codes alone come within 0.1% of level 6's bytes, unchecked.
+                # memLevel 9: blocks twice as long as 8's, so half the code tables (0.3% of noise's bytes).
+                deflate = zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15, 9, zlib_ng.Z_HUFFMAN_ONLY)
+                self._finish(deflate.compress(rows) + deflate.flush(flush), rows)
+                return True
+        part, chosen = b"", rows
+        if share < SYNTHETIC_SHARE:
             unfiltered(rgb, rows)
+            part = _deflate(settings.engine, settings.level, rows, flush)
+            if not settings.guard or len(part) <= rows.size >> GUARD_SHIFT:
+                self._finish(part, rows)
+                return True
+            np.subtract(rgb[1:], rgb[:-1], out=spare[:, 1:])
+            checked = spare
+        elif settings.guard:
+            checked = rows  # its Up residuals are there already; nothing cheaper is tried first
+            if share > NOISE_SHARE:
+                np.subtract(rgb[1:], rgb[:-1], out=rows[:, 1:])
         else:
-            adaptive(rgb, rows, scratch, (*settings.filters, PAETH) if noise else settings.filters)
-        deflate = settings.deflater(noise)
-        self.part = deflate.compress(rows) + deflate.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
-        self.adler = zlib_ng.adler32(rows)
+            adaptive(rgb, rows, scratch, settings.filters)
+            self._finish(_deflate(settings.engine, settings.level, rows, flush), rows)
+            return True
+        # The check: the band filtered as Pillow filters it, deflated at level 6 with Pillow's parameters;
+        # the smaller part is kept, so the band never costs more than that (docs/screenshots.md).
+        adaptive(rgb, checked, scratch, PILLOW_FILTERS, whole_rows=True)
+        # With zlib, Pillow's own: zlib-ng hashes 4 bytes and misses the 3-byte matches that quantised noise is
+        # made of, and came out 3.6-7% over zlib's level 6 on photographs and smooth wallpapers.
+        candidate = _deflate("zlib", 6, checked, flush, pillow=True)
+        if not part or len(candidate) < len(part):
+            part, chosen = candidate, checked
+        self._finish(part, chosen)
         return True
+
+    def _finish(self, part: bytes, rows: np.ndarray) -> None:
+        self.part = part
+        self.adler = zlib_ng.adler32(rows)
+
+
+def _deflate(engine: str, level: int, rows: np.ndarray, flush: int, pillow: bool = False) -> bytes:
+    """Raw deflate of ``rows`` (the zlib frame is ours); ``pillow``: with Pillow's memLevel 9 and Z_FILTERED."""
+    module = zlib if engine == "zlib" else _ENGINES[engine][0]
+    deflate = (module.compressobj(level, module.DEFLATED, -15, 9, module.Z_FILTERED) if pillow
+               else module.compressobj(level, module.DEFLATED, -15))
+    return deflate.compress(rows) + deflate.flush(flush)
 
 
 def _words(pixels: np.ndarray) -> np.ndarray:

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ("AVERAGE", "NONE", "PAETH", "SUB", "UP", "adaptive", "unfiltered", "up_share")
+__all__ = ("AVERAGE", "NONE", "PAETH", "PILLOW_FILTERS", "SUB", "UP", "adaptive", "entropy_bits", "unfiltered",
+           "up_share")
 
 NONE, SUB, UP, AVERAGE, PAETH = 0, 1, 2, 3, 4
 #: Judge residuals on every 8th byte: a quarter of the cost, the same choice on all but a few rows.
 SAMPLE_STRIDE = 8
+#: The filters Pillow's PNG encoder tries per row, in its order (Average only when optimising).
+PILLOW_FILTERS = (NONE, UP, SUB, PAETH)
+#: Rows of a band whose byte histogram estimates its entropy: every 4th.
+_ENTROPY_ROW_STRIDE = 4
 
 
 def up_share(rgb: np.ndarray, rows: np.ndarray) -> float:
@@ -26,21 +31,38 @@ def up_share(rgb: np.ndarray, rows: np.ndarray) -> float:
     return np.count_nonzero(sample) / max(sample.size, 1)
 
 
+def entropy_bits(rows: np.ndarray) -> float:
+    """Bits per byte of the order-0 entropy of a sample of ``rows``' filtered bytes (filter-type bytes left out).
+
+    What Huffman codes alone would cost per byte: about that on noise, but far more
+    than string matching costs where the residuals repeat (a gradient's are all equal,
+    and Huffman codes cannot go under one bit a byte).
+    """
+    sample = rows[::_ENTROPY_ROW_STRIDE, 1:]
+    counts = np.bincount(sample.reshape(-1), minlength=256)
+    counts = counts[counts > 0]
+    p = counts / counts.sum()
+    return float(-(p * np.log2(p)).sum())
+
+
 def unfiltered(rgb: np.ndarray, rows: np.ndarray) -> None:
     """Every row with filter None: on text and flat UI, deflate then matches repeated glyphs exactly."""
     rows[:, 0] = NONE
     rows[:, 1:] = rgb[1:]
 
 
-def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.ndarray], kinds: tuple[int, ...]) -> None:
+def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.ndarray], kinds: tuple[int, ...],
+             whole_rows: bool = False) -> None:
     """Per row, the cheapest of the filter ``kinds`` (``Up`` must be among them and already in ``rows``).
 
     Cheapest as libpng and Pillow judge it: the smallest sum of residuals read as
-    signed bytes, on a sample of each row.
+    signed bytes, on a sample of each row (``whole_rows``: on all of it, as Pillow does).
     """
     cur, prev, up = rgb[1:], rgb[:-1], rows[:, 1:]
     sub, average = scratch
-    candidates = [(UP, up)]
+    # Ties go to the first: None, then Up, as Pillow tries them (an unchanged row stays Up).
+    candidates = [(NONE, cur)] if NONE in kinds else []
+    candidates.append((UP, up))
     if SUB in kinds:
         sub[:, :3] = cur[:, :3]
         np.subtract(cur[:, 3:], cur[:, :-3], out=sub[:, 3:])
@@ -53,15 +75,35 @@ def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.nd
         average[:, 3:] += cur[:, :-3] & prev[:, 3:]
         np.subtract(cur, average, out=average)
         candidates.append((AVERAGE, average))
-    if PAETH in kinds:
-        candidates.append((PAETH, paeth(cur, prev)))
-    costs = np.stack([np.abs(f[:, ::SAMPLE_STRIDE].view(np.int8)).sum(axis=1, dtype=np.int32) for _, f in candidates])
+    samples = [f if whole_rows else f[:, ::SAMPLE_STRIDE] for _, f in candidates]
+    if PAETH in kinds and whole_rows:
+        full = paeth(cur, prev)
+        candidates.append((PAETH, full))
+        samples.append(full)
+    elif PAETH in kinds:
+        # Paeth costs ten times the others: judged on the sample alone, computed whole only for rows it wins.
+        candidates.append((PAETH, None))
+        samples.append(_paeth_sample(cur, prev))
+    costs = np.stack([np.abs(sample.view(np.int8)).sum(axis=1, dtype=np.int32) for sample in samples])
     choice = costs.argmin(axis=0)
     rows[:, 0] = np.array([kind for kind, _ in candidates], np.uint8)[choice]
-    for index, (_, residuals) in enumerate(candidates[1:], start=1):
+    for index, (kind, residuals) in enumerate(candidates):
+        if kind == UP:
+            continue
         picked = choice == index
         if picked.any():
-            up[picked] = residuals[picked]
+            up[picked] = paeth(cur[picked], prev[picked]) if residuals is None else residuals[picked]
+
+
+def _paeth_sample(cur: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    """Paeth residuals of every SAMPLE_STRIDE-th byte of each row (those ``cur[:, ::SAMPLE_STRIDE]`` holds)."""
+    here, above = cur[:, ::SAMPLE_STRIDE], prev[:, ::SAMPLE_STRIDE]
+    n = here.shape[1]
+    zero = np.zeros((cur.shape[0], 1), np.uint8)
+    # Byte i's left neighbour is byte i - 3: for i = 8k that is 5 + 8(k - 1); the first has none.
+    left = np.hstack((zero, cur[:, SAMPLE_STRIDE - 3::SAMPLE_STRIDE][:, :n - 1]))
+    upper_left = np.hstack((zero, prev[:, SAMPLE_STRIDE - 3::SAMPLE_STRIDE][:, :n - 1]))
+    return _paeth_residuals(np.ascontiguousarray(here), np.ascontiguousarray(above), left, upper_left)
 
 
 def _absdiff(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -86,8 +128,10 @@ def paeth(cur: np.ndarray, prev: np.ndarray) -> np.ndarray:
     so standing in max(pa, pb) for it picks the same predictor; otherwise pc = |pa - pb|.
     """
     zero = np.zeros((cur.shape[0], 3), np.uint8)
-    left = np.hstack((zero, cur[:, :-3]))
-    upper_left = np.hstack((zero, prev[:, :-3]))
+    return _paeth_residuals(cur, prev, np.hstack((zero, cur[:, :-3])), np.hstack((zero, prev[:, :-3])))
+
+
+def _paeth_residuals(cur: np.ndarray, prev: np.ndarray, left: np.ndarray, upper_left: np.ndarray) -> np.ndarray:
     pa, pb = _absdiff(prev, upper_left), _absdiff(left, upper_left)
     same_sign = _mask(np.equal(prev >= upper_left, left >= upper_left))
     pc = _select(same_sign, np.maximum(pa, pb), _absdiff(pa, pb))

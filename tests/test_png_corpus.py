@@ -46,3 +46,7 @@ def test_corpus_screens_decode_to_the_grabbed_pixels(desktop: Desktop, screen: s
     image = Image.open(io.BytesIO(through_driver))
     image.load()
     assert image.tobytes() == expected
+    pillow = io.BytesIO()
+    Image.frombytes("RGB", size, raw, "raw", "BGRX").save(pillow, "PNG")
+    ours = len(PngEncoder().encode(raw, *size))
+    assert ours <= len(pillow.getbuffer()) + 8 * 1024, f"{screen}: {ours} bytes against Pillow's {len(pillow.getbuffer())}"
