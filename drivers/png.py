@@ -1,7 +1,8 @@
 """Frame -> PNG -> data URL: small on the wire, fast enough to sit in every step.
 
-Bytes matter most: the SDK's loop re-sends every earlier screenshot on every
-request, so a byte saved in a frame is saved again on each later step. What the
+Bytes matter most: every screenshot is uploaded to the model (once in stored
+mode, up to ``keep_screenshots`` times when the history is replayed), over
+uplinks far slower than this encoder. What the
 encoder does, and why (figures from ``make bench``'s corpus of screens;
 docs/screenshots.md has the guarantee and the measured table, docs/benchmarks.md the frontier):
 
