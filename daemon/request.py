@@ -30,7 +30,7 @@ __all__ = ("LOOP_OWNED", "PASS_THROUGH", "check_request")
 #: The SDK itself refuses most of these in ``extra_body`` as "runner-owned fields".
 LOOP_OWNED: dict[str, str] = {
     "model": "the daemon sets it from its 'model' key or the task's model",
-    "input": "the loop sends the task's prompt, then replays the whole history",
+    "input": "the loop sends the task's prompt, then the history as [history] shapes it",
     "tools": "the loop sends exactly one computer tool",
     "tool_choice": "the loop resets it to 'auto' after the first turn",
     "include": "the loop asks for reasoning.encrypted_content to replay the history",
