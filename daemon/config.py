@@ -20,6 +20,7 @@ from typing import Any
 
 from cud.daemon.config_values import (bad, int_in_range, positive_int, positive_number, read_secret_file,
                                       seconds_in_range, string)
+from cud.daemon.config_values import table as checked_table
 from cud.daemon.history import History, load_history
 from cud.daemon.hook_config import HookConfig, load_hooks
 from cud.daemon.rules import Rule, parse_rules
@@ -179,21 +180,9 @@ def _names(key: str, value: object, *, groups: bool) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _table(key: str, value: object, allowed: set[str]) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise bad(key, value, "a table")
-    for name in value:
-        if name not in allowed:
-            raise ConfigError(
-                f"unknown config key '{key}.{name}'; known: {', '.join(sorted(allowed))}",
-                key=f"{key}.{name}",
-            )
-    return value
-
-
 def _metrics(value: object, flag: object) -> Metrics:
     """``[metrics]``, with ``--metrics-textfile`` (the flag wins over the file's ``textfile``)."""
-    table = _table("metrics", value, _METRICS_KEYS)
+    table = checked_table("metrics", value, _METRICS_KEYS)
     values: dict[str, Any] = {}
     textfile = flag if flag is not None else table.get("textfile")
     if textfile is not None:
@@ -268,12 +257,12 @@ def load_config(
     if "max_connections" in merged:
         kwargs["max_connections"] = int_in_range("max_connections", merged["max_connections"], 1, 65536)
     if "access" in merged:
-        table = _table("access", merged["access"], _ACCESS_KEYS)
+        table = checked_table("access", merged["access"], _ACCESS_KEYS)
         kwargs["access"] = Access(
             **{k: _names(f"access.{k}", v, groups=k.endswith("groups")) for k, v in table.items()}
         )
     if "retention" in merged:
-        table = _table("retention", merged["retention"], _RETENTION_KEYS)
+        table = checked_table("retention", merged["retention"], _RETENTION_KEYS)
         values: dict[str, Any] = {}
         if "max_tasks" in table:
             values["max_tasks"] = positive_int("retention.max_tasks", table["max_tasks"])
@@ -285,7 +274,7 @@ def load_config(
     if "target_timeout" in merged:
         kwargs["target_timeout"] = seconds_in_range("target_timeout", merged["target_timeout"], 0.01, 5)
     if "policy" in merged:
-        kwargs["rules"] = parse_rules("policy.rules", _table("policy", merged["policy"], {"rules"}).get("rules", []))
+        kwargs["rules"] = parse_rules("policy.rules", checked_table("policy", merged["policy"], {"rules"}).get("rules", []))
     if "video" in merged:
         kwargs["video"] = load_video(merged["video"])
     if "request" in merged:

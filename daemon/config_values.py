@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from cud.errors import ConfigError
 
-__all__ = ("bad", "int_in_range", "positive_int", "positive_number", "read_secret_file", "seconds_in_range", "string")
+__all__ = ("bad", "int_in_range", "positive_int", "positive_number", "read_secret_file", "seconds_in_range", "string",
+           "table")
 
 
 def bad(key: str, value: object, wanted: str) -> ConfigError:
     return ConfigError(f"config key {key!r} must be {wanted}, got {value!r}", key=key, value=repr(value))
+
+
+def table(key: str, value: object, allowed: set[str] | frozenset[str]) -> dict[str, Any]:
+    """``value`` as a config table whose keys are all in ``allowed``."""
+    if not isinstance(value, dict):
+        raise bad(key, value, "a table")
+    for name in value:
+        if name not in allowed:
+            raise ConfigError(f"unknown config key '{key}.{name}'; known: {', '.join(sorted(allowed))}",
+                              key=f"{key}.{name}")
+    return value
 
 
 def string(key: str, value: object) -> str:

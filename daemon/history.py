@@ -31,6 +31,7 @@ import zlib
 from typing import Any, Literal, Protocol
 
 from cud.daemon.config_values import bad
+from cud.daemon.config_values import table as checked_table
 from cud.errors import ConfigError
 from cud.request_limits import MAX_IMAGE_BYTES, MAX_IMAGES, image_bytes, image_urls
 
@@ -53,12 +54,7 @@ class History:
 
 def load_history(table: object, request: dict[str, Any]) -> History:
     """``[history]``; its mode defaults from ``[request] store`` (false: replay, else stored)."""
-    if not isinstance(table, dict):
-        raise bad("history", table, "a table")
-    for key in table:
-        if key not in _KEYS:
-            raise ConfigError(f"unknown config key 'history.{key}'; known: {', '.join(sorted(_KEYS))}",
-                              key=f"history.{key}")
+    table = checked_table("history", table, _KEYS)
     store = request.get("store")
     mode = table.get("mode", "replay" if store is False else "stored")
     if mode not in ("stored", "replay"):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cud.daemon.config_values import bad, int_in_range, positive_number, read_secret_file, seconds_in_range, string
+from cud.daemon.config_values import table as checked_table
 from cud.errors import ConfigError
 
 __all__ = ("EVENTS", "FORMATS", "HookConfig", "load_hooks", "ntfy_split", "read_header_value")
@@ -80,13 +81,8 @@ def load_hooks(value: object, env: Mapping[str, str]) -> tuple[HookConfig, ...]:
     return hooks
 
 
-def _hook(key: str, table: object, env: Mapping[str, str]) -> HookConfig:
-    if not isinstance(table, dict):
-        raise bad(key, table, "a table")
-    for name in table:
-        if name not in _KEYS:
-            raise ConfigError(f"unknown config key '{key}.{name}'; known: {', '.join(sorted(_KEYS))}",
-                              key=f"{key}.{name}")
+def _hook(key: str, value: object, env: Mapping[str, str]) -> HookConfig:
+    table = checked_table(key, value, _KEYS)
     if ("command" in table) == ("webhook" in table):
         raise ConfigError(f"config table {key!r} needs exactly one of 'command' or 'webhook'", key=key)
     kind = "command" if "command" in table else "webhook"

@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any
 
 from cud.daemon.config_values import bad, int_in_range
+from cud.daemon.config_values import table as checked_table
 from cud.errors import ConfigError
 
 __all__ = ("CODECS", "PRESETS", "VideoConfig", "load_video")
@@ -84,13 +85,7 @@ def _scale(value: object) -> float:
 
 def load_video(value: object) -> VideoConfig:
     """The ``[video]`` table, checked."""
-    if not isinstance(value, dict):
-        raise bad("video", value, "a table")
-    for name in value:
-        if name not in _KEYS:
-            raise ConfigError(f"unknown config key 'video.{name}'; known: {', '.join(sorted(_KEYS))}",
-                              key=f"video.{name}")
-    table: dict[str, Any] = value
+    table = checked_table("video", value, _KEYS)
     values: dict[str, Any] = {}
     if "enabled" in table:
         if not isinstance(table["enabled"], bool):

@@ -187,6 +187,7 @@ def _bytes(count: int) -> str:
             return f"{count / size:.1f} {unit}"
     return f"{count} B"
 
+
 def describe_action(action: Any, target: dict[str, Any] | None, limit: int = 80) -> str:
     """The action's phrase (:func:`cud.record.model.describe`) with what it touches."""
     base = describe(action, limit)
@@ -206,7 +207,6 @@ def describe_action(action: Any, target: dict[str, Any] | None, limit: int = 80)
     if kind == "keypress":
         return f"{base} in {phrase}"
     return base
-
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:
