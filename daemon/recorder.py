@@ -59,6 +59,10 @@ FRAGMENT_MICROSECONDS = 1_000_000
 DISK_SHARE = 4
 _START = re.compile(rb"^\s*Duration: .*\bstart: ([0-9]+\.[0-9]+)")
 _TAIL_LINES = 12
+#: How long a task waits for the recorder's first frame before it runs anyway: long
+#: enough for ffmpeg to load and grab (about 0.3 s here), short enough not to matter
+#: beside a task; past it the start of the task is simply not in the video.
+FIRST_FRAME_SECONDS = 3.0
 
 
 def video_name(video: VideoConfig) -> str:
@@ -125,6 +129,7 @@ class Recorder:
         self._proc: asyncio.subprocess.Process | None = None
         self._watch: asyncio.Task[None] | None = None
         self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        self._first_frame = asyncio.Event()
         self._stopping = False
         self._reported = False
 
@@ -163,6 +168,9 @@ class Recorder:
             return False
         self.pid = self._proc.pid
         self._watch = asyncio.create_task(self._read(self._proc), name=f"video-{self.task_id}")
+        # The task's first step belongs in its video: wait (bounded) until ffmpeg has grabbed.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._first_frame.wait(), FIRST_FRAME_SECONDS)
         return True
 
     async def _read(self, proc: asyncio.subprocess.Process) -> None:
@@ -178,6 +186,8 @@ class Recorder:
                     "start_epoch": round(self.start_epoch, 6), "fps": self.video.fps,
                     "size": list(self.video.frame_size(self.screen)), "codec": self.video.codec,
                 })
+                self._first_frame.set()
+        self._first_frame.set()  # ffmpeg ended before a frame: nothing to wait for
         await proc.wait()
         if not self._stopping:  # it ended by itself: its time or size bound, or a crash
             self._report(proc, "exited")

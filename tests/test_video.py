@@ -344,7 +344,8 @@ def test_the_report_plays_the_video_in_chromium_and_its_marks_seek(
             watched.page.click(f'#tasks tr[data-id="{task_id}"]')
             watched.page.wait_for_selector("#task-video-box:not([hidden])")
             buttons = watched.page.locator("#events button.seek")
-            assert buttons.count() == CLICKS + 2  # every step's line seeks the console's player
+            # Every step's line seeks the console's player; the lines arrive as the page reads the events.
+            wait_until(lambda: buttons.count() == CLICKS + 2, 15, f"{CLICKS + 2} seek buttons")
             in_console = watched.page.evaluate(CONSOLE_PLAY)
             assert watched.report.problems() == [] and watched.report.foreign(console.origin) == []
         finally:
