@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cud.daemon.config_values import bad, string
+from cud.daemon.config_values import table as checked_table
 from cud.errors import ConfigError
 from cud.protocol import SEAT_NAME
 
@@ -146,10 +147,7 @@ def _from_tables(value: object) -> list[SeatConfig]:
     seats = []
     for index, table in enumerate(value):
         prefix = f"seats[{index}]."
-        for key in table:
-            if key not in _SEAT_KEYS:
-                raise ConfigError(f"unknown config key '{prefix}{key}'; known: {', '.join(sorted(_SEAT_KEYS))}",
-                                  key=f"{prefix}{key}")
+        checked_table(prefix[:-1], table, _SEAT_KEYS)
         if "name" not in table:
             raise ConfigError(f"config table '{prefix[:-1]}' needs a 'name'", key=f"{prefix}name")
         seats.append(_seat(prefix, _name(f"{prefix}name", table["name"]), table))
