@@ -137,15 +137,14 @@ class TaskUsage:
 
     def __init__(self) -> None:
         self._counts = dict.fromkeys(USAGE_KEYS, 0)
-        self.any = False
 
     def add(self, step: dict[str, Any]) -> None:
         for key in USAGE_KEYS:
             self._counts[key] += int(step.get(key, 0))
-        self.any = self.any or self._counts["requests"] > 0
 
     def as_dict(self) -> UsageView | None:
-        return dict(self._counts) if self.any else None  # type: ignore[return-value]
+        """The totals; None until the task has made a request."""
+        return dict(self._counts) if self._counts["requests"] else None  # type: ignore[return-value]
 
 
 def ms_since(start: float) -> float:
