@@ -83,6 +83,16 @@ def _scale(value: object) -> float:
     return float(value)
 
 
+def _h264_choice(key: str, value: object, codec: str, allowed: tuple[str, ...]) -> str:
+    """An x264 option (``preset``, ``tune``): only for h264, one of ``allowed``."""
+    if codec != "h264":
+        raise ConfigError(f"config key 'video.{key}' is for codec 'h264' only, not {codec!r}",
+                          key=f"video.{key}", value=repr(value))
+    if value not in allowed:
+        raise bad(f"video.{key}", value, "one of " + ", ".join(allowed))
+    return str(value)
+
+
 def load_video(value: object) -> VideoConfig:
     """The ``[video]`` table, checked."""
     table = checked_table("video", value, _KEYS)
@@ -108,20 +118,9 @@ def load_video(value: object) -> VideoConfig:
         values["crf"] = int_in_range("video.crf", table["crf"], low, high)
     elif codec != "h264":
         values["crf"] = 36  # vpx's scale differs from x264's; 36 keeps text as readable as x264's 30
-    if "preset" in table:
-        if codec != "h264":
-            raise ConfigError(f"config key 'video.preset' is for codec 'h264' only, not {codec!r}",
-                              key="video.preset", value=repr(table["preset"]))
-        if table["preset"] not in PRESETS:
-            raise bad("video.preset", table["preset"], "one of " + ", ".join(PRESETS))
-        values["preset"] = table["preset"]
-    if "tune" in table:
-        if codec != "h264":
-            raise ConfigError(f"config key 'video.tune' is for codec 'h264' only, not {codec!r}",
-                              key="video.tune", value=repr(table["tune"]))
-        if table["tune"] not in _TUNES:
-            raise bad("video.tune", table["tune"], "one of " + ", ".join(_TUNES))
-        values["tune"] = table["tune"]
+    for key, allowed in (("preset", PRESETS), ("tune", _TUNES)):
+        if key in table:
+            values[key] = _h264_choice(key, table[key], codec, allowed)
     if "keyframe_seconds" in table:
         values["keyframe_seconds"] = int_in_range("video.keyframe_seconds", table["keyframe_seconds"], 1, 60)
     return VideoConfig(**values)
