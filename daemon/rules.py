@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from cud.daemon.config_values import table as checked_table
 from cud.errors import ConfigError
 from cud.protocol import HUMAN_ACTIONS
 
@@ -131,10 +132,7 @@ def _parse_rules(key: str, value: object, stricter_only: bool) -> tuple[Rule, ..
     rules = []
     for index, table in enumerate(value):
         prefix = f"{key}[{index}]"
-        for field in table:
-            if field not in RULE_KEYS:
-                raise ConfigError(f"config key '{prefix}.{field}' is unknown; known: {', '.join(sorted(RULE_KEYS))}",
-                                  key=f"{prefix}.{field}")
+        checked_table(prefix, table, RULE_KEYS)
         decision = table.get("decision")
         allowed = ("ask", "deny") if stricter_only else DECISIONS
         if decision not in allowed:
