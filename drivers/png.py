@@ -15,9 +15,10 @@ docs/screenshots.md has the guarantee and the measured table, docs/benchmarks.md
   flat UI (few) go unfiltered first: deflate then matches repeated glyphs byte for
   byte, which any filter that reads the row above breaks. Where most are non-zero
   and the residuals carry at least NOISE_BITS bits a byte (wide-alphabet noise,
-  grainy photographs), Paeth joins the filters and deflate gets Huffman codes only:
-  string matching finds nothing there. A gradient has every residual non-zero too,
-  but all alike: near zero bits a byte, so it is not taken for noise.
+  grainy photographs) with next to no zeros (no flat margin beside the noise), Paeth
+  joins the filters and deflate gets Huffman codes only: string matching finds
+  nothing there. A gradient has every residual non-zero too, but all alike: near
+  zero bits a byte, so it is not taken for noise.
 * The check (``guard``) is what keeps every other band from losing to Pillow: the
   band is filtered as Pillow filters (per row the cheapest of None, Up, Sub, Paeth)
   and deflated by zlib (Pillow's own) at level 6 with Pillow's memLevel and
@@ -48,7 +49,7 @@ import numpy as np
 from isal import isal_zlib
 from zlib_ng import zlib_ng
 
-from .png_filters import AVERAGE, PAETH, PILLOW_FILTERS, SUB, UP, adaptive, entropy_bits, unfiltered, up_share
+from .png_filters import AVERAGE, PAETH, PILLOW_FILTERS, SUB, UP, adaptive, residual_stats, unfiltered, up_share
 
 __all__ = ("BAND_ROWS", "PngEncoder", "PngSettings", "parse_data_url", "to_data_url")
 
@@ -65,6 +66,10 @@ NOISE_SHARE = 0.7
 #: a gradient's, all alike, carry under one; noise of 8 levels three, where zlib's 3-byte matches still
 #: save a tenth; a grainy photo-like field six, where they saved 11% (the bench's generated seed 77037).
 NOISE_BITS = 7.0
+#: ... and when under this share of them are zero. Noise has 1/256; of the generated screens' bands over
+#: 7 bits, those where level 6 beat Huffman codes alone by 3-12% (noise beside a flat margin: seed 77008's
+#: top band, 5.2% or 18 KiB, which put the screen 12 KiB over Pillow's) had 5-21%.
+NOISE_ZEROS = 0.02
 #: A band's part is checked against the Pillow-like one when it is over 1/2**GUARD_SHIFT of its filtered
 #: bytes: below that, all the bands of a frame together could lose at most 1/1024 of the frame's size.
 GUARD_SHIFT = 10
@@ -171,7 +176,8 @@ class _Band:
             return True
         if share > NOISE_SHARE:
             adaptive(rgb, rows, scratch, (*settings.filters, PAETH))
-            if entropy_bits(rows) >= NOISE_BITS:
+            bits, zeros = residual_stats(rows)
+            if bits >= NOISE_BITS and zeros < NOISE_ZEROS:
                 # Wide-alphabet noise: Huffman codes alone come within 0.1% of level 6's bytes, unchecked.
                 # memLevel 9: blocks twice as long as 8's, so half the code tables (0.3% of noise's bytes).
                 deflate = zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15, 9, zlib_ng.Z_HUFFMAN_ONLY)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ("AVERAGE", "NONE", "PAETH", "PILLOW_FILTERS", "SUB", "UP", "adaptive", "entropy_bits", "unfiltered",
+__all__ = ("AVERAGE", "NONE", "PAETH", "PILLOW_FILTERS", "SUB", "UP", "adaptive", "residual_stats", "unfiltered",
            "up_share")
 
 NONE, SUB, UP, AVERAGE, PAETH = 0, 1, 2, 3, 4
@@ -31,18 +31,23 @@ def up_share(rgb: np.ndarray, rows: np.ndarray) -> float:
     return np.count_nonzero(sample) / max(sample.size, 1)
 
 
-def entropy_bits(rows: np.ndarray) -> float:
-    """Bits per byte of the order-0 entropy of a sample of ``rows``' filtered bytes (filter-type bytes left out).
+def residual_stats(rows: np.ndarray) -> tuple[float, float]:
+    """(bits per byte of the order-0 entropy, share of zeros) of a sample of ``rows``' filtered bytes
+    (filter-type bytes left out).
 
-    What Huffman codes alone would cost per byte: about that on noise, but far more
-    than string matching costs where the residuals repeat (a gradient's are all equal,
-    and Huffman codes cannot go under one bit a byte).
+    The bits are what Huffman codes alone would cost per byte: about that on noise, but
+    far more than string matching costs where the residuals repeat (a gradient's are all
+    equal, and Huffman codes cannot go under one bit a byte). The zeros tell a band that
+    is noise only in part: noise has 1/256 of them, a flat margin beside it all zeros,
+    which matching codes nearly for free and Huffman codes at a bit a byte or more.
     """
     sample = rows[::_ENTROPY_ROW_STRIDE, 1:]
     counts = np.bincount(sample.reshape(-1), minlength=256)
+    total = counts.sum()
+    zeros = counts[0] / total
     counts = counts[counts > 0]
-    p = counts / counts.sum()
-    return float(-(p * np.log2(p)).sum())
+    p = counts / total
+    return float(-(p * np.log2(p)).sum()), float(zeros)
 
 
 def unfiltered(rgb: np.ndarray, rows: np.ndarray) -> None:
