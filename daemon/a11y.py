@@ -15,6 +15,15 @@ seat's session bus. Interfaces (at-spi2-core's xml/*.xml):
   whose children are the applications, one D-Bus connection each; the connection's
   process is ``org.freedesktop.DBus.GetConnectionUnixProcessID``.
 
+The focus is followed by events: at connect the daemon registers for
+``object:state-changed:focused`` with the registry (``RegisterEvent`` on
+``/org/a11y/atspi/registry``: at-spi2-core lets toolkits send only the events some
+listener registered; GTK's and Qt's bridges here send focus changes regardless)
+and keeps, per application, the object that last gained the focus. A lookup
+checks that object's state (one call) and walks its parents, instead of walking
+the window's tree; when the cache has nothing (the focus has not moved since the
+connection) or its object lost the focus, the walk is the fallback.
+
 Nothing here bounds time itself: the caller (:mod:`cud.daemon.targets`) wraps each
 lookup in one deadline and drops the connection when it passes.
 """
@@ -37,6 +46,11 @@ ACCESSIBLE = "org.a11y.atspi.Accessible"
 COMPONENT = "org.a11y.atspi.Component"
 REGISTRY = "org.a11y.atspi.Registry"
 ROOT_PATH = "/org/a11y/atspi/accessible/root"
+REGISTRY_PATH = "/org/a11y/atspi/registry"
+FOCUS_EVENT = "object:state-changed:focused"
+FOCUS_MATCH = "type='signal',interface='org.a11y.atspi.Event.Object',member='StateChanged',arg0='focused'"
+#: Applications whose last focused object is kept; more means many short-lived apps: start over.
+MAX_FOCUS_APPS = 256
 NULL_PATH = "/org/a11y/atspi/null"
 SCREEN = 0
 #: A chain deeper than this is a loop in a broken tree, not a deeper widget.
@@ -91,6 +105,8 @@ class Atspi:
         self.session_bus = session_bus
         self._bus: MessageBus | None = None
         self._apps: dict[str, App] = {}
+        #: Per application bus name, the path of the object that last gained the focus (from events).
+        self._focus: dict[str, str] = {}
         self._lock = asyncio.Lock()
 
     # -- connection ----------------------------------------------------------------
@@ -111,10 +127,28 @@ class Atspi:
             finally:
                 session.disconnect()
             try:
-                self._bus = await MessageBus(bus_address=address).connect()
+                bus = await MessageBus(bus_address=address).connect()
             except (OSError, ValueError, EOFError) as exc:
                 raise AtspiError(f"the accessibility bus {address!r} cannot be reached: {exc}", bus=address) from None
-            return self._bus
+            self._focus.clear()
+            bus.add_message_handler(self._on_message)
+            with contextlib.suppress(AtspiError):  # no registry, no events: the walk still finds the focus
+                await self._call(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                 "AddMatch", "s", [FOCUS_MATCH])
+                await self._call(bus, REGISTRY, REGISTRY_PATH, REGISTRY, "RegisterEvent", "s", [FOCUS_EVENT])
+            self._bus = bus
+            return bus
+
+    def _on_message(self, message: Message) -> None:
+        if (message.message_type is not MessageType.SIGNAL or message.member != "StateChanged"
+                or not message.body or message.body[0] != "focused" or not message.sender):
+            return
+        if message.body[1]:
+            if len(self._focus) >= MAX_FOCUS_APPS and message.sender not in self._focus:
+                self._focus.clear()
+            self._focus[message.sender] = message.path
+        elif self._focus.get(message.sender) == message.path:
+            del self._focus[message.sender]
 
     def drop(self) -> None:
         """Forget the connection (after a lookup overran: its replies may still come)."""
@@ -237,9 +271,16 @@ class Atspi:
     async def focused(self, app: App, limit: int, title: str | None = None) -> list[Ref]:
         """The chain from the app's active window down to its focused object, visiting at most ``limit`` objects.
 
-        AT-SPI has no "what has the focus" call, so this is a breadth-first walk of
-        the showing objects under the app's active window, one level per round trip.
+        AT-SPI has no "what has the focus" call. The object the focus events last named
+        is taken if it still says so (its parents give the chain); otherwise this is a
+        breadth-first walk of the showing objects under the app's active window, one
+        level per round trip.
         """
+        if (path := self._focus.get(app.bus_name)) is not None:
+            chain = await self._focus_chain((app.bus_name, path))
+            if chain:
+                return chain
+            self._focus.pop(app.bus_name, None)
         frames = await self.frames(app)
         states = await asyncio.gather(*(self.state_bits(f) for f in frames))
         active = [f for f, s in zip(frames, states, strict=True) if "active" in s]
@@ -273,6 +314,19 @@ class Atspi:
         chain = [best]
         while (up := parents[chain[-1]]) is not None:
             chain.append(up)
+        return chain[::-1]
+
+
+    async def _focus_chain(self, ref: Ref) -> list[Ref]:
+        """From ``ref``'s window down to ``ref`` if it has the focus now, else []."""
+        try:
+            if "focused" not in await self.state_bits(ref):
+                return []
+            chain = [ref]
+            while len(chain) < MAX_DEPTH and (up := await self.parent(chain[-1])) is not None and up[1] != ROOT_PATH:
+                chain.append(up)
+        except AtspiError:
+            return []  # gone since (a closed dialog's field)
         return chain[::-1]
 
 

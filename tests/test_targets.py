@@ -82,6 +82,45 @@ def test_click_target_is_the_button_that_was_clicked(stack: Any, toolkit: str) -
 
 
 @pytest.mark.parametrize("toolkit", ["gtk", "qt"])
+def test_the_focus_is_followed_by_events(stack: Any, toolkit: str) -> None:
+    """One connection while the focus moves: each lookup names the object the focus event named, no walk."""
+    desktop, bus, apps = stack
+    app = apps[toolkit]
+
+    async def main(resolver: TargetResolver) -> None:
+        atspi = resolver._atspi
+        assert atspi is not None
+        found = await atspi.app_of_pid(app.pid)
+        assert found is not None
+        for name, (x, y) in (("Search", app.entry()), ("Cancel", app.button("Cancel")), ("Search", app.entry())):
+            desktop.driver.click({"type": "click", "x": x, "y": y, "button": "left"})
+            for _ in range(500):  # the event may come after the click returns: at most 10 s
+                path = atspi._focus.get(found.bus_name)
+                if path is not None and (await atspi.read((found.bus_name, path), bounds=False)).name == name:
+                    break
+                await asyncio.sleep(0.02)
+            else:
+                raise AssertionError(f"no focus event named {name!r} in {toolkit} (last: {path!r})")
+            walks = 0
+            walk = atspi.frames
+
+            async def counted(app_: Any) -> Any:
+                nonlocal walks
+                walks += 1
+                return await walk(app_)
+
+            atspi.frames = counted  # type: ignore[method-assign]  # the walk starts from the frames
+            try:
+                target = await resolver.focus()
+            finally:
+                del atspi.frames
+            assert target["element"]["name"] == name and "focused" in target["element"]["states"], target
+            assert walks == 0, f"the focus of {toolkit} was found by walking its tree, not from its events"
+
+    resolve(desktop, bus.address, main)
+
+
+@pytest.mark.parametrize("toolkit", ["gtk", "qt"])
 def test_typing_target_is_the_focused_entry(stack: Any, toolkit: str) -> None:
     desktop, bus, apps = stack
     app = apps[toolkit]
