@@ -59,9 +59,10 @@ FRAGMENT_MICROSECONDS = 1_000_000
 DISK_SHARE = 4
 _START = re.compile(rb"^\s*Duration: .*\bstart: ([0-9]+\.[0-9]+)")
 _TAIL_LINES = 12
-#: How long a task waits for the recorder's first frame before it runs anyway: long
-#: enough for ffmpeg to load and grab (about 0.3 s here), short enough not to matter
-#: beside a task; past it the start of the task is simply not in the video.
+#: How long a task's first action waits for the recorder's first frame before it runs
+#: anyway: long enough for ffmpeg to load and grab (0.3-0.9 s here, hidden behind the
+#: first model request), short enough not to matter beside a task; past it the start
+#: of the task is simply not in the video.
 FIRST_FRAME_SECONDS = 3.0
 
 
@@ -168,10 +169,16 @@ class Recorder:
             return False
         self.pid = self._proc.pid
         self._watch = asyncio.create_task(self._read(self._proc), name=f"video-{self.task_id}")
-        # The task's first step belongs in its video: wait (bounded) until ffmpeg has grabbed.
+        return True
+
+    async def ready(self) -> None:
+        """Until ffmpeg has grabbed its first frame, at most FIRST_FRAME_SECONDS.
+
+        Awaited before the task's first action or approval, not at its start: ffmpeg loads while the
+        model answers the first request, and every step is still in the video.
+        """
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._first_frame.wait(), FIRST_FRAME_SECONDS)
-        return True
 
     async def _read(self, proc: asyncio.subprocess.Process) -> None:
         """Drain ffmpeg's stderr: the first frame's time, then its last words; note an early death."""

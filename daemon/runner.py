@@ -115,6 +115,9 @@ class TaskRun:
         self.paused_by: dict[str, Any] | None = None
         self._resumed = asyncio.Event()
         self.usage = TaskUsage()
+        #: Awaited once, before the first action or approval of the task (the seat's video has its
+        #: first frame then, so every step and approval has its moment in it).
+        self.before_acting: Callable[[], Awaitable[None]] | None = None
         #: Awaited once the last step is recorded, before the task's end (the seat's video stops there).
         self.before_end: Callable[[], Awaitable[None]] | None = None
 
@@ -303,12 +306,19 @@ class TaskRun:
     async def approve_safety_checks(self, call: Any) -> bool:
         actions = [_plain(a) for a in (call.actions if call.actions is not None else [call.action])]
         checks = [{"id": c.id, "code": c.code, "message": c.message} for c in call.pending_safety_checks or []]
+        await self._before_acting()
         targets = [await self.gate.look(a) for a in actions]
         if not await self._ask("safety", checks, actions, targets):
             return False
         self._covered, self._bound = len(actions), True
         self.gate.bind(targets)
         return True
+
+    async def _before_acting(self) -> None:
+        """The first time the model's answer is acted on (or asked about): the hook, once."""
+        if self.before_acting is not None:
+            hook, self.before_acting = self.before_acting, None
+            await hook()
 
     async def before_action(self, action: Any) -> bool:
         if self.is_cancelled():
@@ -318,6 +328,7 @@ class TaskRun:
         # pause lands there, and the screenshot after it shows what people did meanwhile.
         if kind == "screenshot" and self.pause_requested_by is not None and not await self._pause():
             return False
+        await self._before_acting()
         plain = _plain(action)
         target = await self.gate.look(plain)
         verdict = self.gate.verdict(plain)  # a deny rule raises here: the action never runs

@@ -217,6 +217,7 @@ class Seat:
         self.current = run
         recorder = recorder_for(self, task)
         if recorder is not None and await recorder.start():
+            run.before_acting = recorder.ready  # every action is in the video
             run.before_end = recorder.stop  # the video ends with the task's last step, before its end
         try:
             await run.execute(self._client)
