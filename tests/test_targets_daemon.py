@@ -1,4 +1,5 @@
-"""Targets through the real daemon: records, approvals, rules and the identity binding, on a GTK dialog.
+"""Targets through the real daemon: records, approvals, rules and the identity binding, on a GTK dialog
+(and a Qt one for the records and a deny rule).
 
 A desktop with openbox, a session bus and at-spi-bus-launcher (all started and
 stopped by pid) is shared by the module; each test starts its own dialog and its
@@ -52,9 +53,10 @@ def desk() -> Iterator[tuple[Desktop, A11yBus]]:
 
 
 @pytest.fixture
-def dialog(desk: tuple[Desktop, A11yBus]) -> Iterator[FormApp]:
+def dialog(request: pytest.FixtureRequest, desk: tuple[Desktop, A11yBus]) -> Iterator[FormApp]:
+    """The GTK dialog, or the toolkit a test names (``indirect`` parametrization)."""
     desktop, bus = desk
-    app = FormApp(desktop, bus, "gtk")
+    app = FormApp(desktop, bus, getattr(request, "param", "gtk"))
     app.start()
     try:
         yield app
@@ -91,6 +93,7 @@ def nothing_received(app: FormApp, since: int) -> None:
     assert [e for e in app.fence(since) if e["type"] in ("clicked", "text")] == []
 
 
+@pytest.mark.parametrize("dialog", ["gtk", "qt"], indirect=True)
 def test_actions_record_their_targets_and_approvals_name_them(desk: Any, dialog: FormApp) -> None:
     entry = dialog.entry()
     steps = [{"actions": [click(dialog.button("Cancel"))]}, {"actions": [click(entry)]},
@@ -143,6 +146,7 @@ def test_the_console_names_the_element_an_approval_is_for(desk: Any, dialog: For
             in text), text
 
 
+@pytest.mark.parametrize("dialog", ["gtk", "qt"], indirect=True)
 def test_a_deny_rule_stops_the_click_and_fails_the_task_naming_it(desk: Any, dialog: FormApp) -> None:
     since = dialog.mark()
     with Run(desk, [{"actions": [click(dialog.button("Delete account"))]}], RULES["deny_payments"]) as daemon:
@@ -232,3 +236,40 @@ def test_inspect_and_tree_by_hand(desk: Any, dialog: FormApp) -> None:
     assert lines[0] == f"gtk_form.py (pid {dialog.pid})"
     assert any(line.strip().startswith('- push button "Cancel" at ') for line in lines), lines
     assert bad.returncode != 0 and "'count' must be an integer from 1 to 5000, got 0" in bad.stderr
+
+
+def test_a_vnc_seat_names_elements_only_with_the_display_and_bus_it_mirrors(tmp_path: Path) -> None:
+    """TigerVNC's Xvnc is the X server: a seat naming its display and bus finds elements; one that does not says why."""
+    with start_desktop("xvnc", tmp_path) as desktop:
+        bus = start_a11y_bus(desktop)
+        app = FormApp(desktop, bus, "gtk")
+        try:
+            app.start()
+            password = tmp_path / "vnc.pass"
+            password.write_text("s3cret\n")  # tests.support.vnc's default, which the desktop's server was given
+            server = desktop.driver.server  # type: ignore[union-attr]
+            seat = f'[[seats]]\nname = "vm"\nvnc = "{server}"\nvnc_password_file = "{password}"\n'
+            mirrors = f'x_display = "{desktop.display}"\nsession_bus = "{bus.address}"\n'
+            targets = {}
+            # One daemon at a time: a daemon drives a server from one seat only.
+            for name, config in (("mirror", seat + mirrors), ("blind", seat)):
+                model = ScriptedModel(scenario({"actions": [click(app.button("Cancel"))]}, {"message": "done"}))
+                daemon = Daemon(desktop.display, model.start(), config="target_timeout = 5\n" + config, seats={})
+                try:
+                    daemon.start()
+                    task_id = daemon.call("submit", prompt="press cancel")["id"]
+                    task = daemon.wait_state(task_id, "succeeded", "failed")
+                    assert task["state"] == "succeeded", task["error"]
+                    (action,) = [e["data"] for e in daemon.events(task_id) if e["kind"] == "action"]
+                    targets[name] = action["target"]
+                finally:
+                    daemon.cleanup()
+                    model.stop()
+        finally:
+            app.stop()
+            bus.stop()
+    mirror, blind = targets["mirror"], targets["blind"]
+    assert mirror["window"]["pid"] == app.pid and mirror["window"]["title"] == "Account settings", mirror
+    assert (mirror["element"]["role"], mirror["element"]["name"]) == ("push button", "Cancel"), mirror
+    assert blind["window"] is None and blind["element"] is None, blind
+    assert "unknown (VNC)" in blind["note"], blind
