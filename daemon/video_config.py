@@ -37,7 +37,7 @@ FPS_RANGE = (1, 15)
 @dataclasses.dataclass(frozen=True)
 class VideoConfig:
     enabled: bool = False
-    fps: int = 4
+    fps: int = 2
     #: Fraction of the display's size the video is scaled to (1.0: as is), or None if ``size`` is given.
     scale: float | None = 1.0
     #: Width and height of the video (None: ``scale`` of the display's size).
