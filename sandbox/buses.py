@@ -7,7 +7,13 @@ could mix up. Under it runs at-spi2-core's ``at-spi-bus-launcher``: it starts th
 accessibility bus (a second dbus-daemon, its child, stopped with it) and answers
 ``org.a11y.Bus.GetAddress`` on the session bus, which is how GTK, Qt and the daemon
 find that bus. The registry (``at-spi2-registryd``) is started on demand by the
-accessibility bus and leaves when the session bus does. The launcher also sets
+accessibility bus and leaves when the session bus does.
+
+The session bus starts no services itself (no D-Bus activation: ``session-bus.conf``
+, beside its socket, names no service directory). Otherwise, in the moment between a launcher's end
+(its X server died) and the next, the first to ask for ``org.a11y.Bus`` would
+start a launcher nobody recorded, outside the sandbox directory, and the
+recorded one could then not own the name. The launcher also sets
 ``AT_SPI_BUS`` on the seat's X root window, so applications started with only
 ``DISPLAY`` find the accessibility bus too.
 
@@ -25,7 +31,8 @@ from pathlib import Path
 from parts import Settings
 from procs import Record, SandboxError
 
-__all__ = ("LAUNCHER", "A11Y_ENV", "a11y_answers", "a11y_argv", "app_env", "session_answers", "session_argv")
+__all__ = ("A11Y_ENV", "LAUNCHER", "a11y_answers", "a11y_argv", "app_env", "check_socket_paths", "session_answers",
+           "session_argv")
 
 LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 #: What makes toolkits expose their trees (GTK 3 does by default, through libatk-adaptor).
@@ -40,19 +47,56 @@ def socket_path(settings: Settings, prefix: str) -> Path:
     return settings.path(f"{prefix}bus")
 
 
+def check_socket_paths(settings: Settings) -> None:
+    """Refuse, before anything starts, a sandbox directory too long for its seats' socket paths."""
+    for seat in settings.seat_list:
+        # The longest: the accessibility bus's, "<dir>/seatK.a11y/at-spi/bus_NNNN".
+        path = settings.path(f"{seat.prefix}a11y") / "at-spi" / "bus_1000"
+        if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
+            raise SandboxError(f"SANDBOX_DIR {str(settings.dir)!r} is too long for the buses' sockets under it "
+                               f"({str(path)!r} is over the {_MAX_SOCKET_PATH} bytes a Unix socket path may "
+                               "have): choose a shorter directory")
+
+
+#: dbus-daemon's session configuration (/usr/share/dbus-1/session.conf) without its service
+#: directories and includes: everyone may talk and own names, nothing is started on demand.
+_SESSION_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<!-- Written by the sandbox (sandbox/buses.py): a seat's session bus, without D-Bus activation. -->
+<busconfig>
+  <type>session</type>
+  <keep_umask/>
+  <listen>{address}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
+
+
+#: What a D-Bus address value may hold unescaped (the D-Bus specification, "Server Addresses").
+_PLAIN = frozenset(b"-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_/.\\*")
+
+
+def _escape(value: bytes) -> str:
+    return "".join(chr(byte) if byte in _PLAIN else f"%{byte:02x}" for byte in value)
+
+
 def session_argv(settings: Settings, prefix: str) -> tuple[list[str], str]:
     """How a seat's session bus starts, and its address; a stale socket file of a dead bus is removed."""
     path = socket_path(settings, prefix)
-    if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
-        raise SandboxError(f"the session bus's socket {str(path)!r} is longer than a Unix socket path may be "
-                           f"({_MAX_SOCKET_PATH} bytes): set SANDBOX_DIR to a shorter directory")
     try:
         if stat.S_ISSOCK(path.lstat().st_mode):
             path.unlink()  # the previous bus died without removing it (we hold the sandbox's lock)
     except FileNotFoundError:
         pass
-    address = f"unix:path={path}"
-    return ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--address={address}"], address
+    address = f"unix:path={_escape(os.fsencode(path))}"  # also nothing left that XML would need escaped
+    conf = settings.path(f"{prefix}session-bus.conf")
+    conf.write_text(_SESSION_CONF.format(address=address))
+    return ["dbus-daemon", f"--config-file={conf}", "--nofork", "--nopidfile"], address
 
 
 def a11y_argv(settings: Settings, prefix: str) -> tuple[list[str], dict[str, str]]:
@@ -99,8 +143,12 @@ def a11y_address(session: Record) -> str | None:
 
 
 def a11y_answers(record: Record, session: Record | None) -> bool:
-    """The launcher owns org.a11y.Bus on the seat's session bus and the registry answers on the bus it names."""
+    """This launcher owns org.a11y.Bus on the seat's session bus, and the registry answers on the bus it names."""
     if session is None:
+        return False
+    owner = _call(session.info["address"], "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                  "org.freedesktop.DBus.GetConnectionUnixProcessID", "string:org.a11y.Bus")
+    if owner is None or owner.split()[-1] != str(record.pid):
         return False
     address = a11y_address(session)
     if address is None or address != record.info.get("address", address):

@@ -43,8 +43,9 @@ NEEDS = {
     "model": (),
     "daemon": ("xserver", "session-bus", "model"),
 }
-#: Each seat is an X server, two buses, a window manager, a VNC server and a GTK app (~100 MiB
-#: together): the cap catches a typo (SEATS=100) before it fills a small VM.
+#: Each seat is an X server, two buses and a registry, a window manager, a VNC server and a GTK
+#: app (~230 MiB resident together, 95 of it the app): the cap catches a typo (SEATS=100) before
+#: it fills a small VM.
 MAX_SEATS = 16
 #: What a record may be called: a seat's part (``xserver``, ``seat2.xserver``) or a shared one.
 _PART_NAME = re.compile(r"(?:seat[1-9][0-9]*\.)?(?:xserver|session-bus|a11y-bus|openbox|x11vnc|demo-app)|model|daemon")

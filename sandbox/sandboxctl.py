@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from buses import check_socket_paths
 from launch import start
 from parts import SEAT_PARTS, Settings, is_part_name, kind_of, needs, seat_spec, show_order, stop_order, wanted_parts
 from probes import answers
@@ -235,6 +236,8 @@ def down(settings: Settings) -> int:
         _stop_parts(settings, records, list(records), quiet=False)
         for leftover in ("cud.sock", "model.port", "cud.toml"):
             settings.path(leftover).unlink(missing_ok=True)
+        for leftover in settings.dir.glob("*session-bus.conf"):
+            leftover.unlink()
         _config_path(settings).unlink(missing_ok=True)
         say(f"down; logs and the daemon's state stay in {_show(settings.dir)}")
     return 0
@@ -299,6 +302,8 @@ def main(argv: list[str]) -> int:
     try:
         # down and status go by what was started, never by $SEATS (see Settings.from_env).
         settings = Settings.from_env(ROOT, seats=argv[0] in ("up", "check"))
+        if argv[0] in ("up", "check"):
+            check_socket_paths(settings)
         if argv[0] == "check":  # up.sh, before it installs anything: refuse bad settings first
             return 0
         return {"up": up, "down": down, "status": status}[argv[0]](settings)
