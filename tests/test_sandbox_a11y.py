@@ -58,7 +58,7 @@ def in_session(directory: Path) -> list[str]:
 def test_two_seats_each_on_its_own_buses_with_targets_that_name_the_demo_field(short_tmp: Path) -> None:
     box = Sandbox(short_tmp / "sb", SEATS="2")
     try:
-        ok(box.run("up.sh"))
+        out = ok(box.run("up.sh"))
         records = box.records()
         config = {seat["name"]: seat for seat in tomllib.loads((box.dir / "cud.toml").read_text())["seats"]}
         sessions, a11y_buses = set(), set()
@@ -70,6 +70,7 @@ def test_two_seats_each_on_its_own_buses_with_targets_that_name_the_demo_field(s
             assert stat.S_ISSOCK((box.dir / f"{seat}.bus").stat().st_mode)
             a11y = records[f"{seat}.a11y-bus"].info["address"]
             assert a11y.startswith(f"unix:path={box.dir}/{seat}.a11y/at-spi/"), a11y
+            assert f"apps: DBUS_SESSION_BUS_ADDRESS={address}" in out, out  # the summary says where to join
             sessions.add(address)
             a11y_buses.add(a11y)
             assert config[seat]["session_bus"] == address  # the daemon reads the seat's own bus
