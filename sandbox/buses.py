@@ -48,7 +48,17 @@ def socket_path(settings: Settings, prefix: str) -> Path:
 
 
 def check_socket_paths(settings: Settings) -> None:
-    """Refuse, before anything starts, a sandbox directory too long for its seats' socket paths."""
+    """Refuse, before anything starts, a sandbox directory its seats' bus sockets cannot be put in.
+
+    at-spi-bus-launcher writes ``$XDG_RUNTIME_DIR`` into the accessibility bus's
+    address as it is, unescaped: a space, comma, colon, percent sign... in the
+    directory's path would make another address of it.
+    """
+    awkward = sorted({char for char in str(settings.dir) if not (char.isascii() and ord(char) in _PLAIN)})
+    if awkward:
+        raise SandboxError(f"SANDBOX_DIR {str(settings.dir)!r} holds {''.join(awkward)!r}: at-spi-bus-launcher "
+                           "cannot put such a path in the accessibility bus's address; choose a directory "
+                           "whose path has only letters, digits and - _ . /")
     for seat in settings.seat_list:
         # The longest: the accessibility bus's, "<dir>/seatK.a11y/at-spi/bus_NNNN".
         path = settings.path(f"{seat.prefix}a11y") / "at-spi" / "bus_1000"
@@ -77,8 +87,9 @@ _SESSION_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Con
 """
 
 
-#: What a D-Bus address value may hold unescaped (the D-Bus specification, "Server Addresses").
-_PLAIN = frozenset(b"-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_/.\\*")
+#: What a D-Bus address value may hold unescaped (the D-Bus specification, "Server Addresses"),
+#: less "\\" and "*", which the spec allows but dbus-fast (the daemon's reader) refuses.
+_PLAIN = frozenset(b"-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_/.")
 
 
 def _escape(value: bytes) -> str:

@@ -7,8 +7,12 @@ openai SDK. Every process is stopped by the pids the sandbox recorded.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import random
 import stat
+import sys
 import subprocess
 import tomllib
 from pathlib import Path
@@ -122,3 +126,69 @@ def test_a_sandbox_dir_too_long_for_the_bus_sockets_is_refused_before_anything_s
     assert result.returncode == 1 and "too long for the buses' sockets" in result.stdout, result.stdout
     assert repr(str(long)) in result.stdout
     assert box.records() == {} and not long.exists()
+
+
+def _load_buses() -> Any:
+    """sandbox/buses.py, which imports its neighbours as top-level modules (as sandboxctl.py runs them)."""
+    sandbox = str(Path(__file__).resolve().parent.parent / "sandbox")
+    sys.path.insert(0, sandbox)
+    try:
+        spec = importlib.util.spec_from_file_location("sandbox_buses", Path(sandbox) / "buses.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(sandbox)
+
+
+#: Characters a directory name may hold that a D-Bus address or the bus's XML config would misread.
+AWKWARD = " ,;=%&<>\"'\\:#$*?[]()~ü€✓\t"
+
+
+def test_bus_addresses_of_any_directory_read_back_as_that_directory() -> None:
+    from dbus_fast._private.address import parse_address  # what MessageBus(bus_address=...) parses with
+
+    buses = _load_buses()
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    for _ in range(500):
+        name = "".join(rng.choice(AWKWARD + "abcXYZ019-_./") for _ in range(rng.randint(1, 40)))
+        path = f"/tmp/{name}/bus"
+        escaped = buses._escape(os.fsencode(path))
+        assert not set(escaped) & set("<>&\"' ,;="), (seed, path, escaped)  # safe in XML, one address value
+        assert parse_address(f"unix:path={escaped}") == [("unix", {"path": path})], (seed, path, escaped)
+
+
+def test_a_vnc_seat_names_the_demo_field(short_tmp: Path) -> None:
+    box = Sandbox(short_tmp / "sb", SANDBOX="xvnc")
+    try:
+        ok(box.run("up.sh"))
+        records = box.records()
+        config = tomllib.loads((box.dir / "cud.toml").read_text())
+        # Driven over VNC, the seat names the X display it shows and its session bus.
+        assert config["x_display"] == records["xserver"].info["display"] and "vnc" in config, config
+        assert config["session_bus"] == records["session-bus"].info["address"]
+        tree = cuctl(box, "tree")
+        field = named(tree["apps"][0], FIELD["name"])
+        assert field is not None, tree
+        x, y, w, h = field["bounds"]
+        seen = cuctl(box, "inspect", str(x + w // 2), str(y + h // 2))["target"]
+        assert {k: seen["element"][k] for k in FIELD} == FIELD, seen
+        assert seen["window"]["pid"] == records["demo-app"].pid, seen
+    finally:
+        box.run("down.sh")
+        box.kill_leftovers()
+
+
+def test_a_sandbox_dir_the_launcher_cannot_name_is_refused_naming_its_characters(short_tmp: Path) -> None:
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    for _ in range(8):
+        bad = "".join(rng.sample(AWKWARD, rng.randint(1, 3)))
+        place = short_tmp / f"sb{bad}x"
+        result = Sandbox(place).run("up.sh")
+        assert result.returncode == 1 and "at-spi-bus-launcher cannot put such a path" in result.stdout, (seed, bad)
+        assert repr(str(place)) in result.stdout and repr("".join(sorted(set(bad)))) in result.stdout, (
+            seed, bad, result.stdout)
+        assert not place.exists(), (seed, bad)
