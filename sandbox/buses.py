@@ -1,6 +1,6 @@
 """Each seat's session bus and accessibility bus, and the environment that puts applications on them.
 
-Every seat has its own D-Bus session bus (``dbus-daemon --session``) listening on
+Every seat has its own D-Bus session bus (a ``dbus-daemon`` of type session) listening on
 a socket file in the sandbox directory (``bus``, or ``seatK.bus``): never an
 abstract socket, which any process on the machine could reach and which two seats
 could mix up. Under it runs at-spi2-core's ``at-spi-bus-launcher``: it starts the
@@ -9,9 +9,10 @@ accessibility bus (a second dbus-daemon, its child, stopped with it) and answers
 find that bus. The registry (``at-spi2-registryd``) is started on demand by the
 accessibility bus and leaves when the session bus does.
 
-The session bus starts no services itself (no D-Bus activation: ``session-bus.conf``
-, beside its socket, names no service directory). Otherwise, in the moment between a launcher's end
-(its X server died) and the next, the first to ask for ``org.a11y.Bus`` would
+The session bus starts no services itself (no D-Bus activation: its config,
+``session-bus.conf`` beside its socket, names no service directory). Otherwise,
+between a launcher's end (its X server died) and the next, the first to ask for
+``org.a11y.Bus`` would
 start a launcher nobody recorded, outside the sandbox directory, and the
 recorded one could then not own the name. The launcher also sets
 ``AT_SPI_BUS`` on the seat's X root window, so applications started with only
