@@ -12,11 +12,11 @@ accessibility bus and leaves when the session bus does.
 The session bus starts no services itself (no D-Bus activation: its config,
 ``session-bus.conf`` beside its socket, names no service directory). Otherwise,
 between a launcher's end (its X server died) and the next, the first to ask for
-``org.a11y.Bus`` would
-start a launcher nobody recorded, outside the sandbox directory, and the
-recorded one could then not own the name. The launcher also sets
-``AT_SPI_BUS`` on the seat's X root window, so applications started with only
-``DISPLAY`` find the accessibility bus too.
+``org.a11y.Bus`` would start a launcher nobody recorded, outside the sandbox
+directory, and the recorded one could then not own the name. The launcher also
+sets ``AT_SPI_BUS`` on the seat's X root window (why ``a11y-bus`` needs the X
+server); applications are still given the session bus, the way every toolkit
+finds the accessibility bus.
 
 Standard library only, like the rest of the sandbox; the probes use ``dbus-send``.
 """
