@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +22,9 @@ def demo_desktop(work: Path) -> Iterator[XServer]:
     xvfb = start_xvfb(work)
     log = work / "demo.jsonl"
     app = subprocess.Popen(
-        [sys.executable, str(ROOT / "sandbox" / "demo_app.py"), "--log", str(log), "--geometry", "900x420+190+150"],
-        env={"DISPLAY": xvfb.display, "PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL,
+        # GTK 3 under Debian's Python (PyGObject); no session bus here, so no accessibility bridge either.
+        ["/usr/bin/python3", str(ROOT / "sandbox" / "demo_app.py"), "--log", str(log), "--geometry", "900x420+190+150"],
+        env={"DISPLAY": xvfb.display, "PATH": "/usr/bin:/bin", "NO_AT_BRIDGE": "1"}, stdin=subprocess.DEVNULL,
     )
     try:
         wait_until(lambda: log.exists() and '"ready"' in log.read_text(), 30, "the demo app")

@@ -49,7 +49,7 @@ libatk-adaptor
 ffmpeg
 "
 # make, python3, python3-venv   the Makefile and its .venv
-# python3-tk                    the sandbox's demo app and the tests' recording window
+# python3-tk                    the tests' recording window and Tk forms
 # libxcb1, libxcb-randr0, -render0, -shm0, -xfixes0
 #                               loaded at run time by mss (the X11 driver's screenshots)
 # xvfb, xauth, x11-utils        the virtual display, its cookie, xdpyinfo for humans
@@ -63,7 +63,7 @@ ffmpeg
 # chromium                      the tests open `cuctl report` pages in headless Chromium, and
 #                               drive it headed on the conformance suite's displays
 # xterm                         the conformance suite's terminal
-# python3-gi, gir1.2-gtk-3.0    the conformance suite's GTK 3 probe (run by Debian's python3)
+# python3-gi, gir1.2-gtk-3.0    the sandbox's demo app and the conformance suite's GTK 3 probe (Debian's python3)
 # python3-pyqt5                 the conformance suite's Qt 5 probe (xcb platform, Debian's python3)
 # systemd                       systemd-analyze and systemd-sysusers for the unit tests
 # util-linux                    setpriv, for the other-uid socket tests, and the video recorder's

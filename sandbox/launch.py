@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from buses import a11y_argv, app_env, session_argv
 from credentials import ensure_vnc_password, write_xauthority
 from parts import SEAT_PARTS, Settings, kind_of, prefix_of, seat_place, seat_spec
 from probes import answers
@@ -18,7 +19,10 @@ from procs import Record, SandboxError, spawn, state_of, wait_for
 __all__ = ("SCRIPTED_KEY", "TIMEOUTS", "start")
 
 #: Seconds each part may take to answer after it started.
-TIMEOUTS = {"xserver": 30.0, "openbox": 20.0, "x11vnc": 20.0, "demo-app": 30.0, "model": 20.0, "daemon": 60.0}
+TIMEOUTS = {"xserver": 30.0, "session-bus": 20.0, "a11y-bus": 20.0, "openbox": 20.0, "x11vnc": 20.0, "demo-app": 30.0,
+            "model": 20.0, "daemon": 60.0}
+#: Debian's Python, which has PyGObject (python3-gi) for the GTK demo app; the venv has no GObject.
+SYSTEM_PYTHON = "/usr/bin/python3"
 #: Not a key: the scripted model accepts anything, and the SDK insists on one.
 SCRIPTED_KEY = "sk-scripted-demo-not-a-real-key"
 
@@ -108,10 +112,18 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
     log = settings.log(name)
     kind, prefix = kind_of(name), prefix_of(name)
     xserver = records.get(prefix + "xserver") if kind in SEAT_PARTS else records.get("xserver")
-    display = xserver.info["display"] if kind != "xserver" and xserver is not None else None
-    env = _base_env(settings, display)
+    display = xserver.info["display"] if kind not in ("xserver", "session-bus") and xserver is not None else None
+    # Everything on a seat is in that seat's session, with accessibility on (buses.py).
+    env = app_env(_base_env(settings, display), records.get(prefix + "session-bus") if kind in SEAT_PARTS else None)
     if kind == "xserver":
         proc, record = _start_xserver(settings, name, log, records)
+    elif kind == "session-bus":
+        argv, address = session_argv(settings, prefix)
+        proc, record = spawn(name, argv, log, env)
+        record.info["address"] = address
+    elif kind == "a11y-bus":
+        argv, extra = a11y_argv(settings, prefix)
+        proc, record = spawn(name, argv, log, {**env, **extra})
     elif kind == "openbox":
         proc, record = spawn(name, ["openbox", "--sm-disable"], log, env)
     elif kind == "x11vnc":
@@ -125,7 +137,7 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
     elif kind == "demo-app":
         app_log = settings.path(f"{prefix}demo-app.jsonl")
         app_log.unlink(missing_ok=True)  # what this instance receives, from its start on
-        argv = [settings.python, str(settings.root / "sandbox" / "demo_app.py"), "--log", str(app_log)]
+        argv = [SYSTEM_PYTHON, str(settings.root / "sandbox" / "demo_app.py"), "--log", str(app_log)]
         proc, record = spawn(name, argv, log, env)
     elif kind == "model":
         port_file = settings.path("model.port")
@@ -144,15 +156,7 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
         state.mkdir(mode=0o700, exist_ok=True)
         argv = [str(settings.venv / "bin" / "cud"), "run", "--socket", str(settings.socket), "--state-dir", str(state)]
         spec = seat_spec(settings, records)
-        if spec is not None:
-            argv += _seat_arguments(settings, records)
-        elif settings.driver == "vnc":
-            port = records["xserver"].info["vnc_port"]
-            argv += ["--vnc", f"127.0.0.1::{port}", "--vnc-password-file", str(settings.path("vnc-password"))]
-        else:
-            argv += ["--display", str(display)]
-        if "--config" not in argv:
-            argv += _config_file(settings, [])
+        argv += _config_file(settings, seat_lines(settings, records))
         if settings.model == "scripted":
             env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{records['model'].info['port']}/v1"
             env["OPENAI_API_KEY"] = SCRIPTED_KEY
@@ -173,32 +177,41 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
     return record
 
 
-def _seat_arguments(settings: Settings, records: dict[str, Record]) -> list[str]:
-    """How the daemon is told about several seats: ``--seat`` flags for X displays, a config for VNC.
+def seat_lines(settings: Settings, records: dict[str, Record]) -> list[str]:
+    """The daemon's seats, as config lines, rewritten at every start to the servers' current places.
 
-    ``--seat`` names X displays only, so over Xvnc (driven through VNC, as with one
-    seat) the seats go into a config file of ``[[seats]]`` tables, rewritten at
-    every start to the servers' current ports.
+    Each names its seat's session bus, so that targets (docs/targets.md) name the
+    accessibility element an action touches. A seat driven over VNC (SANDBOX=xvnc)
+    also names the X display it shows, to read windows from. One seat is the
+    daemon's ``default``: top-level keys; several are ``[[seats]]`` tables.
     """
-    if settings.driver != "vnc":
-        return [arg for seat in settings.seat_list
-                for arg in ("--seat", f"{seat.name}={records[seat.part('xserver')].info['display']}")]
-    lines = ["# The sandbox's seats over VNC."]
     password = json.dumps(str(settings.path("vnc-password")))  # a JSON string is a TOML basic string
+    tables = []
     for seat in settings.seat_list:
-        place = seat_place(settings, records[seat.part("xserver")])
-        lines += ["", "[[seats]]", f"name = {json.dumps(seat.name)}", f"vnc = {json.dumps(place)}",
-                  f"vnc_password_file = {password}"]
-    return _config_file(settings, lines)
+        xserver = records[seat.part("xserver")]
+        keys = [f"name = {json.dumps(seat.name)}"] if settings.seats > 1 else []
+        if settings.driver == "vnc":
+            keys += [f"vnc = {json.dumps(seat_place(settings, xserver))}", f"vnc_password_file = {password}",
+                     f"x_display = {json.dumps(xserver.info['display'])}"]
+        else:
+            keys.append(f"display = {json.dumps(xserver.info['display'])}")
+        keys.append(f"session_bus = {json.dumps(records[seat.part('session-bus')].info['address'])}")
+        tables.append(keys)
+    if settings.seats == 1:
+        return ["# The sandbox's display and the session bus its applications use.", *tables[0]]
+    lines = ["# The sandbox's seats, each with the session bus its applications use."]
+    for keys in tables:
+        lines += ["", "[[seats]]", *keys]
+    return lines
 
 
 def _config_file(settings: Settings, lines: list[str]) -> list[str]:
     """The daemon's config, rewritten at every start: ``lines``, and every task recorded (docs/video.md)."""
-    head = ["# Written by `make sandbox-up` at every start of the daemon.", "",
+    head = ["# Written by `make sandbox-up` at every start of the daemon.", "", *lines, "",
             "# Every task on an X11 seat is recorded as video (VNC seats are not: docs/video.md).",
-            "[video]", "enabled = true", ""]
+            "[video]", "enabled = true"]
     config = settings.path("cud.toml")
     fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
-        out.write("\n".join(head + lines) + "\n")
+        out.write("\n".join(head) + "\n")
     return ["--config", str(config)]

@@ -4,13 +4,13 @@ Order matters: a part starts only after the parts it needs answer, and a part
 is restarted whenever one it needs is (a new X server means a new display for
 everything drawn on it; a new scripted model means a new port for the daemon).
 
-With ``SEATS=N`` (N > 1) every seat has its own X server, openbox, x11vnc and
-demo app, recorded as ``seatK.xserver`` and so on, and the one daemon drives
+With ``SEATS=N`` (N > 1) every seat has its own X server, session bus,
+accessibility bus, openbox, x11vnc and demo app, recorded as ``seatK.xserver`` and so on, and the one daemon drives
 them all (``cud run --seat seat1=:X --seat seat2=:Y ...``). One seat keeps the
 plain names (``xserver``, ...) and the daemon's single seat is its ``default``.
 
 How a part starts is ``launch.py``; how to tell that it answers, ``probes.py``;
-the X cookie and the VNC password, ``credentials.py``.
+the X cookie and the VNC password, ``credentials.py``; the buses, ``buses.py``.
 """
 
 from __future__ import annotations
@@ -28,22 +28,27 @@ __all__ = (
 )
 
 #: The kinds of part, in the order they start.
-PARTS = ("xserver", "openbox", "x11vnc", "demo-app", "model", "daemon")
+PARTS = ("xserver", "session-bus", "a11y-bus", "openbox", "x11vnc", "demo-app", "model", "daemon")
 #: The kinds every seat has one of; the rest (model, daemon) exist once.
-SEAT_PARTS = ("xserver", "openbox", "x11vnc", "demo-app")
+SEAT_PARTS = ("xserver", "session-bus", "a11y-bus", "openbox", "x11vnc", "demo-app")
 NEEDS = {
     "xserver": (),
+    "session-bus": (),
+    # The launcher marks the X root window with the bus (AT_SPI_BUS) and finds it on the session bus.
+    "a11y-bus": ("xserver", "session-bus"),
     "openbox": ("xserver",),
     "x11vnc": ("xserver",),
-    "demo-app": ("xserver",),
+    # An application joins the buses when it starts: new buses, a new app.
+    "demo-app": ("xserver", "session-bus", "a11y-bus"),
     "model": (),
-    "daemon": ("xserver", "model"),
+    "daemon": ("xserver", "session-bus", "model"),
 }
-#: Each seat is an X server, a window manager, a VNC server and a Tk app (~60 MiB
-#: together): the cap catches a typo (SEATS=100) before it fills a small VM.
+#: Each seat is an X server, two buses and a registry, a window manager, a VNC server and a GTK
+#: app (~230 MiB resident together, 95 of it the app): the cap catches a typo (SEATS=100) before
+#: it fills a small VM.
 MAX_SEATS = 16
 #: What a record may be called: a seat's part (``xserver``, ``seat2.xserver``) or a shared one.
-_PART_NAME = re.compile(r"(?:seat[1-9][0-9]*\.)?(?:xserver|openbox|x11vnc|demo-app)|model|daemon")
+_PART_NAME = re.compile(r"(?:seat[1-9][0-9]*\.)?(?:xserver|session-bus|a11y-bus|openbox|x11vnc|demo-app)|model|daemon")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,10 +174,10 @@ def wanted_parts(settings: Settings) -> list[str]:
 
 
 def needs(settings: Settings, name: str) -> list[str]:
-    """The parts ``name`` needs: its seat's X server; for the daemon, every seat's and the model."""
+    """The parts ``name`` needs: its seat's X server (and buses); for the daemon, every seat's and the model."""
     kind = kind_of(name)
     if kind == "daemon":
-        return [seat.part("xserver") for seat in settings.seat_list] + ["model"]
+        return [seat.part(need) for seat in settings.seat_list for need in ("xserver", "session-bus")] + ["model"]
     return [prefix_of(name) + need for need in NEEDS[kind]]
 
 

@@ -7,6 +7,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+from buses import a11y_answers, session_answers
 from parts import Settings, kind_of, prefix_of
 from procs import Record
 
@@ -92,6 +93,10 @@ def answers(settings: Settings, record: Record, records: dict[str, Record]) -> b
     if name == "xserver":
         ok = x_connects(record.info["display"], xauthority)
         return ok and ("vnc_port" not in record.info or rfb_answers(int(record.info["vnc_port"])))
+    if name == "session-bus":
+        return session_answers(record)
+    if name == "a11y-bus":
+        return a11y_answers(record, records.get(prefix_of(record.name) + "session-bus"))
     if name == "openbox":
         return bool(display) and _x_query(display, xauthority, "wm")
     if name == "x11vnc":

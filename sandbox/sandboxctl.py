@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from buses import A11Y_ENV, check_socket_paths
 from launch import start
 from parts import SEAT_PARTS, Settings, is_part_name, kind_of, needs, seat_spec, show_order, stop_order, wanted_parts
 from probes import answers
@@ -29,6 +30,8 @@ from procs import Record, SandboxError, forget, load, save, state_of, stop
 __all__ = ()
 
 ROOT = Path(__file__).resolve().parent.parent
+#: What Qt applications need besides the session bus, as a shell would set it.
+A11Y_SHELL = " ".join(f"{k}={v}" for k, v in A11Y_ENV.items())
 
 
 def _show(path: Path | str) -> str:
@@ -177,6 +180,9 @@ def summary(settings: Settings, records: dict[str, Record]) -> None:
         f"         (any VNC viewer: localhost port {port}, password {password}; "
         f"from another machine first: ssh -L {port}:localhost:{port} THIS-HOST)",
         f"daemon   {_show(settings.venv / 'bin' / 'cuctl')} --socket {_show(settings.socket)} list",
+        f"apps     of your own on the display, with their accessibility trees: "
+        f"DBUS_SESSION_BUS_ADDRESS={records['session-bus'].info['address']} {A11Y_SHELL} "
+        "(docs/targets.md, \"Apps you start\")",
     ]
     if settings.driver == "vnc":
         lines.append(f"         drives the display over VNC (127.0.0.1::{port})")
@@ -198,11 +204,14 @@ def _summary_of_seats(settings: Settings, records: dict[str, Record]) -> None:
         display = records[seat.part("xserver")].info["display"]
         port = _vnc_port(records, seat.prefix)
         lines.append(f"{seat.name:8} display {display}, watch: xtigervncviewer -passwd "
-                     f"{_show(settings.path('vnc-passwd'))} localhost::{port}{view}")
+                     f"{_show(settings.path('vnc-passwd'))} localhost::{port}{view}; "
+                     f"apps: DBUS_SESSION_BUS_ADDRESS={records[seat.part('session-bus')].info['address']}")
     first = _vnc_port(records, settings.seat_list[0].prefix)
     lines += [
         (f"         (any VNC viewer: localhost and the seat's port, password {password}; "
          f"from another machine first: ssh -L {first}:localhost:{first} THIS-HOST, one -L per seat)"),
+        f"apps     of your own, on a seat: its DBUS_SESSION_BUS_ADDRESS and {A11Y_SHELL} "
+        "(docs/targets.md, \"Apps you start\")",
         f"daemon   {cuctl} seats",
         f"         ({cuctl} submit --seat seat2 PROMPT pins a task; without --seat the first free seat takes it)",
     ]
@@ -235,6 +244,8 @@ def down(settings: Settings) -> int:
         _stop_parts(settings, records, list(records), quiet=False)
         for leftover in ("cud.sock", "model.port", "cud.toml"):
             settings.path(leftover).unlink(missing_ok=True)
+        for leftover in settings.dir.glob("*session-bus.conf"):
+            leftover.unlink()
         _config_path(settings).unlink(missing_ok=True)
         say(f"down; logs and the daemon's state stay in {_show(settings.dir)}")
     return 0
@@ -299,6 +310,8 @@ def main(argv: list[str]) -> int:
     try:
         # down and status go by what was started, never by $SEATS (see Settings.from_env).
         settings = Settings.from_env(ROOT, seats=argv[0] in ("up", "check"))
+        if argv[0] in ("up", "check"):
+            check_socket_paths(settings)
         if argv[0] == "check":  # up.sh, before it installs anything: refuse bad settings first
             return 0
         return {"up": up, "down": down, "status": status}[argv[0]](settings)

@@ -1,8 +1,9 @@
 #!/bin/sh
 # make sandbox-up: the Debian packages (deps.sh), the venv, then Xvfb (or Xvnc
-# with SANDBOX=xvnc), openbox, x11vnc, the demo app, the scripted model (when
-# OPENAI_API_KEY is not set) and the daemon, all recorded under $SANDBOX_DIR
-# (default .sandbox/). SEATS=N starts N displays (each with its openbox,
+# with SANDBOX=xvnc), a session bus and an accessibility bus, openbox, x11vnc,
+# the demo app, the scripted model (when OPENAI_API_KEY is not set) and the
+# daemon, all recorded under $SANDBOX_DIR
+# (default .sandbox/). SEATS=N starts N displays (each with its buses, openbox,
 # x11vnc and demo app) and one daemon driving them all. Running it again
 # changes nothing that works.
 set -eu

@@ -5,7 +5,8 @@
 #   PREFIX/lib/cud/venv        a venv with cud installed by pip (from this tree)
 #   PREFIX/bin/cud, cuctl      symlinks into that venv
 #   PREFIX/lib/cud/cud-xauth   the display units' cookie helper
-#   UNITDIR                    cud.service xvfb@.service x11vnc@.service xvnc@.service
+#   PREFIX/lib/cud/session-bus.conf, accessibility.conf   cud-bus@.service's bus configs
+#   UNITDIR                    cud.service xvfb@.service x11vnc@.service xvnc@.service cud-bus@.service
 #   SYSUSERSDIR/cud.conf, TMPFILESDIR/cud.conf
 #   SYSCONFDIR/cud/cud.toml    the example config, only if there is none yet
 #   PREFIX/share/doc/cud/      README.md, docs/ (the reference pages) and cud.toml.example
@@ -75,11 +76,13 @@ for tool in cud cuctl; do
     ln -sfn "../lib/cud/venv/bin/$tool" "$destdir$prefix/bin/$tool"
 done
 install -m 0755 "$here/cud-xauth" "$destdir$prefix/lib/cud/cud-xauth"
+install -m 0644 "$here/cud-session-bus.conf" "$destdir$prefix/lib/cud/session-bus.conf"
+install -m 0644 "$here/cud-accessibility.conf" "$destdir$prefix/lib/cud/accessibility.conf"
 
 # -- systemd --------------------------------------------------------------------------------
 say "units in $unitdir"
 mkdir -p "$destdir$unitdir" "$destdir$sysusersdir" "$destdir$tmpfilesdir"
-for unit in cud.service xvfb@.service x11vnc@.service xvnc@.service; do
+for unit in cud.service xvfb@.service x11vnc@.service xvnc@.service cud-bus@.service; do
     rewrite "$here/$unit" > "$destdir$unitdir/$unit"
     chmod 0644 "$destdir$unitdir/$unit"
 done
@@ -116,7 +119,7 @@ if [ -z "$destdir" ] && [ "$sysconfdir" = /etc ] && [ "$(id -u)" = 0 ] && [ -d /
 install: done. Next:
   (umask 077; printf '%s\n' "\$OPENAI_API_KEY" > $sysconfdir/cud/openai-api-key)
   (umask 077; tigervncpasswd -f > $sysconfdir/cud/vnc-password)   # to watch with x11vnc@0
-  systemctl enable --now xvfb@0.service cud.service [x11vnc@0.service]
+  systemctl enable --now xvfb@0.service cud-bus@0.service cud.service [x11vnc@0.service]
   cuctl --socket /run/cud/cud.sock ping
 Several seats (xvfb@1..N, [[seats]] in $sysconfdir/cud/cud.toml, a drop-in for cud.service):
   see "Several seats" in $docdir/docs/systemd.md. Upgrading: restart the display units, then cud.

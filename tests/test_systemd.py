@@ -32,7 +32,7 @@ from tests.support.xserver import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEMD = ROOT / "systemd"
-UNITS = ("cud.service", "xvfb@.service", "x11vnc@.service", "xvnc@.service")
+UNITS = ("cud.service", "xvfb@.service", "x11vnc@.service", "xvnc@.service", "cud-bus@.service")
 
 needs_analyze = pytest.mark.skipif(
     shutil.which("systemd-analyze") is None, reason="systemd-analyze missing: apt-get install systemd"
@@ -111,7 +111,7 @@ def test_x_server_units_keep_their_abstract_socket_in_the_hosts_network_namespac
 
 
 def test_display_units_use_one_environment_line_per_setting() -> None:
-    for unit in ("xvfb@.service", "x11vnc@.service", "xvnc@.service"):
+    for unit in ("xvfb@.service", "x11vnc@.service", "xvnc@.service", "cud-bus@.service"):
         for line in unit_settings(SYSTEMD / unit).get("Environment", []):
             # One NAME=value per line: systemd would accept several, people misread them.
             assert re.fullmatch(r"[A-Z0-9_]+=\S*", line), f"{unit}: {line}"
@@ -128,6 +128,11 @@ def test_example_config_loads_with_the_daemons_own_parser() -> None:
 
     config = load_config(SYSTEMD / "cud.toml.example", env={"CUD_SOCKET": "/run/cud/cud.sock"})
     assert config.seats[0].display == ":0" and config.api_key_credential == "openai-api-key"
+    # cud-bus@0's session bus, where the unit puts it.
+    bus = unit_settings(SYSTEMD / "cud-bus@.service")
+    assert config.seats[0].session_bus == "unix:path=/run/cud-bus/0/bus"
+    assert "--address=unix:path=/run/cud-bus/%i/bus" in bus["ExecStart"][0].split()
+    assert bus["RuntimeDirectory"] == ["cud-bus/%i"]
     assert [seat.name for seat in config.seats] == ["default"]  # a lone display is the seat "default"
 
 
@@ -136,8 +141,9 @@ def three_seat_example(tmp_path: Path) -> Path:
     text = (SYSTEMD / "cud.toml.example").read_text()
     head, marker, tail = text.partition("# -- Several seats")
     assert marker, "the example lost its several-seats section"
-    assert head.count('\ndisplay = ":0"\n') == 1
-    head = head.replace('\ndisplay = ":0"\n', "\n")
+    for line in ('display = ":0"', 'session_bus = "unix:path=/run/cud-bus/0/bus"'):  # as its comment says
+        assert head.count(f"\n{line}\n") == 1, line
+        head = head.replace(f"\n{line}\n", "\n")
     # The tables are the commented lines that are TOML: "# [[seats]]" and "# key = value".
     lines = [re.sub(r"^# (\[\[seats\]\]|\w+ = .*)$", r"\1", line) for line in tail.splitlines()]
     path = tmp_path / "cud.toml"
@@ -154,10 +160,12 @@ def test_example_config_with_its_three_seats_uncommented_loads(tmp_path: Path) -
     raw = tomllib.loads(path.read_text())
     # The displays of docs/systemd.md's three-seat machine (xvfb@1, xvfb@2, xvfb@3); every other
     # key still top-level, not swallowed by a seat table.
-    assert raw["seats"] == [{"name": f"seat{k}", "display": f":{k}"} for k in (1, 2, 3)]
+    assert raw["seats"] == [{"name": f"seat{k}", "display": f":{k}", "session_bus": f"unix:path=/run/cud-bus/{k}/bus"}
+                            for k in (1, 2, 3)]
     assert "display" not in raw and raw["model"] == "gpt-5.4" and raw["access"]["submit_users"] == []
     config = load_config(path, env={"CUD_SOCKET": "/run/cud/cud.sock"})
     assert [(seat.name, seat.display) for seat in config.seats] == [("seat1", ":1"), ("seat2", ":2"), ("seat3", ":3")]
+    assert [seat.session_bus for seat in config.seats] == [f"unix:path=/run/cud-bus/{k}/bus" for k in (1, 2, 3)]
     assert config.api_key_credential == "openai-api-key" and config.max_steps == 50
 
 
@@ -236,7 +244,9 @@ def test_the_documented_three_seats_are_the_example_configs(tmp_path: Path) -> N
     numbers = [seat["display"].lstrip(":") for seat in documented]
     drop_in = docs_systemd_block("ini")
     for key in ("Wants", "After"):
-        assert f"{key}=" + " ".join(f"xvfb@{n}.service" for n in numbers) in drop_in.splitlines()
+        for unit in ("xvfb", "cud-bus"):
+            assert f"{key}=" + " ".join(f"{unit}@{n}.service" for n in numbers) in drop_in.splitlines()
+    assert [seat["session_bus"] for seat in documented] == [f"unix:path=/run/cud-bus/{n}/bus" for n in numbers]
 
 
 def test_units_and_cud_agree_on_the_shared_cookie_file() -> None:
@@ -386,7 +396,8 @@ def unit_runner(prefix_install: Path, short_tmp: Path) -> Iterator[object]:
         def settings(self, unit: str) -> tuple[dict[str, list[str]], dict[str, str], dict[str, str]]:
             s = unit_settings(prefix_install / "lib/systemd/system" / unit)
             assert s["User"] == ["cud-display"], unit
-            replace = {"%i": str(self.number), "%d": str(self.creds), "/run/cud-display": str(self.run)}
+            replace = {"%i": str(self.number), "%d": str(self.creds), "/run/cud-display": str(self.run),
+                       "/run/cud-bus": str(self.run / "cud-bus"), "/usr/local/lib/cud": str(prefix_install / "lib/cud")}
             return s, unit_env(s), replace
 
         def start(self, unit: str) -> subprocess.Popen[bytes]:
@@ -397,12 +408,31 @@ def unit_runner(prefix_install: Path, short_tmp: Path) -> Iterator[object]:
                 os.chown(path, nobody.pw_uid, nobody.pw_gid)
             for line in s.get("ExecStartPre", []):
                 subprocess.run([*as_user, *unit_command(line, env, replace)], check=True, timeout=30)
+            # The unit's Environment=, as systemd gives it (paths moved like the command lines').
+            unset = ("DISPLAY", "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "NOTIFY_SOCKET")
+            process_env = {k: v for k, v in os.environ.items() if k not in unset}
+            for name, value in env.items():
+                for old, new in replace.items():
+                    value = value.replace(old, new)
+                process_env[name] = value
+            notify = None
+            if s.get("Type") == ["notify"]:
+                notify = NotifySocket(short_tmp / f"notify-{len(procs)}")
+                notify.path.chmod(0o777)  # the unit's user sends to it
+                process_env["NOTIFY_SOCKET"] = str(notify.path)
             with open(short_tmp / f"{unit}.log", "ab") as log:
                 proc = subprocess.Popen([*as_user, *unit_command(s["ExecStart"][0], env, replace)],
-                                        stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+                                        stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=process_env)
             procs.append(proc)  # setpriv execs the program: this pid is the server's
+            if notify is not None:
+                try:  # systemd runs ExecStartPost= once the service says it is ready
+                    ready = wait_until(lambda: notify.first("READY"), 30, f"{unit} to send READY=1")
+                    assert ready["READY"] == "1"
+                finally:
+                    notify.close()
             for line in s.get("ExecStartPost", []):
-                subprocess.run([*as_user, *unit_command(line, env, replace)], check=True, timeout=60)
+                subprocess.run([*as_user, *unit_command(line, env, replace)], check=True, timeout=60,
+                               stdout=subprocess.DEVNULL)
             return proc
 
         def stop(self, unit: str, proc: subprocess.Popen[bytes], number: int) -> None:
@@ -490,6 +520,122 @@ def test_xvnc_unit_serves_only_cookie_holders_and_loopback_with_a_password(unit_
     wait_until(lambda: listening_addresses(port), 30, f"Xvnc to listen on {port}")
     assert listening_addresses(port) <= LOOPBACK
     assert rfb_security_types(port) == [2]
+
+
+def dbus_call(address: str, *call: str, uid: int = 0) -> subprocess.CompletedProcess[str]:
+    """``dbus-send --print-reply=literal`` to ``address`` as ``uid`` (root by default)."""
+    as_user = [] if uid == 0 else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    dest, path, method, *args = call
+    return subprocess.run([*as_user, "dbus-send", f"--bus={address}", "--print-reply=literal", "--reply-timeout=10000",
+                           f"--dest={dest}", path, method, *args], capture_output=True, text=True, timeout=30)
+
+
+def registered_apps(a11y: str) -> list[str]:
+    """The names of the applications on the accessibility bus ``a11y``, as its registry lists them."""
+    root = ("org.a11y.atspi.Registry", "/org/a11y/atspi/accessible/root")
+    count = dbus_call(a11y, *root, "org.freedesktop.DBus.Properties.Get", "string:org.a11y.atspi.Accessible",
+                      "string:ChildCount")
+    assert count.returncode == 0, count.stderr
+    names = []
+    for index in range(int(count.stdout.split()[-1])):
+        child = dbus_call(a11y, *root, "org.a11y.atspi.Accessible.GetChildAtIndex", f"int32:{index}")
+        sender, path = child.stdout.split()[-3:-1]  # "struct { :1.2 /org/a11y/atspi/accessible/root }"
+        name = dbus_call(a11y, sender, path, "org.freedesktop.DBus.Properties.Get", "string:org.a11y.atspi.Accessible",
+                         "string:Name")
+        assert name.returncode == 0, name.stderr
+        names.append(name.stdout.strip().removeprefix("variant").strip())  # "   variant       cud-demo"
+    return names
+
+
+def running_with(marker: bytes) -> list[int]:
+    """Pids (not zombies) whose environment holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "stat").read_text().rpartition(")")[2].split()[0] != "Z" \
+                    and marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_cud_bus_unit_gives_the_display_a_session_and_accessibility_bus_that_applications_join(
+    unit_runner, prefix_install: Path, short_tmp: Path
+) -> None:
+    runner = unit_runner
+    runner.start_server("xvfb@.service")
+    number, cookie = runner.number, runner.run / str(runner.number) / "Xauthority"
+    marker = f"XDG_RUNTIME_DIR={runner.run}/cud-bus/{number}".encode()
+    app = None
+    try:
+        bus = runner.start("cud-bus@.service")  # READY=1 from dbus-daemon, then ExecStartPost's GetAddress
+        runtime = runner.run / "cud-bus" / str(number)
+        address = f"unix:path={runtime}/bus"
+        reply = dbus_call(address, "org.a11y.Bus", "/org/a11y/bus", "org.a11y.Bus.GetAddress")
+        assert reply.returncode == 0, reply.stderr
+        a11y = reply.stdout.strip()
+        # The accessibility bus's socket is the unit's own, and the display's root window names it.
+        assert a11y.startswith(f"unix:path={runtime}/at-spi/bus"), a11y
+        env = {"PATH": "/usr/bin:/bin", "DISPLAY": f":{number}", "XAUTHORITY": str(cookie)}
+        prop = subprocess.run(["xprop", "-root", "AT_SPI_BUS"], env=env, capture_output=True, text=True, timeout=30)
+        assert a11y.split(",")[0] in prop.stdout, prop.stdout
+        assert registered_apps(a11y) == []
+
+        # A GTK application started with the bus's address joins the accessibility bus.
+        with open(short_tmp / "demo-app.log", "ab") as log:
+            app = subprocess.Popen(["/usr/bin/python3", str(ROOT / "sandbox" / "demo_app.py")],
+                                   env={**env, "DBUS_SESSION_BUS_ADDRESS": address}, stdin=subprocess.DEVNULL,
+                                   stdout=log, stderr=log)
+        seen: list[list[str]] = []
+        try:
+            wait_until(lambda: seen.append(registered_apps(a11y)) or seen[-1] == ["cud-demo"], 30,
+                       "the GTK app on the accessibility bus")
+        except AssertionError:
+            raise AssertionError(f"registered: {seen[-3:]}; the app: {(short_tmp / 'demo-app.log').read_text()}")
+
+        # Who may connect: root and the bus's own user; another user is turned away.
+        assert dbus_call(address, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.GetId",
+                         uid=pwd.getpwnam("nobody").pw_uid).returncode == 0
+        refused = dbus_call(address, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.GetId",
+                            uid=1)
+        assert refused.returncode != 0, refused.stdout
+
+        # Stopping the unit's main process ends everything it started (systemd would stop the cgroup).
+        stop_process(app)
+        stop_process(bus)
+        wait_until(lambda: running_with(marker) == [], 30, "the launcher, accessibility bus and registry to end")
+    finally:
+        if app is not None:
+            stop_process(app)
+        for pid in running_with(marker):  # what a failed test left: by pid, ours only
+            os.kill(pid, 9)
+
+
+@pytest.mark.parametrize("conf", ["session-bus.conf", "accessibility.conf"])
+def test_the_bus_configs_admit_the_group_cud_display_and_no_one_else(prefix_install: Path, short_tmp: Path,
+                                                                      conf: str) -> None:
+    # The group does not exist here: the same config naming group "daemon" (uid 1's) stands in for it.
+    text = (prefix_install / "lib/cud" / conf).read_text()
+    assert text.count('<allow group="cud-display"/>') == 1 and "<allow user=\"*\"/>" not in text
+    nobody = pwd.getpwnam("nobody")
+    short_tmp.chmod(0o755)  # the bus's user must reach its directory
+    place = short_tmp / "bus"
+    place.mkdir(mode=0o755)
+    os.chown(place, nobody.pw_uid, nobody.pw_gid)
+    (place / conf).write_text(text.replace('group="cud-display"', 'group="daemon"'))
+    address = f"unix:path={place}/socket"
+    with open(short_tmp / "bus.log", "ab") as log:
+        proc = subprocess.Popen(["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
+                                 "--", "dbus-daemon", f"--config-file={place / conf}", f"--address={address}",
+                                 "--nofork", "--nopidfile"], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    try:
+        get_id = ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.GetId")
+        wait_until(lambda: dbus_call(address, *get_id).returncode == 0, 30, "the bus to answer root")
+        assert dbus_call(address, *get_id, uid=1).returncode == 0  # a member of the group
+        assert dbus_call(address, *get_id, uid=2).returncode != 0  # anyone else
+    finally:
+        stop_process(proc)
 
 
 def xauth_displays(path: Path) -> set[str]:
