@@ -2,10 +2,11 @@
 
 Every value is checked here, once; a bad one raises ConfigError naming the key
 and the value. The defaults were chosen by ``make bench`` (bench/video_bench.py):
-at 4 frames a second and full size (text as readable as in the screenshots),
-libx264's ``veryfast`` preset tuned for still images took 0.07 of a core at
-1280x800 where ``ultrafast`` took 0.06, for files a third the size (1.8 against
-5.0 MB a minute): the disk, kept for a thousand tasks, is the scarcer resource.
+at 2 frames a second and full size (text as readable as in the screenshots),
+libx264's ``veryfast`` preset tuned for still images took 0.035 of a core at
+1280x800 where ``ultrafast`` took 0.027, for files 2.4 times smaller (1.75 against
+4.2 MB a minute): the disk, kept for a thousand tasks, is the scarcer resource. At
+4 fps, 8 recording seats lost 33% of their steps/s on 2 cores; at 2 fps 9%.
 """
 
 from __future__ import annotations
