@@ -13,8 +13,9 @@ import pytest
 from tests.support.recorder import Recorder
 from tests.support.xserver import XServer, start_xvfb
 
-# The real daemon (start_daemon) and the tests' own sshd (sshd) as fixtures, for every module that wants one.
-pytest_plugins = ["tests.support.daemon", "tests.support.sshd"]
+# The real daemon (start_daemon), the tests' own sshd (sshd) and cud installed under a private prefix
+# (prefix_install) as fixtures, for every module that wants one.
+pytest_plugins = ["tests.support.daemon", "tests.support.sshd", "tests.support.units"]
 
 
 @pytest.fixture
