@@ -316,7 +316,6 @@ class Atspi:
             chain.append(up)
         return chain[::-1]
 
-
     async def _focus_chain(self, ref: Ref) -> list[Ref]:
         """From ``ref``'s window down to ``ref`` if it has the focus now, else []."""
         try:
