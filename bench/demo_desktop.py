@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.apps.reporting import SYSTEM_PYTHON
 from tests.support.daemon import ROOT
 from tests.support.recorder import wait_until
 from tests.support.xserver import XServer, start_xvfb, stop_process
@@ -23,7 +24,7 @@ def demo_desktop(work: Path) -> Iterator[XServer]:
     log = work / "demo.jsonl"
     app = subprocess.Popen(
         # GTK 3 under Debian's Python (PyGObject); no session bus here, so no accessibility bridge either.
-        ["/usr/bin/python3", str(ROOT / "sandbox" / "demo_app.py"), "--log", str(log), "--geometry", "900x420+190+150"],
+        [SYSTEM_PYTHON, str(ROOT / "sandbox" / "demo_app.py"), "--log", str(log), "--geometry", "900x420+190+150"],
         env={"DISPLAY": xvfb.display, "PATH": "/usr/bin:/bin", "NO_AT_BRIDGE": "1"}, stdin=subprocess.DEVNULL,
     )
     try:

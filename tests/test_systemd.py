@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.daemon import ROOT
 from tests.support.units import SYSTEMD, run_install, unit_env, unit_settings
 
-ROOT = Path(__file__).resolve().parent.parent
 UNITS = ("cud.service", "xvfb@.service", "x11vnc@.service", "xvnc@.service", "cud-bus@.service")
 
 needs_analyze = pytest.mark.skipif(

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import Daemon, scenario
+from tests.support.apps.reporting import SYSTEM_PYTHON
+from tests.support.daemon import ROOT, Daemon, scenario
 from tests.support.probes import rfb_security_types, x_connects
 from tests.support.recorder import wait_until
 from tests.support.units import SYSTEMD, unit_command, unit_env, unit_settings
 from tests.support.vnc import write_vnc_passwd
 from tests.support.xserver import stop_process
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 # -- the display units' command lines, run for real -----------------------------------------------
@@ -262,7 +261,7 @@ def test_cud_bus_unit_gives_the_display_a_session_and_accessibility_bus_that_app
 
         # A GTK application started with the bus's address joins the accessibility bus.
         with open(short_tmp / "demo-app.log", "ab") as log:
-            app = subprocess.Popen(["/usr/bin/python3", str(ROOT / "sandbox" / "demo_app.py")],
+            app = subprocess.Popen([SYSTEM_PYTHON, str(ROOT / "sandbox" / "demo_app.py")],
                                    env={**env, "DBUS_SESSION_BUS_ADDRESS": address}, stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=log)
         seen: list[list[str]] = []

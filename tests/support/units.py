@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.daemon import ROOT
+
 SYSTEMD = ROOT / "systemd"
 
 __all__ = ("SYSTEMD", "prefix_install", "run_install", "unit_command", "unit_env", "unit_settings")
