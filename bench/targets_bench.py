@@ -2,7 +2,7 @@
 
 On openbox with a session bus and at-spi-bus-launcher (tests/support/a11y.py):
 the GTK and Qt dialogs and Chromium's form page. Each lookup is the daemon's own
-(cud.daemon.targets.TargetResolver.at_point / focus) with its real budget; a
+(cud.daemon.targets.lookup.TargetResolver.at_point / focus) with its real budget; a
 lookup that ran out of it counts as "window only". The anchor is the window
 half alone (no bus), so the ratio says what the accessibility bus adds.
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cud.daemon.targets import BUDGET_MS, HARD_TIMEOUT, TargetResolver
+from cud.daemon.targets.lookup import BUDGET_MS, HARD_TIMEOUT, TargetResolver
 from tests.support.a11y import ChromiumForm, FormApp, start_a11y_bus
 from tests.support.desktop import start_desktop
 

@@ -3,7 +3,7 @@
 1. **One recorder alone**, at 1280x800 and 1920x1080: a private Xvfb with the
    benchmarks' busy scene (``bench/scene.py``) and a Tk entry that xdotool types
    into four times a second (so frames differ, as in a task), recorded for
-   ``SECONDS`` by the daemon's own command line (``cud.daemon.recorder.ffmpeg_command``)
+   ``SECONDS`` by the daemon's own command line (``cud.daemon.video.recorder.ffmpeg_command``)
    with the default ``[video]`` and a few alternatives. CPU share = ffmpeg's CPU
    seconds (/proc) / wall seconds (1.00 = one core); MB/min from the file's size.
 2. **Steps/s at 1, 4 and 8 seats** with video off and on (the defaults), alternating,
@@ -36,8 +36,8 @@ from bench import seats_bench
 from bench.procstat import cpu_seconds
 from bench.scene import show_busy_scene, show_entry
 from bench.stats import table
-from cud.daemon.recorder import ffmpeg_command
-from cud.daemon.video_config import VideoConfig
+from cud.daemon.video.recorder import ffmpeg_command
+from cud.daemon.video.config import VideoConfig
 from cud.scripted import ScriptedModel
 from tests.support.xserver import start_xvfb, stop_process
 

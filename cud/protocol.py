@@ -283,7 +283,7 @@ def _action(kind: str, name: str, value: object) -> None:
 #: How deep and how many elements ``cuctl tree`` may ask for (its defaults are less).
 MAX_TREE_DEPTH = 32
 MAX_TREE_COUNT = 5000
-#: Rules a submitter may add to a task (the daemon checks each one: cud.daemon.rules).
+#: Rules a submitter may add to a task (the daemon checks each one: cud.daemon.targets.rules).
 MAX_TASK_RULES = 64
 
 

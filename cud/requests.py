@@ -47,7 +47,7 @@ class SubmitRequest(TypedDict):
     approval: NotRequired[ApprovalPolicy]
     #: Pin the task to this seat; without it the first free seat takes it.
     seat: NotRequired[str]
-    #: Policy rules for this task, ``ask``/``deny`` only (cud.daemon.rules): stricter than the daemon's.
+    #: Policy rules for this task, ``ask``/``deny`` only (cud.daemon.targets.rules): stricter than the daemon's.
     rules: NotRequired[list[dict[str, Any]]]
 
 

@@ -102,7 +102,7 @@ class TaskView(TypedDict):
 
 
 class Target(TypedDict):
-    """What an action touches (see cud.daemon.targets): the window and the accessibility element."""
+    """What an action touches (see cud.daemon.targets.lookup): the window and the accessibility element."""
 
     kind: Literal["point", "focus"]
     x: NotRequired[int]

@@ -21,11 +21,11 @@ from typing import Any
 from cud.daemon.config_values import (bad, int_in_range, positive_int, positive_number, read_secret_file,
                                       seconds_in_range, string)
 from cud.daemon.config_values import table as checked_table
-from cud.daemon.history import History, load_history
-from cud.daemon.hook_config import HookConfig, load_hooks
-from cud.daemon.rules import Rule, parse_rules
-from cud.daemon.seat_config import SeatConfig, load_seats
-from cud.daemon.video_config import VideoConfig, load_video
+from cud.daemon.model.history import History, load_history
+from cud.daemon.hooks.config import HookConfig, load_hooks
+from cud.daemon.targets.rules import Rule, parse_rules
+from cud.daemon.seats.config import SeatConfig, load_seats
+from cud.daemon.video.config import VideoConfig, load_video
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
 
@@ -100,7 +100,7 @@ class Metrics:
 class Config:
     socket: Path
     state_dir: Path
-    #: The displays driven, one task at a time each (see cud.daemon.seat_config).
+    #: The displays driven, one task at a time each (see cud.daemon.seats.config).
     seats: tuple[SeatConfig, ...]
     model: str = DEFAULT_MODEL
     api_key_file: Path | None = None
@@ -120,19 +120,19 @@ class Config:
     access: Access = Access()
     retention: Retention = Retention()
     metrics: Metrics = Metrics()
-    #: ``[[policy.rules]]``: allow / ask / deny by what an action touches (see cud.daemon.rules).
+    #: ``[[policy.rules]]``: allow / ask / deny by what an action touches (see cud.daemon.targets.rules).
     rules: tuple[Rule, ...] = ()
     #: Seconds one lookup of what an action touches may take before the action runs without it.
-    target_timeout: float = 0.1  # cud.daemon.targets.HARD_TIMEOUT (not imported: it needs X and D-Bus libraries)
-    #: How tasks on X11 seats are recorded as video (see cud.daemon.video_config).
+    target_timeout: float = 0.1  # cud.daemon.targets.lookup.HARD_TIMEOUT (not imported: it needs X and D-Bus libraries)
+    #: How tasks on X11 seats are recorded as video (see cud.daemon.video.config).
     video: VideoConfig = VideoConfig()
-    #: Extra Responses parameters for every model request (see cud.daemon.request), as written.
+    #: Extra Responses parameters for every model request (see cud.daemon.model.request_params), as written.
     request: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False)
-    #: What of a task's history is sent each step (see cud.daemon.history).
+    #: What of a task's history is sent each step (see cud.daemon.model.history).
     history: History = History()
     #: Retries of a model request the API answered 408/409/429/5xx, with the SDK's back-off.
     max_retries: int = 2
-    #: The [[notify]] hooks (see cud.daemon.hook_config), in the order written.
+    #: The [[notify]] hooks (see cud.daemon.hooks.config), in the order written.
     notify: tuple[HookConfig, ...] = ()
 
 
@@ -280,7 +280,7 @@ def load_config(
     if "request" in merged:
         # Imported here: it builds validators from the openai SDK's types, which a config
         # without [request] (and `cud --help`) should not pay for.
-        from cud.daemon.request import check_request
+        from cud.daemon.model.request_params import check_request
 
         kwargs["request"] = check_request(merged["request"])
     if "history" in merged or kwargs.get("request", {}).get("store") is False:

@@ -31,13 +31,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 import cud
-from cud.daemon.store import Store, _iso_to_epoch
+from cud.daemon.store.database import Store, _iso_to_epoch
 from cud.protocol import FINAL_STATES, EventView, TASK_STATES
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
-    from cud.daemon.seats import Seats
+    from cud.daemon.seats.dispatch import Seats
 
 __all__ = ("Metrics", "UNPINNED")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from cud.daemon.config import default_socket, load_config, resolve_api_key
-from cud.daemon.seat_config import SeatConfig
+from cud.daemon.seats.config import SeatConfig
 
 from cud.errors import ConfigError
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cud.daemon.server import FIRST_REQUEST_TIMEOUT
+from cud.daemon.server.unix_socket import FIRST_REQUEST_TIMEOUT
 from cud.protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION
 from tests.support.daemon import Daemon, cuctl, scenario
 

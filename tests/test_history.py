@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from cud.daemon.config import load_config
-from cud.daemon.history import PLACEHOLDER, History, ReplayHistory, StoredHistory, load_history
+from cud.daemon.model.history import PLACEHOLDER, History, ReplayHistory, StoredHistory, load_history
 from cud.errors import ConfigError
 from cud.request_limits import image_bytes, image_stats, image_urls
 from tests.support.daemon import cuctl, scenario

@@ -18,7 +18,7 @@ import pytest
 from Xlib import X
 from Xlib import display as xdisplay
 
-from cud.daemon.history import PLACEHOLDER
+from cud.daemon.model.history import PLACEHOLDER
 from cud.request_limits import image_urls
 from tests.support.daemon import Daemon, scenario
 from tests.support.recorder import Recorder

@@ -340,10 +340,10 @@ def test_tasks_a_stop_or_a_crash_interrupts_are_notified(start_daemon, receiver:
 def test_a_full_queue_drops_new_events_and_close_kills_a_running_hook(short_tmp: Path) -> None:
     import asyncio
 
-    from cud.daemon.hook_config import HookConfig
-    from cud.daemon.hook_events import EventMaker
-    from cud.daemon.hooks import QUEUE_SIZE, Notifications
-    from cud.daemon.store import Store
+    from cud.daemon.hooks.config import HookConfig
+    from cud.daemon.hooks.events import EventMaker
+    from cud.daemon.hooks.delivery import QUEUE_SIZE, Notifications
+    from cud.daemon.store.database import Store
 
     pids = short_tmp / "pids"
     pids.mkdir()

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cud.daemon.config import load_config
-from cud.daemon.hook_config import EVENTS, FORMATS, HookConfig
+from cud.daemon.hooks.config import EVENTS, FORMATS, HookConfig
 from cud.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

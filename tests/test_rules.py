@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from cud.daemon.config import load_config
-from cud.daemon.rules import RULE_KEYS, decide, parse_rules
+from cud.daemon.targets.rules import RULE_KEYS, decide, parse_rules
 from cud.errors import ConfigError
 from cud.record.model import describe_action
 

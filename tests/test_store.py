@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from cud.daemon.store import SCHEMA_VERSION, Store
+from cud.daemon.store.database import SCHEMA_VERSION, Store
 
 from cud.errors import ConfigError, NotFound
 

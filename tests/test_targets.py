@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from cud.daemon.targets import TargetResolver
+from cud.daemon.targets.lookup import TargetResolver
 from cud.drivers.x11_windows import X11Windows
 from tests.support.a11y import A11yBus, ChromiumForm, FormApp, start_a11y_bus
 from tests.support.desktop import Desktop, start_desktop

@@ -22,8 +22,8 @@ import pytest
 from PIL import Image
 
 from cud.daemon.config import load_config
-from cud.daemon.recorder import ffmpeg_command
-from cud.daemon.video_config import VideoConfig, load_video
+from cud.daemon.video.recorder import ffmpeg_command
+from cud.daemon.video.config import VideoConfig, load_video
 from cud.errors import ConfigError
 from cud.record.model import seconds_between
 from tests.support.daemon import Daemon, cuctl, json_out

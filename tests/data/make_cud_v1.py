@@ -6,7 +6,7 @@ Run from the repository root: ``.venv/bin/python tests/data/make_cud_v1.py``.
 
 from pathlib import Path
 
-from cud.daemon.store import Store
+from cud.daemon.store.database import Store
 
 path = Path(__file__).with_name("cud-v1.sqlite3")
 assert not path.exists(), "the v1 file is history: never overwrite it"

@@ -6,7 +6,7 @@ schema must keep upgrading this file: tests/test_store.py opens a copy.
 
 from pathlib import Path
 
-from cud.daemon.store import Store
+from cud.daemon.store.database import Store
 
 path = Path(__file__).with_name("cud-v2.sqlite3")
 assert not path.exists(), "the v2 file is history: never overwrite it"

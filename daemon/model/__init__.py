@@ -1,0 +1,1 @@
+"""What travels to the model: the client and its retries, the history sent each step, the [request] table."""

@@ -1,0 +1,127 @@
+"""The daemon's seats and the one place that decides which seat runs which task.
+
+Dispatch is first in first out over the queue: each free seat, in the order the
+seats were configured, takes the oldest queued task it may run (pinned to it,
+or to no seat). Tasks pinned to a busy or unavailable seat wait for it and hold
+nobody else back. Dispatch runs on the event loop's thread and marks a task
+running before it hands it over, so no two seats can take the same task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+
+from cud.daemon.config import read_secret_file
+from cud.daemon.tasks.runner import TaskRun
+from cud.daemon.seats.seat import FULL_DISK_RETRY, Seat, SeatParts
+from cud.daemon.seats.config import SeatConfig
+
+from cud.errors import NotFound, ProtocolError, StorageFull
+from cud.protocol import SeatView
+
+__all__ = ("Seats",)
+
+log = logging.getLogger("cud.seats")
+
+
+def _open_driver(spec: SeatConfig, parts: SeatParts) -> object:
+    from cud.drivers import open_driver  # imported here so a config error never needs X libraries
+    from cud.drivers.aio import AsyncDriver
+
+    config = parts.config
+    password = None
+    if spec.vnc_password_file is not None:
+        password = read_secret_file(spec.vnc_password_file, "vnc_password_file")
+    # Drivers connect on their first call: opening one never waits on its display.
+    driver = open_driver(
+        display=spec.display,
+        vnc=spec.vnc,
+        vnc_password=password,
+        wait_seconds=config.wait_seconds,
+        settle_timeout=config.settle_timeout,
+        vnc_horizontal_scroll=spec.vnc_horizontal_scroll,
+        timeout=config.driver_timeout,
+    )
+    return AsyncDriver(driver)
+
+
+class Seats:
+    def __init__(self, parts: SeatParts) -> None:
+        self.store = parts.store
+        self._seats = {spec.name: Seat(spec, parts, _open_driver(spec, parts), self.dispatch)
+                       for spec in parts.config.seats}
+        self._retry: asyncio.TimerHandle | None = None
+
+    def __iter__(self) -> Iterator[Seat]:
+        return iter(self._seats.values())
+
+    def __len__(self) -> int:
+        return len(self._seats)
+
+    def get(self, name: str) -> Seat:
+        seat = self._seats.get(name)
+        if seat is None:
+            raise NotFound(f"no seat named {name!r}; this daemon's seats: {', '.join(self._seats)}", seat=name)
+        return seat
+
+    def pick(self, name: str | None, what: str) -> Seat:
+        """The seat a request names; with one seat, naming it is optional."""
+        if name is not None:
+            return self.get(name)
+        if len(self._seats) == 1:
+            return next(iter(self._seats.values()))
+        raise ProtocolError(f"this daemon has {len(self._seats)} seats; name one for {what}: "
+                            f"{', '.join(self._seats)}", field="seat")
+
+    def views(self) -> list[SeatView]:
+        return [seat.view() for seat in self]
+
+    async def start(self) -> None:
+        """Check every display at once (each gets ``release_all``) before the daemon says it is ready."""
+        await asyncio.gather(*(seat.check() for seat in self))
+        down = [seat.name for seat in self if seat.state == "unavailable"]
+        if down:
+            log.warning("seats %s are unavailable at start-up; they are checked every few seconds", down)
+
+    def dispatch(self) -> None:
+        """Hand the oldest task each free seat may run to that seat."""
+        for seat in self:
+            if not seat.free:
+                continue
+            task = self.store.next_queued(seat.name)
+            if task is None:
+                continue
+            try:
+                self.store.start(task["id"], seat.name)
+            except StorageFull as exc:
+                # Nothing can be recorded; the task stays queued and dispatch tries again later.
+                log.error("cannot start task %d: %s; trying again in %g s", task["id"], exc.message, FULL_DISK_RETRY)
+                if self._retry is None:
+                    self._retry = asyncio.get_running_loop().call_later(FULL_DISK_RETRY, self._retry_dispatch)
+                return
+            seat.assign(self.store.task(task["id"]))
+
+    def _retry_dispatch(self) -> None:
+        self._retry = None
+        self.dispatch()
+
+    def run_of(self, task_id: int) -> TaskRun | None:
+        """The running task with this id, on whichever seat runs it."""
+        return next((seat.current for seat in self if seat.current and seat.current.task["id"] == task_id), None)
+
+    def cancel(self, task_id: int, reason: str) -> None:
+        if (run := self.run_of(task_id)) is not None:
+            run.cancel(reason)
+
+    async def stop(self, reason: str) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+        for seat in self:
+            await seat.stop(reason)
+
+    async def close(self) -> None:
+        for seat in self:
+            await seat.driver.aclose()
+            await seat.targets.close()

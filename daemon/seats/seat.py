@@ -1,0 +1,232 @@
+"""A seat: one display, its driver, its health, and at most one running task.
+
+A seat is ``idle``, ``busy`` (running a task) or ``unavailable`` (its display
+did not answer). The seat never picks work itself: :class:`~cud.daemon.seats.dispatch.Seats`
+hands it a task already marked running, so choosing between seats happens in
+one place.
+
+Health: the display answers a round trip (``probe``) every ``HEALTH_INTERVAL``
+while the seat is idle or unavailable, and after every task. A display that
+does not answer makes the seat unavailable (the running task has already failed
+on the same error); one that answers again gets ``release_all`` (a server
+stopped mid-action may hold what that action pressed) and the seat is idle
+again. Every check is a sleep between round trips, never a busy loop, and a
+hung display costs one ``driver_timeout`` per check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cud.daemon.tasks.approvals import Approvals
+from cud.daemon.config import Config
+from cud.daemon.video.recorder import recorder_for
+from cud.daemon.tasks.runner import TaskRun
+from cud.daemon.seats.config import SeatConfig
+from cud.daemon.store.database import Store
+from cud.daemon.targets.lookup import TargetResolver
+from cud.daemon.store.trajectory import Trajectories, decode_data_url
+from openai import AsyncOpenAI
+
+from cud.errors import DisplayUnavailable, DriverError, StorageFull
+from cud.protocol import SeatState, SeatView, TaskView
+
+__all__ = ("HEALTH_INTERVAL", "Seat", "SeatParts")
+
+log = logging.getLogger("cud.seat")
+
+#: Seconds between health checks of an idle or unavailable seat.
+HEALTH_INTERVAL = 2.0
+NOT_CHECKED = "not checked yet"
+#: Seconds the seat waits before trying again when the disk was too full to record a task.
+FULL_DISK_RETRY = 5.0
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+#: A task's requests carry every screenshot so far (the SDK replays its history), so the
+#: heap peaks at the task's end; glibc keeps such freed memory in each thread's arena
+#: unless asked (the seats bench measured ~15 MiB a seat kept that way).
+_TRIM = _malloc_trim()
+
+
+@dataclass(frozen=True)
+class SeatParts:
+    """What every seat of a daemon shares."""
+
+    config: Config
+    store: Store
+    approvals: Approvals
+    trajectories: Trajectories
+    client: AsyncOpenAI
+    api_key: str
+    #: Told (name, where, up, error) when a display stops answering or answers again ([[notify]]).
+    on_health: Callable[[str, str, bool, str | None], None] | None = None
+
+
+class Seat:
+    def __init__(self, spec: SeatConfig, parts: SeatParts, driver: Any, on_free: Callable[[], None]) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.config = parts.config
+        self.store = parts.store
+        self.approvals = parts.approvals
+        self.trajectories = parts.trajectories
+        self.driver = driver  # cud.drivers.aio.AsyncDriver
+        #: What actions on this seat touch (docs/targets.md).
+        self.targets = TargetResolver.for_seat(spec.target_display, spec.session_bus, vnc=spec.vnc is not None,
+                                               timeout=parts.config.target_timeout)
+        self._client = parts.client
+        self._api_key = parts.api_key
+        self._on_free = on_free
+        self._on_health = parts.on_health
+        self.state: SeatState = "unavailable"
+        #: Why the seat is unavailable (None while it is not); its screen when the display last answered.
+        self.error: str | None = NOT_CHECKED
+        self.size: tuple[int, int] | None = None
+        self.current: TaskRun | None = None
+        self._task: TaskView | None = None
+        self._checking = False
+        self._wake = asyncio.Event()
+        self._stopping = False
+
+    # -- for the dispatcher and the handlers ----------------------------------------------
+    @property
+    def free(self) -> bool:
+        """Whether the seat can take a task now (not while a health check is on the line)."""
+        return self.state == "idle" and self._task is None and not self._checking and not self._stopping
+
+    def assign(self, task: TaskView) -> None:
+        assert self.free, f"seat {self.name} is not free"
+        self._task = task
+        self.state = "busy"
+        self._wake.set()
+
+    async def screenshot(self) -> tuple[str, bytes]:
+        if self.state == "unavailable":
+            # Fail now rather than queue behind a health check on a hung display.
+            raise DisplayUnavailable(f"seat {self.name!r} is unavailable: {self.error}", seat=self.name)
+        # peek, not screenshot: a look must not replace the frame an approval is bound to.
+        shot = await self.driver.call("peek")
+        return decode_data_url(shot["image_url"])
+
+    def view(self) -> SeatView:
+        place = {"vnc": self.spec.vnc} if self.spec.vnc else {"display": self.spec.display}
+        return {  # type: ignore[return-value, misc]
+            "name": self.name,
+            **place,
+            "state": self.state,
+            "task": self._task["id"] if self._task is not None else None,
+            "size": list(self.size) if self.size is not None else None,
+            "error": self.error,
+        }
+
+    def redact(self, text: str) -> str:
+        return text.replace(self._api_key, "[redacted]") if self._api_key else text
+
+    # -- health ------------------------------------------------------------------------------
+    async def check(self) -> bool:
+        """Ask the display for a round trip; become unavailable, or available again. True if it answered."""
+        self._checking = True
+        try:
+            recovering = self.state == "unavailable"
+            if recovering:
+                # Whatever a stopped or crashed run left held must not reach the next task.
+                await self.driver.call("release_all")
+            self.size = tuple(await self.driver.call("probe"))  # type: ignore[assignment]
+        except DriverError as exc:
+            if self.state != "unavailable":
+                log.warning("seat %s is unavailable: %s", self.name, exc.message)
+            # A seat down at start-up is news too; one that stays down is not news again.
+            news = self.state != "unavailable" or self.error == NOT_CHECKED
+            self.state, self.error, self.size = "unavailable", exc.message, None
+            if news and self._on_health is not None:
+                self._on_health(self.name, self.spec.where, False, exc.message)
+            return False
+        finally:
+            self._checking = False
+        if self.state == "unavailable":
+            again = "answers again" if self.error != NOT_CHECKED else "ready"
+            log.info("seat %s (%s) %s: %dx%d", self.name, self.spec.where, again, *self.size)  # type: ignore[misc]
+            if self.error != NOT_CHECKED and self._on_health is not None:
+                self._on_health(self.name, self.spec.where, True, None)
+            self.state, self.error = "idle", None
+        return True
+
+    # -- the loop ------------------------------------------------------------------------------
+    async def serve(self) -> None:
+        """Run assigned tasks until stopped, checking the display between them."""
+        while not self._stopping:
+            task = self._task
+            if task is None:
+                if not await self._pause(HEALTH_INTERVAL) and not self._stopping and self._task is None:
+                    was = self.state
+                    await self.check()
+                    if self.state == "idle" and was == "unavailable":
+                        self._on_free()
+                continue
+            try:
+                await self._run(task)
+            except StorageFull as exc:
+                # Even the space reserve is gone. The task stays as recorded (a restart
+                # marks it interrupted); nothing else can be recorded until there is room.
+                log.error("seat %s, task %d: %s; waiting for room on the disk", self.name, task["id"], exc.message)
+                await self._pause(FULL_DISK_RETRY)
+            finally:
+                self._task = None
+            if self._stopping:
+                break
+            # An idle seat holds no frames: ~6 MiB a seat at 1280x800 (the seats bench). Still
+            # busy meanwhile: no task may be handed over before the display has been looked at.
+            await self.driver.call("rest")
+            self.state = "idle"  # check() takes it back if the display does not answer; it is
+            await self.check()  # not free while checking, and starts checking before any await
+            self._prune()
+            if _TRIM is not None:
+                _TRIM(0)
+            self._on_free()
+
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep until woken (an assignment, a stop) or ``seconds`` pass. True if woken."""
+        self._wake.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+            return True
+        return False
+
+    async def stop(self, reason: str) -> None:
+        """Interrupt the running task (if any) and end :meth:`serve` after it."""
+        self._stopping = True
+        self._wake.set()
+        if self.current is not None:
+            self.current.cancel(reason, stopping=True)
+
+    async def _run(self, task: TaskView) -> None:
+        run = TaskRun(self, task)
+        self.current = run
+        recorder = recorder_for(self, task)
+        if recorder is not None and await recorder.start():
+            run.before_acting = recorder.ready  # every action is in the video
+            run.before_end = recorder.stop  # the video ends with the task's last step, before its end
+        try:
+            await run.execute(self._client)
+        finally:
+            self.current = None
+            if recorder is not None:
+                await recorder.stop()  # a no-op unless the task was torn down mid-way
+
+    def _prune(self) -> None:
+        retention = self.config.retention
+        removed = self.store.prune(retention.max_tasks, retention.max_age_days)
+        self.trajectories.remove(removed)

@@ -1,0 +1,29 @@
+"""What every handler receives: the daemon's parts, the peer, and a way to stream messages."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from cud.protocol import CHUNK_BYTES, chunk_message
+
+if TYPE_CHECKING:
+    from cud.daemon.server.access import Peer
+    from cud.daemon.service import Daemon
+
+__all__ = ()
+
+
+@dataclasses.dataclass
+class Context:
+    daemon: Daemon
+    peer: Peer
+    #: Send one streamed message (event or chunk) before the reply.
+    send: Callable[[dict[str, Any]], Awaitable[None]]
+
+    async def send_chunks(self, data: bytes) -> None:
+        """``data`` as base64 ``chunk`` messages, each under the message cap (a screenshot, an image)."""
+        for start in range(0, len(data), CHUNK_BYTES):
+            await self.send(dict(chunk_message(base64.b64encode(data[start : start + CHUNK_BYTES]).decode())))

@@ -1,0 +1,24 @@
+"""``ping``: is the daemon alive, which protocol does it speak, and what may I do?"""
+
+from __future__ import annotations
+
+import os
+
+from cud.daemon.server.handlers.base import Context
+
+import cud
+from cud.protocol import PROTOCOL_VERSION, PingRequest, PingResult
+
+__all__ = ()
+
+
+async def ping(ctx: Context, request: PingRequest) -> PingResult:
+    policy = ctx.daemon.policy
+    return {
+        "protocol": PROTOCOL_VERSION,
+        "version": cud.__version__,
+        "pid": os.getpid(),
+        "peer": {"uid": ctx.peer.uid, "name": ctx.peer.name},
+        "may_submit": policy.may_submit(ctx.peer),
+        "may_approve": policy.may_approve(ctx.peer),
+    }

@@ -1,0 +1,86 @@
+"""``record``: a task's whole record (its events, then its screenshots), streamed for report and export.
+
+The state dir is the daemon's own (0700, files 0600), so the socket is the only
+way a record reaches ``cuctl``. Nothing is sent in one piece that could outgrow
+the message cap: every event is one ``event`` message and every screenshot is
+cut into ``file`` messages of at most ``CHUNK_BYTES`` bytes.
+
+Files are read on the event loop's thread on purpose: the runner writes them on
+that thread too, so a record never holds half a screenshot.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import os
+import stat
+from typing import Any
+
+from cud.daemon.server.handlers.base import Context
+
+from cud.errors import CudError, NotFound
+from cud.protocol import (
+    CHUNK_BYTES,
+    RECORD_FILE_NAME,
+    ImageRequest,
+    RecordFile,
+    RecordRequest,
+    RecordResult,
+    event_message,
+    file_message,
+)
+
+__all__ = ()
+
+
+async def record(ctx: Context, request: RecordRequest) -> RecordResult:
+    store, task_id = ctx.daemon.store, request["id"]
+    store.task(task_id)  # NotFound for an unknown id, before anything streams
+    events = store.events(task_id)
+    for event in events:
+        await ctx.send(dict(event_message(event)))
+    folder = ctx.daemon.trajectories.task_dir(task_id)
+    try:
+        names = sorted(name for name in os.listdir(folder) if RECORD_FILE_NAME.fullmatch(name))
+    except FileNotFoundError:  # a task that never reached a screenshot
+        names = []
+    files: list[RecordFile] = []
+    for name in names:
+        data = _read(folder / name)
+        if data is None:
+            continue
+        for offset in range(0, len(data), CHUNK_BYTES):
+            chunk = base64.b64encode(data[offset : offset + CHUNK_BYTES]).decode()
+            await ctx.send(dict(file_message(name, offset, chunk)))
+        if not data:
+            await ctx.send(dict(file_message(name, 0, "")))
+        files.append({"name": name, "bytes": len(data)})
+    # The task as it is now: a running task may have moved on while its files streamed.
+    return {"task": store.task(task_id), "events": len(events), "files": files}
+
+
+async def image(ctx: Context, request: ImageRequest) -> dict[str, Any]:
+    """One screenshot of a task's trajectory (an approval's picture, say), as ``chunk`` messages."""
+    task_id, name = request["id"], request["name"]
+    ctx.daemon.store.task(task_id)  # NotFound for an unknown task
+    data = _read(ctx.daemon.trajectories.task_dir(task_id) / name)
+    if data is None:
+        raise NotFound(f"task {task_id} has no screenshot {name!r}", id=task_id, name=name)
+    await ctx.send_chunks(data)
+    return {"bytes": len(data), "format": name.rsplit(".", 1)[1]}
+
+
+def _read(path: os.PathLike[str]) -> bytes | None:
+    """The file's bytes, or None if it is not a regular file of ours (never follow a planted link)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOENT):  # a symlink; pruned meanwhile
+            return None
+        raise CudError(f"cannot read trajectory file {os.fspath(path)!r}: {exc.strerror}",
+                       path=os.fspath(path)) from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        return fh.read()

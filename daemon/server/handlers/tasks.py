@@ -1,0 +1,111 @@
+"""``submit``, ``list``, ``show``, ``follow`` and ``cancel``: the task queue."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from cud.daemon.server.handlers.base import Context
+from cud.daemon.targets.rules import parse_rules
+
+from cud.errors import AccessDenied, ConfigError, ProtocolError, StorageFull
+from cud.protocol import (
+    FINAL_STATES,
+    POLICY_STRICTNESS,
+    CancelRequest,
+    EventView,
+    FollowRequest,
+    ListRequest,
+    ShowRequest,
+    SubmitRequest,
+    TaskView,
+    event_message,
+)
+
+__all__ = ()
+
+
+def _at_most(request: SubmitRequest, field: str, limit: int, unit: str) -> int:
+    """The task's ``field``, the daemon's own by default; a submitter may ask for less, never more."""
+    value = int(request.get(field, limit))  # type: ignore[call-overload]
+    if value > limit:
+        raise ProtocolError(f"'submit' field {field!r} is {value}{unit}, above the daemon's limit of {limit}{unit}",
+                            field=field, value=value, limit=limit)
+    return value
+
+
+async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
+    daemon, peer = ctx.daemon, ctx.peer
+    daemon.policy.require_submit(peer, "submit tasks")
+    config = daemon.config
+    approval = request.get("approval", config.approval)
+    if POLICY_STRICTNESS[approval] < POLICY_STRICTNESS[config.approval]:
+        raise AccessDenied(
+            f"approval policy {approval!r} is looser than the daemon's {config.approval!r}; a task may only be stricter",
+            field="approval",
+            value=approval,
+        )
+    max_steps = _at_most(request, "max_steps", config.max_steps, "")
+    max_duration = _at_most(request, "max_duration", config.max_duration, " s")
+    seat = request.get("seat")
+    if seat is not None:
+        daemon.seats.get(seat)  # NotFound names the seats there are; an unavailable one is fine: it waits
+    if not daemon.reserve.has_room():
+        raise StorageFull(
+            f"the disk of the state directory {str(config.state_dir)!r} is full; the task was not queued",
+            path=str(config.state_dir),
+        )
+    rules = request.get("rules") or []
+    try:
+        parse_rules("rules", rules, stricter_only=True, what="'submit' field")
+    except ConfigError as exc:
+        raise ProtocolError(exc.message, **exc.details) from None
+    task = daemon.store.submit(
+        request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name,
+        max_duration, seat, rules,
+    )
+    daemon.seats.dispatch()
+    task = daemon.store.task(task["id"])  # dispatch may have started it
+    return {"id": task["id"], "task": task}
+
+
+async def list_tasks(ctx: Context, request: ListRequest) -> list[TaskView]:
+    return ctx.daemon.store.tasks()
+
+
+async def show(ctx: Context, request: ShowRequest) -> TaskView:
+    return ctx.daemon.store.task(request["id"])
+
+
+async def follow(ctx: Context, request: FollowRequest) -> TaskView:
+    """Stream the task's events (past ones first) until its ``end`` event; reply with the task."""
+    store, task_id = ctx.daemon.store, request["id"]
+    store.task(task_id)  # NotFound before subscribing
+    live: asyncio.Queue[EventView] = asyncio.Queue()
+    unsubscribe = store.subscribe(lambda event: live.put_nowait(event) if event["task_id"] == task_id else None)
+    try:
+        last = 0
+        for event in store.events(task_id):
+            await ctx.send(dict(event_message(event)))
+            last = event["seq"]
+            if event["kind"] == "end":
+                return store.task(task_id)
+        while True:
+            event = await live.get()
+            if event["seq"] <= last:
+                continue
+            await ctx.send(dict(event_message(event)))
+            last = event["seq"]
+            if event["kind"] == "end":
+                return store.task(task_id)
+    finally:
+        unsubscribe()
+
+
+async def cancel(ctx: Context, request: CancelRequest) -> dict[str, Any]:
+    daemon, peer, task_id = ctx.daemon, ctx.peer, request["id"]
+    daemon.policy.require_own_task(peer, daemon.store.task(task_id), "cancel")
+    before = daemon.store.cancel(task_id, peer.uid, peer.name)
+    if before not in FINAL_STATES and before != "queued":
+        daemon.seats.cancel(task_id, f"cancelled by {peer.name} (uid {peer.uid})")
+    return {"id": task_id, "state_before": before, "state": daemon.store.task(task_id)["state"]}

@@ -1,0 +1,1 @@
+"""What the daemon keeps on disk: SQLite (schema, migrations, reads and writes), trajectory files, the full-disk reserve."""

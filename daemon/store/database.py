@@ -1,0 +1,436 @@
+"""Durable state: tasks, their events, approvals and an audit trail in one SQLite file (WAL).
+
+Every public method that changes rows does so in ONE transaction, so a crash
+leaves either all of a change or none of it. The schema and its migrations
+are in :mod:`cud.daemon.store.schema`.
+
+Events are published to subscribers only after their transaction commits, so
+a follower never sees an event that a crash could take back.
+
+A full disk makes a write fail whole with ``StorageFull``. Writes that finish or
+decide work already accepted (``_finishing``) then ask ``on_full`` to free the
+space reserve (``daemon/store/disk_reserve.py``) and try once more; a submission does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from cud.errors import ConfigError, NotFound, StorageFull
+from cud.daemon.store.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
+from cud.protocol import FINAL_STATES, LIVE_STATES, ApprovalView, EventView, TaskView, UsageView
+
+__all__ = ()
+
+#: An approval with the seat of its task: an approver of several seats must know which screen it is.
+_APPROVALS = "SELECT approvals.*, tasks.seat AS seat FROM approvals JOIN tasks ON tasks.id = approvals.task_id"
+Subscriber = Callable[[EventView], None]
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _finishing(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A write that records the end or a decision of accepted work: on a full disk it may use the reserve."""
+
+    @functools.wraps(method)
+    def write(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except StorageFull:
+            store = args[0]
+            assert isinstance(store, Store)
+            if store.on_full is None or not store.on_full():
+                raise
+            return method(*args, **kwargs)  # the failed transaction was rolled back whole
+
+    return write
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _iso_to_epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+class Store:
+    """The daemon's one connection to its database. Used from the event loop's thread only."""
+
+    def __init__(self, path: Path, on_full: Callable[[], bool] | None = None) -> None:
+        self.path = path
+        #: Frees room on a full disk (the space reserve); True if it freed any.
+        self.on_full = on_full
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open database {str(path)!r}: {exc}", path=str(path)) from None
+        self._db.row_factory = sqlite3.Row
+        mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if mode != "wal":
+            raise ConfigError(f"database {str(path)!r} cannot use WAL (journal mode {mode!r})", path=str(path))
+        # NORMAL in WAL mode survives a killed process; submit() asks for FULL so a
+        # submission also survives a power loss before it is acknowledged.
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._subscribers: list[Subscriber] = []
+        self._pending: list[EventView] = []
+        self._migrate()
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise ConfigError(
+                f"database {str(self.path)!r} has schema version {version}, newer than this cud's "
+                f"{SCHEMA_VERSION}; refusing to touch it",
+                path=str(self.path),
+                version=version,
+            )
+        # Foreign keys off while migrating: a rebuilt table is dropped and renamed, which
+        # would otherwise cascade into its events (checked whole before each commit).
+        self._db.execute("PRAGMA foreign_keys=OFF")
+        try:
+            for target in range(version, SCHEMA_VERSION):
+                # executescript commits first, so run each step's statements in our own transaction.
+                with self._tx() as db:
+                    for statement in split_sql(MIGRATIONS[target]):
+                        db.execute(statement)
+                    broken = db.execute("PRAGMA foreign_key_check").fetchall()
+                    if broken:
+                        raise ConfigError(f"migrating {str(self.path)!r} to schema {target + 1} broke "
+                                          f"{len(broken)} references; nothing was changed", path=str(self.path))
+                    db.execute(f"PRAGMA user_version = {target + 1}")
+        finally:
+            self._db.execute("PRAGMA foreign_keys=ON")
+
+    @contextlib.contextmanager
+    def _tx(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        if durable:
+            self._db.execute("PRAGMA synchronous=FULL")
+        pending: list[EventView] = []
+        self._pending = pending
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+            self._db.execute("COMMIT")
+        except BaseException as exc:
+            if self._db.in_transaction:  # SQLite may have rolled back itself (SQLITE_FULL)
+                self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
+                raise StorageFull(
+                    f"the disk holding {str(self.path)!r} is full; nothing was written",
+                    path=str(self.path),
+                ) from None
+            raise
+        finally:
+            self._pending = []
+            if durable:
+                self._db.execute("PRAGMA synchronous=NORMAL")
+        for event in pending:
+            for subscriber in list(self._subscribers):
+                subscriber(event)
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        self._subscribers.append(subscriber)
+        return lambda: self._subscribers.remove(subscriber) if subscriber in self._subscribers else None
+
+    def _event(self, db: sqlite3.Connection, task_id: int, kind: str, data: dict[str, Any]) -> EventView:
+        seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE task_id = ?", (task_id,)).fetchone()[0]
+        at = now_iso()
+        db.execute(
+            "INSERT INTO events (task_id, seq, at, kind, data) VALUES (?, ?, ?, ?, ?)",
+            (task_id, seq, at, kind, json.dumps(data, ensure_ascii=False)),
+        )
+        event: EventView = {"task_id": task_id, "seq": seq, "at": at, "kind": kind, "data": data}
+        self._pending.append(event)
+        return event
+
+    def _audit(
+        self, db: sqlite3.Connection, uid: int, name: str, request: str, target: int | None, outcome: str
+    ) -> None:
+        db.execute(
+            "INSERT INTO audit (at, uid, name, request, target, outcome) VALUES (?, ?, ?, ?, ?, ?)",
+            (now_iso(), uid, name, request, target, outcome),
+        )
+
+    # -- tasks ----------------------------------------------------------------------------------
+    def submit(self, prompt: str, model: str, max_steps: int, approval: str, uid: int, name: str,
+               max_duration: int | None = None, seat: str | None = None,
+               rules: list[dict[str, Any]] | None = None) -> TaskView:
+        """Queue a task; ``seat`` pins it there, else the first free seat takes it."""
+        with self._tx(durable=True) as db:
+            cur = db.execute(
+                "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
+                " submitter_name, created_at, seat, pinned, rules) VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None,
+                 json.dumps(rules) if rules else None),
+            )
+            task_id = int(cur.lastrowid or 0)
+            self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
+            self._audit(db, uid, name, "submit", task_id, "ok")
+        return self.task(task_id)
+
+    def task(self, task_id: int) -> TaskView:
+        row = self._db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no task with id {task_id}", id=task_id)
+        return task_view(row)
+
+    def tasks(self) -> list[TaskView]:
+        return [task_view(row) for row in self._db.execute("SELECT * FROM tasks ORDER BY id")]
+
+    # -- counts for the metrics (cheap aggregate queries, run at scrape time) ----------
+    def task_counts(self) -> dict[str, int]:
+        """How many tasks the database holds in each state."""
+        rows = self._db.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall()
+        return {row[0]: int(row[1]) for row in rows}
+
+    def queued_by_seat(self) -> dict[str | None, int]:
+        """Queued tasks per seat they are pinned to; None holds those any seat may take."""
+        rows = self._db.execute(
+            "SELECT CASE WHEN pinned = 1 THEN seat END, COUNT(*) FROM tasks WHERE state = 'queued' GROUP BY 1"
+        ).fetchall()
+        return {row[0]: int(row[1]) for row in rows}
+
+    def pending_approval_count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM approvals WHERE state = 'pending'").fetchone()[0])
+
+    def next_queued(self, seat: str | None = None) -> TaskView | None:
+        """The oldest queued task ``seat`` may run (pinned to it, or to none); any seat's if None."""
+        if seat is None:
+            row = self._db.execute("SELECT * FROM tasks WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
+        else:
+            row = self._db.execute(
+                "SELECT * FROM tasks WHERE state = 'queued' AND (pinned = 0 OR seat = ?) ORDER BY id LIMIT 1", (seat,)
+            ).fetchone()
+        return None if row is None else task_view(row)
+
+    @_finishing
+    def start(self, task_id: int, seat: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE tasks SET state = 'running', started_at = ?, seat = ? WHERE id = ? AND state = 'queued'",
+                (now_iso(), seat, task_id),
+            )
+            self._event(db, task_id, "running", {"seat": seat})
+
+    @_finishing
+    def add_event(self, task_id: int, kind: str, data: dict[str, Any], *, steps: int | None = None,
+                  usage: UsageView | None = None) -> EventView:
+        with self._tx() as db:
+            if steps is not None:
+                db.execute("UPDATE tasks SET steps = ? WHERE id = ?", (steps, task_id))
+            if usage is not None:
+                db.execute("UPDATE tasks SET usage = ? WHERE id = ?", (json.dumps(usage), task_id))
+            return self._event(db, task_id, kind, data)
+
+    @_finishing
+    def finish(
+        self,
+        task_id: int,
+        state: str,
+        *,
+        final_message: str | None = None,
+        error: dict[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> None:
+        assert state in FINAL_STATES
+        with self._tx() as db:
+            db.execute(
+                "UPDATE tasks SET state = ?, final_message = ?, error = ?, reason = COALESCE(?, reason),"
+                " finished_at = ? WHERE id = ?",
+                (state, final_message, None if error is None else json.dumps(error), reason, now_iso(), task_id),
+            )
+            db.execute(
+                "UPDATE approvals SET state = 'cancelled', decided_at = ?, reason = ?"
+                " WHERE task_id = ? AND state = 'pending'",
+                (now_iso(), f"the task ended ({state})", task_id),
+            )
+            self._event(
+                db,
+                task_id,
+                "end",
+                {"state": state, "final_message": final_message, "error": error, "reason": reason},
+            )
+
+    @_finishing
+    def cancel(self, task_id: int, uid: int, name: str) -> str:
+        """Record a cancel request. Returns the task's state before it (queued tasks end here)."""
+        with self._tx() as db:
+            row = db.execute("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no task with id {task_id}", id=task_id)
+            state = row["state"]
+            self._audit(db, uid, name, "cancel", task_id, state)
+            if state == "queued":
+                reason = f"cancelled by {name} (uid {uid}) before it started"
+                db.execute(
+                    "UPDATE tasks SET state = 'cancelled', reason = ?, finished_at = ? WHERE id = ?",
+                    (reason, now_iso(), task_id),
+                )
+                self._event(db, task_id, "end", {"state": "cancelled", "final_message": None, "error": None,
+                                                 "reason": reason})
+            elif state not in FINAL_STATES:
+                self._event(db, task_id, "cancel_requested", {"by": {"uid": uid, "name": name}})
+        return str(state)
+
+    @_finishing
+    def control(self, task_id: int, kind: str, uid: int, name: str, *, state: str | None = None,
+                data: dict[str, Any] | None = None, audit: str | None = None) -> None:
+        """Record a person's control of a running task (``kind``: pause_requested, paused, resumed,
+        human_action), by ``uid``/``name``; ``state`` moves the task, ``audit`` adds an audit row."""
+        by = {"uid": uid, "name": name}
+        with self._tx() as db:
+            if state is not None:
+                db.execute("UPDATE tasks SET state = ? WHERE id = ?", (state, task_id))
+            if audit is not None:
+                self._audit(db, uid, name, audit, task_id, "ok")
+            self._event(db, task_id, kind, {"by": by, **(data or {})})
+
+    @_finishing
+    def recover(self) -> list[int]:
+        """At start-up: tasks a dead daemon left running become interrupted. Returns their ids."""
+        with self._tx() as db:
+            live = sorted(LIVE_STATES)
+            rows = db.execute(
+                f"SELECT id FROM tasks WHERE state IN ({', '.join('?' * len(live))})", live
+            ).fetchall()
+            reason = "the daemon stopped while the task was running (found at start-up)"
+            for row in rows:
+                db.execute(
+                    "UPDATE tasks SET state = 'interrupted', reason = ?, finished_at = ? WHERE id = ?",
+                    (reason, now_iso(), row["id"]),
+                )
+                db.execute(
+                    "UPDATE approvals SET state = 'interrupted', decided_at = ?, reason = ?"
+                    " WHERE task_id = ? AND state = 'pending'",
+                    (now_iso(), reason, row["id"]),
+                )
+                self._event(db, row["id"], "end", {"state": "interrupted", "final_message": None, "error": None,
+                                                   "reason": reason})
+        return [int(row["id"]) for row in rows]
+
+    def events(self, task_id: int, after: int = 0) -> list[EventView]:
+        rows = self._db.execute(
+            "SELECT * FROM events WHERE task_id = ? AND seq > ? ORDER BY seq", (task_id, after)
+        ).fetchall()
+        return [
+            {"task_id": r["task_id"], "seq": r["seq"], "at": r["at"], "kind": r["kind"], "data": json.loads(r["data"])}
+            for r in rows
+        ]
+
+    # -- approvals ------------------------------------------------------------------------------
+    @_finishing
+    def create_approval(
+        self,
+        task_id: int,
+        kind: str,
+        checks: list[dict[str, Any]],
+        actions: list[dict[str, Any]],
+        step: int,
+        screenshot: str | None,
+        timeout: float,
+        targets: list[Any] | None = None,
+    ) -> ApprovalView:
+        created = now_iso()
+        targets = targets if targets is not None else [None] * len(actions)
+        deadline = datetime.fromtimestamp(time.time() + timeout, UTC)
+        deadline_at = deadline.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO approvals (task_id, kind, state, checks, actions, targets, step, screenshot, created_at,"
+                " deadline_at) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
+                (task_id, kind, json.dumps(checks), json.dumps(actions), json.dumps(targets), step, screenshot,
+                 created, deadline_at),
+            )
+            approval_id = int(cur.lastrowid or 0)
+            db.execute("UPDATE tasks SET state = 'awaiting_approval' WHERE id = ?", (task_id,))
+            self._event(
+                db,
+                task_id,
+                "approval_requested",
+                {"approval_id": approval_id, "kind": kind, "checks": checks, "actions": actions,
+                 "targets": targets, "screenshot": screenshot, "deadline_at": deadline_at},
+            )
+        return self.approval(approval_id)
+
+    @_finishing
+    def decide_approval(
+        self, approval_id: int, outcome: str, uid: int | None, name: str | None, reason: str | None
+    ) -> bool:
+        """Move a pending approval to ``outcome``. False if it was no longer pending (lost a race)."""
+        with self._tx() as db:
+            row = db.execute("SELECT task_id, state FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no approval with id {approval_id}", id=approval_id)
+            if uid is not None:
+                self._audit(db, uid, name or "", outcome, approval_id, "ok" if row["state"] == "pending" else
+                            f"already {row['state']}")
+            if row["state"] != "pending":
+                return False
+            db.execute(
+                "UPDATE approvals SET state = ?, decided_at = ?, decided_by_uid = ?, decided_by_name = ?,"
+                " reason = ? WHERE id = ?",
+                (outcome, now_iso(), uid, name, reason, approval_id),
+            )
+            if outcome == "approved":
+                db.execute(
+                    "UPDATE tasks SET state = 'running' WHERE id = ? AND state = 'awaiting_approval'", (row["task_id"],)
+                )
+            by = None if uid is None else {"uid": uid, "name": name}
+            self._event(
+                db,
+                row["task_id"],
+                "approval_decided",
+                {"approval_id": approval_id, "outcome": outcome, "by": by, "reason": reason},
+            )
+        return True
+
+    def approval(self, approval_id: int) -> ApprovalView:
+        row = self._db.execute(f"{_APPROVALS} WHERE approvals.id = ?", (approval_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no approval with id {approval_id}", id=approval_id)
+        return approval_view(row)
+
+    def pending_approvals(self) -> list[ApprovalView]:
+        rows = self._db.execute(f"{_APPROVALS} WHERE approvals.state = 'pending' ORDER BY approvals.id").fetchall()
+        return [approval_view(row) for row in rows]
+
+    def audit_rows(self) -> list[dict[str, Any]]:
+        return [dict(row) for row in self._db.execute("SELECT * FROM audit ORDER BY id")]
+
+    def record_refusal(self, uid: int, name: str, request: str, target: int | None, reason: str) -> None:
+        with self._tx() as db:
+            self._audit(db, uid, name, request, target, f"refused: {reason}")
+
+    # -- retention ------------------------------------------------------------------------------
+    @_finishing
+    def prune(self, max_tasks: int, max_age_days: float) -> list[int]:
+        """Delete finished tasks beyond the newest ``max_tasks`` or older than ``max_age_days``."""
+        cutoff = time.time() - max_age_days * 86400
+        finished = self._db.execute(
+            "SELECT id, finished_at FROM tasks WHERE state IN ('succeeded', 'failed', 'cancelled', 'interrupted')"
+            " ORDER BY id DESC"
+        ).fetchall()
+        doomed = [
+            int(row["id"])
+            for index, row in enumerate(finished)
+            if index >= max_tasks or (row["finished_at"] and _iso_to_epoch(row["finished_at"]) < cutoff)
+        ]
+        if doomed:
+            with self._tx() as db:
+                db.executemany("DELETE FROM tasks WHERE id = ?", [(i,) for i in doomed])
+        return doomed

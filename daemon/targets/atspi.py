@@ -1,0 +1,334 @@
+"""Read the AT-SPI accessibility tree over D-Bus, from the daemon's asyncio loop.
+
+dbus-fast is pure-Python asyncio, so a lookup is a few awaits on the daemon's own
+loop (no thread, no GObject introspection in the daemon's venv). The accessibility
+bus is found the way applications find it: ``org.a11y.Bus.GetAddress`` on the
+seat's session bus. Interfaces (at-spi2-core's xml/*.xml):
+
+* ``org.a11y.atspi.Accessible``: ``GetChildren() -> a(so)``, ``GetRoleName() -> s``,
+  ``GetState() -> au`` (two 32-bit words of ``AtspiStateType`` bits), properties
+  ``Name``, ``Description``;
+* ``org.a11y.atspi.Component``: ``GetAccessibleAtPoint(i x, i y, u coord_type) -> (so)``
+  (coord_type 0 = screen; the null reference ``/org/a11y/atspi/null`` when nothing
+  is there), ``GetExtents(u coord_type) -> (iiii)``;
+* the registry ``org.a11y.atspi.Registry`` at ``/org/a11y/atspi/accessible/root``,
+  whose children are the applications, one D-Bus connection each; the connection's
+  process is ``org.freedesktop.DBus.GetConnectionUnixProcessID``.
+
+The focus is followed by events: at connect the daemon registers for
+``object:state-changed:focused`` with the registry (``RegisterEvent`` on
+``/org/a11y/atspi/registry``: at-spi2-core lets toolkits send only the events some
+listener registered; GTK's and Qt's bridges here send focus changes regardless)
+and keeps, per application, the object that last gained the focus. A lookup
+checks that object's state (one call) and walks its parents, instead of walking
+the window's tree; when the cache has nothing (the focus has not moved since the
+connection) or its object lost the focus, the walk is the fallback.
+
+Nothing here bounds time itself: the caller (:mod:`cud.daemon.targets.lookup`) wraps each
+lookup in one deadline and drops the connection when it passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from dbus_fast import Message, MessageType
+from dbus_fast.aio import MessageBus
+
+from cud.errors import AccessibilityError as AtspiError
+
+__all__ = ("App", "Atspi", "AtspiError", "Element", "STATE_NAMES")
+
+ACCESSIBLE = "org.a11y.atspi.Accessible"
+COMPONENT = "org.a11y.atspi.Component"
+REGISTRY = "org.a11y.atspi.Registry"
+ROOT_PATH = "/org/a11y/atspi/accessible/root"
+REGISTRY_PATH = "/org/a11y/atspi/registry"
+FOCUS_EVENT = "object:state-changed:focused"
+FOCUS_MATCH = "type='signal',interface='org.a11y.atspi.Event.Object',member='StateChanged',arg0='focused'"
+#: Applications whose last focused object is kept; more means many short-lived apps: start over.
+MAX_FOCUS_APPS = 256
+NULL_PATH = "/org/a11y/atspi/null"
+SCREEN = 0
+#: A chain deeper than this is a loop in a broken tree, not a deeper widget.
+MAX_DEPTH = 64
+
+#: AtspiStateType, in bit order (at-spi2-core's atspi-constants.h).
+STATE_NAMES = (
+    "invalid", "active", "armed", "busy", "checked", "collapsed", "defunct", "editable", "enabled",
+    "expandable", "expanded", "focusable", "focused", "has-tooltip", "horizontal", "iconified", "modal",
+    "multi-line", "multiselectable", "opaque", "pressed", "resizable", "selectable", "selected", "sensitive",
+    "showing", "single-line", "stale", "transient", "vertical", "visible", "manages-descendants",
+    "indeterminate", "required", "truncated", "animated", "invalid-entry", "supports-autocompletion",
+    "selectable-text", "is-default", "visited", "checkable", "has-popup", "read-only",
+)
+
+
+Ref = tuple[str, str]  # (bus name, object path)
+
+
+@dataclass
+class Element:
+    """One accessible object, as far as it was read."""
+
+    ref: Ref
+    role: str = ""
+    name: str = ""
+    description: str = ""
+    states: list[str] = field(default_factory=list)
+    bounds: tuple[int, int, int, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "name": self.name, "description": self.description, "states": self.states,
+                "bounds": list(self.bounds) if self.bounds is not None else None}
+
+
+@dataclass(frozen=True)
+class App:
+    bus_name: str
+    pid: int | None
+    name: str
+
+
+def _states(words: list[int]) -> list[str]:
+    bits = sum(int(w) << (32 * i) for i, w in enumerate(words))
+    return [name for i, name in enumerate(STATE_NAMES) if bits >> i & 1]
+
+
+class Atspi:
+    """One seat's view of the accessibility bus reached through ``session_bus`` (a D-Bus address)."""
+
+    def __init__(self, session_bus: str) -> None:
+        self.session_bus = session_bus
+        self._bus: MessageBus | None = None
+        self._apps: dict[str, App] = {}
+        #: Per application bus name, the path of the object that last gained the focus (from events).
+        self._focus: dict[str, str] = {}
+        self._lock = asyncio.Lock()
+
+    # -- connection ----------------------------------------------------------------
+    async def _connect(self) -> MessageBus:
+        if self._bus is not None and self._bus.connected:
+            return self._bus
+        async with self._lock:
+            if self._bus is not None and self._bus.connected:
+                return self._bus
+            self._apps.clear()
+            try:
+                session = await MessageBus(bus_address=self.session_bus).connect()
+            except (OSError, ValueError, EOFError) as exc:
+                raise AtspiError(f"the session bus {self.session_bus!r} cannot be reached: {exc}",
+                                 bus=self.session_bus) from None
+            try:
+                (address,) = await self._call(session, "org.a11y.Bus", "/org/a11y/bus", "org.a11y.Bus", "GetAddress")
+            finally:
+                session.disconnect()
+            try:
+                bus = await MessageBus(bus_address=address).connect()
+            except (OSError, ValueError, EOFError) as exc:
+                raise AtspiError(f"the accessibility bus {address!r} cannot be reached: {exc}", bus=address) from None
+            self._focus.clear()
+            bus.add_message_handler(self._on_message)
+            with contextlib.suppress(AtspiError):  # no registry, no events: the walk still finds the focus
+                await self._call(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                 "AddMatch", "s", [FOCUS_MATCH])
+                await self._call(bus, REGISTRY, REGISTRY_PATH, REGISTRY, "RegisterEvent", "s", [FOCUS_EVENT])
+            self._bus = bus
+            return bus
+
+    def _on_message(self, message: Message) -> None:
+        if (message.message_type is not MessageType.SIGNAL or message.member != "StateChanged"
+                or not message.body or message.body[0] != "focused" or not message.sender):
+            return
+        if message.body[1]:
+            if len(self._focus) >= MAX_FOCUS_APPS and message.sender not in self._focus:
+                self._focus.clear()
+            self._focus[message.sender] = message.path
+        elif self._focus.get(message.sender) == message.path:
+            del self._focus[message.sender]
+
+    def drop(self) -> None:
+        """Forget the connection (after a lookup overran: its replies may still come)."""
+        if self._bus is not None:
+            with contextlib.suppress(Exception):
+                self._bus.disconnect()
+        self._bus = None
+
+    @staticmethod
+    async def _call(bus: MessageBus, dest: str, path: str, iface: str, member: str, sig: str = "",
+                    body: list[Any] | None = None) -> list[Any]:
+        try:
+            reply = await bus.call(Message(destination=dest, path=path, interface=iface, member=member,
+                                           signature=sig, body=body or []))
+        except (OSError, EOFError) as exc:
+            raise AtspiError(f"the accessibility bus connection was lost: {exc}") from None
+        if reply.message_type == MessageType.ERROR:
+            detail = reply.body[0] if reply.body else ""
+            raise AtspiError(f"{dest} {path} {iface}.{member}: {reply.error_name} {detail}".rstrip(),
+                             error=reply.error_name)
+        return list(reply.body)
+
+    async def call(self, ref: Ref, iface: str, member: str, sig: str = "", body: list[Any] | None = None) -> list[Any]:
+        return await self._call(await self._connect(), ref[0], ref[1], iface, member, sig, body)
+
+    # -- applications -----------------------------------------------------------------
+    async def apps(self) -> list[App]:
+        """Every application on the bus, with its process id and its own name for itself."""
+        bus = await self._connect()
+        (children,) = await self._call(bus, REGISTRY, ROOT_PATH, ACCESSIBLE, "GetChildren")
+        names = [str(name) for name, _path in children]
+        new = [n for n in names if n not in self._apps]
+        for app in await asyncio.gather(*(self._app(bus, n) for n in new)):
+            self._apps[app.bus_name] = app
+        for gone in set(self._apps) - set(names):
+            del self._apps[gone]
+        return [self._apps[n] for n in names]
+
+    async def _app(self, bus: MessageBus, bus_name: str) -> App:
+        pid: int | None = None
+        with contextlib.suppress(AtspiError):
+            (pid,) = await self._call(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                      "GetConnectionUnixProcessID", "s", [bus_name])
+        name = ""
+        with contextlib.suppress(AtspiError):
+            name = await self._property(bus_name, ROOT_PATH, "Name")
+        return App(bus_name, int(pid) if pid is not None else None, name)
+
+    async def app_of_pid(self, pid: int) -> App | None:
+        found = next((a for a in self._apps.values() if a.pid == pid), None)
+        if found is None:  # cached list may be stale: the app may have started since
+            found = next((a for a in await self.apps() if a.pid == pid), None)
+        return found
+
+    async def app_named(self, name: str) -> list[App]:
+        return [a for a in await self.apps() if a.name.casefold() == name.casefold()]
+
+    # -- reading objects -----------------------------------------------------------------
+    async def _property(self, bus_name: str, path: str, prop: str) -> str:
+        (value,) = await self.call((bus_name, path), "org.freedesktop.DBus.Properties", "Get", "ss", [ACCESSIBLE, prop])
+        return str(value.value)
+
+    async def parent(self, ref: Ref) -> Ref | None:
+        (value,) = await self.call(ref, "org.freedesktop.DBus.Properties", "Get", "ss", [ACCESSIBLE, "Parent"])
+        name, path = value.value
+        return None if path == NULL_PATH else (str(name), str(path))
+
+    async def children(self, ref: Ref) -> list[Ref]:
+        (children,) = await self.call(ref, ACCESSIBLE, "GetChildren")
+        return [(str(n), str(p)) for n, p in children if p != NULL_PATH]
+
+    async def state_bits(self, ref: Ref) -> list[str]:
+        (words,) = await self.call(ref, ACCESSIBLE, "GetState")
+        return _states(words)
+
+    async def extents(self, ref: Ref) -> tuple[int, int, int, int] | None:
+        try:
+            (box,) = await self.call(ref, COMPONENT, "GetExtents", "u", [SCREEN])
+        except AtspiError:
+            return None  # not a component (an application root, a text leaf of some toolkits)
+        return (int(box[0]), int(box[1]), int(box[2]), int(box[3]))
+
+    async def read(self, ref: Ref, *, bounds: bool = True) -> Element:
+        """Role, name, description, states (and bounds): one round of concurrent calls."""
+        calls = [self.call(ref, ACCESSIBLE, "GetRoleName"), self._property(ref[0], ref[1], "Name"),
+                 self._property(ref[0], ref[1], "Description"), self.state_bits(ref)]
+        if bounds:
+            calls.append(self.extents(ref))
+        results = await asyncio.gather(*calls)
+        (role,), name, description, states = results[:4]
+        return Element(ref, str(role), name, description, states, results[4] if bounds else None)
+
+    # -- what the targets need ---------------------------------------------------------
+    async def frames(self, app: App) -> list[Ref]:
+        return await self.children((app.bus_name, ROOT_PATH))
+
+    async def chain_at(self, app: App, x: int, y: int) -> list[Ref]:
+        """From the app's window under (x, y) down to the deepest object there ([] if none of its windows is)."""
+        frames = await self.frames(app)
+        boxes = await asyncio.gather(*(self.extents(f) for f in frames))
+        under = [f for f, b in zip(frames, boxes, strict=True) if b is not None and _inside(b, x, y)]
+        if not under:
+            return []
+        start = under[0]
+        if len(under) > 1:  # a dialog over its parent: the active one is on top
+            states = await asyncio.gather(*(self.state_bits(f) for f in under))
+            start = next((f for f, s in zip(under, states, strict=True) if "active" in s), start)
+        chain = [start]
+        while len(chain) < MAX_DEPTH:
+            try:
+                (found,) = await self.call(chain[-1], COMPONENT, "GetAccessibleAtPoint", "iiu", [x, y, SCREEN])
+            except AtspiError:
+                break  # an object that is no component has no children at points
+            ref = (str(found[0]), str(found[1]))
+            if ref[1] == NULL_PATH or ref in chain:
+                break
+            chain.append(ref)
+        return chain
+
+    async def focused(self, app: App, limit: int, title: str | None = None) -> list[Ref]:
+        """The chain from the app's active window down to its focused object, visiting at most ``limit`` objects.
+
+        AT-SPI has no "what has the focus" call. The object the focus events last named
+        is taken if it still says so (its parents give the chain); otherwise this is a
+        breadth-first walk of the showing objects under the app's active window, one
+        level per round trip.
+        """
+        if (path := self._focus.get(app.bus_name)) is not None:
+            chain = await self._focus_chain((app.bus_name, path))
+            if chain:
+                return chain
+            self._focus.pop(app.bus_name, None)
+        frames = await self.frames(app)
+        states = await asyncio.gather(*(self.state_bits(f) for f in frames))
+        active = [f for f, s in zip(frames, states, strict=True) if "active" in s]
+        if not active and title is not None:
+            # Chromium marks no frame active, and keeps hidden frames with focused documents:
+            # the window manager's active window, by its title, is the one.
+            names = await asyncio.gather(*(self._property(f[0], f[1], "Name") for f in frames))
+            active = [f for f, n in zip(frames, names, strict=True) if n == title]
+        active = active or frames
+        parents: dict[Ref, Ref | None] = {f: None for f in active}
+        level, seen = list(active), len(active)
+        best: Ref | None = None
+        while level and seen <= limit:
+            bits = await asyncio.gather(*(self.state_bits(r) for r in level))
+            focused = next((r for r, s in zip(level, bits, strict=True) if "focused" in s), None)
+            if focused is not None:
+                # A focused document (Chromium's) holds the focused field: look on beneath it alone.
+                best, showing = focused, [focused]
+            else:
+                showing = [r for r, s in zip(level, bits, strict=True) if "showing" in s or parents[r] is None]
+            kids = await asyncio.gather(*(self.children(r) for r in showing))
+            level = []
+            for parent, refs in zip(showing, kids, strict=True):
+                for ref in refs[: max(0, limit - seen)]:
+                    if ref not in parents:
+                        parents[ref] = parent
+                        level.append(ref)
+                        seen += 1
+        if best is None:
+            return []
+        chain = [best]
+        while (up := parents[chain[-1]]) is not None:
+            chain.append(up)
+        return chain[::-1]
+
+    async def _focus_chain(self, ref: Ref) -> list[Ref]:
+        """From ``ref``'s window down to ``ref`` if it has the focus now, else []."""
+        try:
+            if "focused" not in await self.state_bits(ref):
+                return []
+            chain = [ref]
+            while len(chain) < MAX_DEPTH and (up := await self.parent(chain[-1])) is not None and up[1] != ROOT_PATH:
+                chain.append(up)
+        except AtspiError:
+            return []  # gone since (a closed dialog's field)
+        return chain[::-1]
+
+
+def _inside(box: tuple[int, int, int, int], x: int, y: int) -> bool:
+    bx, by, w, h = box
+    return bx <= x < bx + w and by <= y < by + h

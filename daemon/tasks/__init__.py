@@ -1,0 +1,1 @@
+"""One task's run through the SDK's computer loop, its approvals, and the approval's binding to the screen."""

@@ -1,0 +1,1 @@
+"""A task's video: the [video] table and the ffmpeg recorder the daemon owns."""
