@@ -29,11 +29,13 @@ from cud.daemon.video.config import VideoConfig, load_video
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
 
-__all__ = ("Config", "default_socket", "load_config", "read_secret_file", "resolve_api_key")
+__all__ = ("ACCESS_KEYS", "Config", "METRICS_KEYS", "POLICY_KEYS", "RETENTION_KEYS", "TOP_KEYS", "default_socket",
+           "load_config", "read_secret_file", "resolve_api_key")
 
 DEFAULT_MODEL = "gpt-5.4"
 
-_TOP_KEYS = {
+#: The keys the loader accepts at the top level of the file (each table's own keys are its room's).
+TOP_KEYS = frozenset({
     "socket",
     "state_dir",
     "display",
@@ -65,10 +67,12 @@ _TOP_KEYS = {
     "policy",
     "target_timeout",
     "video",
-}
-_ACCESS_KEYS = {"submit_users", "submit_groups", "approve_users", "approve_groups"}
-_RETENTION_KEYS = {"max_tasks", "max_age_days"}
-_METRICS_KEYS = {"textfile", "interval"}
+})
+#: The keys of ``[access]``, ``[retention]``, ``[metrics]`` and ``[policy]``, the tables checked here.
+ACCESS_KEYS = frozenset({"submit_users", "submit_groups", "approve_users", "approve_groups"})
+RETENTION_KEYS = frozenset({"max_tasks", "max_age_days"})
+METRICS_KEYS = frozenset({"textfile", "interval"})
+POLICY_KEYS = frozenset({"rules"})
 #: Seconds between rewrites of the metrics textfile: node_exporter reads it on every scrape
 #: (15 s is Prometheus's usual scrape interval), so writing more often would buy nothing.
 METRICS_INTERVAL = 15.0
@@ -182,7 +186,7 @@ def _names(key: str, value: object, *, groups: bool) -> tuple[str, ...]:
 
 def _metrics(value: object, flag: object) -> Metrics:
     """``[metrics]``, with ``--metrics-textfile`` (the flag wins over the file's ``textfile``)."""
-    table = checked_table("metrics", value, _METRICS_KEYS)
+    table = checked_table("metrics", value, METRICS_KEYS)
     values: dict[str, Any] = {}
     textfile = flag if flag is not None else table.get("textfile")
     if textfile is not None:
@@ -213,8 +217,8 @@ def load_config(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}", path=str(path)) from None
     for key in raw:
-        if key not in _TOP_KEYS:
-            raise ConfigError(f"unknown config key {key!r}; known: {', '.join(sorted(_TOP_KEYS))}", key=key)
+        if key not in TOP_KEYS:
+            raise ConfigError(f"unknown config key {key!r}; known: {', '.join(sorted(TOP_KEYS))}", key=key)
     merged = {**raw, **{key: value for key, value in (overrides or {}).items() if value is not None}}
     kwargs: dict[str, Any] = {"seats": load_seats(raw, overrides or {}, env)}
     kwargs["socket"] = Path(string("socket", merged["socket"])) if "socket" in merged else default_socket(env)
@@ -257,12 +261,12 @@ def load_config(
     if "max_connections" in merged:
         kwargs["max_connections"] = int_in_range("max_connections", merged["max_connections"], 1, 65536)
     if "access" in merged:
-        table = checked_table("access", merged["access"], _ACCESS_KEYS)
+        table = checked_table("access", merged["access"], ACCESS_KEYS)
         kwargs["access"] = Access(
             **{k: _names(f"access.{k}", v, groups=k.endswith("groups")) for k, v in table.items()}
         )
     if "retention" in merged:
-        table = checked_table("retention", merged["retention"], _RETENTION_KEYS)
+        table = checked_table("retention", merged["retention"], RETENTION_KEYS)
         values: dict[str, Any] = {}
         if "max_tasks" in table:
             values["max_tasks"] = positive_int("retention.max_tasks", table["max_tasks"])
@@ -274,7 +278,7 @@ def load_config(
     if "target_timeout" in merged:
         kwargs["target_timeout"] = seconds_in_range("target_timeout", merged["target_timeout"], 0.01, 5)
     if "policy" in merged:
-        kwargs["rules"] = parse_rules("policy.rules", checked_table("policy", merged["policy"], {"rules"}).get("rules", []))
+        kwargs["rules"] = parse_rules("policy.rules", checked_table("policy", merged["policy"], POLICY_KEYS).get("rules", []))
     if "video" in merged:
         kwargs["video"] = load_video(merged["video"])
     if "request" in merged:

@@ -21,7 +21,7 @@ from cud.daemon.config_values import bad, int_in_range, positive_number, read_se
 from cud.daemon.config_values import table as checked_table
 from cud.errors import ConfigError
 
-__all__ = ("EVENTS", "FORMATS", "HookConfig", "load_hooks", "ntfy_split", "read_header_value")
+__all__ = ("EVENTS", "FORMATS", "HOOK_KEYS", "HookConfig", "load_hooks", "ntfy_split", "read_header_value")
 
 #: The events a hook may ask for, in the order the docs list them.
 EVENTS = ("approval_requested", "task_finished", "task_failed", "seat_unavailable", "seat_recovered")
@@ -29,8 +29,9 @@ EVENTS = ("approval_requested", "task_finished", "task_failed", "seat_unavailabl
 FORMATS = ("json", "ntfy", "slack")
 #: At most this many hooks: each has its own workers and queue.
 MAX_HOOKS = 32
-_KEYS = {"name", "events", "command", "env", "webhook", "format", "secret_header", "secret_file",
-         "secret_credential", "timeout", "retries", "backoff", "concurrency"}
+#: The keys of a ``[[notify]]`` table.
+HOOK_KEYS = frozenset({"name", "events", "command", "env", "webhook", "format", "secret_header", "secret_file",
+                       "secret_credential", "timeout", "retries", "backoff", "concurrency"})
 _COMMAND_ONLY = {"env"}
 _WEBHOOK_ONLY = {"format", "secret_header", "secret_file", "secret_credential"}
 # RFC 9110 field names are tokens.
@@ -82,7 +83,7 @@ def load_hooks(value: object, env: Mapping[str, str]) -> tuple[HookConfig, ...]:
 
 
 def _hook(key: str, value: object, env: Mapping[str, str]) -> HookConfig:
-    table = checked_table(key, value, _KEYS)
+    table = checked_table(key, value, HOOK_KEYS)
     if ("command" in table) == ("webhook" in table):
         raise ConfigError(f"config table {key!r} needs exactly one of 'command' or 'webhook'", key=key)
     kind = "command" if "command" in table else "webhook"

@@ -35,10 +35,11 @@ from cud.daemon.config_values import table as checked_table
 from cud.errors import ConfigError
 from cud.request_limits import MAX_IMAGE_BYTES, MAX_IMAGES, image_bytes, image_urls
 
-__all__ = ("History", "HistoryShaper", "load_history", "shaper_for")
+__all__ = ("HISTORY_KEYS", "History", "HistoryShaper", "load_history", "shaper_for")
 
 HistoryMode = Literal["stored", "replay"]
-_KEYS = {"mode", "keep_screenshots", "max_image_bytes", "max_images"}
+#: The keys of the ``[history]`` table.
+HISTORY_KEYS = frozenset({"mode", "keep_screenshots", "max_image_bytes", "max_images"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +55,7 @@ class History:
 
 def load_history(table: object, request: dict[str, Any]) -> History:
     """``[history]``; its mode defaults from ``[request] store`` (false: replay, else stored)."""
-    table = checked_table("history", table, _KEYS)
+    table = checked_table("history", table, HISTORY_KEYS)
     store = request.get("store")
     mode = table.get("mode", "replay" if store is False else "stored")
     if mode not in ("stored", "replay"):

@@ -25,14 +25,16 @@ from cud.daemon.config_values import table as checked_table
 from cud.errors import ConfigError
 from cud.protocol import SEAT_NAME
 
-__all__ = ("DEFAULT_SEAT", "MAX_SEATS", "SeatConfig", "load_seats")
+__all__ = ("DEFAULT_SEAT", "MAX_SEATS", "SEAT_KEYS", "SeatConfig", "load_seats")
 
 #: The name of the one seat of a daemon configured with a single display or VNC server.
 DEFAULT_SEAT = "default"
 #: Each seat holds a driver thread and a display connection or two; far more than a
 #: 2-core VM runs, far fewer than the daemon's file descriptors.
 MAX_SEATS = 64
-_SEAT_KEYS = {"name", "display", "vnc", "vnc_password_file", "vnc_horizontal_scroll", "session_bus", "x_display"}
+#: The keys of a ``[[seats]]`` table.
+SEAT_KEYS = frozenset({"name", "display", "vnc", "vnc_password_file", "vnc_horizontal_scroll", "session_bus",
+                       "x_display"})
 #: Where a seat's targets are read (docs/targets.md): its session bus, and for a VNC seat the X display it mirrors.
 _TARGET_KEYS = ("session_bus", "x_display")
 _HORIZONTAL_SCROLL = ("auto", "buttons", "shift")
@@ -147,7 +149,7 @@ def _from_tables(value: object) -> list[SeatConfig]:
     seats = []
     for index, table in enumerate(value):
         prefix = f"seats[{index}]."
-        checked_table(prefix[:-1], table, _SEAT_KEYS)
+        checked_table(prefix[:-1], table, SEAT_KEYS)
         if "name" not in table:
             raise ConfigError(f"config table '{prefix[:-1]}' needs a 'name'", key=f"{prefix}name")
         seats.append(_seat(prefix, _name(f"{prefix}name", table["name"]), table))

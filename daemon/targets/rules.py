@@ -37,6 +37,7 @@ Decision = Literal["allow", "ask", "deny"]
 DECISIONS: tuple[Decision, ...] = ("allow", "ask", "deny")
 _STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
 _PATTERN_KEYS = ("app", "window_class", "title", "role", "name")
+#: The keys of a ``[[policy.rules]]`` table (and of a rule given to one task).
 RULE_KEYS = frozenset({"id", "action", "decision", *_PATTERN_KEYS})
 #: A rule list longer than this is a mistake (each action is checked against every rule).
 MAX_RULES = 256

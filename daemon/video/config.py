@@ -18,7 +18,7 @@ from cud.daemon.config_values import bad, int_in_range
 from cud.daemon.config_values import table as checked_table
 from cud.errors import ConfigError
 
-__all__ = ("CODECS", "PRESETS", "VideoConfig", "load_video")
+__all__ = ("CODECS", "PRESETS", "VIDEO_KEYS", "VideoConfig", "load_video")
 
 #: codec name in the config -> (ffmpeg encoder, container extension, crf range).
 CODECS: dict[str, tuple[str, str, tuple[int, int]]] = {
@@ -29,7 +29,8 @@ CODECS: dict[str, tuple[str, str, tuple[int, int]]] = {
 #: libx264's presets, fastest first (the vpx codecs always run in real-time mode).
 PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium")
 _TUNES = ("stillimage", "zerolatency", "film", "animation", "none")
-_KEYS = {"enabled", "fps", "scale", "size", "codec", "crf", "preset", "tune", "keyframe_seconds"}
+#: The keys of the ``[video]`` table.
+VIDEO_KEYS = frozenset({"enabled", "fps", "scale", "size", "codec", "crf", "preset", "tune", "keyframe_seconds"})
 #: Below 1 frame a second a dialog that flashes is missed; above 15 the cost buys nothing a
 #: reviewer of a desktop task needs (the bench's CPU share grows with fps).
 FPS_RANGE = (1, 15)
@@ -96,7 +97,7 @@ def _h264_choice(key: str, value: object, codec: str, allowed: tuple[str, ...]) 
 
 def load_video(value: object) -> VideoConfig:
     """The ``[video]`` table, checked."""
-    table = checked_table("video", value, _KEYS)
+    table = checked_table("video", value, VIDEO_KEYS)
     values: dict[str, Any] = {}
     if "enabled" in table:
         if not isinstance(table["enabled"], bool):
