@@ -16,7 +16,7 @@ from cud.cuctl.client import Client
 from cud.cuctl.dial import dialer_for
 from cud.errors import CudError
 
-__all__ = ("entry", "main")
+__all__ = ("build_parser", "entry", "main")
 
 Command = Callable[[Client, argparse.Namespace], int]
 
@@ -31,7 +31,8 @@ class _UsageError(Exception):
     pass
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """Every command and option of cuctl (docs/cuctl.md lists them; tests/test_docs_complete.py checks it)."""
     # --host, --socket and --json work before or after the command. The copy given to
     # the subcommands defaults to SUPPRESS so it cannot overwrite a value given earlier.
     def common(default: bool) -> argparse.ArgumentParser:
@@ -127,7 +128,7 @@ def _command(target: str) -> Command:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = _parser().parse_args(argv)
+        args = build_parser().parse_args(argv)
     except _UsageError as exc:
         print(exc, file=sys.stderr)
         return 2
