@@ -51,6 +51,7 @@ from cud.requests import (  # noqa: F401 (re-exported, as below)
 )
 from cud.views import (  # noqa: F401 (re-exported: the protocol is one import for both sides)
     APPROVAL_POLICIES,
+    EVENT_KINDS,
     FINAL_STATES,
     LIVE_STATES,
     POLICY_STRICTNESS,
@@ -80,6 +81,7 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
 __all__ = [
     "APPROVAL_POLICIES",
     "CHUNK_BYTES",
+    "EVENT_KINDS",
     "FINAL_STATES",
     "LIVE_STATES",
     "MAX_MESSAGE_BYTES",

@@ -11,6 +11,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = [
     "APPROVAL_POLICIES",
+    "EVENT_KINDS",
     "FINAL_STATES",
     "SEAT_NAME",
     "SEAT_STATES",
@@ -136,10 +137,34 @@ class ApprovalView(TypedDict):
     reason: str | None
 
 
+#: Every kind of event a task's record holds, in the order a task meets them; the store
+#: writes no other (docs/report.md describes each).
+EVENT_KINDS: tuple[str, ...] = (
+    "queued",
+    "running",
+    "video_started",
+    "action",
+    "step",
+    "model_retry",
+    "diagnostic",
+    "approval_requested",
+    "approval_decided",
+    "pause_requested",
+    "paused",
+    "human_action",
+    "resumed",
+    "cancel_requested",
+    "video_finished",
+    "video_failed",
+    "end",
+)
+
+
 class EventView(TypedDict):
     task_id: int
     seq: int
     at: str
+    #: One of EVENT_KINDS.
     kind: str
     data: dict[str, Any]
 

@@ -57,10 +57,19 @@ def test_a_failed_transaction_leaves_nothing_and_publishes_nothing(store: Store)
     seen = []
     store.subscribe(seen.append)
     with pytest.raises(sqlite3.IntegrityError, match="CHECK"), store._tx() as db:
-        store._event(db, task["id"], "half-done", {})
+        store._event(db, task["id"], "diagnostic", {"half": "done"})
         db.execute("UPDATE tasks SET state = 'bogus' WHERE id = ?", (task["id"],))
     assert [e["kind"] for e in store.events(task["id"])] == ["queued"]
     assert seen == [] and store.task(task["id"])["state"] == "queued"
+
+
+def test_an_event_of_an_unknown_kind_is_refused_and_nothing_is_written(store: Store) -> None:
+    # EVENT_KINDS is what the record's readers and docs/report.md know (tests/test_docs_complete.py).
+    task = store.submit("p", "m", 5, "safety", 0, "root")
+    with pytest.raises(ValueError, match="unknown event kind 'stepped'"):
+        store.add_event(task["id"], "stepped", {"step": 1}, steps=1)
+    assert [e["kind"] for e in store.events(task["id"])] == ["queued"]
+    assert store.task(task["id"])["steps"] == 0
 
 
 def test_approval_decided_once_and_race_loses(store: Store) -> None:

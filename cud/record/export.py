@@ -14,13 +14,8 @@ or ``FILE.tgz`` writes the same files into a tar archive under ``task-ID/``::
     DIR/video.mp4 (or .webm)   the task's screen recording, if it was recorded
                                (docs/video.md; listed in the manifest's "files" too)
 
-Event kinds: ``queued``, ``running``, ``action`` (``step``, ``action``, ``ms``, and
-``target``: what it touched, see docs/targets.md),
-``step`` (``step``, ``saw``, ``screenshot``, ``messages``, ``actions``,
-``total_ms``, ``model_ms``, ``driver_ms``, ``approval_ms``, ``overhead_ms``),
-``approval_requested`` (with ``targets``), ``approval_decided``, ``diagnostic``,
-``cancel_requested``, ``video_started``, ``video_finished``, ``video_failed``
-and ``end`` (``state``, ``final_message``, ``error``, ``reason``).
+The event kinds are :data:`cud.views.EVENT_KINDS`; docs/report.md says what each one's
+``data`` holds.
 
 Screens can show anything, so the directory is created 0700 and every file
 0600, as the daemon keeps them. Nothing is overwritten: the export is written
