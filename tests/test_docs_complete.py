@@ -23,8 +23,8 @@ test here, naming the entry and the page, until the page has it:
   task that was recorded on video.
 
 A key, an event or a metric counts as documented when a table row starts with it in code
-(`` `name` ``), or, for config keys, when an example line in a code block sets it
-(``name = ...``, commented or not).
+(`` `name` ``), or, for config keys, when an example line in a code block sets it and says
+in a comment what it is (``name = value  # what it does``; the line may be commented out).
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ TABLE_COMMANDS = ("list", "seats", "approvals")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _CODE = re.compile(r"`([^`]+)`")
-_SETTING = re.compile(r"^\s*#?\s*([A-Za-z_][A-Za-z0-9_]*)\s*=")
+#: ``key = value  # what it is`` in a code block (or ``# key = value  # ...``, commented out).
+_SETTING = re.compile(r"^\s*(?:#\s*)?([A-Za-z_][A-Za-z0-9_]*)\s*=[^#]*#\s*\S")
 
 
 # -- reading a page ------------------------------------------------------------------------------
@@ -136,7 +137,7 @@ def row_names(text: str) -> set[str]:
 
 
 def documented_keys(text: str) -> set[str]:
-    """Config keys ``text`` documents: in a table row's first cell, or set on an example line of a code block."""
+    """Config keys ``text`` documents: in a table row's first cell, or on a commented example line of a code block."""
     keys, fenced = row_names(text), False
     for line in text.splitlines():
         if _FENCE.match(line):
