@@ -17,10 +17,11 @@ from cud.daemon.config import METRICS_INTERVAL, load_config
 
 from cud.errors import ConfigError, CudError
 
-__all__ = ("main",)
+__all__ = ("build_parser", "main")
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """``cud run``'s flags (docs/daemon.md lists them; tests/test_docs_complete.py checks it)."""
     parser = argparse.ArgumentParser(prog="cud", description="Desktop-automation daemon for X11 and VNC sandboxes.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="run the daemon in the foreground")
@@ -48,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level.upper(),
