@@ -5,9 +5,10 @@ this file, so a new command, option, config key, metric, event or export file fa
 test here, naming the entry and the page, until the page has it:
 
 * docs/cuctl.md: every command of ``cuctl`` (walking :func:`cud.cuctl.main.build_parser`),
-  each one's arguments, options and their choices, and the global options; no row for a
-  command cuctl lacks; and the columns it names for ``list``, ``seats`` and ``approvals``
-  are the ones cuctl prints, in order;
+  each one's arguments, options and their choices in its usage, and the global options; no
+  row for a command cuctl lacks; and the columns it names for ``list``, ``seats`` and
+  ``approvals`` are the ones cuctl prints, in order; docs/daemon.md: every flag of ``cud run``
+  (:func:`cud.daemon.main.build_parser`) in its usage;
 * docs/config.md: every top-level key (:data:`cud.daemon.config.TOP_KEYS`) in its table of
   top-level keys, and every key of every table (:data:`CONFIG_TABLES`: each table's own key
   constant, the one its checker uses) under a heading naming the table, on config.md or on
@@ -39,9 +40,10 @@ from pathlib import Path
 
 import pytest
 
-from cud.cuctl.main import build_parser
+from cud.cuctl.main import build_parser as build_cuctl_parser
 from cud.daemon.config import ACCESS_KEYS, METRICS_KEYS, POLICY_KEYS, RETENTION_KEYS, TOP_KEYS, load_config
 from cud.daemon.hooks.config import EVENTS, HOOK_KEYS
+from cud.daemon.main import build_parser as build_daemon_parser
 from cud.daemon.model.history import HISTORY_KEYS
 from cud.daemon.model.request_params import LOOP_OWNED
 from cud.daemon.seats.config import SEAT_KEYS
@@ -150,7 +152,7 @@ def documented_keys(text: str) -> set[str]:
 # -- cuctl ---------------------------------------------------------------------------------------
 def cuctl_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """cuctl's parser and each command's own. argparse has no public walk: ``_actions`` is the one it keeps."""
-    parser = build_parser()
+    parser = build_cuctl_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return parser, dict(sub.choices)
 
@@ -169,6 +171,23 @@ def _mentions(text: str, word: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text) is not None
 
 
+def unlisted(parser: argparse.ArgumentParser, usage: str, skip: set[str]) -> list[str]:
+    """The arguments, options (but ``skip``'s) and choices of ``parser`` that ``usage`` does not show."""
+    missing = []
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction) or set(action.option_strings) & skip:
+            continue
+        if not action.option_strings:
+            word = str(action.metavar or action.dest.upper())
+            if not _mentions(usage, word):
+                missing.append(f"the argument {word}")
+        elif not any(_mentions(usage, option) for option in action.option_strings):
+            missing.append(f"the option {'/'.join(action.option_strings)}")
+        missing += [f"the choice {choice!r} of {'/'.join(action.option_strings)}"
+                    for choice in action.choices or () if not _mentions(usage, str(choice))]
+    return missing
+
+
 def test_every_cuctl_command_and_option_is_in_cuctl_md() -> None:
     parser, commands = cuctl_commands()
     documented = documented_commands()
@@ -183,21 +202,20 @@ def test_every_cuctl_command_and_option_is_in_cuctl_md() -> None:
             missing.append(f"the command `cuctl {name}`")
             continue
         usage = _CODE.findall(row)[0]  # the row's first code: `cuctl NAME ARGUMENTS [OPTIONS]`
-        for action in sub._actions:
-            if isinstance(action, argparse._HelpAction) or set(action.option_strings) & global_options:
-                continue
-            if not action.option_strings:
-                word = str(action.metavar or action.dest.upper())
-                if not _mentions(usage, word):
-                    missing.append(f"`cuctl {name}`'s argument {word} in its usage `{usage}`")
-            elif not any(_mentions(usage, option) for option in action.option_strings):
-                missing.append(f"`cuctl {name}`'s option {'/'.join(action.option_strings)} in its usage `{usage}`")
-            for choice in action.choices or ():
-                if not _mentions(row, str(choice)):
-                    missing.append(f"`cuctl {name}`'s choice {choice!r} of {'/'.join(action.option_strings)}")
+        missing += [f"{what} in `{usage}`" for what in unlisted(sub, usage, global_options)]
     assert not missing, "docs/cuctl.md lacks " + "; ".join(missing)
     extra = sorted(set(documented) - set(commands))
     assert not extra, f"docs/cuctl.md lists commands cuctl does not have: {', '.join(extra)}"
+
+
+def test_every_cud_run_flag_is_in_daemon_md() -> None:
+    sub = next(a for a in build_daemon_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    text = section("daemon.md", "`cud run`")
+    usage = text[text.index("```"):text.index("```", text.index("```") + 3)]  # the page's first code block
+    missing = [f"the command `cud {name}`" for name in sub.choices if f"cud {name}" not in usage]
+    missing += [f"`cud {name}`'s {what}" for name, parser in sub.choices.items()
+                for what in unlisted(parser, usage, set())]
+    assert not missing, "docs/daemon.md's usage lacks " + "; ".join(missing)
 
 
 # -- the config ----------------------------------------------------------------------------------
