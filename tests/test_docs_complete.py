@@ -180,10 +180,10 @@ def unlisted(parser: argparse.ArgumentParser, usage: str, skip: set[str]) -> lis
         if not action.option_strings:
             word = str(action.metavar or action.dest.upper())
             if not _mentions(usage, word):
-                missing.append(f"the argument {word}")
+                missing.append(f"argument {word}")
         elif not any(_mentions(usage, option) for option in action.option_strings):
-            missing.append(f"the option {'/'.join(action.option_strings)}")
-        missing += [f"the choice {choice!r} of {'/'.join(action.option_strings)}"
+            missing.append(f"option {'/'.join(action.option_strings)}")
+        missing += [f"choice {choice!r} of {'/'.join(action.option_strings)}"
                     for choice in action.choices or () if not _mentions(usage, str(choice))]
     return missing
 
@@ -202,7 +202,7 @@ def test_every_cuctl_command_and_option_is_in_cuctl_md() -> None:
             missing.append(f"the command `cuctl {name}`")
             continue
         usage = _CODE.findall(row)[0]  # the row's first code: `cuctl NAME ARGUMENTS [OPTIONS]`
-        missing += [f"{what} in `{usage}`" for what in unlisted(sub, usage, global_options)]
+        missing += [f"`cuctl {name}`'s {what} in its usage `{usage}`" for what in unlisted(sub, usage, global_options)]
     assert not missing, "docs/cuctl.md lacks " + "; ".join(missing)
     extra = sorted(set(documented) - set(commands))
     assert not extra, f"docs/cuctl.md lists commands cuctl does not have: {', '.join(extra)}"
