@@ -51,9 +51,10 @@ SHARED_FILESYSTEMS = frozenset({
     "nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "9p", "afs", "coda", "ceph", "glusterfs", "lustre", "gpfs",
     "gfs2", "ocfs2", "orangefs", "beegfs", "virtiofs", "vboxsf", "prl_fs", "davfs", "fuse",
 })
-#: How long a refused daemon waits for the holder to finish writing its name (it writes
-#: right after locking; the refused one may look in between).
-HOLDER_READ_WAIT = 0.5
+#: How long a refused daemon waits for the holder to finish writing its name: it writes
+#: right after locking, and the refused one may look in between (a busy machine may
+#: hold the holder back for a while there).
+HOLDER_READ_WAIT = 2.0
 
 
 @dataclass(frozen=True)
