@@ -1,7 +1,8 @@
 """``cud run``: the command line of the daemon.
 
 Exit codes: 0 after a clean stop, 1 when the daemon could not start or failed,
-2 for a usage or configuration error (the reason is on stderr).
+2 for a usage or configuration error, a state directory another daemon holds
+included (the reason is on stderr).
 """
 
 from __future__ import annotations
