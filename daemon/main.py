@@ -1,7 +1,8 @@
 """``cud run``: the command line of the daemon.
 
 Exit codes: 0 after a clean stop, 1 when the daemon could not start or failed,
-2 for a usage or configuration error (the reason is on stderr).
+2 for a usage or configuration error, a state directory another daemon holds
+included (the reason is on stderr).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from cud.daemon.config import METRICS_INTERVAL, load_config
+from cud.daemon.store.state_lock import StateLock
 
 from cud.errors import ConfigError, CudError
 
@@ -76,13 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         config = load_config(args.config, overrides)
+        # Before anything reads a row, and before the driver stack is imported: a second
+        # daemon on a live one's state dir is refused at once and changes nothing.
+        state_lock = StateLock.acquire(config.state_dir, config.socket)
     except ConfigError as exc:
         print(f"cud: {exc.message}", file=sys.stderr)
         return 2
     from cud.daemon.service import Daemon  # after config: a usage error never needs the driver stack
 
     try:
-        asyncio.run(Daemon(config).run())
+        asyncio.run(Daemon(config, state_lock).run())
     except ConfigError as exc:
         print(f"cud: {exc.message}", file=sys.stderr)
         return 2

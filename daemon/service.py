@@ -1,6 +1,7 @@
 """The daemon's life: startup, main loop, shutdown (uvicorn's split, with pueue's state).
 
-Startup: state dir and database (recovering what a dead daemon left running),
+Startup (the state dir already locked for this daemon by ``cud run``, before any row is read):
+the database (recovering what a dead daemon left running),
 the seats (each display checked and released of anything held), the socket, READY=1.
 Main loop: the seats run tasks; the server answers; the watchdog pings.
 Shutdown (SIGTERM/SIGINT): STOPPING=1, stop accepting, interrupt the running
@@ -32,6 +33,7 @@ from cud.daemon.seats.seat import SeatParts
 from cud.daemon.seats.dispatch import Seats
 from cud.daemon.server.unix_socket import Server, connection_slots
 from cud.daemon.store.database import Store
+from cud.daemon.store.state_lock import StateLock
 from cud.daemon.store.trajectory import Trajectories
 from cud.protocol import PROTOCOL_VERSION
 
@@ -46,8 +48,10 @@ NOTIFY_GRACE = 5.0
 
 
 class Daemon:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, state_lock: StateLock) -> None:
+        """``state_lock``: this daemon's lock on ``config.state_dir``, released when the daemon stops."""
         self.config = config
+        self.state_lock = state_lock
         self.policy = Policy(config.access)
         self.notifier = Notifier()
         self._stop = asyncio.Event()
@@ -67,7 +71,6 @@ class Daemon:
     async def startup(self) -> None:
         config = self.config
         api_key = resolve_api_key(config)
-        config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.reserve = SpaceReserve(config.state_dir)
         if not self.reserve.ensure():
             log.warning("the disk of %s has no room for the space reserve: new tasks are refused until it has",
@@ -136,6 +139,7 @@ class Daemon:
         with contextlib.suppress(Exception):
             await self.seats.close()
         self.store.close()
+        self.state_lock.release()  # last: nothing of this daemon touches the directory after it
 
     def _on_signal(self, signum: int) -> None:
         # Only flags here; the main loop does the work. A second signal skips the grace period.

@@ -57,16 +57,20 @@ class Daemon:
         extra_env: dict[str, str] | None = None,
         vnc: tuple[str, Path] | None = None,
         seats: dict[str, str] | None = None,
+        socket: Path | None = None,
+        state_dir: str | None = None,
     ) -> None:
         """``vnc=(HOST::PORT, password file)`` drives that VNC server instead of ``display``;
-        ``seats={name: display}`` drives those displays (``--seat``), ``display`` then unused."""
+        ``seats={name: display}`` drives those displays (``--seat``), ``display`` then unused.
+        ``socket`` and ``state_dir`` (as spelled on the command line: relative to ``workdir``,
+        the daemon's working directory) replace ``workdir``'s ``s`` and ``state``."""
         self.dir = workdir or Path(tempfile.mkdtemp(prefix="cud-", dir="/tmp"))
         self._own_dir = workdir is None
-        self.socket = self.dir / "s"
-        self.state_dir = self.dir / "state"
+        self.socket = socket or self.dir / "s"
+        self.state_dir = self.dir / (state_dir or "state")
         self.log = self.dir / "daemon.log"
         self.display = display
-        self.args = ["--socket", str(self.socket), "--state-dir", str(self.state_dir)]
+        self.args = ["--socket", str(self.socket), "--state-dir", state_dir or str(self.state_dir)]
         if seats is not None:
             self.args += [arg for name, where in seats.items() for arg in ("--seat", f"{name}={where}")]
         elif vnc is None:
@@ -96,12 +100,17 @@ class Daemon:
     def api_key(self) -> str:
         return self.env["OPENAI_API_KEY"]
 
-    def start(self, timeout: float = 30.0) -> Daemon:
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Start the process without waiting for it to answer (``start`` waits)."""
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "cud.daemon.main", "run", *self.args],
                 env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir,
             )
+        return self.proc
+
+    def start(self, timeout: float = 30.0) -> Daemon:
+        self.spawn()
 
         def answers() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
