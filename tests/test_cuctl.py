@@ -101,6 +101,13 @@ def test_failures_map_to_exit_codes_with_reasons_on_stderr(start_daemon, capsys,
     assert code == 2 and "'seat' must be a seat name" in err
     code, _, err = run(capsys, "--socket", sock, "submit", "x", "--max-steps", "0")
     assert code == 2 and "'max_steps' must be an integer from 1" in err
+    # Above the daemon's own limits: the refusal names the config key that sets each.
+    code, _, err = run(capsys, "--socket", sock, "submit", "x", "--max-steps", "10000")
+    assert code == 2 and err.strip() == ("cuctl: 'submit' field 'max_steps' is 10000, above the daemon's limit of 50 "
+                                         "(its config key 'max_steps')")
+    code, _, err = run(capsys, "--socket", sock, "submit", "x", "--max-duration", "7200")
+    assert code == 2 and err.strip() == ("cuctl: 'submit' field 'max_duration' is 7200 s, above the daemon's limit of "
+                                         "3600 s (its config key 'max_duration')")
     code, _, err = run(capsys)
     assert code == 2 and "required" in err
 
