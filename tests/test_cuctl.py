@@ -136,3 +136,43 @@ def test_a_daemon_of_an_older_protocol_is_named_with_what_to_upgrade(short_tmp: 
     assert code == 2 and out == ""
     assert f"speaks protocol version 1 and this cuctl (cud {cud.__version__}) speaks {PROTOCOL_VERSION}" in err
     assert "upgrade the daemon, or use the cuctl that came with it" in err
+
+
+def test_a_socket_that_cannot_be_reached_says_why_and_how_to_name_one(short_tmp: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(short_tmp)
+    monkeypatch.delenv("SANDBOX_DIR", raising=False)
+    how = "; name the daemon's socket with --socket PATH or CUD_SOCKET=PATH"
+    code, out, err = run(capsys, "--socket", str(short_tmp / "absent.sock"), "list")
+    assert code == 2 and out == ""
+    assert err.startswith(f"cuctl: cannot connect to the daemon at '{short_tmp}/absent.sock': "
+                          f"No such file or directory{how}"), err
+    # A path that is there but no socket says what it is, not "Connection refused".
+    (short_tmp / "plain").write_text("")
+    for path, what in ((short_tmp, "a directory"), (short_tmp / "plain", "a regular file")):
+        code, _, err = run(capsys, "--socket", str(path), "list")
+        assert code == 2 and f"at '{path}': it is {what}, not a socket{how}" in err, err
+    # A socket nobody listens on (a daemon that died leaves one), named by $CUD_SOCKET.
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(short_tmp / "dead.sock"))
+    try:
+        monkeypatch.setenv("CUD_SOCKET", str(short_tmp / "dead.sock"))
+        code, _, err = run(capsys, "list")
+        assert code == 2 and (f"at '{short_tmp}/dead.sock': nothing listens on that socket (a daemon that stopped "
+                              f"may have left it) ($CUD_SOCKET names it){how}") in err, err
+        # With a sandbox up (its record of the daemon and its socket, as sandbox-up leaves them in
+        # $SANDBOX_DIR), the error names the sandbox's socket as a newcomer would type it here.
+        (short_tmp / "sb" / "run").mkdir(parents=True)
+        (short_tmp / "sb" / "run" / "daemon.json").write_text("{}")
+        sandbox = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sandbox.bind(str(short_tmp / "sb" / "cud.sock"))
+        try:
+            monkeypatch.setenv("SANDBOX_DIR", str(short_tmp / "sb"))
+            code, _, err = run(capsys, "list")
+            assert code == 2 and err.rstrip().endswith(f"{how} (a sandbox's daemon listens on 'sb/cud.sock')"), err
+            # ...but not when the socket that failed is the sandbox's own.
+            code, _, err = run(capsys, "--socket", "sb/cud.sock", "list")
+            assert code == 2 and err.rstrip().endswith(how), err
+        finally:
+            sandbox.close()
+    finally:
+        dead.close()
