@@ -8,10 +8,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 import cud
 from cud.cuctl.main import main
+from cud.cuctl.output import cut
 from cud.protocol import PROTOCOL_VERSION
 from tests.support.daemon import Daemon, scenario
 from tests.support.recorder import Recorder
@@ -176,3 +179,22 @@ def test_a_socket_that_cannot_be_reached_says_why_and_how_to_name_one(short_tmp:
             sandbox.close()
     finally:
         dead.close()
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(st.sampled_from("ab ü—,.;:\n\t€日"), max_size=120), width=st.integers(1, 100))
+@example(text='Done: I typed "Hello from cud — ✓ ü €" into the demo app and pressed Enter.', width=60)
+@example(text="https://example.com/a/path/with/no/spaces/in/it/at/all", width=20)
+def test_cut_keeps_whole_words_and_says_it_cut(text: str, width: int) -> None:
+    shown = cut(text, width)
+    assert len(shown) <= width
+    if len(text) <= width:
+        assert shown == text
+        return
+    kept = shown[:-1]
+    assert shown.endswith("…") and text.startswith(kept)
+    assert kept == kept.rstrip(" \t\n,;:")  # no separator before the "…"
+    last_space = max((i for i, c in enumerate(text[:width - 1]) if c.isspace()), default=-1)
+    if not text[width - 1].isspace() and last_space >= width / 2:
+        # The word the cut fell in is left out whole: what follows the kept part is a separator.
+        assert text[len(kept)] in " \t\n,;:", (text, shown)

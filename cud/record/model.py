@@ -15,6 +15,7 @@ import math
 from datetime import datetime
 from typing import Any
 
+from cud.cuctl.output import cut
 from cud.protocol import USAGE_KEYS
 from cud.targets import target_phrase
 
@@ -141,7 +142,7 @@ def _at(p: tuple[float, float] | None) -> str:
 def describe(action: Any, limit: int = 80) -> str:
     """One short human phrase for an action: ``click left at (200, 150)``, ``type "hello"``."""
     if not isinstance(action, dict):
-        return repr(action)[:limit]
+        return cut(repr(action), limit)
     kind = str(action.get("type", "?"))
     if kind == "click":
         return f"click {action.get('button', 'left')} at {_at(point(action))}"
@@ -157,9 +158,7 @@ def describe(action: Any, limit: int = 80) -> str:
             return "drag (no path)"
         return f"drag {_at(point(path[0]))} → {_at(point(path[-1]))} ({len(path)} points)"
     if kind == "type":
-        text = str(action.get("text", ""))
-        shown = text if len(text) <= limit else text[: limit - 1] + "…"
-        return f"type {shown!r}"
+        return f"type {cut(str(action.get('text', '')), limit)!r}"
     if kind == "keypress":
         keys = action.get("keys")
         return "press " + ("+".join(str(k) for k in keys) if isinstance(keys, list) else repr(keys))
@@ -167,7 +166,7 @@ def describe(action: Any, limit: int = 80) -> str:
         return "wait"
     if kind == "screenshot":
         return "screenshot"
-    return f"{kind}: {action!r}"[:limit]
+    return cut(f"{kind}: {action!r}", limit)
 
 
 def describe_usage(usage: Any) -> str:
