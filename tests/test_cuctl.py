@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pty
+import select
 import socket
+import struct
+import sys
+import termios
 import threading
 from pathlib import Path
 
@@ -26,10 +33,36 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def run_on_terminal(columns: int, *argv: str) -> tuple[int, str]:
+    """main(argv) with its stdout on a real terminal (a pty) ``columns`` wide; the exit code and what it showed."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    shown = bytearray()
+    saved = sys.stdout
+    try:
+        with open(slave, "w", encoding="utf-8", closefd=True) as terminal:
+            sys.stdout = terminal
+            try:
+                code = main(list(argv))
+            finally:
+                sys.stdout = saved
+        while select.select([master], [], [], 1)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's other side is closed and all was read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(master)
+    return code, shown.decode().replace("\r\n", "\n")
+
+
 def test_every_command_and_its_exit_code(start_daemon, recorder: Recorder, capsys, monkeypatch,
                                          tmp_path: Path) -> None:
     daemon: Daemon = start_daemon(scenario(
-        {"safety_checks": [{"code": "c", "message": "type it?"}], "actions": [{"type": "type", "text": "x"}]},
+        {"safety_checks": [{"code": "c", "message": "About to type it."}], "actions": [{"type": "type", "text": "x"}]},
         {"message": "all done"},
     ))
     sock = str(daemon.socket)
@@ -43,7 +76,16 @@ def test_every_command_and_its_exit_code(start_daemon, recorder: Recorder, capsy
     assert code == 0 and json.loads(out) == {"id": 1}
     approval = daemon.wait_approval(1)
     code, out, _ = run(capsys, "approvals")
-    assert code == 0 and "type it?" in out and out.splitlines()[0].split() == ["ID", "TASK", "SEAT", "KIND", "CREATED", "WHAT"]
+    assert code == 0 and out.splitlines()[0].split() == ["ID", "TASK", "SEAT", "KIND", "CREATED", "WHAT"]
+    # Why (the check's sentence, its full stop left out before the ':'), then what, with what it touches.
+    what = out.splitlines()[1].split("Z  ", 1)[1]
+    assert what == "About to type it: type 'x' into an unknown target", what
+    # On a terminal the WHAT column is cut, after a whole word, so that each line fits.
+    code, shown = run_on_terminal(90, "approvals")
+    lines = shown.splitlines()
+    assert code == 0 and len(lines) == 2 and all(len(line) <= 90 for line in lines), lines
+    cell = lines[1].split("Z  ", 1)[1]
+    assert cell.endswith("…") and what.startswith(cell[:-1]) and what[len(cell) - 1] == " ", (cell, what)
     code, out, _ = run(capsys, "approve", str(approval["id"]))
     assert code == 0 and out.strip() == f"approval {approval['id']} approved (task 1)"
     code, out, _ = run(capsys, "follow", "1")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 __all__ = ()
 
@@ -45,7 +46,26 @@ def short(text: str | None, width: int = 60) -> str:
     return cut(" ".join(text.split()), width)
 
 
+#: The narrowest a table's last column is cut to on a narrow terminal (its lines then wrap).
+_LAST_COLUMN_MIN = 20
+
+
+def terminal_columns(stream: TextIO | None = None) -> int | None:
+    """How wide the terminal ``stream`` (default stdout) writes to is; None when it is no terminal."""
+    stream = sys.stdout if stream is None else stream
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else None
+    except (AttributeError, OSError, ValueError):  # no file descriptor (a test's capture), or closed
+        return None
+
+
 def table(headers: list[str], rows: list[list[str]]) -> None:
+    """Columns two spaces apart; on a terminal the last column (the free text) is cut to fit each line."""
+    columns = terminal_columns()
+    if columns is not None and rows:
+        fixed = sum(max(len(h), *(len(r[i]) for r in rows)) + 2 for i, h in enumerate(headers[:-1]))
+        room = max(columns - fixed, _LAST_COLUMN_MIN)
+        rows = [[*row[:-1], cut(row[-1], room)] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     for row in [headers, *rows]:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())

@@ -22,8 +22,8 @@ from cud.targets import target_phrase
 #: Actions whose phrase ends "at (x, y)": what they touch goes before it.
 _AT_POINT = {"click", "double_click", "move", "scroll"}
 
-__all__ = ("Approval", "Record", "Step", "describe", "describe_action", "describe_usage", "point", "seconds_between",
-           "steps")
+__all__ = ("Approval", "Record", "Step", "describe", "describe_action", "describe_approval", "describe_usage", "point",
+           "seconds_between", "steps")
 
 
 @dataclasses.dataclass
@@ -206,6 +206,21 @@ def describe_action(action: Any, target: dict[str, Any] | None, limit: int = 80)
     if kind == "keypress":
         return f"{base} in {phrase}"
     return base
+
+
+def describe_approval(checks: list[dict[str, Any]], actions: list[Any], targets: list[Any] | None,
+                      limit: int = 80) -> str:
+    """What an approval asks, in one line: why (its checks), then what (its actions with what they touch).
+
+    ``The model is about to type into the focused window: type 'hi' into "Search" (entry) in …``.
+    A check's message is a sentence of its own; its closing stop is left out, so that the ':'
+    before the actions (or the ';' between checks) does not follow it. ``limit``: each action's.
+    """
+    reasons = "; ".join(" ".join(str(c.get("message") or c.get("code") or "?").split()).rstrip(" .;:")
+                        for c in checks)
+    targets = targets or [None] * len(actions)
+    what = ", ".join(describe_action(a, t, limit) for a, t in zip(actions, targets, strict=False))
+    return f"{reasons}: {what}" if reasons and what else reasons or what
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:
