@@ -22,8 +22,13 @@ from cud.targets import target_phrase
 #: Actions whose phrase ends "at (x, y)": what they touch goes before it.
 _AT_POINT = {"click", "double_click", "move", "scroll"}
 
-__all__ = ("Approval", "Record", "Step", "describe", "describe_action", "describe_approval", "describe_usage", "point",
-           "seconds_between", "steps")
+__all__ = ("Approval", "Record", "Step", "describe", "describe_action", "describe_approval", "describe_usage", "is_video",
+           "point", "seconds_between", "steps")
+
+
+def is_video(name: str) -> bool:
+    """Whether a record file is the task's video (``video.mp4``, ``video.webm``); every other is a screenshot."""
+    return name.startswith("video.")
 
 
 @dataclasses.dataclass
@@ -31,6 +36,12 @@ class Record:
     task: dict[str, Any]  # a TaskView
     events: list[dict[str, Any]]  # EventViews in seq order
     files: dict[str, bytes]  # trajectory file name -> bytes
+
+    def contents(self) -> str:
+        """What files the record holds, in words: ``3 screenshots, the video``."""
+        videos = sum(1 for name in self.files if is_video(name))
+        shots = len(self.files) - videos
+        return f"{shots} screenshot{'s' * (shots != 1)}" + (", the video" if videos else "")
 
 
 @dataclasses.dataclass
