@@ -143,3 +143,17 @@ def test_a_newcomer_runs_the_readmes_commands_as_written() -> None:
     result = subprocess.run(["sh", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
                             env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")})
     assert result.returncode == 0, f"after {exports[0]!r} (run make setup first): {result.stdout}{result.stderr}"
+
+
+#: How a page would speak of the project's work items instead of the product: "the issue",
+#: "issue 21", "issues #20 and #21", "#21", "work item".
+_WORK_ITEMS = re.compile(r"\b(?:the|an?|this|that) issue\b|\bissues? #?\d+|(?<![\w&/#])#\d+\b|\bwork items?\b", re.I)
+
+
+def test_the_pages_speak_of_the_product_not_of_its_work_items() -> None:
+    found = [f"{page.relative_to(ROOT)}: {match.group(0)!r} in {line.strip()[:100]!r}"
+             for page in pages() for line in _prose_lines(page.read_text()) for match in _WORK_ITEMS.finditer(line)]
+    assert found == []
+    assert [m.group(0) for m in _WORK_ITEMS.finditer(
+        "the 10% the issue allows; before issue 20; issues #20 and #21; see #7; colour #3366CC; [x](#a1)")] == [
+        "the issue", "issue 20", "issues #20", "#21", "#7"]
