@@ -22,8 +22,8 @@ from cud.targets import target_phrase
 #: Actions whose phrase ends "at (x, y)": what they touch goes before it.
 _AT_POINT = {"click", "double_click", "move", "scroll"}
 
-__all__ = ("Approval", "Record", "Step", "describe", "describe_action", "describe_approval", "describe_usage", "is_video",
-           "point", "seconds_between", "steps")
+__all__ = ("Approval", "Record", "Step", "describe", "describe_action", "describe_approval", "describe_usage",
+           "is_video", "point", "seconds_between", "steps")
 
 
 def is_video(name: str) -> bool:
