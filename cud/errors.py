@@ -114,7 +114,7 @@ class ApprovalError(CudError):
 
 
 class NotFound(CudError):
-    """A task or approval id does not exist."""
+    """What a request names (a task or approval id, a seat, an application) does not exist."""
 
     kind = "not_found"
 

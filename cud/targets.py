@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cud.cuctl.output import printable
+from cud.cuctl.output import cut, printable
 
 __all__ = ("identity", "identity_phrase", "target_phrase")
 
@@ -22,10 +22,7 @@ NAME_LIMIT = 60
 
 
 def _quoted(text: Any) -> str:
-    value = printable(str(text))
-    if len(value) > NAME_LIMIT:
-        value = value[: NAME_LIMIT - 1] + "…"
-    return '"' + value.replace('"', "'") + '"'
+    return '"' + cut(printable(str(text)), NAME_LIMIT).replace('"', "'") + '"'
 
 
 def _element(element: dict[str, Any]) -> str:

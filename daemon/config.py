@@ -216,9 +216,7 @@ def load_config(
             raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror}", path=str(path)) from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}", path=str(path)) from None
-    for key in raw:
-        if key not in TOP_KEYS:
-            raise ConfigError(f"unknown config key {key!r}; known: {', '.join(sorted(TOP_KEYS))}", key=key)
+    checked_table("", raw, TOP_KEYS)
     merged = {**raw, **{key: value for key, value in (overrides or {}).items() if value is not None}}
     kwargs: dict[str, Any] = {"seats": load_seats(raw, overrides or {}, env)}
     kwargs["socket"] = Path(string("socket", merged["socket"])) if "socket" in merged else default_socket(env)

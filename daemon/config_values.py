@@ -2,28 +2,41 @@
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from cud.errors import ConfigError
 
 __all__ = ("bad", "int_in_range", "positive_int", "positive_number", "read_secret_file", "seconds_in_range", "string",
-           "table")
+           "table", "unknown_key")
 
 
 def bad(key: str, value: object, wanted: str) -> ConfigError:
     return ConfigError(f"config key {key!r} must be {wanted}, got {value!r}", key=key, value=repr(value))
 
 
+def unknown_key(path: str, name: str, known: Iterable[str], why: str = "") -> ConfigError:
+    """The error for the unknown key ``name`` (at ``path``): the closest known key first, then every one.
+
+    ``why`` says more after the path (``": not a Responses parameter ..."``).
+    """
+    known = sorted(known)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return ConfigError(f"unknown config key {path!r}{why}; {hint}known: {', '.join(known)}", key=path,
+                       **({"suggestion": close[0]} if close else {}))
+
+
 def table(key: str, value: object, allowed: set[str] | frozenset[str]) -> dict[str, Any]:
-    """``value`` as a config table whose keys are all in ``allowed``."""
+    """``value`` as a config table whose keys are all in ``allowed``; ``key`` "" is the file's top level."""
     if not isinstance(value, dict):
         raise bad(key, value, "a table")
     for name in value:
         if name not in allowed:
-            raise ConfigError(f"unknown config key '{key}.{name}'; known: {', '.join(sorted(allowed))}",
-                              key=f"{key}.{name}")
+            raise unknown_key(f"{key}.{name}" if key else name, name, allowed)
     return value
 
 

@@ -42,6 +42,13 @@ def _show(path: Path | str) -> str:
         return str(path)
 
 
+def path_line(settings: Settings) -> str:
+    """How to type ``cuctl`` bare, as the README's examples do: the venv's bin/ on PATH, from here."""
+    bin_dir = _show(settings.venv / "bin")
+    where = bin_dir if os.path.isabs(bin_dir) else f"$PWD/{bin_dir}"
+    return f'         (bare cuctl, as in the README: export PATH="{where}:$PATH")'
+
+
 def say(text: str) -> None:
     print(f"sandbox: {text}", flush=True)
 
@@ -180,6 +187,7 @@ def summary(settings: Settings, records: dict[str, Record]) -> None:
         f"         (any VNC viewer: localhost port {port}, password {password}; "
         f"from another machine first: ssh -L {port}:localhost:{port} THIS-HOST)",
         f"daemon   {_show(settings.venv / 'bin' / 'cuctl')} --socket {_show(settings.socket)} list",
+        path_line(settings),
         f"apps     of your own on the display, with their accessibility trees: "
         f"DBUS_SESSION_BUS_ADDRESS={records['session-bus'].info['address']} {A11Y_SHELL} "
         "(docs/targets.md, \"Apps you start\")",
@@ -214,6 +222,7 @@ def _summary_of_seats(settings: Settings, records: dict[str, Record]) -> None:
         "(docs/targets.md, \"Apps you start\")",
         f"daemon   {cuctl} seats",
         f"         ({cuctl} submit --seat seat2 PROMPT pins a task; without --seat the first free seat takes it)",
+        path_line(settings),
     ]
     if settings.driver == "vnc":
         places = ", ".join(f"{seat.name} 127.0.0.1::{_vnc_port(records, seat.prefix)}" for seat in settings.seat_list)

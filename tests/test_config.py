@@ -5,10 +5,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-from cud.daemon.config import default_socket, load_config, resolve_api_key
-from cud.daemon.seats.config import SeatConfig
+import tempfile
 
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from cud.daemon import config as top
+from cud.daemon.config import default_socket, load_config, resolve_api_key
+from cud.daemon.hooks import config as hooks
+from cud.daemon.model import history
+from cud.daemon.seats import config as seats
+from cud.daemon.seats.config import SeatConfig
+from cud.daemon.targets.rules import RULE_KEYS
+from cud.daemon.video import config as video
 from cud.errors import ConfigError
 
 ENV = {"DISPLAY": ":7"}
@@ -92,6 +102,70 @@ def test_every_bad_value_names_key_and_value(tmp_path: Path, text: str, needle: 
     with pytest.raises(ConfigError) as caught:
         load_config(write(tmp_path, text), {"socket": "/tmp/s", "state_dir": "/tmp/x"}, env=ENV)
     assert needle in caught.value.message
+
+
+#: Every table of the config file: how its head is written, and the keys its room allows.
+TABLES = {
+    "": ("", top._TOP_KEYS),
+    "access": ("[access]", top._ACCESS_KEYS),
+    "retention": ("[retention]", top._RETENTION_KEYS),
+    "metrics": ("[metrics]", top._METRICS_KEYS),
+    "policy": ("[policy]", {"rules"}),
+    "policy.rules[0]": ("[[policy.rules]]", RULE_KEYS),
+    "seats[0]": ("[[seats]]", seats._SEAT_KEYS),
+    "notify[0]": ("[[notify]]", hooks._KEYS),
+    "video": ("[video]", video._KEYS),
+    "history": ("[history]", history._KEYS),
+}
+
+
+def _unknown_key_error(table: str, typo: str) -> ConfigError:
+    head, _ = TABLES[table]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write(Path(tmp), f"{head}\n{typo} = 1\n")
+        with pytest.raises(ConfigError) as caught:
+            load_config(path, {"socket": "/tmp/s", "state_dir": "/tmp/x"}, env=ENV)
+    return caught.value
+
+
+@pytest.mark.parametrize(("table", "typo", "meant"), [
+    ("", "max_step", "max_steps"), ("", "dispaly", "display"), ("access", "submit_user", "submit_users"),
+    ("video", "enabeld", "enabled"), ("seats[0]", "dispaly", "display"), ("notify[0]", "evnets", "events"),
+    ("policy.rules[0]", "actoin", "action"), ("policy", "rule", "rules"), ("history", "mdoe", "mode"),
+])
+def test_a_misspelt_key_of_any_table_gets_did_you_mean(table: str, typo: str, meant: str) -> None:
+    error = _unknown_key_error(table, typo)
+    path = f"{table}.{typo}" if table else typo
+    assert error.message.startswith(f"unknown config key {path!r}; did you mean {meant!r}? known: "), error.message
+    assert error.details == {"key": path, "suggestion": meant}
+
+
+@st.composite
+def typos(draw: st.DrawFn) -> tuple[str, str]:
+    """A table and one of its keys (3 letters or more) with one slip of the keyboard: a letter dropped,
+    doubled, swapped with the next or replaced."""
+    table = draw(st.sampled_from(sorted(TABLES)))
+    keys = sorted(k for k in TABLES[table][1] if len(k) >= 3)
+    key = draw(st.sampled_from(keys))
+    i = draw(st.integers(0, len(key) - 2))
+    slip = draw(st.sampled_from(["drop", "double", "swap", "replace"]))
+    letter = draw(st.sampled_from("abcdefghijklmnopqrstuvwxyz_"))
+    typo = {"drop": key[:i] + key[i + 1:], "double": key[:i] + key[i] + key[i:],
+            "swap": key[:i] + key[i + 1] + key[i] + key[i + 2:], "replace": key[:i] + letter + key[i + 1:]}[slip]
+    if typo in TABLES[table][1]:
+        typo += "x"  # a slip that made another real key is no slip: make it one
+    return table, typo
+
+
+@settings(max_examples=200, deadline=None)
+@given(typos())
+@example(("", "max_step"))
+@example(("", "dispaly"))
+def test_any_slip_in_any_tables_key_is_answered_with_a_key_of_that_table(case: tuple[str, str]) -> None:
+    table, typo = case
+    error = _unknown_key_error(table, typo)
+    assert "did you mean" in error.message, error.message
+    assert error.details["suggestion"] in TABLES[table][1]
 
 
 def test_missing_file_and_missing_display(tmp_path: Path) -> None:

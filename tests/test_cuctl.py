@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pty
+import select
 import socket
+import struct
+import sys
+import termios
 import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 import cud
 from cud.cuctl.main import main
+from cud.cuctl.output import cut
 from cud.protocol import PROTOCOL_VERSION
 from tests.support.daemon import Daemon, scenario
 from tests.support.recorder import Recorder
@@ -23,10 +33,36 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def run_on_terminal(columns: int, *argv: str) -> tuple[int, str]:
+    """main(argv) with its stdout on a real terminal (a pty) ``columns`` wide; the exit code and what it showed."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    shown = bytearray()
+    saved = sys.stdout
+    try:
+        with open(slave, "w", encoding="utf-8", closefd=True) as terminal:
+            sys.stdout = terminal
+            try:
+                code = main(list(argv))
+            finally:
+                sys.stdout = saved
+        while select.select([master], [], [], 1)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's other side is closed and all was read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(master)
+    return code, shown.decode().replace("\r\n", "\n")
+
+
 def test_every_command_and_its_exit_code(start_daemon, recorder: Recorder, capsys, monkeypatch,
                                          tmp_path: Path) -> None:
     daemon: Daemon = start_daemon(scenario(
-        {"safety_checks": [{"code": "c", "message": "type it?"}], "actions": [{"type": "type", "text": "x"}]},
+        {"safety_checks": [{"code": "c", "message": "About to type it."}], "actions": [{"type": "type", "text": "x"}]},
         {"message": "all done"},
     ))
     sock = str(daemon.socket)
@@ -40,7 +76,16 @@ def test_every_command_and_its_exit_code(start_daemon, recorder: Recorder, capsy
     assert code == 0 and json.loads(out) == {"id": 1}
     approval = daemon.wait_approval(1)
     code, out, _ = run(capsys, "approvals")
-    assert code == 0 and "type it?" in out and out.splitlines()[0].split() == ["ID", "TASK", "SEAT", "KIND", "CREATED", "WHAT"]
+    assert code == 0 and out.splitlines()[0].split() == ["ID", "TASK", "SEAT", "KIND", "CREATED", "WHAT"]
+    # Why (the check's sentence, its full stop left out before the ':'), then what, with what it touches.
+    what = out.splitlines()[1].split("Z  ", 1)[1]
+    assert what == "About to type it: type 'x' into an unknown target", what
+    # On a terminal the WHAT column is cut, after a whole word, so that each line fits.
+    code, shown = run_on_terminal(90, "approvals")
+    lines = shown.splitlines()
+    assert code == 0 and len(lines) == 2 and all(len(line) <= 90 for line in lines), lines
+    cell = lines[1].split("Z  ", 1)[1]
+    assert cell.endswith("…") and what.startswith(cell[:-1]) and what[len(cell) - 1] == " ", (cell, what)
     code, out, _ = run(capsys, "approve", str(approval["id"]))
     assert code == 0 and out.strip() == f"approval {approval['id']} approved (task 1)"
     code, out, _ = run(capsys, "follow", "1")
@@ -101,6 +146,13 @@ def test_failures_map_to_exit_codes_with_reasons_on_stderr(start_daemon, capsys,
     assert code == 2 and "'seat' must be a seat name" in err
     code, _, err = run(capsys, "--socket", sock, "submit", "x", "--max-steps", "0")
     assert code == 2 and "'max_steps' must be an integer from 1" in err
+    # Above the daemon's own limits: the refusal names the config key that sets each.
+    code, _, err = run(capsys, "--socket", sock, "submit", "x", "--max-steps", "10000")
+    assert code == 2 and err.strip() == ("cuctl: 'submit' field 'max_steps' is 10000, above the daemon's limit of 50 "
+                                         "(its config key 'max_steps')")
+    code, _, err = run(capsys, "--socket", sock, "submit", "x", "--max-duration", "7200")
+    assert code == 2 and err.strip() == ("cuctl: 'submit' field 'max_duration' is 7200 s, above the daemon's limit of "
+                                         "3600 s (its config key 'max_duration')")
     code, _, err = run(capsys)
     assert code == 2 and "required" in err
 
@@ -129,3 +181,62 @@ def test_a_daemon_of_an_older_protocol_is_named_with_what_to_upgrade(short_tmp: 
     assert code == 2 and out == ""
     assert f"speaks protocol version 1 and this cuctl (cud {cud.__version__}) speaks {PROTOCOL_VERSION}" in err
     assert "upgrade the daemon, or use the cuctl that came with it" in err
+
+
+def test_a_socket_that_cannot_be_reached_says_why_and_how_to_name_one(short_tmp: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(short_tmp)
+    monkeypatch.delenv("SANDBOX_DIR", raising=False)
+    how = "; name the daemon's socket with --socket PATH or CUD_SOCKET=PATH"
+    code, out, err = run(capsys, "--socket", str(short_tmp / "absent.sock"), "list")
+    assert code == 2 and out == ""
+    assert err.startswith(f"cuctl: cannot connect to the daemon at '{short_tmp}/absent.sock': "
+                          f"No such file or directory{how}"), err
+    # A path that is there but no socket says what it is, not "Connection refused".
+    (short_tmp / "plain").write_text("")
+    for path, what in ((short_tmp, "a directory"), (short_tmp / "plain", "a regular file")):
+        code, _, err = run(capsys, "--socket", str(path), "list")
+        assert code == 2 and f"at '{path}': it is {what}, not a socket{how}" in err, err
+    # A socket nobody listens on (a daemon that died leaves one), named by $CUD_SOCKET.
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(short_tmp / "dead.sock"))
+    try:
+        monkeypatch.setenv("CUD_SOCKET", str(short_tmp / "dead.sock"))
+        code, _, err = run(capsys, "list")
+        assert code == 2 and (f"at '{short_tmp}/dead.sock': nothing listens on that socket (a daemon that stopped "
+                              f"may have left it) ($CUD_SOCKET names it){how}") in err, err
+        # With a sandbox up (its record of the daemon and its socket, as sandbox-up leaves them in
+        # $SANDBOX_DIR), the error names the sandbox's socket as a newcomer would type it here.
+        (short_tmp / "sb" / "run").mkdir(parents=True)
+        (short_tmp / "sb" / "run" / "daemon.json").write_text("{}")
+        sandbox = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sandbox.bind(str(short_tmp / "sb" / "cud.sock"))
+        try:
+            monkeypatch.setenv("SANDBOX_DIR", str(short_tmp / "sb"))
+            code, _, err = run(capsys, "list")
+            assert code == 2 and err.rstrip().endswith(f"{how} (a sandbox's daemon listens on 'sb/cud.sock')"), err
+            # ...but not when the socket that failed is the sandbox's own.
+            code, _, err = run(capsys, "--socket", "sb/cud.sock", "list")
+            assert code == 2 and err.rstrip().endswith(how), err
+        finally:
+            sandbox.close()
+    finally:
+        dead.close()
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(st.sampled_from("ab ü—,.;:\n\t€日"), max_size=120), width=st.integers(1, 100))
+@example(text='Done: I typed "Hello from cud — ✓ ü €" into the demo app and pressed Enter.', width=60)
+@example(text="https://example.com/a/path/with/no/spaces/in/it/at/all", width=20)
+def test_cut_keeps_whole_words_and_says_it_cut(text: str, width: int) -> None:
+    shown = cut(text, width)
+    assert len(shown) <= width
+    if len(text) <= width:
+        assert shown == text
+        return
+    kept = shown[:-1]
+    assert shown.endswith("…") and text.startswith(kept)
+    assert kept == kept.rstrip(" \t\n,;:")  # no separator before the "…"
+    last_space = max((i for i, c in enumerate(text[:width - 1]) if c.isspace()), default=-1)
+    if not text[width - 1].isspace() and last_space >= width / 2:
+        # The word the cut fell in is left out whole: what follows the kept part is a separator.
+        assert text[len(kept)] in " \t\n,;:", (text, shown)

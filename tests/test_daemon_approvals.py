@@ -59,7 +59,8 @@ def test_an_unanswered_approval_times_out(start_daemon, recorder: Recorder) -> N
     daemon = start_daemon(scenario(TYPE_STEP, {"message": "typed"}), approval_timeout=0.5)
     task_id = daemon.call("submit", prompt="type ok")["id"]
     task = daemon.wait_state(task_id, "failed")
-    assert "timed out after 0.5 s" in task["error"]["message"]
+    assert ("timed out after 0.5 s with no decision (the daemon's config key 'approval_timeout')"
+            in task["error"]["message"])
     assert daemon.call("approvals") == []
     assert not any(e["type"] == "KeyPress" for e in recorder.fenced()) and recorder.text() == ""
 
@@ -83,7 +84,8 @@ def test_policy_actions_asks_before_every_effectful_action(start_daemon, recorde
     ), approval="actions")
     # A submitter may not loosen the daemon's policy.
     looser = cuctl(daemon.socket, "submit", "x", "--approval", "safety")
-    assert looser.returncode == 2 and "'safety' is looser than the daemon's 'actions'" in looser.stderr
+    assert looser.returncode == 2
+    assert "'safety' is looser than the daemon's 'actions' (its config key 'approval')" in looser.stderr
     task_id = daemon.call("submit", prompt="click and type")["id"]
     kinds = []
     for expected in ("click", "type"):

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from cud.daemon.server.unix_socket import FIRST_REQUEST_TIMEOUT
 from cud.protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION
 from tests.support.daemon import Daemon, cuctl, scenario
+from tests.support.recorder import wait_until
 
 IDLE = scenario({"message": "hi"}, look_first=False)
 
@@ -203,7 +204,19 @@ def test_a_busy_connection_is_never_dropped_for_a_newcomer(start_daemon) -> None
                 assert sock.recv(65536) != b""  # still open: not dropped
             except BlockingIOError:
                 pass
-        daemon.call("cancel", id=task_id)
+        # A fourth follow fills the uid's share; a fifth finds no idle connection to drop, and the
+        # refusal names the config key that sets the slots.
+        follows.append(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+        follows[-1].connect(str(daemon.socket))
+        follows[-1].sendall(json.dumps({"v": PROTOCOL_VERSION, "type": "follow", "id": task_id}).encode() + b"\n")
+        follows[-1].settimeout(10)
+        assert follows[-1].recv(1)
+        # (A ping may first take the slot of a closed connection the daemon has not yet let go of.)
+        refused = wait_until(lambda: (r := cuctl(daemon.socket, "ping")).returncode != 0 and r, 20, "a refused ping")
+        assert refused.returncode == 2 and ("too many connections in progress (a user may hold 4 of the daemon's 6: "
+                                            "its config key 'max_connections'") in refused.stderr, refused.stderr
+        # No cancel now: the uid's share stays full until the daemon writes to the closed follows.
+        # The daemon's stop ends the task.
     finally:
         for sock in follows:
             sock.close()

@@ -8,7 +8,9 @@ them: outside fenced code blocks and inline code, relative to the page, an
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,3 +126,34 @@ def test_the_readme_shows_the_test_command_ci_runs() -> None:
     block = quick_start[quick_start.index("```sh\n"):quick_start.index("\n```", quick_start.index("```sh\n"))]
     assert any(line.split("#")[0].strip() == command for line in block.splitlines())
     assert any(line.split("#")[0].strip() == "sandbox/quickstart.sh demo" for line in block.splitlines())
+
+
+def test_a_newcomer_runs_the_readmes_commands_as_written() -> None:
+    """The README's examples type ``cuctl`` bare: before the first, it says once how to put it on PATH,
+    and after that line alone, in a shell with only the system's PATH, from the clone, every command
+    the examples run is found and runs (``make setup`` made the venv the line names)."""
+    readme = README.read_text()
+    exports = re.findall(r"^export PATH=.*$", readme, re.M)
+    assert len(exports) == 1, f"the README should say once how to put cuctl on PATH: {exports}"
+    assert readme.index(exports[0]) < readme.index("\n$ "), "the PATH line must come before the examples"
+    commands = sorted({line.split()[1] for line in re.findall(r"^\$ .*$", readme, re.M)})
+    assert "cuctl" in commands
+    script = "\n".join([exports[0], *(f"command -v {c} >/dev/null || {{ echo '{c}: command not found'; exit 1; }}"
+                                       for c in commands), "cuctl --help >/dev/null"])
+    result = subprocess.run(["sh", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")})
+    assert result.returncode == 0, f"after {exports[0]!r} (run make setup first): {result.stdout}{result.stderr}"
+
+
+#: How a page would speak of the project's work items instead of the product: "the issue",
+#: "issue 21", "issues #20 and #21", "#21", "work item".
+_WORK_ITEMS = re.compile(r"\b(?:the|an?|this|that) issue\b|\bissues? #?\d+|(?<![\w&/#])#\d+\b|\bwork items?\b", re.I)
+
+
+def test_the_pages_speak_of_the_product_not_of_its_work_items() -> None:
+    found = [f"{page.relative_to(ROOT)}: {match.group(0)!r} in {line.strip()[:100]!r}"
+             for page in pages() for line in _prose_lines(page.read_text()) for match in _WORK_ITEMS.finditer(line)]
+    assert found == []
+    assert [m.group(0) for m in _WORK_ITEMS.finditer(
+        "the 10% the issue allows; before issue 20; issues #20 and #21; see #7; colour #3366CC; [x](#a1)")] == [
+        "the issue", "issue 20", "issues #20", "#21", "#7"]

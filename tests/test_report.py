@@ -13,6 +13,7 @@ from model text.
 from __future__ import annotations
 
 import fcntl
+import html
 import io
 import os
 import pty
@@ -148,6 +149,19 @@ def test_a_long_task_has_an_index_and_lazy_images() -> None:
 
 
 @needs_chromium
+def test_the_step_index_cuts_a_long_message_after_a_whole_word() -> None:
+    said = 'Done: I typed "Hello from cud — ✓ ü €" into the demo app and pressed Enter.'
+    task = {"id": 1, "state": "succeeded", "prompt": "p", "model": "m", "max_steps": 5, "approval": "safety",
+            "steps": 1, "final_message": said, "error": None, "reason": None, "submitter": {"uid": 0, "name": "root"},
+            "created_at": "2026-01-01T00:00:00.000Z", "started_at": None, "finished_at": None}
+    events = [{"task_id": 1, "seq": 1, "at": "2026-01-01T00:00:01.000Z", "kind": "step",
+               "data": {"step": 1, "saw": None, "screenshot": None, "messages": [said], "actions": [], "total_ms": 1}}]
+    page = render(Record(task=task, events=events, files={}))
+    check_self_contained(page)
+    entries = re.findall(r'<nav class="index".*?<li value="1"><a href="#step-1">(.*?)</a>', page)
+    assert [html.unescape(e) for e in entries] == ['said: Done: I typed "Hello from cud — ✓ ü €" into the demo app…']
+
+
 def test_the_page_check_sees_errors_and_requests_when_there_are_some(tmp_path: Path) -> None:
     # The control: without it, "no console errors, no requests" could be a harness that sees nothing.
     page = tmp_path / "bad.html"

@@ -112,6 +112,20 @@ def test_up_demo_status_down_leave_nothing_running(sandbox: Sandbox) -> None:
         # Bound to loopback only: not reachable on another local address.
         socket.create_connection(("127.0.0.2", port), timeout=5).close()
     assert (sandbox.dir / "cud.sock").exists()
+    # The summary's PATH line, followed in a shell with only the system's PATH from where make ran,
+    # lets cuctl be typed bare as the README's examples do.
+    (export,) = [line.split("(bare cuctl, as in the README: ")[1][:-1] for line in out.splitlines()
+                 if "(bare cuctl, as in the README: " in line]
+    bare = subprocess.run(["sh", "-c", f"{export}\ncuctl --socket {sandbox.dir / 'cud.sock'} list"], cwd=ROOT,
+                          env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")}, capture_output=True,
+                          text=True, timeout=60)
+    assert bare.returncode == 0 and bare.stdout.startswith("ID  STATE"), f"{export}: {bare.stdout}{bare.stderr}"
+    # Without --socket or $CUD_SOCKET, a cuctl that cannot reach its default names the sandbox's socket.
+    env = {k: v for k, v in os.environ.items() if k != "CUD_SOCKET"}
+    lost = subprocess.run([str(VENV / "bin" / "cuctl"), "list"], env={**env, "SANDBOX_DIR": str(sandbox.dir)},
+                          cwd=sandbox.dir.parent, capture_output=True, text=True, timeout=60)
+    assert lost.returncode == 2 and "name the daemon's socket with --socket PATH or CUD_SOCKET=PATH (a sandbox's " \
+        f"daemon listens on '{sandbox.dir.name}/cud.sock')" in lost.stderr, lost.stderr
 
     # Idempotent: a second up changes nothing.
     before = sandbox.pids()

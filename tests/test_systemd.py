@@ -11,6 +11,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,37 @@ def test_example_config_with_its_three_seats_uncommented_loads(tmp_path: Path) -
     assert config.api_key_credential == "openai-api-key" and config.max_steps == 50
 
 
+def _data_files() -> list[Path]:
+    """The files the code reads with importlib.resources: the console's page, the scripted model's scenarios."""
+    files = [path for folder in ("console/static", "scripted/scenarios") for path in (ROOT / "cud" / folder).iterdir()
+             if path.is_file()]
+    assert len(files) >= 4, files
+    return files
+
+
+def test_the_wheel_builds_without_a_warning_and_carries_the_data_files(tmp_path: Path) -> None:
+    # pip -v shows what the build backend said: setuptools warned that console/static and
+    # scripted/scenarios were "absent from the `packages` configuration" (installed as data by luck).
+    # Built from a copy: pip builds in the source tree, and would leave build/ there.
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE", "cud", "daemon", "drivers"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif (ROOT / name).exists():
+            shutil.copy2(ROOT / name, source / name)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--disable-pip-version-check",
+                            "-w", str(tmp_path / "dist"), str(source)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stdout + built.stderr
+    said = built.stdout + built.stderr
+    assert "Warning" not in said and "absent from the `packages`" not in said, said
+    (wheel,) = (tmp_path / "dist").glob("cud-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    wanted = {f"cud/{path.relative_to(ROOT / 'cud')}" for path in _data_files()}
+    assert wanted <= names, sorted(wanted - names)
+
+
 def test_install_into_a_prefix_gives_working_commands_and_rewritten_units(prefix_install: Path) -> None:
     prefix = prefix_install
     etc = prefix.parent / "etc"
@@ -135,6 +167,9 @@ def test_install_into_a_prefix_gives_working_commands_and_rewritten_units(prefix
               if "__pycache__" not in path.parts}
     installed = {f"cud/{path.relative_to(site)}" for path in site.rglob("*.py")}
     assert wanted <= installed, f"not installed (pyproject packages?): {sorted(wanted - installed)}"
+    # ...and every data file the code reads with importlib.resources.
+    data = {f"cud/{path.relative_to(ROOT / 'cud')}" for path in _data_files()}
+    assert data <= {f"cud/{path.relative_to(site)}" for path in site.rglob("*")}, data
     assert subprocess.run([prefix / "bin" / "cud", "--help"], capture_output=True).returncode == 0
     assert subprocess.run([prefix / "bin" / "cuctl", "--help"], capture_output=True).returncode == 0
     unit = (prefix / "lib/systemd/system/cud.service").read_text()

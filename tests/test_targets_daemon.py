@@ -217,6 +217,8 @@ def test_inspect_and_tree_by_hand(desk: Any, dialog: FormApp) -> None:
         shallow = json.loads(cuctl(daemon.socket, "tree", "--depth", "1", "--json").stdout)
         printed = cuctl(daemon.socket, "tree", "--app", "gtk_form.py")
         bad = cuctl(daemon.socket, "tree", "--count", "0")
+        nobody = cuctl(daemon.socket, "tree", "--app", "nope")
+        off = cuctl(daemon.socket, "inspect", "2000", "5")
     assert result["target"]["element"]["name"] == "Delete account"
     chain = result["chain"]
     assert chain[0]["role"] == "frame" and chain[0]["name"] == "Account settings"
@@ -236,6 +238,18 @@ def test_inspect_and_tree_by_hand(desk: Any, dialog: FormApp) -> None:
     assert lines[0] == f"gtk_form.py (pid {dialog.pid})"
     assert any(line.strip().startswith('- push button "Cancel" at ') for line in lines), lines
     assert bad.returncode != 0 and "'count' must be an integer from 1 to 5000, got 0" in bad.stderr
+    # No application of that name: said, with the names there are, and exit 2 (docs/cuctl.md).
+    assert nobody.returncode == 2 and nobody.stdout == ""
+    assert nobody.stderr.startswith("cuctl: no application named 'nope' on the accessibility bus; it has ")
+    assert "'gtk_form.py'" in nobody.stderr, nobody.stderr
+    # A point off the 1280x800 screen, by the drivers' one bounds check.
+    assert off.returncode == 2 and off.stdout == ""
+    assert off.stderr.strip() == "cuctl: point (2000, 5) is outside the 1280x800 screen", off.stderr
+    # The label GTK never shows has no place on the screen, not AT-SPI's (G_MININT, G_MININT) "no extents".
+    (unshown,) = [n for n in nodes if n["name"] == "Never shown"]
+    assert unshown["role"] == "label" and unshown["bounds"] is None
+    assert all(n["bounds"] is None or min(n["bounds"]) >= 0 for n in nodes), nodes
+    assert any(line.strip().startswith('- label "Never shown" [') for line in lines), lines  # no " at ..."
 
 
 def test_a_vnc_seat_names_elements_only_with_the_display_and_bus_it_mirrors(tmp_path: Path) -> None:

@@ -333,6 +333,10 @@ def test_the_report_plays_the_video_in_chromium_and_its_marks_seek(
     made = cuctl(daemon.socket, "report", str(task_id), "-o", str(page_path))
     assert made.returncode == 0, made.stderr
     page = page_path.read_text()
+    # report and export count the record's files alike: its screenshots, and the video apart.
+    shots = len(list((daemon.state_dir / "trajectories" / str(task_id)).glob("step-*.png")))
+    assert shots > 1
+    assert f"(succeeded, {shots} screenshots, the video, {len(page.encode())} bytes)" in made.stdout, made.stdout
     assert page.count('<video id="video"') == 1 and 'src="data:video/mp4;base64,' in page
     browser = Browser(tmp_path)
     console = Console(daemon.socket, daemon.dir)
@@ -368,7 +372,7 @@ def test_the_report_plays_the_video_in_chromium_and_its_marks_seek(
 
     export = tmp_path / "export"
     exported = cuctl(daemon.socket, "export", str(task_id), "-o", str(export))
-    assert exported.returncode == 0 and "the video" in exported.stdout, exported.stderr
+    assert exported.returncode == 0 and exported.stdout.endswith(f" events, {shots} screenshots, the video\n"), exported
     manifest = json.loads((export / "manifest.json").read_text())
     assert "video.mp4" in [f["name"] for f in manifest["files"]]
     assert (export / "video.mp4").read_bytes() == (daemon.state_dir / "trajectories" / str(task_id)

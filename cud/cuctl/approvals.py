@@ -6,7 +6,7 @@ import argparse
 
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, short, table
-from cud.record.model import describe_action
+from cud.record.model import describe_approval
 
 __all__ = ()
 
@@ -18,11 +18,9 @@ def list_approvals(client: Client, args: argparse.Namespace) -> int:
         return 0
     rows = []
     for a in pending:
-        checks = "; ".join(c.get("message") or c.get("code") or "?" for c in a["checks"])
-        targets = a.get("targets") or [None] * len(a["actions"])
-        actions = ", ".join(describe_action(x, t, 200) for x, t in zip(a["actions"], targets, strict=False))
-        # What it touches is what the approver decides on: shown whole, up to a long line.
-        what = f"{checks}: {actions}" if checks and actions else checks or actions
+        # What it touches is what the approver decides on: shown whole, up to a long line (on a
+        # terminal, up to its width: `cuctl show` and --json have it all).
+        what = describe_approval(a["checks"], a["actions"], a.get("targets"), 200)
         rows.append([str(a["id"]), str(a["task_id"]), a.get("seat") or "-", a["kind"], a["created_at"],
                      short(what, 240)])
     table(["ID", "TASK", "SEAT", "KIND", "CREATED", "WHAT"], rows)

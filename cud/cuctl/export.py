@@ -55,7 +55,5 @@ def export(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"path": os.path.abspath(target), "events": len(record.events), "files": len(record.files)})
     else:
-        videos = sum(1 for name in record.files if name.startswith("video."))
-        print(f"{target}: task {args.id} ({record.task['state']}), {len(record.events)} events, "
-              f"{len(record.files) - videos} screenshots" + (", the video" if videos else ""))
+        print(f"{target}: task {args.id} ({record.task['state']}), {len(record.events)} events, {record.contents()}")
     return 0

@@ -23,9 +23,9 @@ from typing import Any, TextIO
 
 from cud.cuctl import tasks
 from cud.cuctl.client import Client
-from cud.cuctl.output import printable, short
+from cud.cuctl.output import printable, short, terminal_columns
 from cud.protocol import FINAL_STATES
-from cud.record.model import describe_action, describe_usage
+from cud.record.model import describe_action, describe_approval, describe_usage
 
 __all__ = ("follow",)
 
@@ -127,10 +127,7 @@ class Progress:
             approval = data["approval_id"]
             self.state = "awaiting_approval"
             self.doing = f"waiting for approval {approval}: cuctl approve {approval}"
-            checks = "; ".join(c.get("message") or c.get("code") or "?" for c in data.get("checks", []))
-            actions = data.get("actions", [])
-            targets = data.get("targets") or [None] * len(actions)
-            what = checks or ", ".join(describe_action(a, t, 40) for a, t in zip(actions, targets, strict=False))
+            what = describe_approval(data.get("checks", []), data.get("actions", []), data.get("targets"), 40)
             self._line(f"approval {approval} needed ({data.get('kind')}): {short(what, 200)}", em=True)
             self._line(f"  run: cuctl approve {approval}   or: cuctl deny {approval} --reason TEXT", em=True)
         elif kind == "approval_decided":
@@ -163,10 +160,7 @@ class Progress:
         return f"task {self.id}{seat} · step {step}/{self.max_steps} · {self.state} · {self.doing} · {elapsed}"
 
     def _width(self) -> int:
-        try:
-            columns = os.get_terminal_size(self.out.fileno()).columns
-        except (OSError, ValueError):
-            columns = 0
+        columns = terminal_columns(self.out) or 0
         return columns if columns > 10 else 80
 
     def _redraw(self) -> None:

@@ -27,8 +27,7 @@ def report(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"path": os.path.abspath(path), "bytes": len(page), "steps": record.task["steps"]})
     else:
-        print(f"{path}: report of task {args.id} ({record.task['state']}, {len(record.files)} screenshots, "
-              f"{len(page)} bytes)")
+        print(f"{path}: report of task {args.id} ({record.task['state']}, {record.contents()}, {len(page)} bytes)")
     return 0
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
-from cud.record.model import describe, describe_action, describe_usage
+from cud.record.model import describe, describe_action, describe_approval, describe_usage
 
 __all__ = ()
 
@@ -143,9 +143,7 @@ def _describe(event: dict[str, Any]) -> str:
         then = "retrying" if data["retrying"] else "not retrying"
         return f"{prefix} step {data['step']}: the model answered HTTP {data['status']} (attempt {data['attempt']}), {then}"
     if kind == "approval_requested":
-        targets = data.get("targets") or [None] * len(data["actions"])
-        what = "; ".join(c.get("message") or c.get("code") or "?" for c in data["checks"]) or ", ".join(
-            describe_action(a, t) for a, t in zip(data["actions"], targets, strict=False))
+        what = describe_approval(data["checks"], data["actions"], data.get("targets"))
         return (f"{prefix} waiting for approval {data['approval_id']} ({data['kind']}): {what} "
                 f"-- cuctl approve {data['approval_id']} | cuctl deny {data['approval_id']}")
     if kind == "approval_decided":

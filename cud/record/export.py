@@ -40,7 +40,7 @@ from typing import Any
 import cud
 from cud.errors import ConfigError, CudError
 from cud.protocol import RECORD_FILE_NAME
-from cud.record.model import Record
+from cud.record.model import Record, is_video
 
 __all__ = ("FORMAT", "VERSION", "load_export", "write_export")
 
@@ -76,7 +76,7 @@ def _documents(record: Record) -> dict[str, bytes]:
 
 def _place(name: str) -> str:
     """Where a record file goes in the export: screenshots in their folder, the video at the top."""
-    return name if name.startswith("video.") else f"screenshots/{name}"
+    return name if is_video(name) else f"screenshots/{name}"
 
 
 def write_export(record: Record, target: Path) -> Path:

@@ -23,6 +23,7 @@ from typing import Any
 
 from PIL import Image
 
+from cud.cuctl.output import short
 from cud.record.model import Approval, Record, Step, describe_action, describe_usage, seconds_between, steps
 from cud.record.html_video import STYLE as VIDEO_STYLE
 from cud.record.html_video import SCRIPT_SOURCE, seek_link, video_section
@@ -182,7 +183,7 @@ def _summary(step: Step) -> str:
     if step.screenshot:
         return "looked at the screen"
     if step.messages:
-        return "said: " + " ".join(step.messages[0].split())[:60]
+        return "said: " + short(step.messages[0], 60)
     return "model turn"
 
 

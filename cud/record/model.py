@@ -15,14 +15,20 @@ import math
 from datetime import datetime
 from typing import Any
 
+from cud.cuctl.output import cut
 from cud.protocol import USAGE_KEYS
 from cud.targets import target_phrase
 
 #: Actions whose phrase ends "at (x, y)": what they touch goes before it.
 _AT_POINT = {"click", "double_click", "move", "scroll"}
 
-__all__ = ("Approval", "Record", "Step", "describe", "describe_action", "describe_usage", "point", "seconds_between",
-           "steps")
+__all__ = ("Approval", "Record", "Step", "describe", "describe_action", "describe_approval", "describe_usage",
+           "is_video", "point", "seconds_between", "steps")
+
+
+def is_video(name: str) -> bool:
+    """Whether a record file is the task's video (``video.mp4``, ``video.webm``); every other is a screenshot."""
+    return name.startswith("video.")
 
 
 @dataclasses.dataclass
@@ -30,6 +36,12 @@ class Record:
     task: dict[str, Any]  # a TaskView
     events: list[dict[str, Any]]  # EventViews in seq order
     files: dict[str, bytes]  # trajectory file name -> bytes
+
+    def contents(self) -> str:
+        """What files the record holds, in words: ``3 screenshots, the video``."""
+        videos = sum(1 for name in self.files if is_video(name))
+        shots = len(self.files) - videos
+        return f"{shots} screenshot{'s' * (shots != 1)}" + (", the video" if videos else "")
 
 
 @dataclasses.dataclass
@@ -141,7 +153,7 @@ def _at(p: tuple[float, float] | None) -> str:
 def describe(action: Any, limit: int = 80) -> str:
     """One short human phrase for an action: ``click left at (200, 150)``, ``type "hello"``."""
     if not isinstance(action, dict):
-        return repr(action)[:limit]
+        return cut(repr(action), limit)
     kind = str(action.get("type", "?"))
     if kind == "click":
         return f"click {action.get('button', 'left')} at {_at(point(action))}"
@@ -157,9 +169,7 @@ def describe(action: Any, limit: int = 80) -> str:
             return "drag (no path)"
         return f"drag {_at(point(path[0]))} → {_at(point(path[-1]))} ({len(path)} points)"
     if kind == "type":
-        text = str(action.get("text", ""))
-        shown = text if len(text) <= limit else text[: limit - 1] + "…"
-        return f"type {shown!r}"
+        return f"type {cut(str(action.get('text', '')), limit)!r}"
     if kind == "keypress":
         keys = action.get("keys")
         return "press " + ("+".join(str(k) for k in keys) if isinstance(keys, list) else repr(keys))
@@ -167,7 +177,7 @@ def describe(action: Any, limit: int = 80) -> str:
         return "wait"
     if kind == "screenshot":
         return "screenshot"
-    return f"{kind}: {action!r}"[:limit]
+    return cut(f"{kind}: {action!r}", limit)
 
 
 def describe_usage(usage: Any) -> str:
@@ -207,6 +217,21 @@ def describe_action(action: Any, target: dict[str, Any] | None, limit: int = 80)
     if kind == "keypress":
         return f"{base} in {phrase}"
     return base
+
+
+def describe_approval(checks: list[dict[str, Any]], actions: list[Any], targets: list[Any] | None,
+                      limit: int = 80) -> str:
+    """What an approval asks, in one line: why (its checks), then what (its actions with what they touch).
+
+    ``The model is about to type into the focused window: type 'hi' into "Search" (entry) in …``.
+    A check's message is a sentence of its own; its closing stop is left out, so that the ':'
+    before the actions (or the ';' between checks) does not follow it. ``limit``: each action's.
+    """
+    reasons = "; ".join(" ".join(str(c.get("message") or c.get("code") or "?").split()).rstrip(" .;:")
+                        for c in checks)
+    targets = targets or [None] * len(actions)
+    what = ", ".join(describe_action(a, t, limit) for a, t in zip(actions, targets, strict=False))
+    return f"{reasons}: {what}" if reasons and what else reasons or what
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:

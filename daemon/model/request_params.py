@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections.abc
 import datetime
-import difflib
 import functools
 import types
 import typing
@@ -22,6 +21,7 @@ import pydantic
 import typing_extensions
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 
+from cud.daemon.config_values import unknown_key
 from cud.errors import ConfigError
 
 __all__ = ("LOOP_OWNED", "PASS_THROUGH", "check_request")
@@ -80,14 +80,7 @@ def _check_key(key: str) -> None:
             owner="loop",
         )
     if key not in SDK_KEYS:
-        close = difflib.get_close_matches(key, sorted(PASS_THROUGH), n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise ConfigError(
-            f"unknown config key {path!r}: not a Responses parameter of the installed openai SDK; {hint}"
-            f"known: {', '.join(sorted(PASS_THROUGH))}",
-            key=path,
-            **({"suggestion": close[0]} if close else {}),
-        )
+        raise unknown_key(path, key, PASS_THROUGH, ": not a Responses parameter of the installed openai SDK")
 
 
 def _no_dates(path: str, value: object) -> None:

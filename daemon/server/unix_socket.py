@@ -128,6 +128,10 @@ class Server:
             self._connections.pop(task, None)
             writer.transport.abort()
 
+    def _share(self) -> int:
+        """How many connections one uid may hold at once."""
+        return max(1, int(self.max_connections * PER_UID_SHARE))
+
     def _admit(self, conn: _Conn) -> bool:
         """Give ``conn`` a slot, dropping an idle connection to make room; False if none can go.
 
@@ -135,7 +139,7 @@ class Server:
         completed one (half-open or idle since connecting), then those idle the longest.
         When the newcomer's uid holds its full share, the one dropped is its own.
         """
-        share = max(1, int(self.max_connections * PER_UID_SHARE))
+        share = self._share()
         own = [c for c in self._connections.values() if c.uid == conn.uid]
         if len(own) >= share:
             pool = own
@@ -180,8 +184,10 @@ class Server:
         conn = _Conn(peer.uid, task)
         if not self._admit(conn):
             await send(dict(error_reply(ProtocolError(
-                f"too many connections in progress (limit {self.max_connections}); try again",
-                limit=self.max_connections,
+                f"too many connections in progress (a user may hold {self._share()} of the daemon's "
+                f"{self.max_connections}: its config key 'max_connections', within its file-descriptor limit); "
+                "try again",
+                limit=self.max_connections, config_key="max_connections",
             ).to_dict())))
             return
         while True:

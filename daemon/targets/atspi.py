@@ -53,6 +53,8 @@ FOCUS_MATCH = "type='signal',interface='org.a11y.atspi.Event.Object',member='Sta
 MAX_FOCUS_APPS = 256
 NULL_PATH = "/org/a11y/atspi/null"
 SCREEN = 0
+#: What GetExtents answers for an object that has no place on the screen (G_MININT, as atk starts it).
+NO_EXTENTS = -(2**31)
 #: A chain deeper than this is a loop in a broken tree, not a deeper widget.
 MAX_DEPTH = 64
 
@@ -203,9 +205,6 @@ class Atspi:
             found = next((a for a in await self.apps() if a.pid == pid), None)
         return found
 
-    async def app_named(self, name: str) -> list[App]:
-        return [a for a in await self.apps() if a.name.casefold() == name.casefold()]
-
     # -- reading objects -----------------------------------------------------------------
     async def _property(self, bus_name: str, path: str, prop: str) -> str:
         (value,) = await self.call((bus_name, path), "org.freedesktop.DBus.Properties", "Get", "ss", [ACCESSIBLE, prop])
@@ -225,11 +224,15 @@ class Atspi:
         return _states(words)
 
     async def extents(self, ref: Ref) -> tuple[int, int, int, int] | None:
+        """Where ``ref`` is on the screen (x, y, width, height); None where it has no place."""
         try:
             (box,) = await self.call(ref, COMPONENT, "GetExtents", "u", [SCREEN])
         except AtspiError:
             return None  # not a component (an application root, a text leaf of some toolkits)
-        return (int(box[0]), int(box[1]), int(box[2]), int(box[3]))
+        x, y, width, height = (int(v) for v in box)
+        if NO_EXTENTS in (x, y) or width < 0 or height < 0:
+            return None  # a widget never shown (GTK's idle scroll bars): the toolkit's "no extents"
+        return x, y, width, height
 
     async def read(self, ref: Ref, *, bounds: bool = True) -> Element:
         """Role, name, description, states (and bounds): one round of concurrent calls."""

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from cud.daemon.targets.atspi import Atspi, AtspiError, Element
 from cud.drivers.x11_windows import WindowInfo, X11Windows
-from cud.errors import DriverError
+from cud.errors import DriverError, NotFound
 from cud.protocol import Target
 
 __all__ = ("BUDGET_MS", "HARD_TIMEOUT", "RETRY_AFTER", "TargetResolver", "action_point")
@@ -298,7 +298,15 @@ class TargetResolver:
         if self._atspi is None:
             return {"apps": [], "truncated": False, "note": self._bus_reason()}
         atspi = self._atspi
-        apps = await (atspi.app_named(app_name) if app_name else atspi.apps())
+        apps = await atspi.apps()
+        if app_name:
+            named = [a for a in apps if a.name.casefold() == app_name.casefold()]
+            if not named:
+                there = sorted({a.name for a in apps if a.name}, key=str.casefold)
+                raise NotFound(f"no application named {app_name!r} on the accessibility bus; it has "
+                               + (", ".join(repr(name) for name in there) if there else "no named application"),
+                               app=app_name, applications=there)
+            apps = named
         count = 0
         truncated = False
 

@@ -385,7 +385,8 @@ class TaskRun:
                 outcome="denied",
             )
         raise ApprovalError(
-            f"approval {approval['id']} timed out after {timeout:g} s with no decision",
+            f"approval {approval['id']} timed out after {timeout:g} s with no decision (the daemon's config key "
+            "'approval_timeout')",
             id=approval["id"],
             outcome=outcome,
         )

@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 from cud.daemon.server.handlers.base import Context
+from cud.drivers.actions import check_point
 
 from cud.errors import AccessibilityError
 from cud.protocol import InspectRequest, TreeRequest
@@ -25,6 +26,8 @@ LOOK_TIMEOUT = 10.0
 
 async def inspect(ctx: Context, request: InspectRequest) -> dict[str, Any]:
     seat = ctx.daemon.seats.pick(request.get("seat"), "inspect")
+    if seat.size is not None:  # an unavailable seat's screen is not known: the lookup says what it can
+        check_point(request["x"], request["y"], seat.size)
     result = await seat.targets.inspect(request["x"], request["y"])
     return {"seat": seat.name, **result}
 

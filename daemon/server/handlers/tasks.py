@@ -26,11 +26,15 @@ __all__ = ()
 
 
 def _at_most(request: SubmitRequest, field: str, limit: int, unit: str) -> int:
-    """The task's ``field``, the daemon's own by default; a submitter may ask for less, never more."""
+    """The task's ``field``, the daemon's own by default; a submitter may ask for less, never more.
+
+    The limit is the daemon's config key of the same name: the error names it, so whoever
+    runs the daemon knows what to raise.
+    """
     value = int(request.get(field, limit))  # type: ignore[call-overload]
     if value > limit:
-        raise ProtocolError(f"'submit' field {field!r} is {value}{unit}, above the daemon's limit of {limit}{unit}",
-                            field=field, value=value, limit=limit)
+        raise ProtocolError(f"'submit' field {field!r} is {value}{unit}, above the daemon's limit of {limit}{unit} "
+                            f"(its config key {field!r})", field=field, value=value, limit=limit, config_key=field)
     return value
 
 
@@ -41,9 +45,11 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     approval = request.get("approval", config.approval)
     if POLICY_STRICTNESS[approval] < POLICY_STRICTNESS[config.approval]:
         raise AccessDenied(
-            f"approval policy {approval!r} is looser than the daemon's {config.approval!r}; a task may only be stricter",
+            f"approval policy {approval!r} is looser than the daemon's {config.approval!r} (its config key "
+            "'approval'); a task may only be stricter",
             field="approval",
             value=approval,
+            config_key="approval",
         )
     max_steps = _at_most(request, "max_steps", config.max_steps, "")
     max_duration = _at_most(request, "max_duration", config.max_duration, " s")

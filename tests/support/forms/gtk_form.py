@@ -1,4 +1,5 @@
-"""A GTK 3 dialog: buttons "Delete account", "Cancel" and an entry "Search", reporting through probe_common.
+"""A GTK 3 dialog: buttons "Delete account", "Cancel", an entry "Search" and a label it never shows, reporting
+through probe_common.
 
 Run with the system's Python (PyGObject). Events: ``{"type": "clicked", "widget": LABEL}``
 when a button is activated; ``{"type": "text", "widget": "Search", "value": TEXT}``
@@ -50,6 +51,11 @@ def on_motion(_widget: Gtk.Widget, event: Gdk.EventMotion) -> bool:
 
 pad.connect("motion-notify-event", on_motion)
 box.pack_start(pad, False, False, 0)
+# Never shown, and so nowhere on the screen: AT-SPI still lists it, with GTK's "no extents"
+# (G_MININT, G_MININT, 1x1), as it does GTK's idle scroll bars.
+unshown = Gtk.Label(label="Never shown")
+unshown.set_no_show_all(True)
+box.pack_start(unshown, False, False, 0)
 
 
 def rect(widget: Gtk.Widget) -> list[int]:
