@@ -106,16 +106,16 @@ def test_every_bad_value_names_key_and_value(tmp_path: Path, text: str, needle: 
 
 #: Every table of the config file: how its head is written, and the keys its room allows.
 TABLES = {
-    "": ("", top._TOP_KEYS),
-    "access": ("[access]", top._ACCESS_KEYS),
-    "retention": ("[retention]", top._RETENTION_KEYS),
-    "metrics": ("[metrics]", top._METRICS_KEYS),
-    "policy": ("[policy]", {"rules"}),
+    "": ("", top.TOP_KEYS),
+    "access": ("[access]", top.ACCESS_KEYS),
+    "retention": ("[retention]", top.RETENTION_KEYS),
+    "metrics": ("[metrics]", top.METRICS_KEYS),
+    "policy": ("[policy]", top.POLICY_KEYS),
     "policy.rules[0]": ("[[policy.rules]]", RULE_KEYS),
-    "seats[0]": ("[[seats]]", seats._SEAT_KEYS),
-    "notify[0]": ("[[notify]]", hooks._KEYS),
-    "video": ("[video]", video._KEYS),
-    "history": ("[history]", history._KEYS),
+    "seats[0]": ("[[seats]]", seats.SEAT_KEYS),
+    "notify[0]": ("[[notify]]", hooks.HOOK_KEYS),
+    "video": ("[video]", video.VIDEO_KEYS),
+    "history": ("[history]", history.HISTORY_KEYS),
 }
 
 
