@@ -47,7 +47,8 @@ def seat(seat_users: SeatUsers, operator: SeatUser) -> Iterator[SessionSeat]:
     base = Path(tempfile.mkdtemp(prefix="cud-reset-", dir="/tmp"))
     base.chmod(0o755)
     # nobody may submit, not operate; the operator may operate, not submit.
-    access = f'[access]\nsubmit_users = ["nobody"]\noperate_users = ["{operator.name}"]\n'
+    access = (f'[access]\nsubmit_users = ["nobody"]\noperate_users = ["{operator.name}"]\n'
+              "[sessions]\nmax_file_bytes = 100000\nmax_output_bytes = 50000\n")
     try:
         with session_seat(seat_users.make(), base, config=access) as made:
             yield made
@@ -116,6 +117,15 @@ def test_exec_cp_and_clipboard_through_cuctl(seat: SessionSeat, tmp_path: Path) 
     assert refused.returncode == 2 and "'..' component" in refused.stderr and "../sentinel/keep.txt" in refused.stderr
     assert cuctl(sock, "clipboard", SEAT, "set", "klip — ü ✓").returncode == 0
     assert cuctl(sock, "clipboard", SEAT, "get").stdout == "klip — ü ✓"
+    # Bounded by [sessions], refused by name; an unknown seat is named too.
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"x" * 200_000)
+    refused = cuctl(sock, "cp", str(big), f"{SEAT}:big.bin")
+    assert refused.returncode == 2 and "is 200000 bytes; [sessions] max_file_bytes is 100000" in refused.stderr
+    assert not (seat.home / "big.bin").exists()
+    loud = cuctl(sock, "exec", SEAT, "--", "/usr/bin/head", "-c", "80000", "/dev/zero")
+    assert loud.returncode == 0 and len(loud.stdout) == 50000 and "cut at [sessions] max_output_bytes" in loud.stderr
+    assert "no seat named 'nosuch'" in cuctl(sock, "exec", "nosuch", "--", "/bin/true").stderr
 
 
 def test_the_reset_leaves_a_clean_seat(seat: SessionSeat) -> None:

@@ -206,8 +206,8 @@ class Seat:
             raise SessionError(problem, seat=self.name)
         if self.state == "unavailable":
             await self.check()  # clean again: back to idle if the display answers
-            if self.state == "idle":
-                self._on_free()
+        if self.state == "idle":
+            self._on_free()  # what was submitted meanwhile found the seat held: hand it over now
         return self.last_reset  # type: ignore[return-value]
 
     async def check(self) -> bool:
