@@ -24,7 +24,8 @@ from cud.daemon.config_values import table as checked_table
 from cud.daemon.model.history import History, load_history
 from cud.daemon.hooks.config import HookConfig, load_hooks
 from cud.daemon.targets.rules import Rule, parse_rules
-from cud.daemon.seats.config import SeatConfig, load_seats
+from cud.daemon.seats.config import SeatConfig, check_seat_places, load_seats
+from cud.daemon.session.config import SessionLimits, load_session_limits
 from cud.daemon.video.config import VideoConfig, load_video
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
@@ -44,6 +45,9 @@ TOP_KEYS = frozenset({
     "vnc_horizontal_scroll",
     "session_bus",
     "x_display",
+    "user",
+    "home",
+    "home_template",
     "seats",
     "model",
     "api_key_file",
@@ -67,9 +71,11 @@ TOP_KEYS = frozenset({
     "policy",
     "target_timeout",
     "video",
+    "sessions",
 })
 #: The keys of ``[access]``, ``[retention]``, ``[metrics]`` and ``[policy]``, the tables checked here.
-ACCESS_KEYS = frozenset({"submit_users", "submit_groups", "approve_users", "approve_groups"})
+ACCESS_KEYS = frozenset({"submit_users", "submit_groups", "approve_users", "approve_groups", "operate_users",
+                         "operate_groups"})
 RETENTION_KEYS = frozenset({"max_tasks", "max_age_days"})
 METRICS_KEYS = frozenset({"textfile", "interval"})
 POLICY_KEYS = frozenset({"rules"})
@@ -84,6 +90,9 @@ class Access:
     submit_groups: tuple[str, ...] = ()
     approve_users: tuple[str, ...] = ()
     approve_groups: tuple[str, ...] = ()
+    #: Who may run code and move files on a seat's session (cuctl exec/cp/clipboard/reset, a spec's run).
+    operate_users: tuple[str, ...] = ()
+    operate_groups: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +147,8 @@ class Config:
     max_retries: int = 2
     #: The [[notify]] hooks (see cud.daemon.hooks.config), in the order written.
     notify: tuple[HookConfig, ...] = ()
+    #: What the seats' sessions move through the socket, and how long a command may run (docs/sessions.md).
+    sessions: SessionLimits = SessionLimits()
 
 
 def default_socket(env: Mapping[str, str] | None = None) -> Path:
@@ -291,7 +302,20 @@ def load_config(
         kwargs["max_retries"] = int_in_range("max_retries", merged["max_retries"], 0, 10)
     if "notify" in raw:
         kwargs["notify"] = load_hooks(raw["notify"], env)
+    if "sessions" in merged:
+        kwargs["sessions"] = load_session_limits(merged["sessions"])
+    check_seat_places(kwargs["seats"], {"the daemon's state directory": str(kwargs["state_dir"]),
+                                        "the daemon's socket": str(kwargs["socket"])},
+                      _daemon_home(), tables=len(kwargs["seats"]) > 1 or "seats" in raw)
     return Config(**kwargs)
+
+
+def _daemon_home() -> str | None:
+    """The home of the user the daemon runs as (a seat's home may not be it, nor hold it)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_dir
+    except KeyError:
+        return None
 
 
 def resolve_api_key(config: Config, env: Mapping[str, str] | None = None) -> str:

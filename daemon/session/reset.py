@@ -1,0 +1,175 @@
+"""Returning a seat's session to a clean state: its processes end, its home is the template again, its clipboard empty.
+
+In order, each step with a deadline; a step that cannot finish fails the reset with
+:class:`~cud.errors.SessionError` naming what is left (the seat then becomes
+``unavailable`` with that reason, and no task runs on it):
+
+1. **Processes.** Every process of the seat's user but the session's own buses
+   (:mod:`cud.daemon.session.sweep`): whatever setsid, nohup, a double fork or D-Bus
+   activation started.
+2. **X clients.** Every client on the seat's display that is the user's or has a
+   window on screen, the window manager excepted, is disconnected (``XKillClient``)
+   until none is left: an application started by someone else (the sandbox's demo
+   app, a root shell) goes too.
+3. **The clipboard.** CLIPBOARD and PRIMARY end without an owner.
+4. **The home.** Emptied through a descriptor of it (``shutil.rmtree`` with
+   ``dir_fd``: never following a symlink), then the template is copied in by ``cp
+   -a --reflink=auto`` (types, modes, symlinks, times; a reflink where the file
+   system has them) and given to the seat's user (``chown -R -P``). Nothing of the
+   user's runs meanwhile, so nothing can swap a path under the copy. Measured in
+   docs/sessions.md: the copy is well under the budget for 100 MB, so nothing more
+   complicated (an overlay mount) is needed.
+5. **The runtime directory** (XDG_RUNTIME_DIR) is emptied: the session's sockets and
+   caches go, its X cookie copy is written again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import shutil
+import stat
+import time
+from typing import TYPE_CHECKING
+
+from cud.daemon.session import xclients
+from cud.daemon.session.sweep import end_processes
+from cud.errors import CudError, SessionError
+
+if TYPE_CHECKING:
+    from cud.daemon.session.processes import SeatSession
+
+__all__ = ("RESET_TIMEOUT", "ResetReport", "reset_session")
+
+#: Seconds each step of a reset may take before the reset fails.
+RESET_TIMEOUT = 10.0
+_POLL = 0.01
+
+
+@dataclasses.dataclass(frozen=True)
+class ResetReport:
+    #: Processes of the session that were ended.
+    processes: int
+    #: X clients disconnected (after the processes ended: those of other users, or remote).
+    x_clients: int
+    #: Entries (files, directories, links...) of the home after the copy.
+    home_entries: int
+    seconds: float
+
+
+async def _end_x_clients(session: SeatSession, spared: frozenset[int]) -> int:
+    name = session.places.display
+    if name is None:
+        return 0
+    uid, ended = session.account.uid, 0
+    deadline = time.monotonic() + RESET_TIMEOUT
+    while True:
+        try:
+            left = await asyncio.to_thread(xclients.session_clients, name, uid, spared)
+        except Exception as exc:  # python-xlib raises its own, unrelated, error classes
+            raise SessionError(f"seat {session.seat!r}: the display {name} did not answer the reset: {exc}",
+                               seat=session.seat) from None
+        if not left:
+            return ended
+        if time.monotonic() > deadline:
+            raise SessionError(f"seat {session.seat!r}: {len(left)} X clients (pids "
+                               f"{[c.pid for c in left][:10]}) stayed on {name} within {RESET_TIMEOUT:g} s",
+                               seat=session.seat)
+        await asyncio.to_thread(xclients.kill_clients, name, left)
+        ended += len(left)
+        await asyncio.sleep(_POLL)
+
+
+async def _clear_clipboard(session: SeatSession) -> None:
+    name = session.places.display
+    if name is None:
+        return
+    owners = await asyncio.to_thread(xclients.selection_owners, name)
+    if any(owners.values()):
+        await asyncio.to_thread(xclients.clear_selections, name)
+        owners = await asyncio.to_thread(xclients.selection_owners, name)
+        if any(owners.values()):
+            raise SessionError(f"seat {session.seat!r}: the clipboard of {name} still has an owner", seat=session.seat)
+
+
+def _empty_home(session: SeatSession) -> None:
+    """Remove everything in the home, through a descriptor of it (never a symlink's target)."""
+    root = session.home.root
+    try:
+        info = os.lstat(root)
+    except FileNotFoundError:
+        os.mkdir(root, 0o755)
+        if os.geteuid() == 0:
+            os.chown(root, session.account.uid, session.account.gid)
+        return
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != session.account.uid:
+        raise SessionError(f"seat {session.seat!r}: the home {str(root)!r} is no longer a directory of user "
+                           f"{session.user!r}; not touching it", seat=session.seat, home=str(root))
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if os.geteuid() != 0:
+            os.fchmod(fd, 0o700)  # a user may have left its own home unwritable
+        for entry in os.listdir(fd):
+            try:
+                if stat.S_ISDIR(os.lstat(entry, dir_fd=fd).st_mode):
+                    shutil.rmtree(entry, dir_fd=fd)
+                else:
+                    os.unlink(entry, dir_fd=fd)
+            except OSError as exc:
+                raise SessionError(f"seat {session.seat!r}: {entry!r} in the home could not be removed: "
+                                   f"{exc.strerror}", seat=session.seat, path=entry) from None
+    finally:
+        os.close(fd)
+
+
+async def _fill_home(session: SeatSession) -> int:
+    root = session.home.root
+    template = session.template
+    if template is not None:
+        await _tool(session, ["/bin/cp", "-a", "--reflink=auto", "--no-preserve=ownership", "--no-target-directory",
+                              "--", str(template), str(root)], f"copying the template {str(template)!r} into the home")
+        if os.geteuid() == 0:  # the copy is root's until given to the user (-P: symlinks themselves, not targets)
+            await _tool(session, ["/bin/chown", "-R", "-P", f"{session.account.uid}:{session.account.gid}", "--",
+                                  str(root)], "giving the home to its user")
+    else:
+        os.chmod(root, 0o700)
+    return sum(len(dirs) + len(files) for _top, dirs, files in os.walk(root))
+
+
+async def _tool(session: SeatSession, argv: list[str], what: str) -> None:
+    """Run one of coreutils' tools for the reset (every process of the user has ended: nothing races it)."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd="/", start_new_session=True)
+    try:
+        _out, err = await asyncio.wait_for(proc.communicate(), RESET_TIMEOUT)
+    except asyncio.TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        raise SessionError(f"seat {session.seat!r}: {what} took over {RESET_TIMEOUT:g} s", seat=session.seat) from None
+    if proc.returncode != 0:
+        raise SessionError(f"seat {session.seat!r}: {what} failed: {err.decode(errors='replace').strip()[:300]}",
+                           seat=session.seat)
+
+
+async def reset_session(session: SeatSession) -> ResetReport:
+    """Steps 1 to 5 of the module's text, in order; SessionError naming what is left if one fails."""
+    started = time.monotonic()
+    try:
+        processes, spared = await end_processes(session.account.uid, seat=session.seat,
+                                                session_bus=session.places.session_bus,
+                                                marked=session.account.is_self, timeout=RESET_TIMEOUT)
+        x_clients = await _end_x_clients(session, spared)
+        await _clear_clipboard(session)
+        await asyncio.to_thread(_empty_home, session)
+        entries = await _fill_home(session)
+        session.clear_runtime()
+    except CudError:
+        raise
+    except Exception as exc:  # an OSError of the home, python-xlib's own errors: the reset did not finish
+        raise SessionError(f"seat {session.seat!r}: the reset did not finish: {type(exc).__name__}: {exc}",
+                           seat=session.seat) from exc
+    return ResetReport(processes, x_clients, entries, time.monotonic() - started)
