@@ -141,6 +141,8 @@ class ApprovalView(TypedDict):
 #: writes no other (docs/report.md describes each).
 EVENT_KINDS: tuple[str, ...] = (
     "queued",
+    "reset",
+    "requeued",
     "running",
     "video_started",
     "action",
