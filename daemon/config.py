@@ -28,6 +28,7 @@ from cud.daemon.seats.config import SeatConfig, load_seats
 from cud.daemon.video.config import VideoConfig, load_video
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
+from cud.suggest import closest, did_you_mean
 
 __all__ = ("Config", "default_socket", "load_config", "read_secret_file", "resolve_api_key")
 
@@ -214,7 +215,9 @@ def load_config(
             raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}", path=str(path)) from None
     for key in raw:
         if key not in _TOP_KEYS:
-            raise ConfigError(f"unknown config key {key!r}; known: {', '.join(sorted(_TOP_KEYS))}", key=key)
+            near = closest(key, _TOP_KEYS)
+            raise ConfigError(f"unknown config key {key!r}; {did_you_mean(key, _TOP_KEYS)}known: "
+                              f"{', '.join(sorted(_TOP_KEYS))}", key=key, **({"suggestion": near} if near else {}))
     merged = {**raw, **{key: value for key, value in (overrides or {}).items() if value is not None}}
     kwargs: dict[str, Any] = {"seats": load_seats(raw, overrides or {}, env)}
     kwargs["socket"] = Path(string("socket", merged["socket"])) if "socket" in merged else default_socket(env)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from cud.errors import ConfigError
+from cud.suggest import closest, did_you_mean
 
 __all__ = ("bad", "int_in_range", "positive_int", "positive_number", "read_secret_file", "seconds_in_range", "string",
            "table")
@@ -22,8 +23,10 @@ def table(key: str, value: object, allowed: set[str] | frozenset[str]) -> dict[s
         raise bad(key, value, "a table")
     for name in value:
         if name not in allowed:
-            raise ConfigError(f"unknown config key '{key}.{name}'; known: {', '.join(sorted(allowed))}",
-                              key=f"{key}.{name}")
+            near = closest(name, allowed)
+            raise ConfigError(f"unknown config key '{key}.{name}'; {did_you_mean(name, allowed)}"
+                              f"known: {', '.join(sorted(allowed))}",
+                              key=f"{key}.{name}", **({"suggestion": near} if near else {}))
     return value
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections.abc
 import datetime
-import difflib
 import functools
 import types
 import typing
@@ -23,6 +22,7 @@ import typing_extensions
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 
 from cud.errors import ConfigError
+from cud.suggest import closest, did_you_mean
 
 __all__ = ("LOOP_OWNED", "PASS_THROUGH", "check_request")
 
@@ -80,13 +80,12 @@ def _check_key(key: str) -> None:
             owner="loop",
         )
     if key not in SDK_KEYS:
-        close = difflib.get_close_matches(key, sorted(PASS_THROUGH), n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        near = closest(key, PASS_THROUGH)
         raise ConfigError(
-            f"unknown config key {path!r}: not a Responses parameter of the installed openai SDK; {hint}"
-            f"known: {', '.join(sorted(PASS_THROUGH))}",
+            f"unknown config key {path!r}: not a Responses parameter of the installed openai SDK; "
+            f"{did_you_mean(key, PASS_THROUGH)}known: {', '.join(sorted(PASS_THROUGH))}",
             key=path,
-            **({"suggestion": close[0]} if close else {}),
+            **({"suggestion": near} if near else {}),
         )
 
 
