@@ -29,6 +29,8 @@ __all__ = [
     "PolicyDenied",
     "AccessibilityError",
     "ConnectionFailed",
+    "SpecError",
+    "SetupFailed",
 ]
 
 
@@ -159,3 +161,15 @@ class ConnectionFailed(CudError):
     """cuctl or the console could not reach the daemon, or lost it before it answered (client side only)."""
 
     kind = "connection"
+
+
+class SpecError(CudError):
+    """A task spec (docs/specs.md) is invalid: the message names the key path and the value."""
+
+    kind = "spec"
+
+
+class SetupFailed(CudError):
+    """A setup step of a task spec failed: the task fails with this, and the model was never asked."""
+
+    kind = "setup_failed"

@@ -56,6 +56,7 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
     POLICY_STRICTNESS,
     SEAT_NAME,
     SEAT_STATES,
+    STATE_NAMES,
     TASK_STATES,
     ApprovalKind,
     ApprovalPolicy,
@@ -87,6 +88,7 @@ __all__ = [
     "RECORD_FILE_NAME",
     "SCREENSHOT_FILE_NAME",
     "REQUEST_TYPES",
+    "check_field",
     "SEAT_NAME",
     "SEAT_STATES",
     "TASK_STATES",
@@ -292,6 +294,17 @@ def _rules(kind: str, name: str, value: object) -> None:
         raise _bad(kind, name, value, f"a list of at most {MAX_TASK_RULES} rule objects")
 
 
+def _spec(kind: str, name: str, value: object) -> None:
+    # The shape only: cud.spec parses the spec (both sides, the same code) and names a bad key.
+    if not isinstance(value, dict):
+        raise _bad(kind, name, value, "a spec object (docs/specs.md)")
+
+
+def _spec_files(kind: str, name: str, value: object) -> None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(d, str) for k, d in value.items()):
+        raise _bad(kind, name, value, "an object of file names to base64 contents")
+
+
 def _file_name(kind: str, name: str, value: object) -> None:
     if not isinstance(value, str) or not SCREENSHOT_FILE_NAME.fullmatch(value):
         raise _bad(kind, name, value, "a trajectory file name like 'step-0003.png'")
@@ -316,6 +329,8 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "approval": (_choice(*APPROVAL_POLICIES), False),
         "seat": (_seat_name, False),
         "rules": (_rules, False),
+        "spec": (_spec, False),
+        "files": (_spec_files, False),
     },
     "list": {},
     "show": {"id": (_ID, True)},
@@ -338,6 +353,11 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "metrics": {},
 }
 REQUEST_TYPES: frozenset[str] = frozenset(_REQUEST_FIELDS)
+
+
+def check_field(kind: str, name: str, value: object) -> None:
+    """Check one field of a ``kind`` request as :func:`parse_request` does (a spec reuses ``submit``'s)."""
+    _REQUEST_FIELDS[kind][name][0](kind, name, value)
 
 
 def parse_request(obj: dict[str, Any]) -> Request:

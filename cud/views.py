@@ -14,6 +14,7 @@ __all__ = [
     "FINAL_STATES",
     "SEAT_NAME",
     "SEAT_STATES",
+    "STATE_NAMES",
     "TASK_STATES",
     "USAGE_KEYS",
 ]
@@ -45,6 +46,17 @@ POLICY_STRICTNESS = {"safety": 0, "actions": 1}
 
 ApprovalKind = Literal["safety", "action"]
 ApprovalState = Literal["pending", "approved", "denied", "timed_out", "cancelled", "interrupted"]
+
+#: An accessibility element's states (AtspiStateType, in bit order: at-spi2-core's atspi-constants.h),
+#: as ``inspect``, ``tree`` and a spec's ``element`` checks name them.
+STATE_NAMES = (
+    "invalid", "active", "armed", "busy", "checked", "collapsed", "defunct", "editable", "enabled",
+    "expandable", "expanded", "focusable", "focused", "has-tooltip", "horizontal", "iconified", "modal",
+    "multi-line", "multiselectable", "opaque", "pressed", "resizable", "selectable", "selected", "sensitive",
+    "showing", "single-line", "stale", "transient", "vertical", "visible", "manages-descendants",
+    "indeterminate", "required", "truncated", "animated", "invalid-entry", "supports-autocompletion",
+    "selectable-text", "is-default", "visited", "checkable", "has-popup", "read-only",
+)
 
 # -- what results contain ----------------------------------------------------------------
 class ErrorInfo(TypedDict):

@@ -56,8 +56,11 @@ def _parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    p = add("submit", "tasks:submit", "queue a task")
-    p.add_argument("prompt", metavar="PROMPT")
+    p = add("submit", "tasks:submit", "queue a task: a prompt, or a spec file with --spec")
+    p.add_argument("prompt", metavar="PROMPT", nargs="?")
+    p.add_argument("--spec", metavar="FILE",
+                   help="a task spec (TOML, or JSON if it ends in .json): prompt, setup, checks (docs/specs.md); "
+                        "--model, --max-steps, --max-duration, --approval, --seat and --rule replace its own")
     p.add_argument("--model", metavar="M")
     p.add_argument("--max-steps", type=int, metavar="N")
     p.add_argument("--max-duration", type=int, metavar="S", help="seconds the task may run, approvals included")

@@ -5,20 +5,30 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
 from cud.record.model import describe, describe_action, describe_usage
+from cud.spec.load import load_spec
+from cud.spec.wire import submit_fields
 
 __all__ = ()
 
 
 def submit(client: Client, args: argparse.Namespace) -> int:
-    result = client.call("submit", prompt=args.prompt, model=args.model, max_steps=args.max_steps,
-                         max_duration=args.max_duration, approval=args.approval, seat=args.seat,
-                         rules=_rules(args.rule))
+    given = {"model": args.model, "max_steps": args.max_steps, "max_duration": args.max_duration,
+             "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule)}
+    if args.spec is not None:
+        fields = _spec_fields(args)
+        fields.update({k: value for k, value in given.items() if value is not None})
+    elif args.prompt is None:
+        raise ConfigError("cuctl submit needs a PROMPT, or a spec file with --spec FILE", key="prompt")
+    else:
+        fields = {"prompt": args.prompt, **given}
+    result = client.call("submit", **fields)
     task_id = result["id"]
     if not args.wait:
         emit_json({"id": task_id}) if args.json else print(task_id)
@@ -27,6 +37,15 @@ def submit(client: Client, args: argparse.Namespace) -> int:
         warn(f"task {task_id} submitted; waiting for it to end")
     task = client.call("follow", lambda message: None, wait_forever=True, id=task_id)
     return _ended(task, args.json)
+
+
+def _spec_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """``--spec FILE``: the spec and its files as submit's fields (a PROMPT beside it would be ambiguous)."""
+    if args.prompt is not None:
+        raise ConfigError(f"cuctl submit takes a PROMPT or --spec, not both (the spec has its prompt); got "
+                          f"{short(args.prompt, 40)!r} and --spec {args.spec!r}", key="prompt")
+    spec, files = load_spec(Path(args.spec))
+    return submit_fields(spec, files)
 
 
 def _rules(given: list[str] | None) -> list[Any] | None:

@@ -39,6 +39,7 @@ from dbus_fast import Message, MessageType
 from dbus_fast.aio import MessageBus
 
 from cud.errors import AccessibilityError as AtspiError
+from cud.protocol import STATE_NAMES
 
 __all__ = ("App", "Atspi", "AtspiError", "Element", "STATE_NAMES")
 
@@ -55,16 +56,6 @@ NULL_PATH = "/org/a11y/atspi/null"
 SCREEN = 0
 #: A chain deeper than this is a loop in a broken tree, not a deeper widget.
 MAX_DEPTH = 64
-
-#: AtspiStateType, in bit order (at-spi2-core's atspi-constants.h).
-STATE_NAMES = (
-    "invalid", "active", "armed", "busy", "checked", "collapsed", "defunct", "editable", "enabled",
-    "expandable", "expanded", "focusable", "focused", "has-tooltip", "horizontal", "iconified", "modal",
-    "multi-line", "multiselectable", "opaque", "pressed", "resizable", "selectable", "selected", "sensitive",
-    "showing", "single-line", "stale", "transient", "vertical", "visible", "manages-descendants",
-    "indeterminate", "required", "truncated", "animated", "invalid-entry", "supports-autocompletion",
-    "selectable-text", "is-default", "visited", "checkable", "has-popup", "read-only",
-)
 
 
 Ref = tuple[str, str]  # (bus name, object path)
