@@ -76,6 +76,11 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
     TaskView,
     USAGE_KEYS,
     UsageView,
+    VERDICTS,
+    ArtifactView,
+    CheckResultView,
+    Verdict,
+    VerdictView,
 )
 
 __all__ = [
@@ -85,6 +90,7 @@ __all__ = [
     "LIVE_STATES",
     "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
+    "ARTIFACT_FILE_NAME",
     "RECORD_FILE_NAME",
     "SCREENSHOT_FILE_NAME",
     "REQUEST_TYPES",
@@ -156,8 +162,10 @@ DaemonMessage = Union[OkReply, ErrorReply, EventMessage, ChunkMessage, FileMessa
 HUMAN_ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type")
 #: What a record's screenshot may be called: the trajectory's own names, never a path.
 SCREENSHOT_FILE_NAME = re.compile(r"step-[0-9]{4,}[A-Za-z0-9_-]{0,32}\.(?:png|jpg|webp)")
-#: What a record's file may be called: a screenshot, or the task's video (docs/video.md).
-RECORD_FILE_NAME = re.compile(rf"{SCREENSHOT_FILE_NAME.pattern}|video\.(?:mp4|webm)")
+#: A file a spec's ``collect`` kept: ``artifacts/`` and its path in the seat's home, each part a plain name.
+ARTIFACT_FILE_NAME = re.compile(r"artifacts(?:/(?!\.\.?(?:/|$))[^/\x00-\x1f\x7f]{1,255}){1,64}")
+#: What a record's file may be called: a screenshot, the task's video (docs/video.md), a collected file.
+RECORD_FILE_NAME = re.compile(rf"{SCREENSHOT_FILE_NAME.pattern}|video\.(?:mp4|webm)|{ARTIFACT_FILE_NAME.pattern}")
 
 
 # -- framing ---------------------------------------------------------------------------------

@@ -56,6 +56,10 @@ def export(client: Client, args: argparse.Namespace) -> int:
         emit_json({"path": os.path.abspath(target), "events": len(record.events), "files": len(record.files)})
     else:
         videos = sum(1 for name in record.files if name.startswith("video."))
+        artifacts = sum(1 for name in record.files if name.startswith("artifacts/"))
+        verdict = record.task.get("verdict")
         print(f"{target}: task {args.id} ({record.task['state']}), {len(record.events)} events, "
-              f"{len(record.files) - videos} screenshots" + (", the video" if videos else ""))
+              f"{len(record.files) - videos - artifacts} screenshots" + (", the video" if videos else "")
+              + (f", {artifacts} collected files" if artifacts else "")
+              + (f"; verdict {verdict['verdict']} (score {verdict['score']:.2f})" if verdict else ""))
     return 0

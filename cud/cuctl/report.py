@@ -27,7 +27,9 @@ def report(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"path": os.path.abspath(path), "bytes": len(page), "steps": record.task["steps"]})
     else:
-        print(f"{path}: report of task {args.id} ({record.task['state']}, {len(record.files)} screenshots, "
+        verdict = record.task.get("verdict")
+        judged = f", verdict {verdict['verdict']}" if verdict else ""
+        print(f"{path}: report of task {args.id} ({record.task['state']}{judged}, {len(record.files)} files, "
               f"{len(page)} bytes)")
     return 0
 

@@ -12,6 +12,7 @@ from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
 from cud.record.model import describe, describe_action, describe_usage
+from cud.record.verdict import artifact_line, check_line, verdict_line
 from cud.spec.load import load_spec
 from cud.spec.wire import submit_fields
 
@@ -87,6 +88,15 @@ def show(client: Client, args: argparse.Namespace) -> int:
     error = task["error"]
     print(f"{'error:':15}{'-' if error is None else error['kind'] + ': ' + error['message']}")
     print(f"{'model usage:':15}{describe_usage(task.get('usage'))}")
+    if task.get("spec") is not None:
+        spec = task["spec"]
+        print(f"{'spec:':15}{len(spec['setup'])} setup steps, {len(spec['checks'])} checks, "
+              f"reset {'yes' if spec['reset'] else 'no'}" + (f"; tags {', '.join(spec['tags'])}" if spec["tags"] else ""))
+        print(f"{'verdict:':15}{verdict_line(task.get('verdict'))}")
+        for check in (task.get("verdict") or {}).get("checks", []):
+            print(f"  {printable(check_line(check))}")
+        for artifact in task.get("artifacts") or []:
+            print(f"{'collected:':15}{printable(artifact_line(artifact))}")
     return 0
 
 
@@ -122,18 +132,21 @@ def cancel(client: Client, args: argparse.Namespace) -> int:
 
 
 def _ended(task: dict[str, Any], as_json: bool, quiet: bool = False) -> int:
-    """Print how a task ended; 0 if it succeeded, 1 otherwise."""
+    """Print how a task ended; 0 if it succeeded (and its checks, if any, passed), 1 otherwise."""
     if as_json:
         emit_json(task)
     elif task["state"] == "succeeded":
         if not quiet:
             print(task["final_message"] or "")
+    verdict = task.get("verdict")
+    if verdict is not None and not as_json:
+        warn(f"task {task['id']} verdict: {verdict_line(verdict)}")
     if task["state"] != "succeeded":
         error = task.get("error")
         because = error["message"] if error else task.get("reason") or "no reason recorded"
         warn(f"task {task['id']} {task['state']}: {because}")
         return 1
-    return 0
+    return 1 if verdict is not None and verdict["verdict"] != "passed" else 0
 
 
 def describe_event(event: dict[str, Any]) -> str:
@@ -188,7 +201,15 @@ def _describe(event: dict[str, Any]) -> str:
         return f"{prefix} video {data['file']} done: {data['seconds']:.1f} s, {data['bytes']} bytes"
     if kind == "video_failed":
         return f"{prefix} video recorder failed ({data['stage']}): {data['message']} (the task goes on)"
+    if kind == "setup":
+        outcome = "done" if data["ok"] else f"FAILED: {data.get('error')}"
+        return f"{prefix} setup {data['index'] + 1} ({data['what']}): {outcome} ({data['ms']:.0f} ms)"
+    if kind == "check":
+        return f"{prefix} check {data['index'] + 1}: {check_line(data)}"
+    if kind == "collected":
+        return f"{prefix} collected: " + "; ".join(artifact_line(a) for a in data["files"])
     if kind == "end":
         detail = data.get("final_message") or (data.get("error") or {}).get("message") or data.get("reason") or ""
-        return f"{prefix} ended {data['state']}" + (f": {detail}" if detail else "")
+        judged = f"; verdict {data['verdict']} (score {data['score']:.2f})" if data.get("verdict") else ""
+        return f"{prefix} ended {data['state']}" + (f": {detail}" if detail else "") + judged
     return f"{prefix} {kind}: {data}"

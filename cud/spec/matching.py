@@ -47,3 +47,9 @@ class Match:
         if self.regex is not None:
             return f"matches /{self.regex.pattern}/"
         return f"is {self.text!r}"
+
+    def describe_miss(self) -> str:
+        """The opposite, in words: ``does not match /PATTERN/`` or ``is not 'TEXT'``."""
+        if self.regex is not None:
+            return f"does not match /{self.regex.pattern}/"
+        return f"is not {self.text!r}"

@@ -26,6 +26,7 @@ MAX_ARGS = 256
 MAX_ARG = 4096
 #: Longest check name.
 MAX_NAME = 200
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def shown(value: object) -> str:
@@ -122,8 +123,10 @@ def argv(path: str, value: object) -> tuple[str, ...]:
 def home_path(path: str, value: object) -> str:
     """A path inside the seat's home: relative, without '..' (the daemon confines it again, symlinks too)."""
     written = text(path, value, MAX_PATH)
-    if written.startswith(("/", "~")) or ".." in written.split("/"):
-        raise bad(path, value, "a path inside the seat's home (relative, without '..')")
+    parts = written.split("/")
+    if written.startswith("~") or any(p in ("", ".", "..") for p in parts) or _CONTROL.search(written):
+        raise bad(path, value, "a path inside the seat's home: relative, like 'Desktop/notes.txt' (no '/' first "
+                               "or last, no '..', '.', '//' or control characters)")
     return written
 
 

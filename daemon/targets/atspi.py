@@ -45,6 +45,8 @@ __all__ = ("App", "Atspi", "AtspiError", "Element", "STATE_NAMES")
 
 ACCESSIBLE = "org.a11y.atspi.Accessible"
 COMPONENT = "org.a11y.atspi.Component"
+TEXT = "org.a11y.atspi.Text"
+VALUE = "org.a11y.atspi.Value"
 REGISTRY = "org.a11y.atspi.Registry"
 ROOT_PATH = "/org/a11y/atspi/accessible/root"
 REGISTRY_PATH = "/org/a11y/atspi/registry"
@@ -221,6 +223,22 @@ class Atspi:
         except AtspiError:
             return None  # not a component (an application root, a text leaf of some toolkits)
         return (int(box[0]), int(box[1]), int(box[2]), int(box[3]))
+
+    async def text(self, ref: Ref) -> str | None:
+        """The object's text (its Text interface: an entry's content, a text view's); None if it has none."""
+        try:
+            (text,) = await self.call(ref, TEXT, "GetText", "ii", [0, -1])
+        except AtspiError:
+            return None
+        return str(text)
+
+    async def value(self, ref: Ref) -> float | None:
+        """The object's current value (its Value interface: a spin button's, a slider's); None if it has none."""
+        try:
+            (value,) = await self.call(ref, "org.freedesktop.DBus.Properties", "Get", "ss", [VALUE, "CurrentValue"])
+        except AtspiError:
+            return None
+        return float(value.value)
 
     async def read(self, ref: Ref, *, bounds: bool = True) -> Element:
         """Role, name, description, states (and bounds): one round of concurrent calls."""
