@@ -29,6 +29,8 @@ __all__ = [
     "PolicyDenied",
     "AccessibilityError",
     "ConnectionFailed",
+    "PathRefused",
+    "SessionError",
     "SpecError",
     "SetupFailed",
 ]
@@ -161,6 +163,18 @@ class ConnectionFailed(CudError):
     """cuctl or the console could not reach the daemon, or lost it before it answered (client side only)."""
 
     kind = "connection"
+
+
+class PathRefused(CudError):
+    """A path for a seat's home leads out of it ('..', an absolute path elsewhere, a symlink out) or is no file."""
+
+    kind = "path_refused"
+
+
+class SessionError(CudError):
+    """A seat's session could not do what was asked: a command did not start, a reset did not finish."""
+
+    kind = "session"
 
 
 class SpecError(CudError):

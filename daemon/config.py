@@ -24,7 +24,7 @@ from cud.daemon.config_values import table as checked_table
 from cud.daemon.model.history import History, load_history
 from cud.daemon.hooks.config import HookConfig, load_hooks
 from cud.daemon.targets.rules import Rule, parse_rules
-from cud.daemon.seats.config import SeatConfig, load_seats
+from cud.daemon.seats.config import SeatConfig, check_seat_places, load_seats
 from cud.daemon.video.config import VideoConfig, load_video
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
@@ -292,7 +292,18 @@ def load_config(
         kwargs["max_retries"] = int_in_range("max_retries", merged["max_retries"], 0, 10)
     if "notify" in raw:
         kwargs["notify"] = load_hooks(raw["notify"], env)
+    check_seat_places(kwargs["seats"], {"the daemon's state directory": str(kwargs["state_dir"]),
+                                        "the daemon's socket": str(kwargs["socket"])},
+                      _daemon_home())
     return Config(**kwargs)
+
+
+def _daemon_home() -> str | None:
+    """The home of the user the daemon runs as (a seat's home may not be it, nor hold it)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_dir
+    except KeyError:
+        return None
 
 
 def resolve_api_key(config: Config, env: Mapping[str, str] | None = None) -> str:

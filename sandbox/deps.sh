@@ -47,6 +47,9 @@ dbus-bin
 at-spi2-core
 libatk-adaptor
 ffmpeg
+xclip
+zenity
+mousepad
 "
 # make, python3, python3-venv   the Makefile and its .venv
 # python3-tk                    the tests' recording window and Tk forms
@@ -75,6 +78,8 @@ ffmpeg
 #                               applications find the accessibility bus through
 # at-spi2-core                  at-spi-bus-launcher and the registry: the accessibility bus cud reads targets from
 # libatk-adaptor                GTK 3's bridge onto that bus (Qt and Chromium carry their own)
+# xclip                         a seat's clipboard, read and set as the seat's user (docs/sessions.md)
+# zenity, mousepad              the session tests' dialog and GTK text editor, closed by the seat's reset
 # ffmpeg                        records each task on an X11 seat (x11grab -> H.264 in fragmented MP4;
 #                               docs/video.md); ffprobe checks the recordings in the tests
 

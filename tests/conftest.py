@@ -15,7 +15,7 @@ from tests.support.xserver import XServer, start_xvfb
 
 # The real daemon (start_daemon), the tests' own sshd (sshd) and cud installed under a private prefix
 # (prefix_install) as fixtures, for every module that wants one.
-pytest_plugins = ["tests.support.daemon", "tests.support.sshd", "tests.support.units"]
+pytest_plugins = ["tests.support.daemon", "tests.support.sshd", "tests.support.units", "tests.support.seat_users"]
 
 
 @pytest.fixture

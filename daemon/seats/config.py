@@ -5,7 +5,8 @@ which is also the order free seats take unpinned work):
 
 * ``cud run --seat NAME=DISPLAY`` (repeatable, X11);
 * ``[[seats]]`` tables in the config: ``name`` and ``display``, or ``vnc`` with
-  ``vnc_password_file`` / ``vnc_horizontal_scroll``;
+  ``vnc_password_file`` / ``vnc_horizontal_scroll``; with ``user``, ``home`` and
+  ``home_template`` a seat has a session (cud.daemon.session: commands, files, the reset);
 * today's single ``display`` / ``vnc`` (flag, config key or ``$DISPLAY``): one seat
   named ``default``, so configs and commands from before seats keep working.
 
@@ -22,17 +23,20 @@ from typing import Any
 
 from cud.daemon.config_values import bad, string
 from cud.daemon.config_values import table as checked_table
+from cud.daemon.session.places import Place, check_places
+from cud.daemon.session.user import SeatUser
 from cud.errors import ConfigError
 from cud.protocol import SEAT_NAME
 
-__all__ = ("DEFAULT_SEAT", "MAX_SEATS", "SeatConfig", "load_seats")
+__all__ = ("DEFAULT_SEAT", "MAX_SEATS", "SeatConfig", "check_seat_places", "load_seats")
 
 #: The name of the one seat of a daemon configured with a single display or VNC server.
 DEFAULT_SEAT = "default"
 #: Each seat holds a driver thread and a display connection or two; far more than a
 #: 2-core VM runs, far fewer than the daemon's file descriptors.
 MAX_SEATS = 64
-_SEAT_KEYS = {"name", "display", "vnc", "vnc_password_file", "vnc_horizontal_scroll", "session_bus", "x_display"}
+_SEAT_KEYS = {"name", "display", "vnc", "vnc_password_file", "vnc_horizontal_scroll", "session_bus", "x_display",
+              "user", "home", "home_template"}
 #: Where a seat's targets are read (docs/targets.md): its session bus, and for a VNC seat the X display it mirrors.
 _TARGET_KEYS = ("session_bus", "x_display")
 _HORIZONTAL_SCROLL = ("auto", "buttons", "shift")
@@ -50,6 +54,10 @@ class SeatConfig:
     session_bus: str | None = None
     #: For a VNC seat: the X display it shows (Xvnc's own, or the one x11vnc shares), to read windows from.
     x_display: str | None = None
+    #: The seat's session (docs/sessions.md): its user (never root), its home, what a reset makes the home again.
+    user: SeatUser | None = None
+    home: Path | None = None
+    home_template: Path | None = None
 
     @property
     def target_display(self) -> str | None:
@@ -98,7 +106,47 @@ def _seat(prefix: str, name: str, table: Mapping[str, Any]) -> SeatConfig:
             raise ConfigError(f"config key '{prefix}x_display' is for a VNC seat; an X seat reads its own display",
                               key=f"{prefix}x_display")
         extra["x_display"] = check_display(f"{prefix}x_display", table["x_display"])
-    return dataclasses.replace(seat, **extra) if extra else seat
+    return dataclasses.replace(seat, **extra, **_session(prefix, table))
+
+
+def _session(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
+    """``user``, ``home`` and ``home_template``: all or none of the first two, the template only with them."""
+    given = [k for k in ("user", "home") if k in table]
+    if len(given) == 1:
+        missing = "home" if given == ["user"] else "user"
+        raise ConfigError(f"config key '{prefix}{given[0]}' needs '{prefix}{missing}': a seat's session has both",
+                          key=f"{prefix}{missing}")
+    if "home_template" in table and not given:
+        raise ConfigError(f"config key '{prefix}home_template' needs '{prefix}user' and '{prefix}home'",
+                          key=f"{prefix}home_template")
+    if not given:
+        return {}
+    user = table["user"]
+    if isinstance(user, bool) or not isinstance(user, (str, int)):
+        raise bad(f"{prefix}user", user, "a user name or uid")
+    out: dict[str, Any] = {
+        "user": SeatUser.lookup(f"{prefix}user", user if isinstance(user, int) else string(f"{prefix}user", user)),
+        "home": _absolute(f"{prefix}home", table["home"]),
+    }
+    if "home_template" in table:
+        out["home_template"] = _absolute(f"{prefix}home_template", table["home_template"])
+    return out
+
+
+def _absolute(key: str, value: object) -> Path:
+    text = string(key, value)
+    if not text.startswith("/"):
+        raise bad(key, value, "an absolute path")
+    return Path(text)
+
+
+def check_seat_places(seats: tuple[SeatConfig, ...], daemon_dirs: Mapping[str, str], daemon_home: str | None) -> None:
+    """Refuse a seat's home or template that a reset must not touch (cud.daemon.session.places)."""
+    places = [Place(seat.name, f"seats[{index}].", str(seat.home),
+                    None if seat.home_template is None else str(seat.home_template), seat.user.uid)
+              for index, seat in enumerate(seats) if seat.home is not None and seat.user is not None]
+    if places:
+        check_places(places, daemon_dirs=daemon_dirs, daemon_home=daemon_home)
 
 
 def _place(prefix: str, name: str, table: Mapping[str, Any]) -> SeatConfig:

@@ -29,6 +29,7 @@ from cud.daemon.config import Config
 from cud.daemon.video.recorder import recorder_for
 from cud.daemon.tasks.runner import TaskRun
 from cud.daemon.seats.config import SeatConfig
+from cud.daemon.session.processes import SeatSession, session_for
 from cud.daemon.store.database import Store
 from cud.daemon.targets.lookup import TargetResolver
 from cud.daemon.store.trajectory import Trajectories, decode_data_url
@@ -87,6 +88,9 @@ class Seat:
         #: What actions on this seat touch (docs/targets.md).
         self.targets = TargetResolver.for_seat(spec.target_display, spec.session_bus, vnc=spec.vnc is not None,
                                                timeout=parts.config.target_timeout)
+        #: Its session (user, home, processes: docs/sessions.md); None for a seat without ``user``/``home``.
+        self.session: SeatSession | None = session_for(spec.name, spec.user, spec.home, spec.home_template,
+                                                       spec.target_display, spec.session_bus)
         self._client = parts.client
         self._api_key = parts.api_key
         self._on_free = on_free

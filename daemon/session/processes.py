@@ -1,0 +1,298 @@
+"""A seat's session: commands run as the seat's user on its display and bus, files read and written in its home.
+
+Every command is an argv executed as given (``argv[0]`` is the program; there is no
+shell unless the argv names one), as the seat's user: the child becomes the user
+through subprocess's ``user=``/``group=``/``extra_groups=`` (setreuid, setregid and
+setgroups in the child before exec, Python's documented way), or runs as the
+daemon's own user when that is the seat's. Each command starts a session of its
+own (``setsid``), so at its timeout its whole process group is killed; what it
+detached further is still the user's, and the reset (:mod:`cud.daemon.session.reset`)
+ends every process of the user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import tempfile
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from cud.daemon.session import clipboard
+from cud.daemon.session.home import SeatHome
+from cud.daemon.session.reset import SEAT_MARK, ResetReport, reset_session
+from cud.daemon.session.user import SeatUser
+from cud.errors import PathRefused, SessionError
+
+__all__ = ("Completed", "SeatSession", "session_for")
+
+#: What a session's commands find on PATH: the system's programs, never the daemon's venv.
+SESSION_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: Largest argv accepted (bytes in all), far under the kernel's ARG_MAX.
+MAX_ARGV_BYTES = 128 * 1024
+_READ_CHUNK = 64 * 1024
+#: Seconds the output is still read after the command ended (a child it left behind may hold the pipes).
+_DRAIN_TIMEOUT = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    #: None: killed at the timeout.
+    exit_code: int | None
+    #: At most ``max_output`` bytes each; ``truncated`` says whether more was thrown away.
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    truncated: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionPlaces:
+    """Where a session lives: its display, its session bus, its template, the daemon's X cookie."""
+
+    display: str | None
+    session_bus: str | None
+    template: Path | None
+    #: The X authority file the daemon uses (copied for the user: the daemon's is not theirs to read).
+    xauthority: Path | None = None
+
+
+class SeatSession:
+    """One per seat that has ``user`` and ``home``: what runs there, and its files."""
+
+    def __init__(self, seat: str, user: SeatUser, home: Path, places: SessionPlaces) -> None:
+        self.seat = seat
+        self.user = user.name
+        self.account = user
+        self.home = SeatHome(home, user.uid, user.gid)
+        self.places = places
+        self.template = places.template
+        #: The session's runtime directory (XDG_RUNTIME_DIR): the user's, made at the first use.
+        self._runtime: Path | None = None
+        self._launched: set[int] = set()
+
+    # -- environment ---------------------------------------------------------------------
+    @property
+    def runtime_dir(self) -> Path:
+        """The session's own runtime directory (0700, the user's): sockets and the X cookie copy live there."""
+        if self._runtime is None or not self._runtime.is_dir():
+            path = Path(tempfile.mkdtemp(prefix=f"cud-session-{self.seat}-"))
+            if os.geteuid() == 0:
+                os.chown(path, self.account.uid, self.account.gid)
+            self._runtime = path
+            self._copy_xauthority()
+        return self._runtime
+
+    def _copy_xauthority(self) -> None:
+        source = self.places.xauthority
+        if source is None or self._runtime is None:
+            return
+        try:
+            data = source.read_bytes()
+        except OSError:
+            return  # no cookie to share: the display takes clients without one (Xvfb in the tests)
+        target = self._runtime / "Xauthority"
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            if os.geteuid() == 0:
+                os.fchown(out.fileno(), self.account.uid, self.account.gid)
+            out.write(data)
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        runtime = self.runtime_dir
+        env = {
+            "HOME": str(self.home.root),
+            "USER": self.user,
+            "LOGNAME": self.user,
+            "PATH": SESSION_PATH,
+            "LANG": "C.UTF-8",
+            "XDG_RUNTIME_DIR": str(runtime),
+            # Inherited through every fork: how a daemon running as the seat's user tells the session's processes.
+            SEAT_MARK: self.seat,
+            # Qt and GTK applications then expose their trees on the accessibility bus.
+            "QT_ACCESSIBILITY": "1",
+            "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1",
+        }
+        if self.places.display is not None:
+            env["DISPLAY"] = self.places.display
+        if (runtime / "Xauthority").exists():
+            env["XAUTHORITY"] = str(runtime / "Xauthority")
+        if self.places.session_bus is not None:
+            env["DBUS_SESSION_BUS_ADDRESS"] = self.places.session_bus
+        return env
+
+    # -- commands ------------------------------------------------------------------------
+    def _argv(self, argv: Sequence[str]) -> list[str]:
+        items = list(argv)
+        if not items or not all(isinstance(a, str) for a in items):
+            raise SessionError(f"a command is a non-empty list of strings, got {argv!r}", argv=repr(argv)[:200])
+        if any("\x00" in a for a in items):
+            raise SessionError(f"command {items[0]!r} has a NUL character in an argument", argv=items[:1])
+        if sum(len(os.fsencode(a)) + 1 for a in items) > MAX_ARGV_BYTES:
+            raise SessionError(f"command {items[0][:80]!r} is over {MAX_ARGV_BYTES} bytes long", argv=items[:1])
+        return items
+
+    def _cwd(self, cwd: str | None) -> str:
+        if cwd is None:
+            return str(self.home.root)
+        path = self.home.resolve(cwd)
+        if not path.is_dir():
+            raise PathRefused(f"working directory {cwd!r} in the seat's home is not a directory", path=cwd)
+        return str(path)
+
+    async def _spawn(self, argv: list[str], cwd: str, **streams: object) -> asyncio.subprocess.Process:
+        # No preexec_fn: it is unsafe with threads, and the daemon has a driver thread per seat.
+        try:
+            return await asyncio.create_subprocess_exec(
+                *argv, cwd=cwd, env=dict(self.env), start_new_session=True, close_fds=True,
+                **self.account.become(), **streams)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: {exc.strerror}",
+                               argv=argv[:1], seat=self.seat, errno=exc.errno) from None
+
+    async def run(self, argv: Sequence[str], *, timeout: float, stdin: bytes | None = None, cwd: str | None = None,
+                  max_output: int = 1 << 20) -> Completed:
+        """Run ``argv`` as the seat's user in its session, in ``cwd`` (default: the home), bounded by ``timeout``."""
+        items = self._argv(argv)
+        where = self._cwd(cwd)
+        # Pipes of our own, not asyncio's: its wait() also waits for its pipes to close, which
+        # a child left running in the background (holding them) would put off for ever.
+        pipes = [os.pipe(), os.pipe()]
+        try:
+            proc = await self._spawn(items, where, stdin=asyncio.subprocess.PIPE if stdin is not None else
+                                     asyncio.subprocess.DEVNULL, stdout=pipes[0][1], stderr=pipes[1][1])
+        except BaseException:
+            for fd in (*pipes[0], *pipes[1]):
+                os.close(fd)
+            raise
+        for _read, write in pipes:
+            os.close(write)
+        cut = [False]
+        outputs = [bytearray(), bytearray()]
+        files = [os.fdopen(read, "rb", buffering=0) for read, _write in pipes]
+        readers = [asyncio.ensure_future(_read_capped(file, kept, max_output, cut))
+                   for file, kept in zip(files, outputs)]
+        feeder = asyncio.ensure_future(_feed(proc, stdin))
+        timed_out = False
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout)
+        except asyncio.TimeoutError:
+            timed_out = True
+        finally:
+            if proc.returncode is None:  # the timeout, or the caller gave up (cancelled)
+                # The whole group: what it forked goes with it (what it detached, the reset ends).
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+            # A child left running in the background holds the pipes open: it must not hold the answer up.
+            _done, pending = await asyncio.wait(readers, timeout=_DRAIN_TIMEOUT)
+            for task in (*pending, feeder):
+                task.cancel()
+            await asyncio.gather(*readers, feeder, return_exceptions=True)
+            for file in files:  # a reader cancelled before it began never handed its pipe to a transport
+                file.close()
+        return Completed(tuple(items), None if timed_out else proc.returncode, bytes(outputs[0]), bytes(outputs[1]),
+                         timed_out, cut[0] or bool(pending))
+
+    async def launch(self, argv: Sequence[str], *, cwd: str | None = None) -> int:
+        """Start ``argv`` detached in the session (its own session, output to the runtime dir's log); its pid."""
+        items = self._argv(argv)
+        where = self._cwd(cwd)
+        log_path = self.runtime_dir / "launched.log"
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            if os.geteuid() == 0:
+                os.fchown(fd, self.account.uid, self.account.gid)
+            proc = await self._spawn(items, where, stdin=asyncio.subprocess.DEVNULL, stdout=fd, stderr=fd)
+        finally:
+            os.close(fd)
+        self._launched.add(proc.pid)
+        # Reaped in the background, so a launched program that exits leaves no zombie.
+        asyncio.ensure_future(self._reap(proc))
+        return proc.pid
+
+    @property
+    def launched(self) -> frozenset[int]:
+        """The pids :meth:`launch` started that have not ended yet."""
+        return frozenset(self._launched)
+
+    async def _reap(self, proc: asyncio.subprocess.Process) -> None:
+        with contextlib.suppress(Exception):
+            await proc.wait()
+        self._launched.discard(proc.pid)
+
+    # -- files -----------------------------------------------------------------------------
+    async def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None:
+        """Write ``data`` to ``path`` in the home: confined, parents made, the user's, all at once."""
+        await asyncio.to_thread(self.home.write_bytes, path, data, mode=mode)
+
+    async def read_file(self, path: str, *, max_bytes: int) -> bytes:
+        """The file ``path`` in the home (confined), at most ``max_bytes`` long."""
+        return await asyncio.to_thread(self.home.read_bytes, path, max_bytes=max_bytes)
+
+    # -- the clipboard and the reset ----------------------------------------------------------
+    async def clipboard_get(self) -> str:
+        """The text of the seat's CLIPBOARD selection ('' when nobody owns it)."""
+        return await clipboard.get(self)
+
+    async def clipboard_set(self, text: str) -> None:
+        """Make ``text`` the seat's CLIPBOARD (and PRIMARY) selection, served by a process of the session."""
+        await clipboard.set_text(self, text)
+
+    async def reset(self) -> ResetReport:
+        """Every process of the session ends, the home is the template again, the clipboard is empty."""
+        return await reset_session(self)
+
+    def clear_runtime(self) -> None:
+        """Remove the runtime directory and what the session left there; the next use makes a new one."""
+        if self._runtime is not None:
+            shutil.rmtree(self._runtime, ignore_errors=True)
+            self._runtime = None
+
+    def close(self) -> None:
+        """The daemon is stopping: nothing of the session's is kept in the runtime directory."""
+        self.clear_runtime()
+
+
+async def _read_capped(pipe: typing.BinaryIO, kept: bytearray, cap: int, cut: list[bool]) -> None:
+    """All of ``pipe`` read (then closed), the first ``cap`` bytes kept in ``kept`` (reading on, so the
+    writer never blocks)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _protocol = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    try:
+        while True:
+            chunk = await reader.read(_READ_CHUNK)
+            if not chunk:
+                return
+            room = cap - len(kept)
+            if len(chunk) > room:
+                cut[0] = True
+            kept += chunk[: max(room, 0)]
+    finally:
+        transport.close()
+
+
+async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
+    if data is None or proc.stdin is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+    proc.stdin.close()
+
+
+def session_for(seat: str, user: SeatUser | None, home: Path | None, template: Path | None, display: str | None,
+                session_bus: str | None) -> SeatSession | None:
+    """The session of a seat configured with ``user`` and ``home`` (None without them)."""
+    if user is None or home is None:
+        return None
+    cookie = os.environ.get("XAUTHORITY") or os.path.expanduser("~/.Xauthority")
+    return SeatSession(seat, user, home, SessionPlaces(display, session_bus, template, Path(cookie)))

@@ -1,0 +1,79 @@
+"""Seat users for the session tests: temporary system users (as root), else the user running the tests.
+
+A seat's user belongs to the seat (its reset ends every process of it), so the
+tests never lend one of the machine's users: as root they create ``cud-t<hex>``
+users with ``useradd --system`` and remove them (``userdel``) at the end of the
+session, whatever happened. Not as root, a daemon can only run a seat of its own
+user, and that is what the tests then use.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from cud.daemon.session.user import SeatUser
+
+__all__ = ("SeatUsers", "make_home", "seat_users", "session_dir")
+
+
+@dataclass
+class SeatUsers:
+    made: list[str] = field(default_factory=list)
+
+    def make(self) -> SeatUser:
+        """A user nobody else uses (as root), else the tests' own."""
+        if os.geteuid() != 0:
+            return SeatUser.lookup("user", pwd.getpwuid(os.geteuid()).pw_name)
+        name = f"cud-t{secrets.token_hex(4)}"
+        subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
+                        "/usr/sbin/nologin", name], check=True, capture_output=True)
+        self.made.append(name)
+        return SeatUser.lookup("user", name)
+
+    def remove_all(self) -> None:
+        for name in self.made:
+            entry = pwd.getpwnam(name)
+            # Whatever a failed test left running as the user goes first (userdel refuses otherwise).
+            subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups",
+                            "kill", "-KILL", "-1"], capture_output=True)
+            subprocess.run(["userdel", name], capture_output=True)
+        self.made.clear()
+
+
+@pytest.fixture(scope="session")
+def seat_users() -> Iterator[SeatUsers]:
+    users = SeatUsers()
+    try:
+        yield users
+    finally:
+        users.remove_all()
+
+
+def make_home(base: Path, user: SeatUser, name: str = "home") -> Path:
+    """An empty directory under ``base`` belonging to ``user``: a seat's home."""
+    home = base / name
+    home.mkdir(mode=0o755)
+    if os.geteuid() == 0:
+        os.chown(home, user.uid, user.gid)
+    return home
+
+
+@pytest.fixture
+def session_dir() -> Iterator[Path]:
+    """A directory for homes and templates that every seat user can reach (pytest's tmp_path is root's 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="cud-sess-", dir="/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

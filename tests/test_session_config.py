@@ -1,0 +1,143 @@
+"""``[[seats]] user``, ``home`` and ``home_template``, and the homes a reset must never touch, refused by name."""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from cud.daemon.config import load_config
+from cud.daemon.session.places import SYSTEM_DIRS, SYSTEM_TREES, Place, check_places
+from cud.daemon.session.user import SeatUser
+from cud.errors import ConfigError
+from tests.support.seat_users import SeatUsers, make_home
+
+
+@pytest.fixture(scope="module")
+def user(seat_users: SeatUsers) -> SeatUser:
+    return seat_users.make()
+
+
+@pytest.fixture
+def base(session_dir: Path) -> Iterator[Path]:
+    yield session_dir
+
+
+def config(base: Path, seats: str) -> Path:
+    path = base / "cud.toml"
+    path.write_text(f'socket = "{base}/state/cud.sock"\nstate_dir = "{base}/state"\n{seats}')
+    return path
+
+
+def seat(name: str, display: str, **keys: object) -> str:
+    lines = [f'[[seats]]\nname = "{name}"\ndisplay = "{display}"']
+    lines += [f"{key} = {value!r}".replace("'", '"') for key, value in keys.items()]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_seat_with_a_session(base: Path, user: SeatUser) -> None:
+    home = make_home(base, user)
+    template = base / "template"
+    template.mkdir()
+    loaded = load_config(config(base, seat("one", ":1", user=user.name, home=str(home),
+                                           home_template=str(template)) + seat("two", ":2")), env={})
+    one, two = loaded.seats
+    assert (one.user, one.home, one.home_template) == (user, home, template)
+    assert user.uid != 0 and (two.user, two.home) == (None, None)
+    # A uid works as well as a name; a home that does not exist yet is made at the first reset.
+    by_uid = load_config(config(base, seat("one", ":1", user=user.uid, home=str(base / "later"))), env={})
+    assert by_uid.seats[0].user == user
+
+
+@pytest.mark.parametrize(("keys", "words"), [
+    ({"user": "root", "home": "{base}/h"}, "names 'root', which is root (uid 0)"),
+    ({"user": 0, "home": "{base}/h"}, "which is root (uid 0)"),
+    ({"user": "no-such-user-cud", "home": "{base}/h"}, "a user 'no-such-user-cud' that does not exist"),
+    ({"user": "{user}"}, "'seats[0].user' needs 'seats[0].home'"),
+    ({"home": "{base}/h"}, "'seats[0].home' needs 'seats[0].user'"),
+    ({"home_template": "{base}"}, "'seats[0].home_template' needs 'seats[0].user' and 'seats[0].home'"),
+    ({"user": "{user}", "home": "relative/home"}, "must be an absolute path"),
+    ({"user": "{user}", "home": "/"}, "'seats[0].home' = '/' is refused: '/' is a system directory"),
+    ({"user": "{user}", "home": "/etc"}, "'/etc' is a system directory"),
+    ({"user": "{user}", "home": "/usr/share/cud-seat"}, "inside the system directory '/usr'"),
+    ({"user": "{user}", "home": "/tmp"}, "'/tmp' is a system directory"),
+    ({"user": "{user}", "home": "/home"}, "'/home' is a system directory"),
+    ({"user": "{user}", "home": "{base}/state"}, "it is the daemon's state directory"),
+    ({"user": "{user}", "home": "{base}/state/seat"}, "it is inside the daemon's state directory"),
+    ({"user": "{user}", "home": "{base}"}, "it holds the daemon's state directory"),
+    ({"user": "{user}", "home": "{own_home}"}, "the daemon's own home"),
+    ({"user": "{user}", "home": "{base}/h", "home_template": "{base}/h/tpl"},
+     "'seats[0].home_template' = '{base}/h/tpl' is refused: it is inside its seat's home"),
+    ({"user": "{user}", "home": "{base}/h", "home_template": "{base}/nothing"}, "not an existing directory"),
+])
+def test_refused_seats_are_refused_by_name(base: Path, user: SeatUser, keys: dict[str, object], words: str) -> None:
+    own_home = pwd.getpwuid(os.geteuid()).pw_dir
+    if "{own_home}" in str(keys.get("home")) and PurePosixPath(own_home) in {PurePosixPath(d) for d in SYSTEM_DIRS}:
+        words = "is a system directory"  # root's home is /root: refused for that first
+    fill = {"base": str(base), "user": user.name, "own_home": own_home}
+    values = {k: v.format(**fill) if isinstance(v, str) else v for k, v in keys.items()}
+    with pytest.raises(ConfigError) as refused:
+        load_config(config(base, seat("one", ":1", **values)), env={})
+    assert words.format(**fill) in refused.value.message
+    assert "'seats[0]." in refused.value.message or "seat 'one'" in refused.value.message
+
+
+def test_homes_shared_between_seats_and_homes_of_others_are_refused(base: Path, user: SeatUser,
+                                                                   seat_users: SeatUsers) -> None:
+    other = seat_users.make()
+    for first, second, how in ((f"{base}/a", f"{base}/a", "is"), (f"{base}/a/b", f"{base}/a", "is inside"),
+                               (f"{base}/a", f"{base}/a/b", "holds")):
+        with pytest.raises(ConfigError, match=f"seat 'one': .* it {how} the home of seat 'two'"):
+            load_config(config(base, seat("one", ":1", user=user.name, home=first)
+                               + seat("two", ":2", user=other.name, home=second)), env={})
+    # A template in another seat's home: that seat's user could change what this one resets to.
+    with pytest.raises(ConfigError, match="it is inside the home of seat 'two'"):
+        load_config(config(base, seat("one", ":1", user=user.name, home=f"{base}/a", home_template=f"{base}/b/t")
+                           + seat("two", ":2", user=other.name, home=f"{base}/b")), env={})
+    if os.geteuid() == 0:  # an existing home must be the seat's user's
+        theirs = make_home(base, other, "theirs")
+        with pytest.raises(ConfigError, match=f"it belongs to uid {other.uid}, not to the seat's user"):
+            load_config(config(base, seat("one", ":1", user=user.name, home=str(theirs))), env={})
+    # A symlink is what it points to.
+    (base / "to_etc").symlink_to("/etc")
+    with pytest.raises(ConfigError, match="'/etc' is a system directory"):
+        load_config(config(base, seat("one", ":1", user=user.name, home=f"{base}/to_etc")), env={})
+
+
+_COMPONENTS = st.sampled_from(["a", "b", "seat1", "..", ".", "state", "ü", "home", "x" * 40])
+_ROOTS = st.sampled_from(sorted(SYSTEM_DIRS | {"/srv/seats", "/var/lib/cud-seats", "/tmp/cud-prop", "/opt/x"}))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(roots=st.lists(_ROOTS, min_size=1, max_size=3),
+       tails=st.lists(st.lists(_COMPONENTS, max_size=4), min_size=3, max_size=3),
+       state_root=_ROOTS, state_tail=st.lists(_COMPONENTS, max_size=3))
+@example(roots=["/tmp/cud-prop"], tails=[["state"], [], []], state_root="/tmp/cud-prop", state_tail=["state"])
+@example(roots=["/tmp/cud-prop", "/tmp/cud-prop"], tails=[["a"], ["a", "b"], []], state_root="/opt/x",
+         state_tail=[])
+@example(roots=["/srv/seats"], tails=[["..", "..", "etc"], [], []], state_root="/opt/x", state_tail=[])
+def test_no_home_that_a_reset_must_not_touch_passes(roots: list[str], tails: list[list[str]], state_root: str,
+                                                     state_tail: list[str]) -> None:
+    """Whatever homes are configured, those that pass share nothing with the system, the daemon or each other."""
+    homes = ["/".join([root, *tail]) for root, tail in zip(roots, tails)]
+    state = "/".join([state_root, *state_tail])
+    daemon_home = "/home/cud-operator"
+    places = [Place(f"s{i}", f"seats[{i}].", home, None, os.geteuid() + 4242) for i, home in enumerate(homes)]
+    try:
+        check_places(places, daemon_dirs={"the state directory": state}, daemon_home=daemon_home)
+    except ConfigError as refused:
+        assert refused.details["key"].endswith("home") and refused.details["seat"].startswith("s")
+        return
+    real = [os.path.realpath(h) for h in homes]
+    for index, home in enumerate(real):
+        assert home not in SYSTEM_DIRS
+        assert not any(os.path.commonpath([home, tree]) == tree for tree in SYSTEM_TREES)
+        assert os.path.commonpath([home, os.path.realpath(state)]) not in (home, os.path.realpath(state))
+        assert os.path.commonpath([home, daemon_home]) != home
+        for other in real[index + 1:]:
+            assert os.path.commonpath([home, other]) not in (home, other)
