@@ -90,7 +90,7 @@ class Seats:
         for seat in self:
             if not seat.free:
                 continue
-            task = self.store.next_queued(seat.name)
+            task = self.store.next_queued(seat.name, session=seat.session is not None)
             if task is None:
                 continue
             try:

@@ -27,6 +27,7 @@ from typing import Any
 from cud.daemon.tasks.approvals import Approvals
 from cud.daemon.config import Config
 from cud.daemon.video.recorder import recorder_for
+from cud.daemon.spec.flow import run_spec_task
 from cud.daemon.tasks.runner import TaskRun
 from cud.daemon.seats.config import SeatConfig
 from cud.daemon.session.processes import SeatSession, session_for
@@ -224,7 +225,10 @@ class Seat:
             run.before_acting = recorder.ready  # every action is in the video
             run.before_end = recorder.stop  # the video ends with the task's last step, before its end
         try:
-            await run.execute(self._client)
+            if task["spec"] is not None:
+                await run_spec_task(self, run, self._client)
+            else:
+                await run.execute(self._client)
         finally:
             self.current = None
             if recorder is not None:
