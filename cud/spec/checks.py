@@ -97,8 +97,9 @@ class Check:
         if self.kind == "window":
             return {**out, "window": where, "exists": self.exists}
         if self.kind == "element":
-            optional = {"text": self.text.text if self.text is not None else None, "value": self.value}
-            return {**out, "element": where, "exists": self.exists, "states": list(self.states),
+            optional = {"text": self.text.text if self.text is not None else None, "value": self.value,
+                        "states": list(self.states) or None}
+            return {**out, "element": where, "exists": self.exists,
                     **{k: value for k, value in optional.items() if value is not None}}
         assert self.answer is not None
         return {**out, "answer": self.answer.text}

@@ -125,3 +125,5 @@ class Seats:
         for seat in self:
             await seat.driver.aclose()
             await seat.targets.close()
+            if seat.session is not None:
+                seat.session.close()  # its runtime directory (sockets, the X cookie copy) goes with the daemon
