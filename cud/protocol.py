@@ -19,6 +19,7 @@ Both sides validate at the boundary: :func:`parse_request` and
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Callable
@@ -32,7 +33,12 @@ from cud.requests import (  # noqa: F401 (re-exported, as below)
     ApproveRequest,
     CancelRequest,
     DenyRequest,
+    ClipboardRequest,
+    ExecRequest,
     FollowRequest,
+    GetRequest,
+    PutRequest,
+    ResetRequest,
     ImageRequest,
     ListRequest,
     MetricsRequest,
@@ -108,6 +114,17 @@ __all__ = [
 
 #: 2: seats (the ``seats`` request, ``seat`` in submit, screenshot and every task).
 PROTOCOL_VERSION = 2
+#: The largest file ``put``/``get`` may move (the daemon's [sessions] max_file_bytes caps it further).
+MAX_FILE_LIMIT = 1 << 30
+#: The longest clipboard text a request may carry (JSON may escape a character into 6 bytes).
+MAX_CLIPBOARD_TEXT = 128 * 1024
+#: The most arguments, and bytes of them, an ``exec`` may carry.
+MAX_ARGV_ITEMS = 4096
+MAX_ARGV_BYTES = 128 * 1024
+#: The longest path in a seat's home a request may name (Linux's PATH_MAX).
+MAX_PATH_TEXT = 4096
+#: The longest an ``exec`` may be asked to run, in seconds (the daemon's config caps it further).
+MAX_EXEC_SECONDS = 24 * 3600
 #: Largest message either side accepts, newline included.
 MAX_MESSAGE_BYTES = 1 << 20
 #: Raw bytes per ``chunk`` message (base64 makes it 4/3 larger, well under the cap).
@@ -146,6 +163,13 @@ class ChunkMessage(TypedDict):
     data: str
 
 
+class ReadyMessage(TypedDict):
+    """The daemon takes the client's ``chunk`` messages now (after a ``put`` it has checked)."""
+
+    v: int
+    type: Literal["ready"]
+
+
 class FileMessage(TypedDict):
     """Part of a named file of a record: base64 of at most CHUNK_BYTES bytes starting at ``offset``."""
 
@@ -157,7 +181,7 @@ class FileMessage(TypedDict):
 
 
 Reply = Union[OkReply, ErrorReply]
-DaemonMessage = Union[OkReply, ErrorReply, EventMessage, ChunkMessage, FileMessage]
+DaemonMessage = Union[OkReply, ErrorReply, EventMessage, ChunkMessage, FileMessage, ReadyMessage]
 #: What a person may do on a paused task's seat (``act``): the model's input actions.
 HUMAN_ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type")
 #: What a record's screenshot may be called: the trajectory's own names, never a path.
@@ -313,6 +337,16 @@ def _spec_files(kind: str, name: str, value: object) -> None:
         raise _bad(kind, name, value, "an object of file names to base64 contents")
 
 
+def _argv(kind: str, name: str, value: object) -> None:
+    if (not isinstance(value, list) or not 1 <= len(value) <= MAX_ARGV_ITEMS
+            or not all(isinstance(a, str) and "\x00" not in a for a in value)):
+        raise _bad(kind, name, value, f"a list of 1 to {MAX_ARGV_ITEMS} strings without NUL characters")
+    size = sum(len(a.encode("utf-8", "surrogatepass")) + 1 for a in value)
+    if size > MAX_ARGV_BYTES:
+        raise ProtocolError(f"{kind!r} field {name!r} is {size} bytes long; the limit is {MAX_ARGV_BYTES}",
+                            field=name, size=size, limit=MAX_ARGV_BYTES)
+
+
 def _file_name(kind: str, name: str, value: object) -> None:
     if not isinstance(value, str) or not SCREENSHOT_FILE_NAME.fullmatch(value):
         raise _bad(kind, name, value, "a trajectory file name like 'step-0003.png'")
@@ -359,6 +393,13 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "record": {"id": (_ID, True)},
     "video": {"id": (_ID, True)},
     "metrics": {},
+    "exec": {"seat": (_seat_name, True), "argv": (_argv, True), "timeout": (_integer(1, MAX_EXEC_SECONDS), False),
+             "cwd": (_text(MAX_PATH_TEXT), False)},
+    "put": {"seat": (_seat_name, True), "path": (_text(MAX_PATH_TEXT), True),
+            "size": (_integer(0, MAX_FILE_LIMIT), True), "mode": (_integer(0, 0o7777), False)},
+    "get": {"seat": (_seat_name, True), "path": (_text(MAX_PATH_TEXT), True)},
+    "clipboard": {"seat": (_seat_name, True), "text": (_text(MAX_CLIPBOARD_TEXT, blank=True), False)},
+    "reset": {"seat": (_seat_name, True)},
 }
 REQUEST_TYPES: frozenset[str] = frozenset(_REQUEST_FIELDS)
 
@@ -413,6 +454,25 @@ def chunk_message(data: str) -> ChunkMessage:
     return {"v": PROTOCOL_VERSION, "type": "chunk", "data": data}
 
 
+def ready_message() -> ReadyMessage:
+    return {"v": PROTOCOL_VERSION, "type": "ready"}
+
+
+def parse_upload_chunk(obj: dict[str, Any]) -> bytes:
+    """A ``chunk`` message a client sends after ``ready``: its bytes (at most CHUNK_BYTES), or ProtocolError."""
+    data = obj.get("data")
+    if obj.get("type") != "chunk" or not isinstance(data, str) or set(obj) - {"v", "type", "data"}:
+        raise ProtocolError(f"expected a 'chunk' message with string 'data', got {str(obj)[:80]}", field="type")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except ValueError:
+        raise ProtocolError("a 'chunk' message's 'data' is not base64", field="data") from None
+    if len(raw) > CHUNK_BYTES:
+        raise ProtocolError(f"a 'chunk' message carries {len(raw)} bytes; the limit is {CHUNK_BYTES}",
+                            field="data", size=len(raw), limit=CHUNK_BYTES)
+    return raw
+
+
 def file_message(name: str, offset: int, data: str) -> FileMessage:
     return {"v": PROTOCOL_VERSION, "type": "file", "name": name, "offset": offset, "data": data}
 
@@ -424,6 +484,8 @@ def parse_message(obj: dict[str, Any]) -> DaemonMessage:
         if not isinstance(event, dict) or not isinstance(event.get("kind"), str) or type(event.get("seq")) is not int:
             raise ProtocolError(f"event message has a malformed 'event': {str(event)[:80]}", field="event")
         return cast(EventMessage, obj)
+    if obj.get("type") == "ready":
+        return cast(ReadyMessage, obj)
     if obj.get("type") == "chunk":
         if not isinstance(obj.get("data"), str):
             raise ProtocolError("chunk message needs a string 'data'", field="data")

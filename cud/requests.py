@@ -28,6 +28,11 @@ __all__ = [
     "RecordRequest",
     "VideoRequest",
     "MetricsRequest",
+    "ExecRequest",
+    "PutRequest",
+    "GetRequest",
+    "ClipboardRequest",
+    "ResetRequest",
     "Request",
 ]
 
@@ -184,6 +189,57 @@ class MetricsRequest(TypedDict):
     type: Literal["metrics"]
 
 
+class ExecRequest(TypedDict):
+    """Run ``argv`` as a seat's user in its session (docs/sessions.md); the reply carries its status and output."""
+
+    v: int
+    type: Literal["exec"]
+    seat: str
+    argv: list[str]
+    #: Seconds it may run (default and ceiling: [sessions] max_exec_seconds).
+    timeout: NotRequired[int]
+    #: Its working directory, in the seat's home (default: the home).
+    cwd: NotRequired[str]
+
+
+class PutRequest(TypedDict):
+    """Write a file into a seat's home: the daemon answers ``ready``, then the client sends ``size`` bytes as
+    ``chunk`` messages, then the daemon replies."""
+
+    v: int
+    type: Literal["put"]
+    seat: str
+    path: str
+    size: int
+    mode: NotRequired[int]
+
+
+class GetRequest(TypedDict):
+    """A file of a seat's home, streamed as ``chunk`` messages."""
+
+    v: int
+    type: Literal["get"]
+    seat: str
+    path: str
+
+
+class ClipboardRequest(TypedDict):
+    """A seat's clipboard: with ``text``, set it; without, read it."""
+
+    v: int
+    type: Literal["clipboard"]
+    seat: str
+    text: NotRequired[str]
+
+
+class ResetRequest(TypedDict):
+    """Return an idle seat's session to a clean state now (what happens before a spec's task)."""
+
+    v: int
+    type: Literal["reset"]
+    seat: str
+
+
 Request = Union[
     PingRequest,
     SubmitRequest,
@@ -205,4 +261,9 @@ Request = Union[
     RecordRequest,
     VideoRequest,
     MetricsRequest,
+    ExecRequest,
+    PutRequest,
+    GetRequest,
+    ClipboardRequest,
+    ResetRequest,
 ]

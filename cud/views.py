@@ -209,6 +209,8 @@ class PingResult(TypedDict):
     peer: Person
     may_submit: bool
     may_approve: bool
+    #: May run code and move files on seats' sessions ([access] operate_users/operate_groups).
+    may_operate: bool
 
 
 class ScreenshotResult(TypedDict):

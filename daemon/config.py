@@ -25,6 +25,7 @@ from cud.daemon.model.history import History, load_history
 from cud.daemon.hooks.config import HookConfig, load_hooks
 from cud.daemon.targets.rules import Rule, parse_rules
 from cud.daemon.seats.config import SeatConfig, check_seat_places, load_seats
+from cud.daemon.session.config import SessionLimits, load_session_limits
 from cud.daemon.video.config import VideoConfig, load_video
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
@@ -66,8 +67,9 @@ _TOP_KEYS = {
     "policy",
     "target_timeout",
     "video",
+    "sessions",
 }
-_ACCESS_KEYS = {"submit_users", "submit_groups", "approve_users", "approve_groups"}
+_ACCESS_KEYS = {"submit_users", "submit_groups", "approve_users", "approve_groups", "operate_users", "operate_groups"}
 _RETENTION_KEYS = {"max_tasks", "max_age_days"}
 _METRICS_KEYS = {"textfile", "interval"}
 #: Seconds between rewrites of the metrics textfile: node_exporter reads it on every scrape
@@ -81,6 +83,9 @@ class Access:
     submit_groups: tuple[str, ...] = ()
     approve_users: tuple[str, ...] = ()
     approve_groups: tuple[str, ...] = ()
+    #: Who may run code and move files on a seat's session (cuctl exec/cp/clipboard/reset, a spec's run).
+    operate_users: tuple[str, ...] = ()
+    operate_groups: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +140,8 @@ class Config:
     max_retries: int = 2
     #: The [[notify]] hooks (see cud.daemon.hooks.config), in the order written.
     notify: tuple[HookConfig, ...] = ()
+    #: What the seats' sessions move through the socket, and how long a command may run (docs/sessions.md).
+    sessions: SessionLimits = SessionLimits()
 
 
 def default_socket(env: Mapping[str, str] | None = None) -> Path:
@@ -292,6 +299,8 @@ def load_config(
         kwargs["max_retries"] = int_in_range("max_retries", merged["max_retries"], 0, 10)
     if "notify" in raw:
         kwargs["notify"] = load_hooks(raw["notify"], env)
+    if "sessions" in merged:
+        kwargs["sessions"] = load_session_limits(merged["sessions"])
     check_seat_places(kwargs["seats"], {"the daemon's state directory": str(kwargs["state_dir"]),
                                         "the daemon's socket": str(kwargs["socket"])},
                       _daemon_home())

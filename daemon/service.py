@@ -148,6 +148,7 @@ class Daemon:
 
     # -- requests ------------------------------------------------------------------------
     async def dispatch(
-        self, peer: Peer, request: dict[str, Any], send: Callable[[dict[str, Any]], Awaitable[None]]
+        self, peer: Peer, request: dict[str, Any], send: Callable[[dict[str, Any]], Awaitable[None]],
+        receive: Callable[[], Awaitable[bytes]],
     ) -> Any:
-        return await HANDLERS[request["type"]](Context(self, peer, send), request)
+        return await HANDLERS[request["type"]](Context(self, peer, send, receive), request)

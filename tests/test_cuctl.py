@@ -31,7 +31,7 @@ def test_every_command_and_its_exit_code(start_daemon, recorder: Recorder, capsy
     ))
     sock = str(daemon.socket)
     code, out, _ = run(capsys, "ping", "--socket", sock)
-    assert code == 0 and "may submit and approve" in out
+    assert code == 0 and "may submit, approve and operate" in out
     monkeypatch.setenv("CUD_SOCKET", sock)  # the default when --socket is absent
     code, out, _ = run(capsys, "--json", "ping")
     assert code == 0 and json.loads(out)["peer"] == {"uid": 0, "name": "root"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from cud.errors import ProtocolError
 from cud.protocol import (
+    CHUNK_BYTES,
     MAX_MESSAGE_BYTES,
     PROTOCOL_VERSION,
     REQUEST_TYPES,
@@ -20,6 +22,7 @@ from cud.protocol import (
     ok_reply,
     parse_message,
     parse_request,
+    parse_upload_chunk,
     request,
     version_mismatch_reply,
 )
@@ -41,6 +44,9 @@ def test_round_trip_of_every_request_type() -> None:
         "show": {"id": 1}, "follow": {"id": 2}, "cancel": {"id": 3}, "approve": {"id": 4},
         "deny": {"id": 5, "reason": "no"}, "record": {"id": 6}, "video": {"id": 7}, "metrics": {},
         "inspect": {"x": 10, "y": 20, "seat": "left"}, "tree": {"app": "gedit", "depth": 3, "count": 50},
+        "exec": {"seat": "s1", "argv": ["/bin/echo", "Grüße", ""], "timeout": 5, "cwd": "Desktop"},
+        "put": {"seat": "s1", "path": "Desktop/ü.txt", "size": 12, "mode": 0o640}, "get": {"seat": "s1", "path": "a"},
+        "clipboard": {"seat": "s1", "text": ""}, "reset": {"seat": "s1"},
     }
     assert set(samples) == REQUEST_TYPES
     for kind, fields in samples.items():
@@ -87,6 +93,13 @@ def test_decode_names_what_is_wrong(line: bytes, needle: str) -> None:
         ({"type": "submit", "prompt": "p", "max_steps": -1}, "'max_steps' must be an integer from 1"),
         ({"type": "submit", "prompt": "x" * 70_000}, "70000 characters long"),
         ({"type": "deny", "id": 1, "reason": 5}, "'reason' must be a string"),
+        ({"type": "exec", "seat": "s", "argv": []}, "'argv' must be a list of 1 to 4096 strings"),
+        ({"type": "exec", "seat": "s", "argv": ["a\x00b"]}, "without NUL characters"),
+        ({"type": "exec", "seat": "s", "argv": ["x" * 70_000, "y" * 70_000]}, "140002 bytes long; the limit is 131072"),
+        ({"type": "exec", "argv": ["/bin/true"]}, "missing field 'seat'"),
+        ({"type": "put", "seat": "s", "path": "p", "size": -1}, "'size' must be an integer from 0 to 1073741824"),
+        ({"type": "put", "seat": "s", "path": "p", "size": 1, "mode": 0o10000}, "'mode' must be an integer from 0"),
+        ({"type": "clipboard", "seat": "s", "text": "x" * 200_000}, "200000 characters long; the limit is 131072"),
     ],
 )
 def test_parse_request_names_the_bad_field_and_value(message: dict, needle: str) -> None:
@@ -105,6 +118,20 @@ def test_replies_events_and_chunks_parse_on_the_client_side() -> None:
         parse_message({"v": 1, "ok": False, "error": "boom"})
     with pytest.raises(ProtocolError, match="neither a reply"):
         parse_message({"v": 1})
+    assert parse_message({"v": PROTOCOL_VERSION, "type": "ready"}) == {"v": PROTOCOL_VERSION, "type": "ready"}
+
+
+@pytest.mark.parametrize(("message", "needle"), [
+    ({"type": "chunk", "data": "not base64!"}, "not base64"),
+    ({"type": "chunk"}, "string 'data'"),
+    ({"type": "submit", "data": ""}, "expected a 'chunk' message"),
+    ({"type": "chunk", "data": "", "extra": 1}, "expected a 'chunk' message"),
+    ({"type": "chunk", "data": base64.b64encode(b"x" * (CHUNK_BYTES + 1)).decode()}, "the limit is 524288"),
+])
+def test_a_clients_chunks_are_checked(message: dict, needle: str) -> None:
+    with pytest.raises(ProtocolError, match=needle):
+        parse_upload_chunk({"v": PROTOCOL_VERSION, **message})
+    assert parse_upload_chunk({"v": PROTOCOL_VERSION, "type": "chunk", "data": "w7w="}) == "ü".encode()
 
 
 @settings(max_examples=300, deadline=None)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cud.daemon.session.processes import SeatSession, SessionPlaces
-from cud.daemon.session.reset import session_pids
+from cud.daemon.session.sweep import session_pids
 from cud.daemon.session.user import SeatUser
 from cud.errors import PathRefused, SessionError
 from tests.support.seat_users import SeatUsers, make_home

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import stat
 from collections.abc import Iterator
@@ -17,25 +16,9 @@ from cud.daemon.session.home import SeatHome
 from cud.daemon.session.processes import SeatSession, SessionPlaces
 from cud.daemon.session.user import SeatUser
 from cud.errors import CudError, NotFound, PathRefused
-from tests.support.seat_users import SeatUsers, make_home
+from tests.support.seat_users import SeatUsers, make_home, tree_hash
 
 SECRET = b"the outside's secret"
-
-
-def tree_hash(root: Path) -> str:
-    """Every entry under ``root``: its path, type, mode, symlink target or content."""
-    digest = hashlib.sha256()
-    for top, dirs, files in sorted(os.walk(root)):
-        dirs.sort()
-        for name in sorted(dirs + files):
-            path = Path(top, name)
-            info = path.lstat()
-            digest.update(f"{path.relative_to(root)}\0{stat.S_IFMT(info.st_mode)}\0{info.st_mode:o}\0".encode())
-            if stat.S_ISLNK(info.st_mode):
-                digest.update(os.readlink(path).encode())
-            elif stat.S_ISREG(info.st_mode):
-                digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 @pytest.fixture(scope="module")

@@ -52,6 +52,21 @@ def test_fifo_and_not_found(store: Store) -> None:
         store.approval(5)
 
 
+def test_requeue_puts_a_task_back_before_it_began(store: Store) -> None:
+    pinned = store.submit("p", "m", 5, "safety", 0, "root", seat="s1")
+    anywhere = store.submit("q", "m", 5, "safety", 0, "root")
+    for task in (pinned, anywhere):
+        store.start(task["id"], "s1")
+        assert store.requeue(task["id"], "s1", "the reset of seat 's1' failed: stuck")
+    again = store.task(pinned["id"])
+    assert (again["state"], again["seat"], again["started_at"]) == ("queued", "s1", None)  # waits for its seat
+    assert store.next_queued("s2")["id"] == anywhere["id"]  # the other goes to any free seat
+    assert store.task(anywhere["id"])["seat"] is None
+    assert store.events(pinned["id"])[-1]["data"] == {"seat": "s1", "reason": "the reset of seat 's1' failed: stuck"}
+    store.cancel(anywhere["id"], 0, "root")
+    assert not store.requeue(anywhere["id"], "s1", "late")  # no longer running: nothing to put back
+
+
 def test_a_failed_transaction_leaves_nothing_and_publishes_nothing(store: Store) -> None:
     task = store.submit("p", "m", 5, "safety", 0, "root")
     seen = []

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import base64
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import cud
 from cud.cuctl.dial import Dialer, UnixDialer
 from cud.errors import ConnectionFailed, CudError, ProtocolError
-from cud.protocol import (MAX_MESSAGE_BYTES, PROTOCOL_VERSION, DaemonMessage, VersionMismatch, decode, encode,
-                          parse_message, request)
+from cud.protocol import (MAX_MESSAGE_BYTES, PROTOCOL_VERSION, DaemonMessage, VersionMismatch, chunk_message, decode,
+                          encode, parse_message, request)
 
 __all__ = ("Client", "RemoteError", "parse_reply", "result_of")
 
@@ -54,6 +55,15 @@ class Client:
         **fields: Any,
     ) -> Any:
         """Send one request; feed streamed messages to ``on_stream``; return the result or raise RemoteError."""
+        return self._exchange(kind, on_stream, None, wait_forever=wait_forever, **fields)
+
+    def upload(self, kind: str, pieces: Iterable[bytes], **fields: Any) -> Any:
+        """Send a request that takes the client's bytes (``put``): once the daemon says ``ready``, ``pieces``
+        go as ``chunk`` messages; return the result or raise RemoteError (a refusal comes before any byte)."""
+        return self._exchange(kind, None, pieces, wait_forever=False, **fields)
+
+    def _exchange(self, kind: str, on_stream: Callable[[DaemonMessage], None] | None,
+                  pieces: Iterable[bytes] | None, *, wait_forever: bool, **fields: Any) -> Any:
         message = request(kind, **fields)
         # follow and --wait may sit for hours awaiting a human: no read deadline then.
         self._sock.settimeout(None if wait_forever else self.timeout)
@@ -73,6 +83,11 @@ class Client:
                 reply = parse_reply(line, self.where, "cuctl")
                 if "ok" in reply:
                     return result_of(reply)
+                if reply.get("type") == "ready" and pieces is not None:
+                    for piece in pieces:
+                        self._sock.sendall(encode(dict(chunk_message(base64.b64encode(piece).decode()))))
+                    pieces = None  # sent once
+                    continue
                 if on_stream is None:
                     raise ProtocolError(f"unexpected {reply.get('type')!r} message for a {kind!r} request")
                 on_stream(reply)

@@ -109,6 +109,24 @@ def _parser() -> argparse.ArgumentParser:
     p = add("video", "video:video", "write a task's screen recording to a file")
     p.add_argument("id", type=int, metavar="ID")
     p.add_argument("-o", "--output", metavar="FILE", help="file to write (default task-ID.mp4 or .webm; - for stdout)")
+    p = add("cp", "session:cp", "copy a file into a seat's home or out of it (SEAT:PATH on one side)")
+    p.add_argument("source", metavar="SOURCE", help="a local file (- for stdin) or SEAT:PATH")
+    p.add_argument("target", metavar="TARGET", help="SEAT:PATH (a path ending in / keeps the name) or a local path "
+                                                    "(- for stdout)")
+    p.add_argument("--mode", metavar="OCTAL", help="the file's mode in the seat's home (default: the local file's)")
+    p = add("exec", "session:exec_command", "run a command as a seat's user in its session; exits with its status")
+    p.add_argument("seat", metavar="SEAT")
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARG...]",
+                   help="the command, run as given (no shell unless it names one)")
+    p.add_argument("--timeout", type=int, metavar="S", help="seconds it may run (default and ceiling: the "
+                                                            "daemon's [sessions] max_exec_seconds)")
+    p.add_argument("--cwd", metavar="DIR", help="its working directory in the seat's home (default: the home)")
+    p = add("clipboard", "session:clipboard", "read or set a seat's clipboard")
+    p.add_argument("seat", metavar="SEAT")
+    p.add_argument("action", choices=("get", "set"))
+    p.add_argument("text", nargs="?", metavar="TEXT", help="with set: the text (default: stdin)")
+    add("reset", "session:reset", "return an idle seat's session to a clean state now").add_argument(
+        "seat", metavar="SEAT")
     sub.add_parser("dial-stdio", parents=[common(False)],
                    help="relay stdin and stdout to the daemon's socket (what --host runs on the far side of ssh)")
     add("console", "console:console", "serve the web console on 127.0.0.1; prints its URL").add_argument(

@@ -15,7 +15,9 @@ def ping(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
     else:
-        rights = [r for r, ok in (("submit", result["may_submit"]), ("approve", result["may_approve"])) if ok]
+        rights = [r for r, ok in (("submit", result["may_submit"]), ("approve", result["may_approve"]),
+                                  ("operate", result.get("may_operate", False))) if ok]
+        said = ", ".join(rights[:-1]) + " and " + rights[-1] if len(rights) > 1 else "".join(rights)
         print(f"cud {result['version']} (protocol {result['protocol']}, pid {result['pid']}) answers "
-              f"{result['peer']['name']}: may {' and '.join(rights) or 'do nothing'}")
+              f"{result['peer']['name']}: may {said or 'do nothing'}")
     return 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,12 +32,13 @@ from cud.daemon.spec.flow import run_spec_task
 from cud.daemon.tasks.runner import TaskRun
 from cud.daemon.seats.config import SeatConfig
 from cud.daemon.session.processes import SeatSession, session_for
+from cud.daemon.session.reset import ResetReport
 from cud.daemon.store.database import Store
 from cud.daemon.targets.lookup import TargetResolver
 from cud.daemon.store.trajectory import Trajectories, decode_data_url
 from openai import AsyncOpenAI
 
-from cud.errors import DisplayUnavailable, DriverError, StorageFull
+from cud.errors import CudError, DisplayUnavailable, DriverError, SessionError, StorageFull, WrongState
 from cud.protocol import SeatState, SeatView, TaskView
 
 __all__ = ("HEALTH_INTERVAL", "Seat", "SeatParts")
@@ -103,6 +105,10 @@ class Seat:
         self.current: TaskRun | None = None
         self._task: TaskView | None = None
         self._checking = False
+        #: Why the session's last reset failed: the seat stays unavailable until a reset succeeds.
+        self._dirty: str | None = None
+        #: What the last reset that succeeded did.
+        self.last_reset: ResetReport | None = None
         self._wake = asyncio.Event()
         self._stopping = False
 
@@ -141,8 +147,80 @@ class Seat:
         return text.replace(self._api_key, "[redacted]") if self._api_key else text
 
     # -- health ------------------------------------------------------------------------------
+    async def prepare(self, task: TaskView) -> bool:
+        """Return the session to a clean state before ``task`` (docs/sessions.md); False if that failed.
+
+        A reset that fails leaves the seat ``unavailable`` with the reason (every health
+        check tries the reset again) and puts ``task`` back in the queue: a pinned task
+        waits for the seat, another goes to a free seat. It never runs on a dirty seat.
+        A seat without a session has nothing to reset.
+        """
+        if self.session is None:
+            return True
+        problem = await self._reset()
+        if problem is None:
+            report = self.last_reset
+            assert report is not None
+            self.store.add_event(task["id"], "reset", {"seat": self.name, **dataclasses.asdict(report)})
+            return True
+        self.store.requeue(task["id"], self.name, problem)
+        return False
+
+    async def _reset(self) -> str | None:
+        """Reset the session; None if it is clean, else why not (and the seat is then unavailable)."""
+        assert self.session is not None
+        try:
+            report = await self.session.reset()
+        except Exception as exc:  # whatever went wrong, the seat must not take work dirty
+            message = exc.message if isinstance(exc, CudError) else f"{type(exc).__name__}: {exc}"
+            if not isinstance(exc, CudError):
+                log.exception("seat %s: the reset failed", self.name)
+            problem = f"the reset of seat {self.name!r} failed: {message}"
+            news = self._dirty is None
+            self._dirty = problem
+            self.state, self.error = "unavailable", problem
+            if news:
+                log.warning("seat %s is unavailable: %s", self.name, problem)
+                if self._on_health is not None:
+                    self._on_health(self.name, self.spec.where, False, problem)
+            return problem
+        log.info("seat %s reset in %.2f s (%d processes, %d X clients ended; %d entries in the home)", self.name,
+                 report.seconds, report.processes, report.x_clients, report.home_entries)
+        self._dirty = None
+        self.last_reset = report
+        return None
+
+    async def reset_now(self) -> ResetReport:
+        """A reset asked for over the socket (``cuctl reset``): only while no task holds the seat."""
+        if self.session is None:
+            raise SessionError(f"seat {self.name!r} has no session: give it 'user' and 'home' in [[seats]]",
+                               seat=self.name)
+        if self._task is not None or self._checking or self._stopping:
+            raise WrongState(f"seat {self.name!r} is busy (a task or a check holds it); reset it when it is idle",
+                             seat=self.name, state=self.state)
+        self._checking = True
+        try:
+            problem = await self._reset()
+        finally:
+            self._checking = False
+        if problem is not None:
+            raise SessionError(problem, seat=self.name)
+        if self.state == "unavailable":
+            await self.check()  # clean again: back to idle if the display answers
+            if self.state == "idle":
+                self._on_free()
+        return self.last_reset  # type: ignore[return-value]
+
     async def check(self) -> bool:
         """Ask the display for a round trip; become unavailable, or available again. True if it answered."""
+        if self._dirty is not None:
+            # A seat whose reset failed is tried again, and stays unavailable until it is clean.
+            self._checking = True
+            try:
+                if await self._reset() is not None:
+                    return False
+            finally:
+                self._checking = False
         self._checking = True
         try:
             recovering = self.state == "unavailable"

@@ -2,8 +2,11 @@
 
 The socket's file mode is the first fence; this is the second, so a socket
 opened up by mistake (chmod 0666) still refuses strangers. By default only root
-and the daemon's own user may submit and approve; ``[access]`` in the config
-adds users and groups.
+and the daemon's own user may submit, approve and operate; ``[access]`` in the
+config adds users and groups. Operating (``operate_users``/``operate_groups``) is
+running code and moving files on a seat's session: ``cuctl exec``, ``cp``,
+``clipboard``, ``reset`` and a spec's ``run``/``launch``/``command``. Submitting a
+prompt does not need it.
 """
 
 from __future__ import annotations
@@ -62,8 +65,10 @@ class Policy:
         own = {0, os.geteuid()}
         self.submit_uids = own | {_uid(n) for n in access.submit_users}
         self.approve_uids = own | {_uid(n) for n in access.approve_users}
+        self.operate_uids = own | {_uid(n) for n in access.operate_users}
         self.submit_gids = {_gid(n) for n in access.submit_groups}
         self.approve_gids = {_gid(n) for n in access.approve_groups}
+        self.operate_gids = {_gid(n) for n in access.operate_groups}
 
     def may_submit(self, peer: Peer) -> bool:
         return peer.uid in self.submit_uids or bool(peer.groups & self.submit_gids)
@@ -71,8 +76,11 @@ class Policy:
     def may_approve(self, peer: Peer) -> bool:
         return peer.uid in self.approve_uids or bool(peer.groups & self.approve_gids)
 
+    def may_operate(self, peer: Peer) -> bool:
+        return peer.uid in self.operate_uids or bool(peer.groups & self.operate_gids)
+
     def may_connect(self, peer: Peer) -> bool:
-        return self.may_submit(peer) or self.may_approve(peer)
+        return self.may_submit(peer) or self.may_approve(peer) or self.may_operate(peer)
 
     def require_submit(self, peer: Peer, what: str) -> None:
         if not self.may_submit(peer):
@@ -88,6 +96,17 @@ class Policy:
                 f"user {peer.name!r} (uid {peer.uid}) may not {what}: not in [access] approve_users/approve_groups",
                 uid=peer.uid,
                 request=what,
+            )
+
+    def require_operate(self, peer: Peer, what: str) -> None:
+        """Refuse, naming the right, a peer that may not run code or move files on a seat's session."""
+        if not self.may_operate(peer):
+            raise AccessDenied(
+                f"user {peer.name!r} (uid {peer.uid}) may not {what}: not in [access] operate_users/operate_groups "
+                "(running code and moving files on a seat is the operate right)",
+                uid=peer.uid,
+                request=what,
+                right="operate",
             )
 
     def require_own_task(self, peer: Peer, task: TaskView, what: str) -> None:

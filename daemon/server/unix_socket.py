@@ -37,14 +37,16 @@ from typing import Any
 from cud.daemon.server.access import Peer, Policy, peer_of
 
 from cud.errors import ConfigError, CudError, ProtocolError
-from cud.protocol import (MAX_MESSAGE_BYTES, VersionMismatch, decode, encode, error_reply, ok_reply, parse_request,
-                          version_mismatch_reply)
+from cud.protocol import (MAX_MESSAGE_BYTES, VersionMismatch, decode, encode, error_reply, ok_reply,
+                          parse_request, parse_upload_chunk, version_mismatch_reply)
 
 __all__ = ()
 
 log = logging.getLogger("cud.server")
 
-Dispatch = Callable[[Peer, dict[str, Any], Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[Any]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[bytes]]
+Dispatch = Callable[[Peer, dict[str, Any], Send, Receive], Awaitable[Any]]
 
 #: Seconds a new connection has to send its first complete request. cuctl sends it at
 #: once; a client that has not by then is idle or half-open and only holds a slot.
@@ -161,6 +163,23 @@ class Server:
             writer.write(encode(message))
             await asyncio.wait_for(writer.drain(), self.write_timeout)
 
+        # A request that takes the client's chunks (``put``) and fails part-way leaves the rest of
+        # them on the line, where they would be read as requests: its connection ends after the reply.
+        receiving = False
+
+        async def receive() -> bytes:
+            nonlocal receiving
+            receiving = True
+            try:
+                line = await asyncio.wait_for(reader.readline(), self.read_timeout)
+            except asyncio.TimeoutError:
+                raise ProtocolError(f"no 'chunk' message within {self.read_timeout:g} s") from None
+            except ValueError:
+                raise ProtocolError(f"a 'chunk' message exceeds the {MAX_MESSAGE_BYTES}-byte limit") from None
+            if not line.endswith(b"\n"):
+                raise ConnectionResetError("the client left in the middle of its chunks")
+            return parse_upload_chunk(decode(line))
+
         try:
             peer = peer_of(writer.get_extra_info("socket"))
         except OSError as exc:
@@ -209,9 +228,12 @@ class Server:
             except ProtocolError as exc:
                 await send(dict(error_reply(exc.to_dict())))
                 continue
+            receiving = False
+            failed = True
             try:
-                result = await self.dispatch(peer, dict(request), send)
+                result = await self.dispatch(peer, dict(request), send, receive)
                 reply = encode(dict(ok_reply(result)))
+                failed = False
             except CudError as exc:
                 reply = encode(dict(error_reply(exc.to_dict())))
             except (asyncio.CancelledError, ConnectionError, TimeoutError):
@@ -223,6 +245,8 @@ class Server:
                 })))
             writer.write(reply)
             await asyncio.wait_for(writer.drain(), self.write_timeout)
+            if failed and receiving:
+                return
 
 
 #: File descriptors kept for everything but client connections: the database, the

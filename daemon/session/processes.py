@@ -25,7 +25,8 @@ from pathlib import Path
 
 from cud.daemon.session import clipboard
 from cud.daemon.session.home import SeatHome
-from cud.daemon.session.reset import SEAT_MARK, ResetReport, reset_session
+from cud.daemon.session.reset import ResetReport, reset_session
+from cud.daemon.session.sweep import SEAT_MARK
 from cud.daemon.session.user import SeatUser
 from cud.errors import PathRefused, SessionError
 
@@ -238,9 +239,9 @@ class SeatSession:
         return await asyncio.to_thread(self.home.read_bytes, path, max_bytes=max_bytes)
 
     # -- the clipboard and the reset ----------------------------------------------------------
-    async def clipboard_get(self) -> str:
-        """The text of the seat's CLIPBOARD selection ('' when nobody owns it)."""
-        return await clipboard.get(self)
+    async def clipboard_get(self, *, max_bytes: int = clipboard.MAX_CLIPBOARD_BYTES) -> str:
+        """The text of the seat's CLIPBOARD selection ('' when nobody owns it); over ``max_bytes``: refused."""
+        return await clipboard.get(self, max_bytes=max_bytes)
 
     async def clipboard_set(self, text: str) -> None:
         """Make ``text`` the seat's CLIPBOARD (and PRIMARY) selection, served by a process of the session."""

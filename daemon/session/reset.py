@@ -4,16 +4,9 @@ In order, each step with a deadline; a step that cannot finish fails the reset w
 :class:`~cud.errors.SessionError` naming what is left (the seat then becomes
 ``unavailable`` with that reason, and no task runs on it):
 
-1. **Processes.** The seat's user belongs to the seat, so "the session" is every
-   process of that uid: whatever setsid, nohup or a double fork detached is still
-   the user's. A helper running as the user sends ``kill(-1, SIGKILL)`` (the kernel
-   signals every process the user may signal in one pass, under the task-list lock,
-   so a fork bomb cannot outrun it), and ``/proc`` is read until none is left.
-   What D-Bus activation started on a bus the user runs is the user's and goes too;
-   what it started on a bus of another user is found as the bus daemon's children
-   (:func:`_bus_children`). A daemon that runs as the seat's user itself cannot
-   kill every process of its uid (it would be one): it ends those that carry the
-   session's mark (``CUD_SEAT`` in their environment, inherited through every fork).
+1. **Processes.** Every process of the seat's user but the session's own buses
+   (:mod:`cud.daemon.session.sweep`): whatever setsid, nohup, a double fork or D-Bus
+   activation started.
 2. **X clients.** Every client on the seat's display that is the user's or has a
    window on screen, the window manager excepted, is disconnected (``XKillClient``)
    until none is left: an application started by someone else (the sandbox's demo
@@ -21,9 +14,11 @@ In order, each step with a deadline; a step that cannot finish fails the reset w
 3. **The clipboard.** CLIPBOARD and PRIMARY end without an owner.
 4. **The home.** Emptied through a descriptor of it (``shutil.rmtree`` with
    ``dir_fd``: never following a symlink), then the template is copied in by ``cp
-   -a --reflink=auto`` running as the seat's user, so the copy is the user's and can
-   only write where the user may. Measured in docs/sessions.md: a copy is well under
-   the budget for 100 MB, so nothing more complicated (an overlay mount) is needed.
+   -a --reflink=auto`` (types, modes, symlinks, times; a reflink where the file
+   system has them) and given to the seat's user (``chown -R -P``). Nothing of the
+   user's runs meanwhile, so nothing can swap a path under the copy. Measured in
+   docs/sessions.md: the copy is well under the budget for 100 MB, so nothing more
+   complicated (an overlay mount) is needed.
 5. **The runtime directory** (XDG_RUNTIME_DIR) is emptied: the session's sockets and
    caches go, its X cookie copy is written again.
 """
@@ -35,23 +30,21 @@ import contextlib
 import dataclasses
 import os
 import shutil
-import signal
 import stat
 import time
 from typing import TYPE_CHECKING
 
 from cud.daemon.session import xclients
-from cud.errors import SessionError
+from cud.daemon.session.sweep import end_processes
+from cud.errors import CudError, SessionError
 
 if TYPE_CHECKING:
     from cud.daemon.session.processes import SeatSession
 
-__all__ = ("RESET_TIMEOUT", "ResetReport", "reset_session", "session_pids")
+__all__ = ("RESET_TIMEOUT", "ResetReport", "reset_session")
 
 #: Seconds each step of a reset may take before the reset fails.
 RESET_TIMEOUT = 10.0
-#: The mark every process started in a session carries in its environment (for a daemon that is the seat's user).
-SEAT_MARK = "CUD_SEAT"
 _POLL = 0.01
 
 
@@ -64,128 +57,6 @@ class ResetReport:
     #: Entries (files, directories, links...) of the home after the copy.
     home_entries: int
     seconds: float
-
-
-def _status(pid: str) -> tuple[int, int, str] | None:
-    """(real uid, effective uid, state letter) of ``pid``, None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as fh:
-            text = fh.read().decode(errors="replace")
-    except OSError:
-        return None
-    uids, state = None, "?"
-    for line in text.splitlines():
-        if line.startswith("Uid:"):
-            uids = line.split()[1:3]
-        elif line.startswith("State:"):
-            state = line.split()[1]
-    return (int(uids[0]), int(uids[1]), state) if uids else None
-
-
-def _marked(pid: str, mark: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            return mark in fh.read().split(b"\0")
-    except OSError:
-        return False
-
-
-def session_pids(uid: int, mark: bytes | None = None) -> list[int]:
-    """Live processes (zombies are already dead) whose real or effective uid is ``uid`` (with ``mark``, if given)."""
-    me = str(os.getpid())
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or entry == me:
-            continue
-        status = _status(entry)
-        if status is None or uid not in status[:2] or status[2] in ("Z", "X"):
-            continue
-        if mark is not None and not _marked(entry, mark):
-            continue
-        found.append(int(entry))
-    return found
-
-
-def _bus_children(session: SeatSession) -> list[int]:
-    """Processes D-Bus activation started on the seat's bus: children of its bus daemon, when it is not the user's."""
-    address = session.places.session_bus or ""
-    if not address.startswith("unix:path="):
-        return []
-    path = address.split("=", 1)[1].split(",", 1)[0]
-    bus_pid = _listener_pid(path)
-    if bus_pid is None:
-        return []
-    children = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                with open(f"/proc/{entry}/stat", "rb") as fh:
-                    # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
-                    fields = fh.read().rsplit(b")", 1)[1].split()
-                if int(fields[1]) == bus_pid:
-                    children.append(int(entry))
-    return children
-
-
-def _listener_pid(path: str) -> int | None:
-    """The pid of the process listening on the Unix socket ``path`` (through /proc/net/unix and each fd)."""
-    inode = None
-    with contextlib.suppress(OSError):
-        with open("/proc/net/unix") as fh:
-            for line in fh.readlines()[1:]:
-                fields = line.split()
-                if len(fields) >= 8 and fields[7] == path and fields[5] == "01":  # state 01: listening
-                    inode = fields[6]
-                    break
-    if inode is None:
-        return None
-    wanted = f"socket:[{inode}]"
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{entry}/fd"):
-                with contextlib.suppress(OSError):
-                    if os.readlink(f"/proc/{entry}/fd/{fd}") == wanted:
-                        return int(entry)
-    return None
-
-
-async def _end_processes(session: SeatSession) -> int:
-    uid = session.account.uid
-    mark = None if not session.account.is_self else f"{SEAT_MARK}={session.seat}".encode()
-    ended: set[int] = set()
-    deadline = time.monotonic() + RESET_TIMEOUT
-    if session.places.session_bus is not None and not session.account.is_self:
-        for pid in _bus_children(session):
-            with contextlib.suppress(OSError):
-                if os.stat(f"/proc/{pid}").st_uid != uid:  # the user's own go with the rest
-                    os.kill(pid, signal.SIGKILL)
-                    ended.add(pid)
-    while True:
-        left = session_pids(uid, mark)
-        if not left:
-            return len(ended)
-        ended.update(left)
-        if time.monotonic() > deadline:
-            raise SessionError(f"seat {session.seat!r}: {len(left)} processes of user {session.user!r} did not end "
-                               f"within {RESET_TIMEOUT:g} s (pids {left[:10]})", seat=session.seat, pids=left[:10])
-        if mark is None:
-            await _kill_all_as_user(session)
-        else:
-            for pid in left:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-        await asyncio.sleep(_POLL)
-
-
-async def _kill_all_as_user(session: SeatSession) -> None:
-    """``kill(-1, SIGKILL)`` from a process of the seat's user: every process of the user at once."""
-    proc = await asyncio.create_subprocess_exec(
-        "/bin/kill", "-KILL", "-1", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"}, cwd="/", start_new_session=True,
-        **session.account.become())  # type: ignore[arg-type]
-    await proc.wait()  # killed by its own signal, like the rest
 
 
 async def _end_x_clients(session: SeatSession) -> int:
@@ -257,34 +128,47 @@ async def _fill_home(session: SeatSession) -> int:
     root = session.home.root
     template = session.template
     if template is not None:
-        proc = await asyncio.create_subprocess_exec(
-            "/bin/cp", "-a", "--reflink=auto", "--no-target-directory", "--", str(template), str(root),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd="/", start_new_session=True,
-            **session.account.become())  # type: ignore[arg-type]
-        try:
-            _out, err = await asyncio.wait_for(proc.communicate(), RESET_TIMEOUT)
-        except asyncio.TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            raise SessionError(f"seat {session.seat!r}: copying the template {str(template)!r} took over "
-                               f"{RESET_TIMEOUT:g} s", seat=session.seat) from None
-        if proc.returncode != 0:
-            raise SessionError(f"seat {session.seat!r}: copying the template {str(template)!r} into the home "
-                               f"failed: {err.decode(errors='replace').strip()[:300]}", seat=session.seat)
+        await _tool(session, ["/bin/cp", "-a", "--reflink=auto", "--no-preserve=ownership", "--no-target-directory",
+                              "--", str(template), str(root)], f"copying the template {str(template)!r} into the home")
+        if os.geteuid() == 0:  # the copy is root's until given to the user (-P: symlinks themselves, not targets)
+            await _tool(session, ["/bin/chown", "-R", "-P", f"{session.account.uid}:{session.account.gid}", "--",
+                                  str(root)], "giving the home to its user")
     else:
         os.chmod(root, 0o700)
     return sum(len(dirs) + len(files) for _top, dirs, files in os.walk(root))
 
 
+async def _tool(session: SeatSession, argv: list[str], what: str) -> None:
+    """Run one of coreutils' tools for the reset (every process of the user has ended: nothing races it)."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd="/", start_new_session=True)
+    try:
+        _out, err = await asyncio.wait_for(proc.communicate(), RESET_TIMEOUT)
+    except asyncio.TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        raise SessionError(f"seat {session.seat!r}: {what} took over {RESET_TIMEOUT:g} s", seat=session.seat) from None
+    if proc.returncode != 0:
+        raise SessionError(f"seat {session.seat!r}: {what} failed: {err.decode(errors='replace').strip()[:300]}",
+                           seat=session.seat)
+
+
 async def reset_session(session: SeatSession) -> ResetReport:
     """Steps 1 to 5 of the module's text, in order; SessionError naming what is left if one fails."""
     started = time.monotonic()
-    processes = await _end_processes(session)
-    x_clients = await _end_x_clients(session)
-    await _clear_clipboard(session)
-    await asyncio.to_thread(_empty_home, session)
-    entries = await _fill_home(session)
-    session.clear_runtime()
+    try:
+        processes = await end_processes(session.account.uid, seat=session.seat, session_bus=session.places.session_bus,
+                                        marked=session.account.is_self, timeout=RESET_TIMEOUT)
+        x_clients = await _end_x_clients(session)
+        await _clear_clipboard(session)
+        await asyncio.to_thread(_empty_home, session)
+        entries = await _fill_home(session)
+        session.clear_runtime()
+    except CudError:
+        raise
+    except Exception as exc:  # an OSError of the home, python-xlib's own errors: the reset did not finish
+        raise SessionError(f"seat {session.seat!r}: the reset did not finish: {type(exc).__name__}: {exc}",
+                           seat=session.seat) from exc
     return ResetReport(processes, x_clients, entries, time.monotonic() - started)

@@ -249,6 +249,21 @@ class Store:
             self._event(db, task_id, "running", {"seat": seat})
 
     @_finishing
+    def requeue(self, task_id: int, seat: str, reason: str) -> bool:
+        """Put a running task back in the queue before it began (its seat could not be made ready).
+
+        A pinned task keeps its seat and waits for it; another goes to whichever seat is free.
+        False if the task was no longer running (cancelled meanwhile).
+        """
+        with self._tx() as db:
+            moved = db.execute(
+                "UPDATE tasks SET state = 'queued', started_at = NULL, seat = CASE WHEN pinned THEN seat END"
+                " WHERE id = ? AND state = 'running'", (task_id,)).rowcount
+            if moved:
+                self._event(db, task_id, "requeued", {"seat": seat, "reason": reason})
+        return bool(moved)
+
+    @_finishing
     def add_event(self, task_id: int, kind: str, data: dict[str, Any], *, steps: int | None = None,
                   usage: UsageView | None = None) -> EventView:
         with self._tx() as db:

@@ -9,10 +9,12 @@ user, and that is what the tests then use.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pwd
 import secrets
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -23,7 +25,7 @@ import pytest
 
 from cud.daemon.session.user import SeatUser
 
-__all__ = ("SeatUsers", "make_home", "seat_users", "session_dir")
+__all__ = ("SeatUsers", "make_home", "seat_users", "session_dir", "tree_hash")
 
 
 @dataclass
@@ -77,3 +79,22 @@ def session_dir() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def tree_hash(root: Path) -> str:
+    """Everything under ``root`` (itself included): each entry's path, type, mode, symlink target or content.
+
+    Owners are left out: a template is root's, its copy in a home the seat user's.
+    """
+    digest = hashlib.sha256(f"{stat.S_IMODE(root.lstat().st_mode):o}".encode())
+    for top, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            path = Path(top, name)
+            info = path.lstat()
+            digest.update(f"{path.relative_to(root)}\0{stat.S_IFMT(info.st_mode)}\0{info.st_mode:o}\0".encode())
+            if stat.S_ISLNK(info.st_mode):
+                digest.update(os.readlink(path).encode())
+            elif stat.S_ISREG(info.st_mode):
+                digest.update(path.read_bytes())
+    return digest.hexdigest()

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cud.daemon.server.handlers import approvals, control, metrics, ping, records, screen, seats, targets, tasks, video
+from cud.daemon.server.handlers import (approvals, control, metrics, ping, records, screen, seats, session, targets,
+                                        tasks, video)
 from cud.daemon.server.handlers.base import Context
 
 from cud.protocol import REQUEST_TYPES
@@ -35,6 +36,11 @@ HANDLERS: dict[str, Handler] = {
     "record": records.record,
     "video": video.video,
     "metrics": metrics.metrics,
+    "exec": session.exec_command,
+    "put": session.put,
+    "get": session.get,
+    "clipboard": session.clipboard,
+    "reset": session.reset,
 }
 
 if set(HANDLERS) != REQUEST_TYPES:  # a new request type without a handler must not ship

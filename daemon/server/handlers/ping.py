@@ -21,4 +21,5 @@ async def ping(ctx: Context, request: PingRequest) -> PingResult:
         "peer": {"uid": ctx.peer.uid, "name": ctx.peer.name},
         "may_submit": policy.may_submit(ctx.peer),
         "may_approve": policy.may_approve(ctx.peer),
+        "may_operate": policy.may_operate(ctx.peer),
     }
