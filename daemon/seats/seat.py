@@ -297,12 +297,16 @@ class Seat:
 
     async def _run(self, task: TaskView) -> None:
         run = TaskRun(self, task)
-        self.current = run
-        recorder = recorder_for(self, task)
-        if recorder is not None and await recorder.start():
-            run.before_acting = recorder.ready  # every action is in the video
-            run.before_end = recorder.stop  # the video ends with the task's last step, before its end
+        self.current = run  # a cancel during the reset below reaches the task
+        recorder = None
         try:
+            # A spec's task starts on a clean session; a reset that fails puts it back in the queue.
+            if task["spec"] is not None and task["spec"]["reset"] and not await self.prepare(task):
+                return
+            recorder = recorder_for(self, task)
+            if recorder is not None and await recorder.start():
+                run.before_acting = recorder.ready  # every action is in the video
+                run.before_end = recorder.stop  # the video ends with the task's last step, before its end
             if task["spec"] is not None:
                 await run_spec_task(self, run, self._client)
             else:

@@ -1,7 +1,8 @@
 """One spec's task on a seat, in order: reset, setup, the model, checks, collect, the verdict.
 
-* The reset (when the spec's ``reset`` is true) returns the seat's session to its clean
-  state first (:meth:`cud.daemon.seats.seat.Seat.prepare`).
+* The reset (when the spec's ``reset`` is true) has returned the seat's session to its
+  clean state before this starts (:meth:`cud.daemon.seats.seat.Seat.prepare`; a reset that
+  fails puts the task back in the queue and leaves the seat unavailable).
 * Setup steps run in order (:mod:`cud.daemon.spec.setup`); the first that fails ends the
   task ``failed`` with an error of kind ``setup_failed``: no model request is made, no
   check runs.
@@ -17,16 +18,13 @@ Every step, check and collected file is an event of the task (``setup``, ``check
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cud.daemon.spec.checks import run_check
 from cud.daemon.spec.desktop import Desktop
 from cud.daemon.spec.setup import run_setup
 from cud.daemon.spec.verdict import collect, judge
-from cud.errors import CudError, SetupFailed
+from cud.errors import SetupFailed
 from cud.daemon.tasks.runner import Ending
 from cud.protocol import ArtifactView, CheckResultView, TaskView
 from cud.spec import Spec, parse_spec
@@ -39,26 +37,10 @@ if TYPE_CHECKING:
 
 __all__ = ("run_spec_task", "task_spec")
 
-log = logging.getLogger("cud.spec")
-
-
 def task_spec(task: TaskView) -> Spec:
     """The task's spec, typed again from what the store kept (it was checked at submit)."""
     assert task["spec"] is not None
     return parse_spec({"prompt": task["prompt"], **task["spec"]})
-
-
-async def _reset(seat: Seat, record: Callable[[str, dict[str, object]], None]) -> None:
-    """The seat's session back to its clean state; a reset that fails fails the setup (nothing ran yet)."""
-    if seat.session is None:
-        raise SetupFailed("the spec asks for a reset, and this seat has no session (its user and home are not "
-                          "configured)", key="reset")
-    try:
-        report = await seat.session.reset()
-    except CudError as exc:
-        raise SetupFailed(f"the reset of seat {seat.name!r} failed: {exc.message}", key="reset",
-                          cause=exc.kind) from None
-    record("reset", dataclasses.asdict(report))
 
 
 async def run_spec_task(seat: Seat, run: TaskRun, client: AsyncOpenAI) -> None:
@@ -74,10 +56,7 @@ async def run_spec_task(seat: Seat, run: TaskRun, client: AsyncOpenAI) -> None:
     try:
         run.start_clock()
         try:
-            if spec.reset:
-                finished = await run.interruptible(_reset(seat, record))
-            if not spec.reset or finished:
-                finished = await run.interruptible(run_setup(session, desktop, spec, files, record))
+            finished = await run.interruptible(run_setup(session, desktop, spec, files, record))
         except SetupFailed as exc:
             run.end(run.ending("failed", error=exc.to_dict()))
             return

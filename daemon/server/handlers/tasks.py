@@ -79,6 +79,10 @@ def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, 
             raise ProtocolError("'submit' field 'files' comes only with a 'spec'", field="files")
         return None, {}
     spec, files = spec_from_request(request)
+    acting = spec.in_session()
+    if acting:
+        # Setup steps, commands and files run code or touch files on the seat: the right to operate it.
+        ctx.daemon.policy.require_operate(ctx.peer, f"submit a spec whose {acting[0]!r} acts in a seat's session")
     seats = ctx.daemon.seats
     if spec.needs_session:
         why = f"spec key {(spec.in_session() or ['reset'])[0]!r}"
