@@ -23,8 +23,10 @@ Event kinds: ``queued``, ``running``, ``action`` (``step``, ``action``, ``ms``, 
 ``step`` (``step``, ``saw``, ``screenshot``, ``messages``, ``actions``,
 ``total_ms``, ``model_ms``, ``driver_ms``, ``approval_ms``, ``overhead_ms``),
 ``approval_requested`` (with ``targets``), ``approval_decided``, ``diagnostic``,
-``cancel_requested``, ``video_started``, ``video_finished``, ``video_failed``
-and ``end`` (``state``, ``final_message``, ``error``, ``reason``).
+``cancel_requested``, ``video_started``, ``video_finished``, ``video_failed``,
+a spec's ``reset``, ``requeued``, ``setup``, ``check`` and ``collected`` (docs/specs.md),
+and ``end`` (``state``, ``final_message``, ``error``, ``reason``; a judged spec's ``verdict``
+and ``score``).
 
 Screens can show anything, so the directory is created 0700 and every file
 0600, as the daemon keeps them. Nothing is overwritten: the export is written
