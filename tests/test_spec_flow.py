@@ -161,3 +161,29 @@ file = "Desktop/notes.txt"
     setups = [e["data"] for e in seat.events(task["id"]) if e["kind"] == "setup"]
     assert [(s["index"], s["ok"]) for s in setups] == [(0, True), (1, False)]  # the third never ran
     assert not any(e["kind"] in ("check", "step") for e in seat.events(task["id"]))
+
+
+def test_a_task_that_hits_a_limit_is_still_judged_on_what_it_left(seat: SpecSeat) -> None:
+    # max_steps = 4: the SDK runs the first three turns' actions (look, go to the end, type the line) and
+    # stops at the fourth (the save) without running it.
+    spec = seat.write("limited.toml", PROMPT + "max_steps = 4\n" + SETUP + """
+[[checks]]
+name = "the file is still there"
+file = "Desktop/notes.txt"
+[[checks]]
+name = "line saved"
+file = "Desktop/notes.txt"
+matches = "re:(?m)^done$"
+[[checks]]
+name = "the editor shows the unsaved line"
+element = { app = "mousepad", role = "text" }
+text = "re:(?m)^done$"
+[[checks]]
+answer = "re:(?i)saved"
+""", {"fixtures/notes.txt": "first line\n"})
+    code, task = seat.submit(spec)
+    verdict = task["verdict"]
+    assert code == 1 and task["state"] == "failed" and verdict["state"] == "failed", task["error"]
+    assert [c["passed"] for c in verdict["checks"]] == [True, False, True, False], [c["why"] for c in verdict["checks"]]
+    assert verdict["checks"][3]["why"] == "the model gave no final message"
+    assert verdict["score"] == 0.5

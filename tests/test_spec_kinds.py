@@ -3,7 +3,7 @@
 One task runs every setup kind (files, run, launch with wait_for an accessibility element,
 open with wait_for a window, clipboard, sleep) and then a check of each kind that must pass
 and one that must fail, named so: the verdict's per-check results are compared with the names.
-The GTK demo app (sandbox/demo_app.py) and mousepad, opened by xdg-open, are the applications;
+The GTK demo app (sandbox/demo_app.py), a zenity slider and mousepad, opened by xdg-open, are the applications;
 the scripted model only answers. A second task's wait_for runs out: setup_failed, naming what
 is on the screen instead.
 """
@@ -34,6 +34,9 @@ timeout = 20
 [[setup]]
 launch = ["{SYSTEM_PYTHON}", "{ROOT / 'sandbox' / 'demo_app.py'}"]
 wait_for = {{ app = "cud-demo", role = "text", name = "Line to send", timeout = 60 }}
+[[setup]]
+launch = ["/usr/bin/zenity", "--scale", "--text=Volume", "--value=30", "--min-value=0", "--max-value=100"]
+wait_for = {{ app = "zenity", role = "slider", timeout = 60 }}
 [[setup]]
 open = "notes2.txt"
 wait_for = {{ window_class = "Mousepad", window_title = "re:notes2", timeout = 60 }}
@@ -92,6 +95,14 @@ name = "fail: element text"
 element = {{ app = "cud-demo", role = "text", name = "Line to send" }}
 text = "re:never"
 [[checks]]
+name = "pass: element value"
+element = {{ app = "zenity", role = "slider" }}
+value = 30
+[[checks]]
+name = "fail: element value"
+element = {{ app = "zenity", role = "slider" }}
+value = 31
+[[checks]]
 name = "pass: element absent"
 element = {{ role = "push button", name = "Launch missiles" }}
 exists = false
@@ -138,8 +149,8 @@ def test_every_setup_kind_runs_and_every_check_kind_passes_and_fails(seat: SpecS
     passed = sum(r["passed"] for r in results)
     assert task["verdict"]["score"] == round(passed / len(results), 6) and 0 < passed < len(results)
     setups = [e["data"] for e in seat.events(task["id"]) if e["kind"] == "setup"]
-    assert [(s["kind"], s["ok"]) for s in setups] == [(k, True) for k in ("files", "run", "launch", "open",
-                                                                          "clipboard", "sleep")]
+    assert [(s["kind"], s["ok"]) for s in setups] == [(k, True) for k in ("files", "run", "launch", "launch",
+                                                                          "open", "clipboard", "sleep")]
     why = {r["name"]: r["why"] for r in results}
     assert why["fail: command exit status"] == "it exited with status 3, not 0"
     assert why["fail: command output excluded"] == "its output has 'error'"
@@ -148,6 +159,7 @@ def test_every_setup_kind_runs_and_every_check_kind_passes_and_fails(seat: SpecS
     assert why["fail: element text"] == ("text 'Line to send' in cud-demo: its text does not match /never/: it is "
                                          "''")
     assert why["fail: element missing"] == "no such element is showing"
+    assert why["fail: element value"] == "slider '' in zenity: its value is 30"
     assert why["fail: window missing"] == "no such window is there"
     assert why["fail: answer"] == "the final message is not 'The answer is 41.': it is 'The answer is 42.'"
 
