@@ -44,6 +44,9 @@ _TOP_KEYS = {
     "vnc_horizontal_scroll",
     "session_bus",
     "x_display",
+    "user",
+    "home",
+    "home_template",
     "seats",
     "model",
     "api_key_file",
@@ -303,7 +306,7 @@ def load_config(
         kwargs["sessions"] = load_session_limits(merged["sessions"])
     check_seat_places(kwargs["seats"], {"the daemon's state directory": str(kwargs["state_dir"]),
                                         "the daemon's socket": str(kwargs["socket"])},
-                      _daemon_home())
+                      _daemon_home(), tables=len(kwargs["seats"]) > 1 or "seats" in raw)
     return Config(**kwargs)
 
 

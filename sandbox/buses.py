@@ -1,7 +1,9 @@
 """Each seat's session bus and accessibility bus, and the environment that puts applications on them.
 
-Every seat has its own D-Bus session bus (a ``dbus-daemon`` of type session) listening on
-a socket file in the sandbox directory (``bus``, or ``seatK.bus``): never an
+Both buses are the seat's session's: they run as the seat's user (seat_sessions.py), who
+can then put the session's applications on them, and let the sandbox's own user (the daemon,
+the demo app) in too. Every seat has its own D-Bus session bus (a ``dbus-daemon`` of type session) listening on
+a socket file in the sandbox directory (``session/bus``, or ``seatK.session/bus``): never an
 abstract socket, which any process on the machine could reach and which two seats
 could mix up. Under it runs at-spi2-core's ``at-spi-bus-launcher``: it starts the
 accessibility bus (a second dbus-daemon, its child, stopped with it) and answers
@@ -24,6 +26,7 @@ Standard library only, like the rest of the sandbox; the probes use ``dbus-send`
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 import subprocess
 from collections.abc import Mapping
@@ -31,6 +34,7 @@ from pathlib import Path
 
 from parts import Settings
 from procs import Record, SandboxError
+from seat_sessions import SeatSession, own
 
 __all__ = ("A11Y_ENV", "LAUNCHER", "a11y_answers", "a11y_argv", "app_env", "check_socket_paths", "session_answers",
            "session_argv")
@@ -45,7 +49,8 @@ _MAX_SOCKET_PATH = 107
 
 
 def socket_path(settings: Settings, prefix: str) -> Path:
-    return settings.path(f"{prefix}bus")
+    """The session bus's socket, in a directory of the seat's user (who runs the bus)."""
+    return settings.path(f"{prefix}session") / "bus"
 
 
 def check_socket_paths(settings: Settings) -> None:
@@ -80,6 +85,7 @@ _SESSION_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Con
   <listen>{address}</listen>
   <auth>EXTERNAL</auth>
   <policy context="default">
+    <allow user="{daemon_user}"/>
     <allow send_destination="*" eavesdrop="true"/>
     <allow eavesdrop="true"/>
     <allow own="*"/>
@@ -97,9 +103,15 @@ def _escape(value: bytes) -> str:
     return "".join(chr(byte) if byte in _PLAIN else f"%{byte:02x}" for byte in value)
 
 
-def session_argv(settings: Settings, prefix: str) -> tuple[list[str], str]:
-    """How a seat's session bus starts, and its address; a stale socket file of a dead bus is removed."""
+def session_argv(settings: Settings, prefix: str, session: SeatSession) -> tuple[list[str], str]:
+    """How a seat's session bus starts (as the seat's user), and its address; a stale socket of a dead bus goes.
+
+    The daemon and the sandbox's own parts (the demo app) run as the sandbox's user,
+    which the bus lets in too.
+    """
     path = socket_path(settings, prefix)
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    own(session, path.parent)
     try:
         if stat.S_ISSOCK(path.lstat().st_mode):
             path.unlink()  # the previous bus died without removing it (we hold the sandbox's lock)
@@ -107,11 +119,11 @@ def session_argv(settings: Settings, prefix: str) -> tuple[list[str], str]:
         pass
     address = f"unix:path={_escape(os.fsencode(path))}"  # also nothing left that XML would need escaped
     conf = settings.path(f"{prefix}session-bus.conf")
-    conf.write_text(_SESSION_CONF.format(address=address))
+    conf.write_text(_SESSION_CONF.format(address=address, daemon_user=pwd.getpwuid(os.geteuid()).pw_name))
     return ["dbus-daemon", f"--config-file={conf}", "--nofork", "--nopidfile"], address
 
 
-def a11y_argv(settings: Settings, prefix: str) -> tuple[list[str], dict[str, str]]:
+def a11y_argv(settings: Settings, prefix: str, session: SeatSession) -> tuple[list[str], dict[str, str]]:
     """How a seat's accessibility bus starts, and what its launcher's environment adds.
 
     The launcher puts the accessibility bus's socket under ``$XDG_RUNTIME_DIR/at-spi/``:
@@ -120,6 +132,7 @@ def a11y_argv(settings: Settings, prefix: str) -> tuple[list[str], dict[str, str
     """
     runtime = settings.path(f"{prefix}a11y")
     runtime.mkdir(mode=0o700, exist_ok=True)
+    own(session, runtime)  # the launcher runs as the seat's user: its applications may then join its bus
     return [LAUNCHER, "--launch-immediately"], {"XDG_RUNTIME_DIR": str(runtime)}
 
 

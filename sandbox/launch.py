@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import socket
 import subprocess
 import time
@@ -12,9 +13,10 @@ from pathlib import Path
 
 from buses import a11y_argv, app_env, session_argv
 from credentials import ensure_vnc_password, write_xauthority
-from parts import SEAT_PARTS, Settings, kind_of, prefix_of, seat_place, seat_spec
+from parts import SEAT_PARTS, Seat, Settings, kind_of, prefix_of, seat_place, seat_spec
 from probes import answers
 from procs import Record, SandboxError, spawn, state_of, wait_for
+from seat_sessions import own, seat_session
 
 __all__ = ("SCRIPTED_KEY", "TIMEOUTS", "start")
 
@@ -118,12 +120,21 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
     if kind == "xserver":
         proc, record = _start_xserver(settings, name, log, records)
     elif kind == "session-bus":
-        argv, address = session_argv(settings, prefix)
-        proc, record = spawn(name, argv, log, env)
+        # The seat's buses are its session's: they run as the seat's user (seat_sessions.py).
+        session = seat_session(settings, _seat_of(settings, prefix))
+        argv, address = session_argv(settings, prefix, session)
+        proc, record = spawn(name, argv, log, env, become=session.become())
         record.info["address"] = address
     elif kind == "a11y-bus":
-        argv, extra = a11y_argv(settings, prefix)
-        proc, record = spawn(name, argv, log, {**env, **extra})
+        session = seat_session(settings, _seat_of(settings, prefix))
+        argv, extra = a11y_argv(settings, prefix, session)
+        # The launcher sets AT_SPI_BUS on the X root window: as the seat's user, with its own copy of the cookie.
+        cookie = Path(extra["XDG_RUNTIME_DIR"]) / "Xauthority"
+        shutil.copyfile(settings.path("Xauthority"), cookie)
+        cookie.chmod(0o600)
+        own(session, cookie)
+        proc, record = spawn(name, argv, log, {**env, **extra, "HOME": str(session.home), "USER": session.user,
+                                               "XAUTHORITY": str(cookie)}, become=session.become())
     elif kind == "openbox":
         proc, record = spawn(name, ["openbox", "--sm-disable"], log, env)
     elif kind == "x11vnc":
@@ -177,6 +188,10 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
     return record
 
 
+def _seat_of(settings: Settings, prefix: str) -> Seat:
+    return next(seat for seat in settings.seat_list if seat.prefix == prefix)
+
+
 def seat_lines(settings: Settings, records: dict[str, Record]) -> list[str]:
     """The daemon's seats, as config lines, rewritten at every start to the servers' current places.
 
@@ -196,6 +211,9 @@ def seat_lines(settings: Settings, records: dict[str, Record]) -> list[str]:
         else:
             keys.append(f"display = {json.dumps(xserver.info['display'])}")
         keys.append(f"session_bus = {json.dumps(records[seat.part('session-bus')].info['address'])}")
+        session = seat_session(settings, seat)  # its session: cuctl exec/cp/clipboard/reset (docs/sessions.md)
+        keys += [f"user = {json.dumps(session.user)}", f"home = {json.dumps(str(session.home))}",
+                 f"home_template = {json.dumps(str(session.template))}"]
         tables.append(keys)
     if settings.seats == 1:
         return ["# The sandbox's display and the session bus its applications use.", *tables[0]]

@@ -16,6 +16,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = ("Record", "SandboxError", "spawn", "load", "save", "forget", "state_of", "stop", "wait_for", "tail")
 
@@ -67,9 +68,11 @@ def state_of(record: Record) -> str:
 
 
 def spawn(
-    name: str, argv: Sequence[str], log: Path, env: Mapping[str, str], pass_fds: Sequence[int] = ()
+    name: str, argv: Sequence[str], log: Path, env: Mapping[str, str], pass_fds: Sequence[int] = (),
+    become: Mapping[str, Any] | None = None,
 ) -> tuple[subprocess.Popen[bytes], Record]:
-    """Start ``argv`` in its own session (a Ctrl-C in the terminal must not reach it), output to ``log``."""
+    """Start ``argv`` in its own session (a Ctrl-C in the terminal must not reach it), output to ``log``;
+    ``become``: Popen's user/group/extra_groups, for a part of a seat's session run as the seat's user."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sandbox starts: {' '.join(argv)}\n".encode())
@@ -77,7 +80,7 @@ def spawn(
         try:
             proc = subprocess.Popen(
                 list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                env=dict(env), pass_fds=tuple(pass_fds), start_new_session=True,
+                env=dict(env), pass_fds=tuple(pass_fds), start_new_session=True, **(become or {}),
             )
         except FileNotFoundError:
             raise SandboxError(f"{name}: program {argv[0]!r} not found (run sandbox/deps.sh)") from None

@@ -26,6 +26,7 @@ from launch import start
 from parts import SEAT_PARTS, Settings, is_part_name, kind_of, needs, seat_spec, show_order, stop_order, wanted_parts
 from probes import answers
 from procs import Record, SandboxError, forget, load, save, state_of, stop
+from seat_sessions import remove_seat_users
 
 __all__ = ()
 
@@ -246,6 +247,7 @@ def down(settings: Settings) -> int:
             settings.path(leftover).unlink(missing_ok=True)
         for leftover in settings.dir.glob("*session-bus.conf"):
             leftover.unlink()
+        remove_seat_users(settings, say)  # only those it made, by its record (seat_sessions.py)
         _config_path(settings).unlink(missing_ok=True)
         say(f"down; logs and the daemon's state stay in {_show(settings.dir)}")
     return 0

@@ -46,6 +46,8 @@ procs = _load_procs()
 class Sandbox:
     def __init__(self, directory: Path, **env: str) -> None:
         self.dir = directory
+        # As root the seats' users (sandbox/seat_sessions.py) must reach their homes and buses under it.
+        directory.parent.chmod(0o711)
         unset = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SANDBOX", "SEATS")
         self.env = {k: v for k, v in os.environ.items() if k not in unset}
         self.env.update(SANDBOX_DIR=str(directory), VENV=str(VENV), **env)

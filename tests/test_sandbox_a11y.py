@@ -69,9 +69,11 @@ def test_two_seats_each_on_its_own_buses_with_targets_that_name_the_demo_field(s
         for seat in ("seat1", "seat2"):
             app = records[f"{seat}.demo-app"]
             address = records[f"{seat}.session-bus"].info["address"]
-            # A socket file of the sandbox's own, not an abstract socket anyone could reach.
-            assert address == f"unix:path={box.dir}/{seat}.bus", address
-            assert stat.S_ISSOCK((box.dir / f"{seat}.bus").stat().st_mode)
+            # A socket file of the sandbox's own, not an abstract socket anyone could reach; in a directory
+            # of the seat's user, who runs the seat's buses (sandbox/seat_sessions.py).
+            assert address == f"unix:path={box.dir}/{seat}.session/bus", address
+            assert stat.S_ISSOCK((box.dir / f"{seat}.session" / "bus").stat().st_mode)
+            assert config[seat]["home"] == f"{box.dir}/homes/{seat}"
             a11y = records[f"{seat}.a11y-bus"].info["address"]
             assert a11y.startswith(f"unix:path={box.dir}/{seat}.a11y/at-spi/"), a11y
             assert f"apps: DBUS_SESSION_BUS_ADDRESS={address}" in out, out  # the summary says where to join
@@ -113,7 +115,7 @@ def test_two_seats_each_on_its_own_buses_with_targets_that_name_the_demo_field(s
         assert all(procs.state_of(record) != "running" for record in records.values())
         # Nothing of the seats' sessions is left: the launchers took their buses and the registries along.
         assert in_session(box.dir) == []
-        assert not (box.dir / "seat1.bus").exists() and not (box.dir / "seat2.bus").exists()
+        assert not (box.dir / "seat1.session" / "bus").exists() and not (box.dir / "seat2.session" / "bus").exists()
     finally:
         box.run("down.sh")
         box.kill_leftovers()

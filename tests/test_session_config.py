@@ -49,6 +49,14 @@ def test_a_seat_with_a_session(base: Path, user: SeatUser) -> None:
     one, two = loaded.seats
     assert (one.user, one.home, one.home_template) == (user, home, template)
     assert user.uid != 0 and (two.user, two.home) == (None, None)
+    # One seat may say it in top-level keys, as its display and session_bus; errors then name the key alone.
+    path = base / "one.toml"
+    path.write_text(f'display = ":1"\nuser = "{user.name}"\nhome = "{home}"\nhome_template = "{template}"\n')
+    single = load_config(path, {"socket": f"{base}/s", "state_dir": f"{base}/state"}, env={}).seats[0]
+    assert (single.name, single.user, single.home, single.home_template) == ("default", user, home, template)
+    path.write_text(f'display = ":1"\nuser = "{user.name}"\nhome = "/etc"\n')
+    with pytest.raises(ConfigError, match="seat 'default': config key 'home' = '/etc' is refused"):
+        load_config(path, {"socket": f"{base}/s", "state_dir": f"{base}/state"}, env={})
     # A uid works as well as a name; a home that does not exist yet is made at the first reset.
     by_uid = load_config(config(base, seat("one", ":1", user=user.uid, home=str(base / "later"))), env={})
     assert by_uid.seats[0].user == user

@@ -39,6 +39,8 @@ _SEAT_KEYS = {"name", "display", "vnc", "vnc_password_file", "vnc_horizontal_scr
               "user", "home", "home_template"}
 #: Where a seat's targets are read (docs/targets.md): its session bus, and for a VNC seat the X display it mirrors.
 _TARGET_KEYS = ("session_bus", "x_display")
+#: A seat's session (docs/sessions.md); like the target keys, top-level keys of a one-seat config too.
+_SESSION_KEYS = ("user", "home", "home_template")
 _HORIZONTAL_SCROLL = ("auto", "buttons", "shift")
 
 
@@ -140,9 +142,13 @@ def _absolute(key: str, value: object) -> Path:
     return Path(text)
 
 
-def check_seat_places(seats: tuple[SeatConfig, ...], daemon_dirs: Mapping[str, str], daemon_home: str | None) -> None:
-    """Refuse a seat's home or template that a reset must not touch (cud.daemon.session.places)."""
-    places = [Place(seat.name, f"seats[{index}].", str(seat.home),
+def check_seat_places(seats: tuple[SeatConfig, ...], daemon_dirs: Mapping[str, str], daemon_home: str | None, *,
+                      tables: bool = True) -> None:
+    """Refuse a seat's home or template that a reset must not touch (cud.daemon.session.places).
+
+    ``tables``: the seats came from ``[[seats]]`` (errors name ``seats[N].home``), else top-level keys.
+    """
+    places = [Place(seat.name, f"seats[{index}]." if tables else "", str(seat.home),
                     None if seat.home_template is None else str(seat.home_template), seat.user.uid)
               for index, seat in enumerate(seats) if seat.home is not None and seat.user is not None]
     if places:
@@ -229,7 +235,7 @@ def load_seats(raw: Mapping[str, Any], flags: Mapping[str, Any], env: Mapping[st
     if seat_flags:
         return _distinct(_from_flags(seat_flags))
     file_single = {k: raw[k] for k in ("display", "vnc", "vnc_password_file", "vnc_horizontal_scroll",
-                                       *_TARGET_KEYS) if k in raw}
+                                       *_TARGET_KEYS, *_SESSION_KEYS) if k in raw}
     if "seats" in raw and not (single_flags.keys() & {"display", "vnc"}):
         if file_single:
             key = next(iter(file_single))

@@ -76,6 +76,7 @@ class SeatSession:
         self.template = places.template
         #: The session's runtime directory (XDG_RUNTIME_DIR): the user's, made at the first use.
         self._runtime: Path | None = None
+        self._cookie_copied: int | None = None
         self._launched: set[int] = set()
 
     # -- environment ---------------------------------------------------------------------
@@ -87,19 +88,28 @@ class SeatSession:
             if os.geteuid() == 0:
                 os.chown(path, self.account.uid, self.account.gid)
             self._runtime = path
-            self._copy_xauthority()
+            self._cookie_copied = None
+        self._copy_xauthority()
         return self._runtime
 
     def _copy_xauthority(self) -> None:
+        """Copy the daemon's X cookie for the user, again whenever it changed (a restarted X server's)."""
         source = self.places.xauthority
         if source is None or self._runtime is None:
             return
         try:
+            stamp = os.stat(source).st_mtime_ns
+            if stamp == self._cookie_copied:
+                return
             data = source.read_bytes()
         except OSError:
             return  # no cookie to share: the display takes clients without one (Xvfb in the tests)
+        self._cookie_copied = stamp
         target = self._runtime / "Xauthority"
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        # The directory is the user's: whatever the user put at that name goes, and a new file is made.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(target)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as out:
             if os.geteuid() == 0:
                 os.fchown(out.fileno(), self.account.uid, self.account.gid)
@@ -200,7 +210,7 @@ class SeatSession:
             for file in files:  # a reader cancelled before it began never handed its pipe to a transport
                 file.close()
         return Completed(tuple(items), None if timed_out else proc.returncode, bytes(outputs[0]), bytes(outputs[1]),
-                         timed_out, cut[0] or bool(pending))
+                         timed_out, cut[0])
 
     async def launch(self, argv: Sequence[str], *, cwd: str | None = None) -> int:
         """Start ``argv`` detached in the session (its own session, output to the runtime dir's log); its pid."""

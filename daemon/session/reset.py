@@ -59,7 +59,7 @@ class ResetReport:
     seconds: float
 
 
-async def _end_x_clients(session: SeatSession) -> int:
+async def _end_x_clients(session: SeatSession, spared: frozenset[int]) -> int:
     name = session.places.display
     if name is None:
         return 0
@@ -67,7 +67,7 @@ async def _end_x_clients(session: SeatSession) -> int:
     deadline = time.monotonic() + RESET_TIMEOUT
     while True:
         try:
-            left = await asyncio.to_thread(xclients.session_clients, name, uid)
+            left = await asyncio.to_thread(xclients.session_clients, name, uid, spared)
         except Exception as exc:  # python-xlib raises its own, unrelated, error classes
             raise SessionError(f"seat {session.seat!r}: the display {name} did not answer the reset: {exc}",
                                seat=session.seat) from None
@@ -159,9 +159,10 @@ async def reset_session(session: SeatSession) -> ResetReport:
     """Steps 1 to 5 of the module's text, in order; SessionError naming what is left if one fails."""
     started = time.monotonic()
     try:
-        processes = await end_processes(session.account.uid, seat=session.seat, session_bus=session.places.session_bus,
-                                        marked=session.account.is_self, timeout=RESET_TIMEOUT)
-        x_clients = await _end_x_clients(session)
+        processes, spared = await end_processes(session.account.uid, seat=session.seat,
+                                                session_bus=session.places.session_bus,
+                                                marked=session.account.is_self, timeout=RESET_TIMEOUT)
+        x_clients = await _end_x_clients(session, spared)
         await _clear_clipboard(session)
         await asyncio.to_thread(_empty_home, session)
         entries = await _fill_home(session)

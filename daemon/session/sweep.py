@@ -129,8 +129,12 @@ async def infrastructure(session_bus: str | None) -> tuple[int | None, frozenset
     return bus, frozenset(spare)
 
 
-async def end_processes(uid: int, *, seat: str, session_bus: str | None, marked: bool, timeout: float) -> int:
-    """End every process of the session (see the module's text); how many there were. SessionError if some stay."""
+async def end_processes(uid: int, *, seat: str, session_bus: str | None, marked: bool,
+                        timeout: float) -> tuple[int, frozenset[int]]:
+    """End every process of the session (see the module's text): how many there were, and the pids spared.
+
+    SessionError, naming them, if some are still there at ``timeout``.
+    """
     mark = f"{SEAT_MARK}={seat}".encode() if marked else None
     bus, spare = await infrastructure(session_bus)
     ended: set[int] = set()
@@ -146,7 +150,7 @@ async def end_processes(uid: int, *, seat: str, session_bus: str | None, marked:
     while True:
         left = session_pids(uid, mark, spare)
         if not left:
-            return len(ended | stopped)
+            return len(ended | stopped), spare
         if time.monotonic() > deadline:
             raise SessionError(f"seat {seat!r}: {len(left)} processes of uid {uid} did not end within {timeout:g} s "
                                f"(pids {left[:10]})", seat=seat, pids=left[:10])
