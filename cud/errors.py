@@ -31,6 +31,8 @@ __all__ = [
     "ConnectionFailed",
     "PathRefused",
     "SessionError",
+    "SpecError",
+    "SetupFailed",
 ]
 
 
@@ -173,3 +175,15 @@ class SessionError(CudError):
     """A seat's session could not do what was asked: a command did not start, a reset did not finish."""
 
     kind = "session"
+
+
+class SpecError(CudError):
+    """A task spec (docs/specs.md) is invalid: the message names the key path and the value."""
+
+    kind = "spec"
+
+
+class SetupFailed(CudError):
+    """A setup step of a task spec failed: the task fails with this, and the model was never asked."""
+
+    kind = "setup_failed"

@@ -63,6 +63,7 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
     POLICY_STRICTNESS,
     SEAT_NAME,
     SEAT_STATES,
+    STATE_NAMES,
     TASK_STATES,
     ApprovalKind,
     ApprovalPolicy,
@@ -82,6 +83,11 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
     TaskView,
     USAGE_KEYS,
     UsageView,
+    VERDICTS,
+    ArtifactView,
+    CheckResultView,
+    Verdict,
+    VerdictView,
 )
 
 __all__ = [
@@ -92,9 +98,11 @@ __all__ = [
     "LIVE_STATES",
     "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
+    "ARTIFACT_FILE_NAME",
     "RECORD_FILE_NAME",
     "SCREENSHOT_FILE_NAME",
     "REQUEST_TYPES",
+    "check_field",
     "SEAT_NAME",
     "SEAT_STATES",
     "TASK_STATES",
@@ -180,8 +188,10 @@ DaemonMessage = Union[OkReply, ErrorReply, EventMessage, ChunkMessage, FileMessa
 HUMAN_ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type")
 #: What a record's screenshot may be called: the trajectory's own names, never a path.
 SCREENSHOT_FILE_NAME = re.compile(r"step-[0-9]{4,}[A-Za-z0-9_-]{0,32}\.(?:png|jpg|webp)")
-#: What a record's file may be called: a screenshot, or the task's video (docs/video.md).
-RECORD_FILE_NAME = re.compile(rf"{SCREENSHOT_FILE_NAME.pattern}|video\.(?:mp4|webm)")
+#: A file a spec's ``collect`` kept: ``artifacts/`` and its path in the seat's home, each part a plain name.
+ARTIFACT_FILE_NAME = re.compile(r"artifacts(?:/(?!\.\.?(?:/|$))[^/\x00-\x1f\x7f]{1,255}){1,64}")
+#: What a record's file may be called: a screenshot, the task's video (docs/video.md), a collected file.
+RECORD_FILE_NAME = re.compile(rf"{SCREENSHOT_FILE_NAME.pattern}|video\.(?:mp4|webm)|{ARTIFACT_FILE_NAME.pattern}")
 
 
 # -- framing ---------------------------------------------------------------------------------
@@ -318,6 +328,17 @@ def _rules(kind: str, name: str, value: object) -> None:
         raise _bad(kind, name, value, f"a list of at most {MAX_TASK_RULES} rule objects")
 
 
+def _spec(kind: str, name: str, value: object) -> None:
+    # The shape only: cud.spec parses the spec (both sides, the same code) and names a bad key.
+    if not isinstance(value, dict):
+        raise _bad(kind, name, value, "a spec object (docs/specs.md)")
+
+
+def _spec_files(kind: str, name: str, value: object) -> None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(d, str) for k, d in value.items()):
+        raise _bad(kind, name, value, "an object of file names to base64 contents")
+
+
 def _argv(kind: str, name: str, value: object) -> None:
     if (not isinstance(value, list) or not 1 <= len(value) <= MAX_ARGV_ITEMS
             or not all(isinstance(a, str) and "\x00" not in a for a in value)):
@@ -352,6 +373,8 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "approval": (_choice(*APPROVAL_POLICIES), False),
         "seat": (_seat_name, False),
         "rules": (_rules, False),
+        "spec": (_spec, False),
+        "files": (_spec_files, False),
     },
     "list": {},
     "show": {"id": (_ID, True)},
@@ -381,6 +404,11 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "reset": {"seat": (_seat_name, True)},
 }
 REQUEST_TYPES: frozenset[str] = frozenset(_REQUEST_FIELDS)
+
+
+def check_field(kind: str, name: str, value: object) -> None:
+    """Check one field of a ``kind`` request as :func:`parse_request` does (a spec reuses ``submit``'s)."""
+    _REQUEST_FIELDS[kind][name][0](kind, name, value)
 
 
 def parse_request(obj: dict[str, Any]) -> Request:

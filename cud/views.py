@@ -15,8 +15,10 @@ __all__ = [
     "FINAL_STATES",
     "SEAT_NAME",
     "SEAT_STATES",
+    "STATE_NAMES",
     "TASK_STATES",
     "USAGE_KEYS",
+    "VERDICTS",
 ]
 
 #: What a seat may be called: short, and safe in a file name, a URL and a log line.
@@ -47,6 +49,17 @@ POLICY_STRICTNESS = {"safety": 0, "actions": 1}
 ApprovalKind = Literal["safety", "action"]
 ApprovalState = Literal["pending", "approved", "denied", "timed_out", "cancelled", "interrupted"]
 
+#: An accessibility element's states (AtspiStateType, in bit order: at-spi2-core's atspi-constants.h),
+#: as ``inspect``, ``tree`` and a spec's ``element`` checks name them.
+STATE_NAMES = (
+    "invalid", "active", "armed", "busy", "checked", "collapsed", "defunct", "editable", "enabled",
+    "expandable", "expanded", "focusable", "focused", "has-tooltip", "horizontal", "iconified", "modal",
+    "multi-line", "multiselectable", "opaque", "pressed", "resizable", "selectable", "selected", "sensitive",
+    "showing", "single-line", "stale", "transient", "vertical", "visible", "manages-descendants",
+    "indeterminate", "required", "truncated", "animated", "invalid-entry", "supports-autocompletion",
+    "selectable-text", "is-default", "visited", "checkable", "has-popup", "read-only",
+)
+
 # -- what results contain ----------------------------------------------------------------
 class ErrorInfo(TypedDict):
     kind: str
@@ -75,6 +88,45 @@ class UsageView(TypedDict):
     output_tokens: int
 
 
+Verdict = Literal["passed", "failed"]
+VERDICTS: tuple[Verdict, ...] = ("passed", "failed")
+
+
+class CheckResultView(TypedDict):
+    """One check of a spec as it was judged: what it expected, what was there, and why it passed or not."""
+
+    index: int  # its place in the spec's checks
+    name: str
+    kind: str  # command, file, element, window, answer
+    weight: float
+    passed: bool
+    expected: str  # in words
+    observed: Any  # what was seen (text cut to a bound, a number, a list), null if nothing was
+    why: str  # one line: why it passed or failed
+    ms: float
+
+
+class VerdictView(TypedDict):
+    verdict: Verdict  # passed: every check passed
+    score: float  # the weighted fraction of checks that passed, 0 to 1
+    passed: int
+    failed: int
+    #: The state the model's part ended in (succeeded, failed, cancelled): what state the checks saw.
+    state: str
+    checks: list[CheckResultView]
+    at: str
+
+
+class ArtifactView(TypedDict):
+    """A file the spec's ``collect`` kept: ``path`` in the seat's home, also its name in the record
+    (``artifacts/PATH``); ``error`` says why it was not kept (then ``bytes`` is 0 and ``sha256`` null)."""
+
+    path: str
+    bytes: int
+    sha256: str | None
+    error: str | None
+
+
 class TaskView(TypedDict):
     id: int
     state: TaskState
@@ -100,6 +152,12 @@ class TaskView(TypedDict):
     usage: UsageView | None
     #: The submitter's policy rules for this task ([] if none), as submitted.
     rules: list[dict[str, Any]]
+    #: A spec's tags, reset, setup, checks and collect in their normal form (docs/specs.md); null: a prompt only.
+    spec: dict[str, Any] | None
+    #: How the spec's checks judged the task; null until judged, and for a task without checks.
+    verdict: VerdictView | None
+    #: The files the spec's ``collect`` kept, in the task's record ([] if none).
+    artifacts: list[ArtifactView]
 
 
 class Target(TypedDict):
@@ -158,6 +216,9 @@ EVENT_KINDS: tuple[str, ...] = (
     "cancel_requested",
     "video_finished",
     "video_failed",
+    "setup",
+    "check",
+    "collected",
     "end",
 )
 

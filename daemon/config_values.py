@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from cud.errors import ConfigError
+from cud.suggest import closest, did_you_mean
 
 __all__ = ("bad", "int_in_range", "positive_int", "positive_number", "read_secret_file", "seconds_in_range", "string",
            "table", "unknown_key")
@@ -24,10 +24,9 @@ def unknown_key(path: str, name: str, known: Iterable[str], why: str = "") -> Co
     ``why`` says more after the path (``": not a Responses parameter ..."``).
     """
     known = sorted(known)
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return ConfigError(f"unknown config key {path!r}{why}; {hint}known: {', '.join(known)}", key=path,
-                       **({"suggestion": close[0]} if close else {}))
+    near = closest(name, known)
+    return ConfigError(f"unknown config key {path!r}{why}; {did_you_mean(name, known)}known: {', '.join(known)}",
+                       key=path, **({"suggestion": near} if near else {}))
 
 
 def table(key: str, value: object, allowed: set[str] | frozenset[str]) -> dict[str, Any]:

@@ -32,7 +32,9 @@ from prometheus_client.registry import Collector
 
 import cud
 from cud.daemon.store.database import Store, _iso_to_epoch
-from cud.protocol import FINAL_STATES, EventView, TASK_STATES
+from cud.protocol import FINAL_STATES, TASK_STATES, VERDICTS, EventView
+from cud.spec.checks import CHECK_KINDS
+from cud.spec.setup import SETUP_KINDS
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -74,6 +76,12 @@ class _StateCollector(Collector):
             family.add_metric([state], counts.get(state, 0))
         yield ended
         yield current
+        judged = CounterMetricFamily("cud_tasks_judged", "Tasks a spec's checks judged, by verdict (kept in the "
+                                     "database; retention pruning lowers it)", labels=["verdict"])
+        verdicts = self._store.verdict_counts()
+        for verdict in VERDICTS:
+            judged.add_metric([verdict], verdicts.get(verdict, 0))
+        yield judged
         pending = GaugeMetricFamily("cud_approvals_pending", "Approvals waiting for a decision")
         pending.add_metric([], self._store.pending_approval_count())
         yield pending
@@ -107,10 +115,20 @@ class Metrics:
         self._images = Counter("cud_model_images", "Images sent to the model", registry=self.registry)
         self._tokens = Counter("cud_model_tokens", "Tokens the model counted, by kind (cached is part of input)",
                                ["kind"], registry=self.registry)
+        self._checks = Counter("cud_spec_checks", "Checks of task specs run, by kind and result (passed, failed)",
+                               ["kind", "result"], registry=self.registry)
+        self._setup = Counter("cud_spec_setup_steps", "Setup steps of task specs run, by kind and result (ok, "
+                              "failed)", ["kind", "result"], registry=self.registry)
         for part in _PARTS:  # every part and kind from the start, so a rate() has its zero
             self._steps.labels(part)
         for kind in _TOKENS:
             self._tokens.labels(kind)
+        for check in CHECK_KINDS:
+            for result in ("passed", "failed"):
+                self._checks.labels(check, result)
+        for step in SETUP_KINDS:
+            for result in ("ok", "failed"):
+                self._setup.labels(step, result)
         store.subscribe(self._on_event)  # for the daemon's life: metrics and store end together
 
     def _on_event(self, event: EventView) -> None:
@@ -124,6 +142,10 @@ class Metrics:
                 self._images.inc(max(0, int(data.get("images", 0))))
                 for kind, key in _TOKENS.items():
                     self._tokens.labels(kind).inc(max(0, int(data.get(key, 0))))
+        elif event["kind"] == "check":
+            self._checks.labels(str(data["kind"]), "passed" if data["passed"] else "failed").inc()
+        elif event["kind"] == "setup":
+            self._setup.labels(str(data["kind"]), "ok" if data["ok"] else "failed").inc()
         elif event["kind"] == "approval_decided":
             with contextlib.suppress(Exception):  # a metric must never break the decision it follows
                 approval = self._store.approval(int(data["approval_id"]))

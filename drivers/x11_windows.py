@@ -92,6 +92,27 @@ class X11Windows:
             except _GONE:
                 return None
 
+    def client_windows(self) -> list[WindowInfo]:
+        """Every window the window manager manages (``_NET_CLIENT_LIST``, oldest first), mapped or not.
+
+        Without a window manager that keeps the list, the top-level windows' clients instead.
+        """
+        with self._session("client_windows") as dpy:
+            root = dpy.screen().root
+            prop = root.get_full_property(self._atom(dpy, "_NET_CLIENT_LIST"), Xatom.WINDOW)
+            if prop is not None:
+                found = [dpy.create_resource_object("window", int(w)) for w in prop.value]
+            else:
+                tops = root.query_tree().children
+                found = [c for c in (self._client(dpy, top, _CLIENT_SEARCH_DEPTH) for top in tops) if c is not None]
+            windows = []
+            for window in found:
+                try:
+                    windows.append(self._info(dpy, window))
+                except _GONE:
+                    continue  # it closed while we looked
+            return windows
+
     def connect(self, timeout: float) -> None:
         """Connect now, allowing ``timeout`` seconds (more than a lookup's): a first lookup then only looks."""
         budget, self._deadline.timeout = self._deadline.timeout, timeout

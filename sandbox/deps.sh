@@ -51,6 +51,7 @@ ffmpeg
 xclip
 zenity
 mousepad
+xdg-utils
 "
 # make, python3, python3-venv   the Makefile and its .venv
 # python3-tk                    the tests' recording window and Tk forms
@@ -82,6 +83,7 @@ mousepad
 # libatk-adaptor                GTK 3's bridge onto that bus (Qt and Chromium carry their own)
 # xclip                         a seat's clipboard, read and set as the seat's user (docs/sessions.md)
 # zenity, mousepad              the session tests' dialog and GTK text editor, closed by the seat's reset
+# xdg-utils                     xdg-open: a spec's ``open`` setup step, the desktop's opener (docs/specs.md)
 # ffmpeg                        records each task on an X11 seat (x11grab -> H.264 in fragmented MP4;
 #                               docs/video.md); ffprobe checks the recordings in the tests
 

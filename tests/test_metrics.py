@@ -93,7 +93,7 @@ def test_counts_match_the_tasks_that_ran_and_survive_a_restart(start_daemon: Any
         assert value(after, "cud_model_tokens_total", kind=kind) == sum(u[f"{kind}_tokens"] for u in usages)
     assert value(after, "cud_model_tokens_total", kind="input") > 0
     # No prompt or task id in any label.
-    assert not any(dict(labels).keys() - {"state", "part", "seat", "le", "version", "kind"}
+    assert not any(dict(labels).keys() - {"state", "part", "seat", "le", "version", "kind", "verdict", "result"}
                    for _name, labels in after)
     # A restart keeps the counts (they come from the database); the histograms start again.
     daemon.stop()

@@ -242,3 +242,49 @@ def test_a_database_from_the_future_is_refused(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(ConfigError, match=f"schema version {SCHEMA_VERSION + 1}, newer"):
         Store(path)
+
+
+def test_a_v6_database_upgrades_to_specs_and_keeps_every_row(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    shutil.copy(DATA / "cud-v6.sqlite3", path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 6
+    store = Store(path)
+    try:
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        done, running, queued = store.tasks()
+        assert done["rules"] == [{"action": "type", "app": "xterm", "decision": "ask"}]
+        assert done["usage"]["requests"] == 1 and done["error"]["kind"] == "api"
+        # 7: tasks from before have no spec, verdict or artifacts, and any seat may take them.
+        assert (done["spec"], done["verdict"], done["artifacts"]) == (None, None, [])
+        assert store.pending_approvals()[0]["targets"] == [None]
+        assert store.recover() == [running["id"]]
+        assert store.next_queued("a", session=False)["id"] == queued["id"]
+        assert store.task_files(queued["id"]) == {}
+    finally:
+        store.close()
+
+
+def test_a_spec_task_keeps_its_spec_and_files_and_ends_with_its_verdict(store: Store) -> None:
+    from cud.spec import parse_spec
+
+    spec = parse_spec({"prompt": "p", "setup": [{"files": [{"src": "n.txt", "dest": "n.txt"}]}],
+                       "checks": [{"file": "n.txt", "equals": "want.txt"}]})
+    plain = store.submit("no spec", "m", 1, "safety", 0, "root")
+    task = store.submit("p", "m", 1, "safety", 0, "root", spec=spec, files={"n.txt": b"\x00hi", "want.txt": b"x"})
+    assert task["spec"] == spec.judging() and plain["spec"] is None
+    assert store.task_files(task["id"]) == {"n.txt": b"\x00hi", "want.txt": b"x"}
+    # A seat without a session passes it by (and takes what it can run); one with a session takes it in turn.
+    store.start(plain["id"], "x")
+    assert store.next_queued("x", session=False) is None
+    assert store.next_queued("y", session=True)["id"] == task["id"]
+    store.start(task["id"], "y")
+    verdict = {"verdict": "failed", "score": 0.0, "passed": 0, "failed": 1, "state": "succeeded", "checks": [],
+               "at": "2026-01-01T00:00:00.000Z"}
+    artifacts = [{"path": "n.txt", "bytes": 3, "sha256": "ab" * 32, "error": None}]
+    store.finish(task["id"], "succeeded", final_message="ok", verdict=verdict, artifacts=artifacts)
+    ended = store.task(task["id"])
+    assert ended["verdict"] == verdict and ended["artifacts"] == artifacts
+    assert store.events(task["id"])[-1]["data"]["verdict"] == "failed"
+    assert store.events(task["id"])[-1]["data"]["score"] == 0.0
+    store._db.execute("DELETE FROM tasks WHERE id = ?", (task["id"],))  # pruning takes its files too
+    assert store.task_files(task["id"]) == {}

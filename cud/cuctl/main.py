@@ -1,7 +1,7 @@
 """cuctl: talk to the cud daemon over its Unix socket, here or over ssh (``--host``).
 
 Exit codes: 0 success; 1 a task (submit --wait, follow) ended in a state other
-than succeeded; 2 a usage, connection, protocol or access error. Reasons go to stderr.
+than succeeded, or its spec's verdict is failed; 2 a usage, connection, protocol or access error. Reasons go to stderr.
 """
 
 from __future__ import annotations
@@ -57,8 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    p = add("submit", "tasks:submit", "queue a task")
-    p.add_argument("prompt", metavar="PROMPT")
+    p = add("submit", "tasks:submit", "queue a task: a prompt, or a spec file with --spec")
+    p.add_argument("prompt", metavar="PROMPT", nargs="?")
+    p.add_argument("--spec", metavar="FILE",
+                   help="a task spec (TOML, or JSON if it ends in .json): prompt, setup, checks (docs/specs.md); "
+                        "--model, --max-steps, --max-duration, --approval, --seat and --rule replace its own")
     p.add_argument("--model", metavar="M")
     p.add_argument("--max-steps", type=int, metavar="N")
     p.add_argument("--max-duration", type=int, metavar="S", help="seconds the task may run, approvals included")

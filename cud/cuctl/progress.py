@@ -143,12 +143,18 @@ class Progress:
         elif kind == "cancel_requested":
             self._line(f"cancel requested by {data['by']['name']}")
             self.doing = "cancelling"
+        elif kind in ("setup", "check", "collected"):
+            self.doing = {"setup": "setting up", "check": "checking"}.get(kind, self.doing)
+            self._line(tasks.describe_event(event).split(f"task {self.id} ", 1)[-1], em=kind == "setup"
+                       and not data.get("ok"))
         elif kind == "end":
             self.state, self.doing = data["state"], "ended"
             took = _clock(time.time() - self.since)
             detail = data.get("final_message") or (data.get("error") or {}).get("message") or data.get("reason")
             self._line(f"task {self.id} {data['state']} after {self.done} steps in {took}"
                        + (f": {short(detail, 100)}" if detail else ""))
+            if data.get("verdict"):
+                self._line(f"verdict: {data['verdict']}, score {data['score']:.2f}", em=data["verdict"] != "passed")
         elif kind == "diagnostic":
             self._line(f"diagnostic: {short(str(data), 100)}")
 

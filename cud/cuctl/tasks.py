@@ -5,20 +5,31 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
 from cud.record.model import describe, describe_action, describe_approval, describe_usage
+from cud.record.verdict import artifact_line, check_line, verdict_line
+from cud.spec.load import load_spec
+from cud.spec.wire import submit_fields
 
 __all__ = ()
 
 
 def submit(client: Client, args: argparse.Namespace) -> int:
-    result = client.call("submit", prompt=args.prompt, model=args.model, max_steps=args.max_steps,
-                         max_duration=args.max_duration, approval=args.approval, seat=args.seat,
-                         rules=_rules(args.rule))
+    given = {"model": args.model, "max_steps": args.max_steps, "max_duration": args.max_duration,
+             "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule)}
+    if args.spec is not None:
+        fields = _spec_fields(args)
+        fields.update({k: value for k, value in given.items() if value is not None})
+    elif args.prompt is None:
+        raise ConfigError("cuctl submit needs a PROMPT, or a spec file with --spec FILE", key="prompt")
+    else:
+        fields = {"prompt": args.prompt, **given}
+    result = client.call("submit", **fields)
     task_id = result["id"]
     if not args.wait:
         emit_json({"id": task_id}) if args.json else print(task_id)
@@ -27,6 +38,15 @@ def submit(client: Client, args: argparse.Namespace) -> int:
         warn(f"task {task_id} submitted; waiting for it to end")
     task = client.call("follow", lambda message: None, wait_forever=True, id=task_id)
     return _ended(task, args.json)
+
+
+def _spec_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """``--spec FILE``: the spec and its files as submit's fields (a PROMPT beside it would be ambiguous)."""
+    if args.prompt is not None:
+        raise ConfigError(f"cuctl submit takes a PROMPT or --spec, not both (the spec has its prompt); got "
+                          f"{short(args.prompt, 40)!r} and --spec {args.spec!r}", key="prompt")
+    spec, files = load_spec(Path(args.spec))
+    return submit_fields(spec, files)
 
 
 def _rules(given: list[str] | None) -> list[Any] | None:
@@ -68,6 +88,15 @@ def show(client: Client, args: argparse.Namespace) -> int:
     error = task["error"]
     print(f"{'error:':15}{'-' if error is None else error['kind'] + ': ' + error['message']}")
     print(f"{'model usage:':15}{describe_usage(task.get('usage'))}")
+    if task.get("spec") is not None:
+        spec = task["spec"]
+        print(f"{'spec:':15}{len(spec['setup'])} setup steps, {len(spec['checks'])} checks, "
+              f"reset {'yes' if spec['reset'] else 'no'}" + (f"; tags {', '.join(spec['tags'])}" if spec["tags"] else ""))
+        print(f"{'verdict:':15}{verdict_line(task.get('verdict'))}")
+        for check in (task.get("verdict") or {}).get("checks", []):
+            print(f"  {printable(check_line(check))}")
+        for artifact in task.get("artifacts") or []:
+            print(f"{'collected:':15}{printable(artifact_line(artifact))}")
     return 0
 
 
@@ -103,18 +132,21 @@ def cancel(client: Client, args: argparse.Namespace) -> int:
 
 
 def _ended(task: dict[str, Any], as_json: bool, quiet: bool = False) -> int:
-    """Print how a task ended; 0 if it succeeded, 1 otherwise."""
+    """Print how a task ended; 0 if it succeeded (and its checks, if any, passed), 1 otherwise."""
     if as_json:
         emit_json(task)
     elif task["state"] == "succeeded":
         if not quiet:
             print(task["final_message"] or "")
+    verdict = task.get("verdict")
+    if verdict is not None and not as_json:
+        warn(f"task {task['id']} verdict: {verdict_line(verdict)}")
     if task["state"] != "succeeded":
         error = task.get("error")
         because = error["message"] if error else task.get("reason") or "no reason recorded"
         warn(f"task {task['id']} {task['state']}: {because}")
         return 1
-    return 0
+    return 1 if verdict is not None and verdict["verdict"] != "passed" else 0
 
 
 def describe_event(event: dict[str, Any]) -> str:
@@ -167,7 +199,15 @@ def _describe(event: dict[str, Any]) -> str:
         return f"{prefix} video {data['file']} done: {data['seconds']:.1f} s, {data['bytes']} bytes"
     if kind == "video_failed":
         return f"{prefix} video recorder failed ({data['stage']}): {data['message']} (the task goes on)"
+    if kind == "setup":
+        outcome = "done" if data["ok"] else f"FAILED: {data.get('error')}"
+        return f"{prefix} setup {data['index'] + 1} ({data['what']}): {outcome} ({data['ms']:.0f} ms)"
+    if kind == "check":
+        return f"{prefix} check {data['index'] + 1}: {check_line(data)}"
+    if kind == "collected":
+        return f"{prefix} collected: " + "; ".join(artifact_line(a) for a in data["files"])
     if kind == "end":
         detail = data.get("final_message") or (data.get("error") or {}).get("message") or data.get("reason") or ""
-        return f"{prefix} ended {data['state']}" + (f": {detail}" if detail else "")
+        judged = f"; verdict {data['verdict']} (score {data['score']:.2f})" if data.get("verdict") else ""
+        return f"{prefix} ended {data['state']}" + (f": {detail}" if detail else "") + judged
     return f"{prefix} {kind}: {data}"

@@ -13,6 +13,10 @@ or ``FILE.tgz`` writes the same files into a tar archive under ``task-ID/``::
                                events use (a step event's "saw" and "screenshot")
     DIR/video.mp4 (or .webm)   the task's screen recording, if it was recorded
                                (docs/video.md; listed in the manifest's "files" too)
+    DIR/verdict.json           a spec's verdict (docs/specs.md), as task.json's "verdict",
+                               with the collected files' list: {"verdict", "artifacts"}
+    DIR/artifacts/PATH ...     each file the spec's [collect] kept, at its path in the seat's
+                               home (listed in the manifest's "files" as "artifacts/PATH")
 
 The event kinds are :data:`cud.views.EVENT_KINDS`; docs/report.md says what each one's
 ``data`` holds.
@@ -40,7 +44,7 @@ from typing import Any
 import cud
 from cud.errors import ConfigError, CudError
 from cud.protocol import RECORD_FILE_NAME
-from cud.record.model import Record, is_video
+from cud.record.model import Record, is_artifact, is_video
 
 __all__ = ("FORMAT", "VERSION", "load_export", "write_export")
 
@@ -69,14 +73,18 @@ def _documents(record: Record) -> dict[str, bytes]:
         "task.json": (json.dumps(record.task, ensure_ascii=False, indent=2) + "\n").encode(),
         "events.jsonl": "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in record.events).encode(),
     }
+    if record.task.get("verdict") is not None or record.task.get("artifacts"):
+        verdict = {"verdict": record.task.get("verdict"), "artifacts": record.task.get("artifacts") or []}
+        out["verdict.json"] = (json.dumps(verdict, ensure_ascii=False, indent=2) + "\n").encode()
     for name, data in record.files.items():
         out[_place(name)] = data
     return out
 
 
 def _place(name: str) -> str:
-    """Where a record file goes in the export: screenshots in their folder, the video at the top."""
-    return name if is_video(name) else f"screenshots/{name}"
+    """Where a record file goes in the export: screenshots in their folder, the video and collected files
+    (``artifacts/PATH``) under their own names."""
+    return name if is_video(name) or is_artifact(name) else f"screenshots/{name}"
 
 
 def write_export(record: Record, target: Path) -> Path:
@@ -100,6 +108,8 @@ def _write_directory(documents: dict[str, bytes], target: Path, parent: Path) ->
     try:
         (staging / "screenshots").mkdir(mode=0o700)
         for relative, data in documents.items():
+            for folder in reversed(Path(relative).parents[:-1]):  # artifacts/ and the folders of its files
+                (staging / folder).mkdir(mode=0o700, exist_ok=True)
             fd = os.open(staging / relative, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)

@@ -28,6 +28,7 @@ from cud.record.model import Approval, Record, Step, describe_action, describe_u
 from cud.record.html_video import STYLE as VIDEO_STYLE
 from cud.record.html_video import SCRIPT_SOURCE, seek_link, video_section
 from cud.record.overlay import captions, svg_overlay
+from cud.record.verdict import VERDICT_STYLE, verdict_line, verdict_section
 from cud.record.video import Video, find_video, moment, step_moment
 
 __all__ = ("CSP", "MEDIA_TYPES", "render")
@@ -99,10 +100,11 @@ def render(record: Record) -> str:
         f'<meta http-equiv="Content-Security-Policy" content="{escape(CSP)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>cud task {int(task['id'])} — {escape(str(task['state']))}</title>",
-        f"<style>{_STYLE}{VIDEO_STYLE if video else ''}</style></head><body>",
+        f"<style>{_STYLE}{VERDICT_STYLE}{VIDEO_STYLE if video else ''}</style></head><body>",
         _header(task, all_steps),
         _index(all_steps),
         "<main>",
+        verdict_section(task, record.files),
         video_section(record, video, all_steps) if video else "",
         *(_step(record, step, video) for step in all_steps),
         _after(record, all_steps),
@@ -139,6 +141,10 @@ def _header(task: dict[str, Any], all_steps: list[Step]) -> str:
                                + (f' <code>{escape(details)}</code>' if details != "{}" else "")))
     if task.get("reason"):
         facts.append(("Reason", f'<span class="text">{escape(str(task["reason"]))}</span>'))
+    if task.get("verdict"):
+        facts.append(("Verdict", f'<a href="#verdict">{escape(verdict_line(task["verdict"]))}</a>'))
+    if (task.get("spec") or {}).get("tags"):
+        facts.append(("Tags", escape(", ".join(task["spec"]["tags"]))))
     facts.append(("Totals", _totals(all_steps)))
     facts.append(("Model usage", f'<span class="totals">{escape(describe_usage(task.get("usage")))}</span>'))
     rows = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in facts)

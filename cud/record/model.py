@@ -27,8 +27,13 @@ __all__ = ("Approval", "Record", "Step", "describe", "describe_action", "describ
 
 
 def is_video(name: str) -> bool:
-    """Whether a record file is the task's video (``video.mp4``, ``video.webm``); every other is a screenshot."""
+    """Whether a record file is the task's video (``video.mp4``, ``video.webm``)."""
     return name.startswith("video.")
+
+
+def is_artifact(name: str) -> bool:
+    """Whether a record file is one a spec's ``[collect]`` kept (``artifacts/PATH``); the rest are screenshots."""
+    return name.startswith("artifacts/")
 
 
 @dataclasses.dataclass
@@ -38,10 +43,14 @@ class Record:
     files: dict[str, bytes]  # trajectory file name -> bytes
 
     def contents(self) -> str:
-        """What files the record holds, in words: ``3 screenshots, the video``."""
+        """What the record holds, in words: ``3 screenshots, the video, 1 collected file; verdict passed (1.00)``."""
         videos = sum(1 for name in self.files if is_video(name))
-        shots = len(self.files) - videos
-        return f"{shots} screenshot{'s' * (shots != 1)}" + (", the video" if videos else "")
+        artifacts = sum(1 for name in self.files if is_artifact(name))
+        shots = len(self.files) - videos - artifacts
+        verdict = self.task.get("verdict")
+        return (f"{shots} screenshot{'s' * (shots != 1)}" + (", the video" if videos else "")
+                + (f", {artifacts} collected file{'s' * (artifacts != 1)}" if artifacts else "")
+                + (f"; verdict {verdict['verdict']} (score {verdict['score']:.2f})" if verdict else ""))
 
 
 @dataclasses.dataclass

@@ -95,11 +95,27 @@ class EventMaker:
                 "error": None if error is None else {"kind": error.get("kind"),
                                                      "message": truncate(error.get("message"), TEXT_CHARS)},
                 "reason": truncate(task["reason"], TEXT_CHARS),
+                "verdict": _verdict(task),
             },
         }
 
     def seat_event(self, event: str, name: str, where: str, error: str | None) -> dict[str, Any]:
         return {**self._base(event), "seat": {"name": name, "where": where, "error": error}}
+
+
+#: Checks a notification names (the failed ones first); the task's record has them all.
+CHECKS_NAMED = 10
+
+
+def _verdict(task: TaskView) -> dict[str, Any] | None:
+    """A spec's verdict for people and receivers: passed/failed, the score, and the checks that failed (cut)."""
+    verdict = task.get("verdict")
+    if verdict is None:
+        return None
+    failed = [{"name": truncate(c["name"], 200), "kind": c["kind"], "why": truncate(c["why"], TEXT_CHARS)}
+              for c in verdict["checks"] if not c["passed"]]
+    return {"verdict": verdict["verdict"], "score": verdict["score"], "passed": verdict["passed"],
+            "failed": verdict["failed"], "failed_checks": failed[:CHECKS_NAMED]}
 
 
 def _message(approval: ApprovalView) -> str:
@@ -144,7 +160,15 @@ def summary(event: dict[str, Any]) -> tuple[str, str]:
         lines.append(f"Answer: {task['final_message']}")
     if task["reason"]:
         lines.append(f"Reason: {task['reason']}")
-    return f"cud: {where} {task['state']} after {task['steps']} step(s)", "\n".join(lines)
+    verdict = task.get("verdict")
+    if verdict is not None:
+        lines.append(f"Verdict: {verdict['verdict']}, score {verdict['score']:.2f} ({verdict['passed']} of "
+                     f"{verdict['passed'] + verdict['failed']} checks passed)")
+        lines += [f"  failed: {c['name']}: {c['why']}" for c in verdict["failed_checks"]]
+        judged = f", verdict {verdict['verdict']}"
+    else:
+        judged = ""
+    return f"cud: {where} {task['state']} after {task['steps']} step(s){judged}", "\n".join(lines)
 
 
 _NTFY_TAGS = {"approval_requested": ["raising_hand"], "task_failed": ["x"], "seat_unavailable": ["warning"],
@@ -178,6 +202,8 @@ def command_env(event: dict[str, Any]) -> dict[str, str]:
     if "task" in event:
         task = event["task"]
         env.update(CUD_TASK_ID=str(task["id"]), CUD_STATE=task["state"], CUD_SEAT=task["seat"] or "")
+        if task.get("verdict"):
+            env.update(CUD_VERDICT=task["verdict"]["verdict"], CUD_SCORE=f"{task['verdict']['score']:g}")
     if "seat" in event:
         env["CUD_SEAT"] = event["seat"]["name"]
     if "approval" in event:

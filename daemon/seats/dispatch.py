@@ -90,7 +90,7 @@ class Seats:
         for seat in self:
             if not seat.free:
                 continue
-            task = self.store.next_queued(seat.name)
+            task = self.store.next_queued(seat.name, session=seat.session is not None)
             if task is None:
                 continue
             try:
@@ -126,4 +126,4 @@ class Seats:
             await seat.driver.aclose()
             await seat.targets.close()
             if seat.session is not None:
-                seat.session.close()  # its runtime directory; what runs there, the next reset ends
+                seat.session.close()  # its runtime directory (sockets, the X cookie copy) goes with the daemon

@@ -28,6 +28,7 @@ from typing import Any
 from cud.daemon.tasks.approvals import Approvals
 from cud.daemon.config import Config
 from cud.daemon.video.recorder import recorder_for
+from cud.daemon.spec.flow import run_spec_task
 from cud.daemon.tasks.runner import TaskRun
 from cud.daemon.seats.config import SeatConfig
 from cud.daemon.session.processes import SeatSession, session_for
@@ -296,13 +297,20 @@ class Seat:
 
     async def _run(self, task: TaskView) -> None:
         run = TaskRun(self, task)
-        self.current = run
-        recorder = recorder_for(self, task)
-        if recorder is not None and await recorder.start():
-            run.before_acting = recorder.ready  # every action is in the video
-            run.before_end = recorder.stop  # the video ends with the task's last step, before its end
+        self.current = run  # a cancel during the reset below reaches the task
+        recorder = None
         try:
-            await run.execute(self._client)
+            # A spec's task starts on a clean session; a reset that fails puts it back in the queue.
+            if task["spec"] is not None and task["spec"]["reset"] and not await self.prepare(task):
+                return
+            recorder = recorder_for(self, task)
+            if recorder is not None and await recorder.start():
+                run.before_acting = recorder.ready  # every action is in the video
+                run.before_end = recorder.stop  # the video ends with the task's last step, before its end
+            if task["spec"] is not None:
+                await run_spec_task(self, run, self._client)
+            else:
+                await run.execute(self._client)
         finally:
             self.current = None
             if recorder is not None:

@@ -19,14 +19,16 @@ import functools
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from cud.errors import ConfigError, NotFound, StorageFull
 from cud.daemon.store.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
-from cud.protocol import EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, EventView, TaskView, UsageView
+from cud.protocol import (EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, EventView, TaskView,
+                          UsageView, VerdictView)
+from cud.spec import Spec
 
 __all__ = ()
 
@@ -171,16 +173,22 @@ class Store:
     # -- tasks ----------------------------------------------------------------------------------
     def submit(self, prompt: str, model: str, max_steps: int, approval: str, uid: int, name: str,
                max_duration: int | None = None, seat: str | None = None,
-               rules: list[dict[str, Any]] | None = None) -> TaskView:
-        """Queue a task; ``seat`` pins it there, else the first free seat takes it."""
+               rules: list[dict[str, Any]] | None = None, spec: Spec | None = None,
+               files: Mapping[str, bytes] | None = None) -> TaskView:
+        """Queue a task; ``seat`` pins it there, else the first free seat takes it (one with a
+        session if its ``spec`` needs one)."""
         with self._tx(durable=True) as db:
             cur = db.execute(
                 "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
-                " submitter_name, created_at, seat, pinned, rules) VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " submitter_name, created_at, seat, pinned, rules, spec, needs_session)"
+                " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None,
-                 json.dumps(rules) if rules else None),
+                 json.dumps(rules) if rules else None, None if spec is None else json.dumps(spec.judging()),
+                 spec is not None and spec.needs_session),
             )
             task_id = int(cur.lastrowid or 0)
+            db.executemany("INSERT INTO task_files (task_id, name, data) VALUES (?, ?, ?)",
+                           [(task_id, file, data) for file, data in (files or {}).items()])
             self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
             self._audit(db, uid, name, "submit", task_id, "ok")
         return self.task(task_id)
@@ -200,6 +208,12 @@ class Store:
         rows = self._db.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall()
         return {row[0]: int(row[1]) for row in rows}
 
+    def verdict_counts(self) -> dict[str, int]:
+        """How many tasks the database holds judged ``passed`` and ``failed``."""
+        rows = self._db.execute("SELECT json_extract(verdict, '$.verdict'), COUNT(*) FROM tasks"
+                                " WHERE verdict IS NOT NULL GROUP BY 1").fetchall()
+        return {row[0]: int(row[1]) for row in rows}
+
     def queued_by_seat(self) -> dict[str | None, int]:
         """Queued tasks per seat they are pinned to; None holds those any seat may take."""
         rows = self._db.execute(
@@ -210,15 +224,22 @@ class Store:
     def pending_approval_count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM approvals WHERE state = 'pending'").fetchone()[0])
 
-    def next_queued(self, seat: str | None = None) -> TaskView | None:
-        """The oldest queued task ``seat`` may run (pinned to it, or to none); any seat's if None."""
+    def next_queued(self, seat: str | None = None, *, session: bool = True) -> TaskView | None:
+        """The oldest queued task ``seat`` may run (pinned to it, or to none; one that needs a session
+        only if the seat has one: ``session``); any seat's if None."""
         if seat is None:
             row = self._db.execute("SELECT * FROM tasks WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
         else:
             row = self._db.execute(
-                "SELECT * FROM tasks WHERE state = 'queued' AND (pinned = 0 OR seat = ?) ORDER BY id LIMIT 1", (seat,)
+                "SELECT * FROM tasks WHERE state = 'queued' AND (pinned = 0 OR seat = ?) AND (needs_session = 0 OR ?)"
+                " ORDER BY id LIMIT 1", (seat, session)
             ).fetchone()
         return None if row is None else task_view(row)
+
+    def task_files(self, task_id: int) -> dict[str, bytes]:
+        """The files a task's spec brought from the submitter's side, by the names the spec gives them."""
+        rows = self._db.execute("SELECT name, data FROM task_files WHERE task_id = ?", (task_id,)).fetchall()
+        return {row["name"]: bytes(row["data"]) for row in rows}
 
     @_finishing
     def start(self, task_id: int, seat: str) -> None:
@@ -263,13 +284,19 @@ class Store:
         final_message: str | None = None,
         error: dict[str, Any] | None = None,
         reason: str | None = None,
+        verdict: VerdictView | None = None,
+        artifacts: list[ArtifactView] | None = None,
     ) -> None:
+        """End a task: its state, and for a spec's task its verdict and collected files (the ``end``
+        event says the verdict and score, so a follower and a hook learn both at once)."""
         assert state in FINAL_STATES
         with self._tx() as db:
             db.execute(
                 "UPDATE tasks SET state = ?, final_message = ?, error = ?, reason = COALESCE(?, reason),"
-                " finished_at = ? WHERE id = ?",
-                (state, final_message, None if error is None else json.dumps(error), reason, now_iso(), task_id),
+                " finished_at = ?, verdict = ?, artifacts = ? WHERE id = ?",
+                (state, final_message, None if error is None else json.dumps(error), reason, now_iso(),
+                 None if verdict is None else json.dumps(verdict), None if artifacts is None else json.dumps(artifacts),
+                 task_id),
             )
             db.execute(
                 "UPDATE approvals SET state = 'cancelled', decided_at = ?, reason = ?"
@@ -280,7 +307,8 @@ class Store:
                 db,
                 task_id,
                 "end",
-                {"state": state, "final_message": final_message, "error": error, "reason": reason},
+                {"state": state, "final_message": final_message, "error": error, "reason": reason,
+                 **({"verdict": verdict["verdict"], "score": verdict["score"]} if verdict is not None else {})},
             )
 
     @_finishing

@@ -133,6 +133,23 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE approvals ADD COLUMN targets TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE tasks ADD COLUMN rules TEXT
     """,
+    # 7: task specs (docs/specs.md). ``spec``: its setup, checks and collect (JSON, cud.spec's
+    # normal form; NULL: a prompt-only task); ``needs_session``: only a seat with a session may
+    # take it; ``verdict`` (JSON, cud.protocol.VerdictView) and ``artifacts`` (JSON list of the
+    # collected files, which live in the task's trajectory directory); the spec's files from
+    # the submitter's side, by the name the spec gives them, until the task is pruned.
+    """
+    ALTER TABLE tasks ADD COLUMN spec TEXT;
+    ALTER TABLE tasks ADD COLUMN needs_session INTEGER NOT NULL DEFAULT 0 CHECK (needs_session IN (0, 1));
+    ALTER TABLE tasks ADD COLUMN verdict TEXT;
+    ALTER TABLE tasks ADD COLUMN artifacts TEXT;
+    CREATE TABLE task_files (
+        task_id INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+        name    TEXT NOT NULL,
+        data    BLOB NOT NULL,
+        PRIMARY KEY (task_id, name)
+    ) WITHOUT ROWID
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -163,6 +180,9 @@ def task_view(row: sqlite3.Row) -> TaskView:
         "finished_at": row["finished_at"],
         "usage": None if row["usage"] is None else json.loads(row["usage"]),
         "rules": [] if row["rules"] is None else json.loads(row["rules"]),
+        "spec": None if row["spec"] is None else json.loads(row["spec"]),
+        "verdict": None if row["verdict"] is None else json.loads(row["verdict"]),
+        "artifacts": [] if row["artifacts"] is None else json.loads(row["artifacts"]),
     }
 
 

@@ -3,6 +3,7 @@
 Layout under the state dir::
 
     trajectories/<task id>/step-0001.png   the screenshot sent to the model after step 1
+    trajectories/<task id>/artifacts/PATH  a file a spec's ``collect`` kept (PATH as in the seat's home)
 
 Directories are 0700 and files 0600 (screens can show anything). Step records
 (actions, timings, file names) are ``step`` events in the database, so a task's
@@ -69,6 +70,31 @@ class Trajectories:
             (folder / name).unlink(missing_ok=True)  # never leave half a picture behind
             raise self._full(task_id, step, "no space left on device") from None
         return name
+
+    def save_artifact(self, task_id: int, path: str, data: bytes) -> None:
+        """Keep a collected file as ``artifacts/PATH`` in the task's directory (PATH checked by the spec)."""
+        parts = path.split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            raise ValueError(f"not a plain relative path: {path!r}")
+        free = free_bytes(self.root)
+        if free - len(data) < self.keep_free:
+            raise StorageFull(f"cannot keep the collected file {path!r} of task {task_id} in {str(self.root)!r}: "
+                              f"{free} bytes are free, and {self.keep_free} are kept for the database",
+                              path=str(self.root), task=task_id)
+        folder = self.task_dir(task_id) / "artifacts"
+        target = folder.joinpath(*parts)
+        try:
+            for directory in [self.task_dir(task_id), *reversed(target.parents[: len(parts)])]:
+                directory.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            target.unlink(missing_ok=True)
+            if not is_out_of_space(exc):
+                raise
+            raise StorageFull(f"cannot keep the collected file {path!r} of task {task_id}: no space left on device",
+                              path=str(self.root), task=task_id) from None
 
     def _full(self, task_id: int, step: int, why: str) -> StorageFull:
         return StorageFull(f"cannot save the screenshot of task {task_id} step {step} in {str(self.root)!r}: {why}",

@@ -39,11 +39,14 @@ from dbus_fast import Message, MessageType
 from dbus_fast.aio import MessageBus
 
 from cud.errors import AccessibilityError as AtspiError
+from cud.protocol import STATE_NAMES
 
 __all__ = ("App", "Atspi", "AtspiError", "Element", "STATE_NAMES")
 
 ACCESSIBLE = "org.a11y.atspi.Accessible"
 COMPONENT = "org.a11y.atspi.Component"
+TEXT = "org.a11y.atspi.Text"
+VALUE = "org.a11y.atspi.Value"
 REGISTRY = "org.a11y.atspi.Registry"
 ROOT_PATH = "/org/a11y/atspi/accessible/root"
 REGISTRY_PATH = "/org/a11y/atspi/registry"
@@ -57,16 +60,6 @@ SCREEN = 0
 NO_EXTENTS = -(2**31)
 #: A chain deeper than this is a loop in a broken tree, not a deeper widget.
 MAX_DEPTH = 64
-
-#: AtspiStateType, in bit order (at-spi2-core's atspi-constants.h).
-STATE_NAMES = (
-    "invalid", "active", "armed", "busy", "checked", "collapsed", "defunct", "editable", "enabled",
-    "expandable", "expanded", "focusable", "focused", "has-tooltip", "horizontal", "iconified", "modal",
-    "multi-line", "multiselectable", "opaque", "pressed", "resizable", "selectable", "selected", "sensitive",
-    "showing", "single-line", "stale", "transient", "vertical", "visible", "manages-descendants",
-    "indeterminate", "required", "truncated", "animated", "invalid-entry", "supports-autocompletion",
-    "selectable-text", "is-default", "visited", "checkable", "has-popup", "read-only",
-)
 
 
 Ref = tuple[str, str]  # (bus name, object path)
@@ -233,6 +226,22 @@ class Atspi:
         if NO_EXTENTS in (x, y) or width < 0 or height < 0:
             return None  # a widget never shown (GTK's idle scroll bars): the toolkit's "no extents"
         return x, y, width, height
+
+    async def text(self, ref: Ref) -> str | None:
+        """The object's text (its Text interface: an entry's content, a text view's); None if it has none."""
+        try:
+            (text,) = await self.call(ref, TEXT, "GetText", "ii", [0, -1])
+        except AtspiError:
+            return None
+        return str(text)
+
+    async def value(self, ref: Ref) -> float | None:
+        """The object's current value (its Value interface: a spin button's, a slider's); None if it has none."""
+        try:
+            (value,) = await self.call(ref, "org.freedesktop.DBus.Properties", "Get", "ss", [VALUE, "CurrentValue"])
+        except AtspiError:
+            return None
+        return float(value.value)
 
     async def read(self, ref: Ref, *, bounds: bool = True) -> Element:
         """Role, name, description, states (and bounds): one round of concurrent calls."""

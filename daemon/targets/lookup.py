@@ -74,6 +74,9 @@ class TargetResolver:
                  timeout: float = HARD_TIMEOUT) -> None:
         self.timeout = timeout
         self.vnc = vnc
+        #: Where this seat's windows and accessibility elements are read (a spec's checks read there too).
+        self.display = display
+        self.session_bus = session_bus
         self._windows = X11Windows(display, timeout=timeout) if display else None
         self._atspi = Atspi(session_bus) if session_bus else None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cud-targets") if display else None

@@ -17,7 +17,9 @@ model. Whatever is left of a step is the daemon's own overhead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import dataclasses
 import inspect
 import logging
 import time
@@ -34,7 +36,7 @@ from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
 from cud.errors import ApprovalError, CudError, TaskTimeout
-from cud.protocol import HUMAN_ACTIONS, TaskView
+from cud.protocol import HUMAN_ACTIONS, ArtifactView, TaskView, VerdictView
 
 if TYPE_CHECKING:
     from cud.daemon.seats.seat import Seat
@@ -87,6 +89,16 @@ class RecordingDriver:
         return shot
 
 
+@dataclasses.dataclass(frozen=True)
+class Ending:
+    """How the model's part of a task ended: what :meth:`TaskRun.end` records."""
+
+    state: str  # succeeded, failed, cancelled or interrupted
+    final_message: str | None = None
+    error: dict[str, Any] | None = None
+    reason: str | None = None
+
+
 class TaskRun:
     """The state of the one running task: its flags, its current step, its approvals."""
 
@@ -114,6 +126,9 @@ class TaskRun:
         self.pause_requested_by: dict[str, Any] | None = None
         self.paused_by: dict[str, Any] | None = None
         self._resumed = asyncio.Event()
+        #: Set by :meth:`cancel`: what waits outside the model's loop (a spec's setup) stops at it.
+        self.cancelled = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
         self.usage = TaskUsage()
         #: Awaited once, before the first action or approval of the task (the seat's video has its
         #: first frame then, so every step and approval has its moment in it).
@@ -128,6 +143,7 @@ class TaskRun:
         self.cancel_reason = reason
         self.stopping = stopping
         self._resumed.set()  # a paused task ends too
+        self.cancelled.set()
         self.seat.approvals.cancel_task(self.task["id"], reason)
         # The SDK checks `cancelled` between calls; a slow model request is cut short here.
         if self.in_model and self.job is not None:
@@ -145,14 +161,38 @@ class TaskRun:
         )
         self.cancel(f"ran past its max_duration of {limit} s")
 
+    def start_clock(self) -> None:
+        """Start the task's max_duration (once): from the start, setup and approval waits included,
+        since the limit bounds what a submitter waits for, whatever the task is doing."""
+        if self._timer is None:
+            limit = self.task["max_duration"] or self.seat.config.max_duration
+            self._timer = asyncio.get_running_loop().call_later(limit, self._out_of_time, limit)
+
+    async def interruptible(self, work: Awaitable[Any]) -> bool:
+        """Await ``work`` unless the task is cancelled (or runs out of time) first: then stop it. True if it ended."""
+        job = asyncio.ensure_future(work)
+        stop = asyncio.ensure_future(self.cancelled.wait())
+        try:
+            await asyncio.wait({job, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if job.done():
+            job.result()  # its error, if any
+            return True
+        job.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await job
+        return False
+
     async def execute(self, client: AsyncOpenAI) -> None:
-        task_id = self.task["id"]
+        """The whole task, for a prompt without a spec: the model's part, then its end."""
+        self.end(await self.play(client))
+
+    async def play(self, client: AsyncOpenAI) -> Ending:
+        """The model's part: one run of the SDK's loop, until it answers, fails, or is stopped."""
         self.step = StepRecord(number=1, started=time.monotonic(), saw=None)
         toolset = AsyncComputerToolset(RecordingDriver(self.seat.driver, self))
-        limit = self.task["max_duration"] or self.seat.config.max_duration
-        # Wall clock from the start, approval waits included: the limit bounds what a
-        # submitter waits for, whatever the task is doing.
-        timer = asyncio.get_running_loop().call_later(limit, self._out_of_time, limit)
+        self.start_clock()
         self.seat.targets.warm_soon()  # connecting is no action's lookup; the task does not wait for it
         # The [request] table holds none of these keys (the config refuses them); copied per
         # task so nothing the SDK does to a request can reach the next one.
@@ -192,23 +232,36 @@ class TaskRun:
         except openai.APIError as exc:
             error = {"kind": "api", "message": self.seat.redact(str(exc)), "details": _api_details(exc)}
         except Exception as exc:  # a bug or an unexpected library error: keep the daemon, fail the task
-            log.exception("task %d failed unexpectedly", task_id)
+            log.exception("task %d failed unexpectedly", self.task["id"])
             error = {"kind": "internal", "message": self.seat.redact(f"{type(exc).__name__}: {exc}"), "details": {}}
         finally:
-            timer.cancel()
+            self.stop_clock()
             toolset.close()
             await self._set_watch(None)
         self._finish_step()
         if self.before_end is not None:
             await self.before_end()
+        return self.ending(state, final, error)
+
+    def stop_clock(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def ending(self, state: str, final: str | None = None, error: dict[str, Any] | None = None) -> Ending:
+        """How the task ends, given how its work ended: a cancel or the time limit decide unless it succeeded."""
         if self.timed_out is not None and state != "succeeded":
-            self.store.finish(task_id, "failed", error=self.timed_out.to_dict(), reason=self.cancel_reason)
-        elif self.cancel_reason is not None and state != "succeeded":
-            state = "interrupted" if self.stopping else "cancelled"
-            self.store.finish(task_id, state, error=error, reason=self.cancel_reason)
-        else:
-            self.store.finish(task_id, state, final_message=final, error=error)
-        log.info("task %d ended %s on seat %s", task_id, state, self.seat.name)
+            return Ending("failed", error=self.timed_out.to_dict(), reason=self.cancel_reason)
+        if self.cancel_reason is not None and state != "succeeded":
+            return Ending("interrupted" if self.stopping else "cancelled", error=error, reason=self.cancel_reason)
+        return Ending(state, final, error)
+
+    def end(self, ending: Ending, *, verdict: VerdictView | None = None,
+            artifacts: list[ArtifactView] | None = None) -> None:
+        """Record the task's end (with a spec's verdict and collected files, in the same write)."""
+        self.stop_clock()
+        self.store.finish(self.task["id"], ending.state, final_message=ending.final_message, error=ending.error,
+                          reason=ending.reason, verdict=verdict, artifacts=artifacts)
+        log.info("task %d ended %s on seat %s", self.task["id"], ending.state, self.seat.name)
 
     # -- timing hooks ------------------------------------------------------------------
     def on_model_start(self) -> None:

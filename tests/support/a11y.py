@@ -21,7 +21,7 @@ from .apps.reporting import ReportingApp
 from .desktop import Desktop
 from .recorder import wait_until
 
-__all__ = ("A11yBus", "FormApp", "a11y_env", "start_a11y_bus", "stop_group")
+__all__ = ("A11yBus", "FormApp", "a11y_env", "start_a11y_bus", "start_shared_a11y_bus", "stop_group")
 
 LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 FORMS = Path(__file__).with_name("forms")
@@ -75,6 +75,69 @@ def start_a11y_bus(desktop: Desktop) -> A11yBus:
         env = {**desktop.env, "DBUS_SESSION_BUS_ADDRESS": address}
         with open(workdir / "at-spi-bus-launcher.log", "ab") as log:
             launcher = subprocess.Popen([LAUNCHER], env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+    except BaseException:
+        stop_group(session)
+        raise
+    bus = A11yBus(address, session, launcher)
+    try:
+        wait_until(lambda: _bus_answers(address), 20, "at-spi-bus-launcher to own org.a11y.Bus")
+    except BaseException:
+        bus.stop()
+        raise
+    return bus
+
+
+#: A session bus that root and the seats' users may join, and that starts no services itself (no
+#: activation: what a seat's applications would start on it would be root's, outside their session).
+_SHARED_BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <auth>EXTERNAL</auth>
+  <listen>unix:tmpdir=/tmp</listen>
+  <policy context="default">
+    {allow}
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
+DEFAULTS = Path("/usr/share/defaults/at-spi2")
+
+
+def start_shared_a11y_bus(desktop: Desktop, users: list[str]) -> A11yBus:
+    """Buses like cud-bus@'s (systemd/cud-session-bus.conf, cud-accessibility.conf): run by root, joined by
+    root (the daemon) and ``users`` (the seats' applications), so a seat's reset, which ends every process of
+    its user, leaves them running. Not as root, the tests' own user is every seat's: the plain buses do.
+
+    at-spi-bus-launcher reads its bus's config from a fixed path, so it runs in a mount namespace of its
+    own where that path holds one admitting ``users`` too (what cud-bus@ does with BindReadOnlyPaths).
+    """
+    if os.geteuid() != 0:
+        return start_a11y_bus(desktop)
+    workdir = Path(tempfile.mkdtemp(prefix="shared-bus-", dir=desktop.workdir))
+    workdir.chmod(0o755)
+    allow = "".join(f'<allow user="{name}"/>' for name in ["root", *users])
+    (workdir / "session.conf").write_text(_SHARED_BUS_CONF.format(allow=allow))
+    conf = workdir / "at-spi2"
+    conf.mkdir(mode=0o755)
+    text = (DEFAULTS / "accessibility.conf").read_text()
+    (conf / "accessibility.conf").write_text(text.replace('<allow user="root"/>', allow, 1))
+    (workdir / "at-spi").mkdir(mode=0o755)  # the launcher puts its bus's socket here; the users must reach it
+    address = f"unix:path={workdir / 'bus'}"
+    with open(workdir / "session-bus.log", "ab") as log:
+        session = subprocess.Popen(["dbus-daemon", f"--config-file={workdir / 'session.conf'}", f"--address={address}",
+                                    "--nofork", "--nopidfile"], stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: (workdir / "bus").exists(), 20, "the shared session bus to listen")
+        env = {**desktop.env, "DBUS_SESSION_BUS_ADDRESS": address, "XDG_RUNTIME_DIR": str(workdir)}
+        script = f'mount --bind "$1" {DEFAULTS} && exec {LAUNCHER} --launch-immediately'
+        with open(workdir / "at-spi-bus-launcher.log", "ab") as log:
+            launcher = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script,
+                                         "sh", str(conf)], env=env, stdin=subprocess.DEVNULL, stdout=log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
     except BaseException:
         stop_group(session)

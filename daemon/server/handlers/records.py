@@ -1,4 +1,4 @@
-"""``record``: a task's whole record (its events, then its screenshots), streamed for report and export.
+"""``record``: a task's whole record (its events, then its files), streamed for report and export.
 
 The state dir is the daemon's own (0700, files 0600), so the socket is the only
 way a record reaches ``cuctl``. Nothing is sent in one piece that could outgrow
@@ -45,6 +45,8 @@ async def record(ctx: Context, request: RecordRequest) -> RecordResult:
         names = sorted(name for name in os.listdir(folder) if RECORD_FILE_NAME.fullmatch(name))
     except FileNotFoundError:  # a task that never reached a screenshot
         names = []
+    # The files a spec collected (the task row lists them; each was written by the daemon itself).
+    names += [f"artifacts/{a['path']}" for a in store.task(task_id)["artifacts"] if a["error"] is None]
     files: list[RecordFile] = []
     for name in names:
         data = _read(folder / name)
@@ -72,7 +74,10 @@ async def image(ctx: Context, request: ImageRequest) -> dict[str, Any]:
 
 
 def _read(path: os.PathLike[str]) -> bytes | None:
-    """The file's bytes, or None if it is not a regular file of ours (never follow a planted link)."""
+    """The file's bytes, or None if it is not a regular file of ours (never follow a planted link).
+
+    Only the last component is opened without following a link: the folders above it are the
+    daemon's own (0700), made by it, in its state directory."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:

@@ -7,8 +7,10 @@ from typing import Any
 
 from cud.daemon.server.handlers.base import Context
 from cud.daemon.targets.rules import parse_rules
+from cud.spec import Spec
+from cud.spec.wire import spec_from_request
 
-from cud.errors import AccessDenied, ConfigError, ProtocolError, StorageFull
+from cud.errors import AccessDenied, ConfigError, ProtocolError, SpecError, StorageFull
 from cud.protocol import (
     FINAL_STATES,
     POLICY_STRICTNESS,
@@ -56,6 +58,7 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     seat = request.get("seat")
     if seat is not None:
         daemon.seats.get(seat)  # NotFound names the seats there are; an unavailable one is fine: it waits
+    spec, files = _spec(ctx, request)
     if not daemon.reserve.has_room():
         raise StorageFull(
             f"the disk of the state directory {str(config.state_dir)!r} is full; the task was not queued",
@@ -63,16 +66,39 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         )
     rules = request.get("rules") or []
     try:
-        parse_rules("rules", rules, stricter_only=True, what="'submit' field")
+        parse_rules("rules", rules, stricter_only=True, what="'submit' field" if spec is None else "spec key")
     except ConfigError as exc:
-        raise ProtocolError(exc.message, **exc.details) from None
+        raise (ProtocolError if spec is None else SpecError)(exc.message, **exc.details) from None
     task = daemon.store.submit(
         request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name,
-        max_duration, seat, rules,
+        max_duration, seat, rules, spec, files,
     )
     daemon.seats.dispatch()
     task = daemon.store.task(task["id"])  # dispatch may have started it
     return {"id": task["id"], "task": task}
+
+
+def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, bytes]]:
+    """The spec the request carries, checked again here (the same code as cuctl's), and its files."""
+    if "spec" not in request:
+        if "files" in request:
+            raise ProtocolError("'submit' field 'files' comes only with a 'spec'", field="files")
+        return None, {}
+    spec, files = spec_from_request(request)
+    acting = spec.in_session()
+    if acting:
+        # Setup steps, commands and files run code or touch files on the seat: the right to operate it.
+        ctx.daemon.policy.require_operate(ctx.peer, f"submit a spec whose {acting[0]!r} acts in a seat's session")
+    seats = ctx.daemon.seats
+    if spec.needs_session:
+        why = f"spec key {(spec.in_session() or ['reset'])[0]!r}"
+        if spec.seat is not None and seats.get(spec.seat).session is None:
+            raise SpecError(f"seat {spec.seat!r} has no session (user and home in its [[seats]] table), which "
+                            f"{why} needs", key=(spec.in_session() or ["reset"])[0], seat=spec.seat)
+        if spec.seat is None and not any(seat.session is not None for seat in seats):
+            raise SpecError(f"no seat of this daemon has a session (user and home in [[seats]]), which {why} needs",
+                            key=(spec.in_session() or ["reset"])[0])
+    return spec, files
 
 
 async def list_tasks(ctx: Context, request: ListRequest) -> list[TaskView]:

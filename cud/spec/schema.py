@@ -1,0 +1,134 @@
+"""A whole spec: its top-level keys, the task's own limits (as ``submit`` takes them), and parsing.
+
+``parse_spec(raw)`` checks every key before anything runs and returns a frozen
+:class:`Spec`; ``Spec.to_dict()`` is its normal form (every default written out),
+which parses back to an equal Spec. The task's own keys (``prompt``, ``seat``,
+``model``, ``max_steps``, ``max_duration``, ``approval``, ``rules``) are checked by
+the socket protocol's ``submit`` checks, so a limit has one bounds check whether it
+comes from ``cuctl submit --max-steps`` or from a spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from cud.errors import ProtocolError, SpecError
+from cud.protocol import check_field
+from cud.spec import values as v
+from cud.spec.checks import Check, parse_check
+from cud.spec.setup import SetupStep, parse_step
+
+__all__ = ("ANY_SEAT", "Collect", "Spec", "TASK_KEYS", "TOP_KEYS", "parse_spec")
+
+#: The keys a spec shares with ``submit`` (and checks the same way).
+TASK_KEYS = ("prompt", "seat", "model", "max_steps", "max_duration", "approval", "rules")
+TOP_KEYS = frozenset({*TASK_KEYS, "tags", "reset", "setup", "checks", "collect"})
+ANY_SEAT = "any"
+MAX_SETUP = 64
+MAX_CHECKS = 64
+MAX_TAGS = 32
+MAX_COLLECT = 32
+TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Collect:
+    """``[collect]``: files of the seat's home kept with the task's record after the checks."""
+
+    files: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"files": list(self.files)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    prompt: str
+    seat: str | None = None  # None: any seat (with a session, if the spec needs one)
+    model: str | None = None  # None for these: the daemon's
+    max_steps: int | None = None
+    max_duration: int | None = None
+    approval: str | None = None
+    rules: tuple[dict[str, Any], ...] = ()  # checked by the daemon like `submit --rule`
+    tags: tuple[str, ...] = ()
+    reset: bool = False
+    setup: tuple[SetupStep, ...] = ()
+    checks: tuple[Check, ...] = ()
+    collect: Collect = Collect()
+
+    def task_fields(self) -> dict[str, Any]:
+        """The ``submit`` request's own fields for this spec (those given)."""
+        fields = {"prompt": self.prompt, "seat": self.seat, "model": self.model, "max_steps": self.max_steps,
+                  "max_duration": self.max_duration, "approval": self.approval,
+                  "rules": list(self.rules) if self.rules else None}
+        return {k: value for k, value in fields.items() if value is not None}
+
+    def judging(self) -> dict[str, Any]:
+        """The rest: what ``submit`` carries in its ``spec`` field (and the task keeps as its spec)."""
+        return {"tags": list(self.tags), "reset": self.reset, "setup": [s.to_dict() for s in self.setup],
+                "checks": [c.to_dict() for c in self.checks], "collect": self.collect.to_dict()}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.task_fields(), "seat": self.seat or ANY_SEAT, **self.judging()}
+
+    def local_files(self) -> dict[str, str]:
+        """Every file named on the submitter's side (setup ``src``, check ``equals``) -> the first key naming it."""
+        named: dict[str, str] = {}
+        for i, step in enumerate(self.setup):
+            for j, copy in enumerate(step.files):
+                named.setdefault(copy.src, f"setup[{i}].files[{j}].src")
+        for i, check in enumerate(self.checks):
+            if check.equals is not None:
+                named.setdefault(check.equals, f"checks[{i}].equals")
+        return named
+
+    def in_session(self) -> list[str]:
+        """The key paths of what acts in the seat's session: they need a seat with one, and the operate right."""
+        keys = [f"setup[{i}].{s.kind}" for i, s in enumerate(self.setup) if s.kind in SetupStep.IN_SESSION]
+        keys += [f"checks[{i}].{c.kind}" for i, c in enumerate(self.checks) if c.kind in Check.IN_SESSION]
+        return keys + (["collect.files"] if self.collect.files else [])
+
+    @property
+    def needs_session(self) -> bool:
+        return self.reset or bool(self.in_session())
+
+
+def parse_spec(raw: object) -> Spec:
+    """Check every key of ``raw`` (a spec as TOML or JSON gives it); SpecError names the first bad one."""
+    table = v.table("", raw, TOP_KEYS)
+    if "prompt" not in table:
+        raise SpecError("spec key 'prompt' is missing: a spec needs the task's prompt", key="prompt", value="None")
+    task: dict[str, Any] = {}
+    for key in TASK_KEYS:
+        if key not in table or (key == "seat" and table[key] == ANY_SEAT):
+            continue
+        try:
+            check_field("submit", key, table[key])
+        except ProtocolError as exc:
+            raise SpecError(exc.message.replace("'submit' field", "spec key", 1), key=key,
+                            value=v.shown(table[key])) from None
+        task[key] = tuple(table[key]) if key == "rules" else table[key]
+    tags = tuple(_tag(v.join("tags", i), t) for i, t in enumerate(v.items("tags", table.get("tags", []), MAX_TAGS,
+                                                                           empty=True)))
+    setup = tuple(parse_step(v.join("setup", i), s)
+                  for i, s in enumerate(v.items("setup", table.get("setup", []), MAX_SETUP, empty=True)))
+    checks = tuple(parse_check(v.join("checks", i), c)
+                   for i, c in enumerate(v.items("checks", table.get("checks", []), MAX_CHECKS, empty=True)))
+    collect = _collect(table.get("collect", {}))
+    reset = v.flag("reset", table["reset"]) if "reset" in table else bool(setup or checks)
+    return Spec(**task, tags=tags, reset=reset, setup=setup, checks=checks, collect=collect)
+
+
+def _tag(path: str, value: object) -> str:
+    if not isinstance(value, str) or not TAG.fullmatch(value):
+        raise v.bad(path, value, "a tag (letters, digits, '_', '.', ':', '-'; at most 64)")
+    return value
+
+
+def _collect(value: object) -> Collect:
+    raw = v.table("collect", value, {"files"})
+    at = "collect.files"
+    return Collect(tuple(v.home_path(v.join(at, i), p)
+                         for i, p in enumerate(v.items(at, raw.get("files", []), MAX_COLLECT, empty=True))))

@@ -1,0 +1,212 @@
+"""A spec's checks, after the model ends: each looks at the seat and says whether it passed, and why.
+
+Every check runs, whatever the others found, and a check that cannot look (a command
+that times out, a file outside the home, a bus that does not answer) fails with that
+as its why: a verdict never passes on what could not be seen. The result of each is a
+:class:`cud.protocol.CheckResultView`: what was expected in words, what was observed
+(text cut to :data:`OBSERVED_CHARS`), and one line of why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from cud.daemon.spec.desktop import Desktop, Found
+from cud.daemon.spec.setup import tail
+from cud.errors import CudError, NotFound
+from cud.protocol import CheckResultView
+from cud.spec import Check, Match
+
+if TYPE_CHECKING:
+    from cud.daemon.session.processes import SeatSession
+
+__all__ = ("MAX_CHECKED_FILE", "OBSERVED_CHARS", "run_check")
+
+#: The largest file a ``file`` check reads (its sha256, equals, matches).
+MAX_CHECKED_FILE = 16 * 1024 * 1024
+#: Text kept of what a check observed.
+OBSERVED_CHARS = 500
+#: Elements (and windows) of which a check keeps what it observed.
+OBSERVED_ITEMS = 5
+
+Outcome = tuple[bool, Any, str]  # passed, observed, why
+
+
+def cut(text: str, limit: int = OBSERVED_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+async def run_check(index: int, check: Check, session: SeatSession | None, desktop: Desktop,
+                    files: Mapping[str, bytes], final_message: str | None) -> CheckResultView:
+    started = time.monotonic()
+    try:
+        if check.kind in Check.IN_SESSION and session is None:
+            raise CudError("this seat has no session (its user and home are not configured)")
+        passed, observed, why = await _judge(check, session, desktop, files, final_message)  # type: ignore[arg-type]
+    except CudError as exc:
+        passed, observed, why = False, None, f"could not look: {exc.message}"
+    return {"index": index, "name": check.name, "kind": check.kind, "weight": check.weight, "passed": passed,
+            "expected": expected(check), "observed": observed, "why": why,
+            "ms": round((time.monotonic() - started) * 1000, 1)}
+
+
+def expected(check: Check) -> str:
+    """What the check expects, in words."""
+    if check.kind == "command":
+        parts = [f"exit status {check.exit_code}"]
+        parts += [f"output has {s!r}" for s in check.output.include]
+        parts += [f"output lacks {s!r}" for s in check.output.exclude]
+        if check.output.matches is not None:
+            parts.append(f"output {check.output.matches.describe()}")
+        return ", ".join(parts)
+    if check.kind == "answer":
+        assert check.answer is not None
+        return f"the final message {check.answer.describe()}"
+    if check.kind == "file":
+        if not check.exists:
+            return f"no file {check.path}"
+        parts = [f"{check.path} exists"]
+        parts += [f"equals {check.equals}"] if check.equals else []
+        parts += [f"content {check.matches.describe()}"] if check.matches else []
+        parts += [f"sha256 {check.sha256}"] if check.sha256 else []
+        return ", ".join(parts)
+    what = ", ".join(f"{k} {m.describe()}" for k, m in check.where)
+    if not check.exists:
+        return f"no {check.kind} with {what}"
+    parts = [f"a {check.kind} with {what}"]
+    parts += [f"text {check.text.describe()}"] if check.text is not None else []
+    parts += [f"value {check.value:g}"] if check.value is not None else []
+    parts += [f"states {', '.join(check.states)}"] if check.states else []
+    return ", ".join(parts)
+
+
+async def _judge(check: Check, session: SeatSession, desktop: Desktop, files: Mapping[str, bytes],
+                 final_message: str | None) -> Outcome:
+    if check.kind == "command":
+        return await _command(check, session)
+    if check.kind == "file":
+        return await _file(check, session, files)
+    if check.kind == "window":
+        return await _window(check, desktop)
+    if check.kind == "element":
+        return await _element(check, desktop)
+    assert check.answer is not None
+    if final_message is None:
+        return False, None, "the model gave no final message"
+    return _text(check.answer, final_message, "the final message")
+
+
+def _text(want: Match, value: str, what: str) -> Outcome:
+    if want.test(value):
+        return True, cut(value), f"{what} {want.describe()}"
+    return False, cut(value), f"{what} {want.describe_miss()}: it is {cut(value, 80)!r}"
+
+
+async def _command(check: Check, session: SeatSession) -> Outcome:
+    done = await session.run(check.argv, timeout=check.timeout)
+    stdout = done.stdout.decode("utf-8", "replace")
+    observed = {"exit_code": done.exit_code, "stdout": cut(stdout), "stderr": cut(tail(done.stderr))}
+    if done.timed_out:
+        return False, observed, f"it ran past its timeout of {check.timeout:g} s and was stopped"
+    if done.exit_code != check.exit_code:
+        return False, observed, f"it exited with status {done.exit_code}, not {check.exit_code}"
+    for wanted in check.output.include:
+        if wanted not in stdout:
+            return False, observed, f"its output lacks {wanted!r}"
+    for unwanted in check.output.exclude:
+        if unwanted in stdout:
+            return False, observed, f"its output has {unwanted!r}"
+    if check.output.matches is not None and not check.output.matches.test(stdout):
+        return False, observed, f"its output {check.output.matches.describe_miss()}"
+    return True, observed, f"exit status {done.exit_code}" + (", output as expected" if _expects_output(check) else "")
+
+
+def _expects_output(check: Check) -> bool:
+    return bool(check.output.include or check.output.exclude or check.output.matches is not None)
+
+
+async def _file(check: Check, session: SeatSession, files: Mapping[str, bytes]) -> Outcome:
+    try:
+        data = await session.read_file(check.path, max_bytes=MAX_CHECKED_FILE)
+    except NotFound:
+        return (not check.exists), None, f"there is no {check.path}"
+    digest = hashlib.sha256(data).hexdigest()
+    text = data.decode("utf-8", "replace")
+    observed = {"bytes": len(data), "sha256": digest, "text": cut(text)}
+    if not check.exists:
+        return False, observed, f"{check.path} exists ({len(data)} bytes)"
+    if check.equals is not None and data != files[check.equals]:
+        return False, observed, f"{check.path} differs from {check.equals} ({len(data)} bytes, expected " \
+                                f"{len(files[check.equals])})"
+    if check.sha256 is not None and digest != check.sha256:
+        return False, observed, f"its sha256 is {digest}"
+    if check.matches is not None:
+        try:
+            content = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return False, observed, f"{check.path} is not UTF-8 text, so it cannot match"
+        if not check.matches.test(content):
+            return False, observed, f"its content {check.matches.describe_miss()}: it is {cut(content, 80)!r}"
+    return True, observed, f"{check.path} is as expected ({len(data)} bytes)"
+
+
+async def _window(check: Check, desktop: Desktop) -> Outcome:
+    where = dict(check.where)
+    found = await desktop.find_windows(where.get("class"), where.get("title"))
+    observed = [{"class": w.wm_class, "instance": w.instance, "title": w.title} for w in found[:OBSERVED_ITEMS]]
+    if not check.exists:
+        if found:
+            return False, observed, f"{len(found)} such window(s) are there, the first {found[0].title!r}"
+        return True, [], "no such window is there"
+    if not found:
+        there = [{"class": w.wm_class, "title": w.title} for w in (await desktop.windows())[:OBSERVED_ITEMS * 2]]
+        return False, {"windows": there}, "no such window is there"
+    return True, observed, f"{found[0].wm_class} {found[0].title!r} is there"
+
+
+async def _element(check: Check, desktop: Desktop) -> Outcome:
+    where = dict(check.where)
+    found = await desktop.find_elements(where.get("app"), where.get("role"), where.get("name"))
+    if not check.exists:
+        if found:
+            return False, [f.describe() for f in found[:OBSERVED_ITEMS]], f"{found[0].describe()} is there"
+        return True, [], "no such element is there"
+    if not found:
+        return False, [], "no such element is showing"
+    observed, why = [], ""
+    for each in found:
+        seen, miss = await _element_expectations(check, desktop, each)
+        if len(observed) < OBSERVED_ITEMS:
+            observed.append(seen)
+        if miss is None:
+            return True, observed, f"{each.describe()} is as expected"
+        why = why or f"{each.describe()}: {miss}"
+    more = f" (and {len(found) - 1} more like it)" if len(found) > 1 else ""
+    return False, observed, why + more
+
+
+async def _element_expectations(check: Check, desktop: Desktop, each: Found) -> tuple[dict[str, Any], str | None]:
+    """What the element shows, and the first expectation it misses (None: it meets them all)."""
+    element = each.element
+    seen: dict[str, Any] = {"app": each.app, "role": element.role, "name": element.name, "states": element.states}
+    miss: str | None = None
+    if check.text is not None:
+        text = await desktop.text(each)
+        seen["text"] = None if text is None else cut(text)
+        if text is None:
+            miss = "it has no text"
+        elif not check.text.test(text):
+            miss = f"its text {check.text.describe_miss()}: it is {cut(text, 80)!r}"
+    if check.value is not None:
+        value = await desktop.value(each)
+        seen["value"] = value
+        if miss is None and value != check.value:
+            miss = "it has no value" if value is None else f"its value is {value:g}"
+    for state in check.states:
+        want = not state.startswith("!")
+        if miss is None and (state.lstrip("!") in element.states) != want:
+            miss = f"it is {'not ' if want else ''}{state.lstrip('!')}"
+    return seen, miss

@@ -1,0 +1,104 @@
+"""A spec's setup steps, in order, before the model is asked anything.
+
+Each step is bounded in time (``run`` by its ``timeout``, ``wait_for`` by its own,
+``sleep`` by itself, ``files`` by the sizes the spec may send) and recorded as a
+``setup`` event. The first that fails raises :class:`~cud.errors.SetupFailed`,
+naming the step, its key in the spec and why; the task then fails with it and the
+model is never asked. Everything runs as the seat's user in its session
+(:class:`cud.daemon.session.processes.SeatSession`); nothing goes through a shell
+unless the step's argv names one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from cud.daemon.spec.desktop import Desktop, wait_until_found
+from cud.errors import CudError, SetupFailed
+from cud.spec import SetupStep, Spec, WaitFor
+
+if TYPE_CHECKING:
+    from cud.daemon.session.processes import SeatSession
+
+__all__ = ("OPENER", "run_setup", "tail")
+
+#: The desktop's opener for ``open`` (xdg-utils): a URL in the browser, a file in its application.
+OPENER = "xdg-open"
+#: How much of a failed command's output an error quotes.
+TAIL_CHARS = 400
+
+Record = Callable[[str, dict[str, Any]], None]
+
+
+def tail(data: bytes, limit: int = TAIL_CHARS) -> str:
+    """The end of a command's output as one line of text, for an error or a check's why."""
+    text = data.decode("utf-8", "replace").strip().replace("\n", " | ")
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+async def run_setup(session: SeatSession | None, desktop: Desktop, spec: Spec, files: Mapping[str, bytes],
+                    record: Record) -> None:
+    """Run every setup step of ``spec`` in order; SetupFailed at the first that fails."""
+    for index, step in enumerate(spec.setup):
+        key = f"setup[{index}].{step.kind}"
+        started = time.monotonic()
+        try:
+            if step.kind in SetupStep.IN_SESSION and session is None:
+                raise CudError("this seat has no session (its user and home are not configured)")
+            await _step(session, desktop, step, files)  # type: ignore[arg-type]
+        except CudError as exc:
+            ms = round((time.monotonic() - started) * 1000, 1)
+            record("setup", {"index": index, "kind": step.kind, "what": step.describe(), "ms": ms, "ok": False,
+                             "error": exc.message})
+            raise SetupFailed(f"setup step {index + 1} ({key}: {step.describe()}) failed: {exc.message}",
+                              key=key, step=index, cause=exc.kind) from None
+        record("setup", {"index": index, "kind": step.kind, "what": step.describe(),
+                         "ms": round((time.monotonic() - started) * 1000, 1), "ok": True})
+
+
+async def _step(session: SeatSession, desktop: Desktop, step: SetupStep, files: Mapping[str, bytes]) -> None:
+    if step.kind == "files":
+        for copy in step.files:
+            await session.write_file(copy.dest, files[copy.src], mode=copy.mode)
+    elif step.kind == "run":
+        done = await session.run(step.argv, timeout=step.timeout)
+        if done.timed_out:
+            raise CudError(f"it ran past its timeout of {step.timeout:g} s and was stopped; output: "
+                           f"{tail(done.stdout + done.stderr) or '(none)'}")
+        if done.exit_code != step.exit_code:
+            raise CudError(f"it exited with status {done.exit_code}, not {step.exit_code}; output: "
+                           f"{tail(done.stdout + done.stderr) or '(none)'}")
+    elif step.kind in ("launch", "open"):
+        if step.kind == "launch":
+            await session.launch(step.argv)
+        else:
+            # A file is named by its real path in the home (confined there: a path leading out is refused).
+            target = step.target if step.is_url else str(session.home.resolve(step.target))
+            await session.launch([OPENER, target])
+        if step.wait_for is not None:
+            await wait_for(desktop, step.wait_for)
+    elif step.kind == "clipboard":
+        await session.clipboard_set(step.text)
+    else:
+        await asyncio.sleep(step.seconds)
+
+
+async def wait_for(desktop: Desktop, want: WaitFor) -> None:
+    """Until a window or an element like ``want`` is there; CudError after its timeout, saying what is there."""
+    if want.is_window:
+        found = await wait_until_found(lambda: desktop.find_windows(want.window_class, want.window_title),
+                                       want.timeout)
+        if not found:
+            try:
+                there = ", ".join(f"{w.wm_class!r} {w.title!r}" for w in (await desktop.windows())[:10]) or "none"
+            except CudError as exc:
+                there = f"unknown: {exc.message}"
+            raise CudError(f"no window with {want.describe()} appeared within {want.timeout:g} s (windows now: "
+                           f"{there})")
+        return
+    found = await wait_until_found(lambda: desktop.find_elements(want.app, want.role, want.name), want.timeout)
+    if not found:
+        raise CudError(f"no element with {want.describe()} appeared within {want.timeout:g} s")

@@ -1,0 +1,65 @@
+"""The verdict of a spec's checks, and the files its ``collect`` keeps with the task's record.
+
+The verdict is ``passed`` when every check passed, else ``failed``; its ``score`` is
+the weighted fraction of checks that passed (weights default to 1). A task without
+checks has no verdict. The model's own word counts only through an ``answer`` check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from cud.daemon.store.database import now_iso
+from cud.daemon.store.trajectory import Trajectories
+from cud.errors import CudError, StorageFull
+from cud.protocol import ArtifactView, CheckResultView, VerdictView
+
+if TYPE_CHECKING:
+    from cud.daemon.session.processes import SeatSession
+
+__all__ = ("MAX_ARTIFACT_BYTES", "MAX_ARTIFACTS_BYTES", "collect", "judge")
+
+#: The largest file ``collect`` keeps, and all of a task's collected files together.
+MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
+MAX_ARTIFACTS_BYTES = 64 * 1024 * 1024
+
+
+def judge(results: Sequence[CheckResultView], state: str) -> VerdictView | None:
+    """The verdict of ``results``, the checks of a task whose model part ended in ``state``; None without checks."""
+    if not results:
+        return None
+    total = sum(r["weight"] for r in results)
+    passed = [r for r in results if r["passed"]]
+    score = sum(r["weight"] for r in passed) / total
+    return {"verdict": "passed" if len(passed) == len(results) else "failed", "score": round(score, 6),
+            "passed": len(passed), "failed": len(results) - len(passed), "state": state, "checks": list(results),
+            "at": now_iso()}
+
+
+async def collect(session: SeatSession | None, paths: Sequence[str], trajectories: Trajectories,
+                  task_id: int) -> list[ArtifactView]:
+    """Read each path from the seat's home into the task's record; a file that cannot be kept says why."""
+    kept: list[ArtifactView] = []
+    total = 0
+    for path in paths:
+        try:
+            if session is None:
+                raise CudError("this seat has no session (its user and home are not configured)")
+            data = await session.read_file(path, max_bytes=MAX_ARTIFACT_BYTES)
+            if total + len(data) > MAX_ARTIFACTS_BYTES:
+                raise CudError(f"the task's collected files would pass {MAX_ARTIFACTS_BYTES} bytes together "
+                               f"(MAX_ARTIFACTS_BYTES)")
+            trajectories.save_artifact(task_id, path, data)
+        except StorageFull:
+            raise
+        except CudError as exc:
+            kept.append({"path": path, "bytes": 0, "sha256": None, "error": exc.message})
+            continue
+        except OSError as exc:  # a path that is a folder of another collected path, say
+            kept.append({"path": path, "bytes": 0, "sha256": None, "error": f"cannot keep it: {exc.strerror}"})
+            continue
+        total += len(data)
+        kept.append({"path": path, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "error": None})
+    return kept

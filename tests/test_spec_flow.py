@@ -1,0 +1,189 @@
+"""Task specs end to end on a real seat: mousepad edits a file for the scripted model, and the checks judge it.
+
+One seat (openbox on Xvfb, shared buses, a seat user with a home and its template) and one
+daemon for the module; its scripted model plays the same edit for every task: go to the end
+of the file, type a line ``done``, save, and say so. Three specs around it: one whose checks
+pass, one that fails by design with a partial score, one whose setup fails before the model is
+asked anything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.daemon import cuctl, scenario
+from tests.support.seat_users import SeatUsers
+from tests.support.spec_seat import SpecSeat, spec_seat
+
+EDIT = scenario(
+    {"actions": [{"type": "keypress", "keys": ["CTRL", "END"]}]},
+    {"actions": [{"type": "type", "text": "done\n"}]},
+    {"actions": [{"type": "keypress", "keys": ["CTRL", "S"]}]},
+    {"message": "I added the line 'done' at the end of notes.txt and saved it."},
+)
+SETUP = """
+[[setup]]
+files = [{ src = "fixtures/notes.txt", dest = "Desktop/notes.txt" }]
+[[setup]]
+launch = ["/usr/bin/mousepad", "Desktop/notes.txt"]
+wait_for = { window_class = "Mousepad", timeout = 60 }
+[[setup]]
+run = ["/bin/sh", "-c", "chmod 600 Desktop/notes.txt"]
+"""
+PROMPT = 'prompt = "Open notes.txt on the Desktop in the editor, add a line \'done\' at the end and save."\n'
+NOTIFY = """
+[[notify]]
+events = ["task_finished"]
+command = ["/bin/sh", "-c", "cat >> \\"$0\\"; echo >> \\"$0\\"", "{out}"]
+"""
+
+
+@pytest.fixture(scope="module")
+def seat(seat_users: SeatUsers, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpecSeat]:
+    hooks = tmp_path_factory.mktemp("hooks") / "events.jsonl"
+    with spec_seat(seat_users, EDIT, config=NOTIFY.format(out=hooks), template_files={"Desktop/.keep": ""}) as s:
+        s.hooks = hooks  # type: ignore[attr-defined]
+        yield s
+
+
+def test_a_spec_whose_checks_pass_is_judged_and_shown_everywhere(seat: SpecSeat, tmp_path: Path) -> None:
+    spec = seat.write("edit.toml", PROMPT + 'seat = "s1"\nmax_steps = 10\ntags = ["editor", "smoke"]\n' + SETUP + """
+[[checks]]
+name = "line added"
+file = "Desktop/notes.txt"
+matches = "re:(?m)^done$"
+[[checks]]
+name = "saved, editor still open"
+window = { class = "Mousepad", title = "re:notes\\\\.txt" }
+[[checks]]
+command = ["/usr/bin/grep", "-c", "done", "Desktop/notes.txt"]
+output = { include = ["1"] }
+[[checks]]
+name = "the editor shows it"
+element = { app = "mousepad", role = "text" }
+text = "re:(?m)^done$"
+states = ["editable", "!checked"]
+[[checks]]
+answer = "re:(?i)saved"
+
+[collect]
+files = ["Desktop/notes.txt"]
+""", {"fixtures/notes.txt": "first line\n"})
+    code, task = seat.submit(spec)
+    verdict = task["verdict"]
+    assert task["state"] == "succeeded", task
+    assert verdict["verdict"] == "passed" and verdict["score"] == 1.0, json.dumps(verdict, indent=1)
+    assert code == 0
+    assert [c["name"] for c in verdict["checks"]] == ["line added", "saved, editor still open",
+                                                      "command /usr/bin/grep -c done Desktop/notes.txt",
+                                                      "the editor shows it", "answer"]
+    assert verdict["checks"][0]["observed"]["text"] == "first line\ndone\n"
+    assert verdict["checks"][1]["observed"][0]["class"] == "Mousepad"
+    assert task["spec"]["tags"] == ["editor", "smoke"] and task["spec"]["reset"] is True
+    assert task["artifacts"][0]["path"] == "Desktop/notes.txt" and task["artifacts"][0]["bytes"] == 16
+    kinds = [e["kind"] for e in seat.events(task["id"])]
+    assert kinds[:6] == ["queued", "running", "reset", "setup", "setup", "setup"]
+    assert kinds.count("check") == 5 and kinds[-2:] == ["collected", "end"]
+    # show, follow, report, export, the hook and the metrics all say it.
+    shown = cuctl(seat.daemon.socket, "show", str(task["id"]))
+    assert "verdict:       passed, score 1.00: 5 of 5 checks passed" in shown.stdout, shown.stdout
+    assert "✓ line added (file): Desktop/notes.txt is as expected (16 bytes)" in shown.stdout
+    followed = cuctl(seat.daemon.socket, "follow", str(task["id"]))
+    assert "setup 2 (launch /usr/bin/mousepad Desktop/notes.txt): done" in followed.stdout, followed.stdout
+    assert "check 4: ✓ the editor shows it (element)" in followed.stdout
+    assert "; verdict passed (score 1.00)" in followed.stdout and followed.returncode == 0
+    report = tmp_path / "r.html"
+    assert cuctl(seat.daemon.socket, "report", str(task["id"]), "-o", str(report)).returncode == 0
+    page = report.read_text()
+    assert 'id="verdict"' in page and "saved, editor still open" in page and "first line\ndone\n" in page
+    exported = tmp_path / "export"
+    assert cuctl(seat.daemon.socket, "export", str(task["id"]), "-o", str(exported)).returncode == 0
+    assert json.loads((exported / "verdict.json").read_text())["verdict"] == verdict
+    assert (exported / "artifacts" / "Desktop" / "notes.txt").read_text() == "first line\ndone\n"
+    assert "artifacts/Desktop/notes.txt" in [f["name"] for f in json.loads((exported / "manifest.json").read_text())
+                                             ["files"]]
+    hooks = [json.loads(line) for line in seat.hooks.read_text().splitlines() if line.strip()]  # type: ignore[attr-defined]
+    finished = next(h for h in hooks if h["task"]["id"] == task["id"])
+    assert finished["task"]["verdict"] == {"verdict": "passed", "score": 1.0, "passed": 5, "failed": 0,
+                                           "failed_checks": []}
+    metrics = cuctl(seat.daemon.socket, "metrics").stdout
+    assert 'cud_tasks_judged_total{verdict="passed"} 1.0' in metrics
+    assert 'cud_spec_checks_total{kind="element",result="passed"} 1.0' in metrics
+
+
+def test_a_spec_that_fails_by_design_gets_a_partial_score(seat: SpecSeat) -> None:
+    spec = seat.write("partial.toml", PROMPT + SETUP + """
+[[checks]]
+name = "line added"
+weight = 3
+file = "Desktop/notes.txt"
+matches = "re:(?m)^done$"
+[[checks]]
+name = "a second line that nobody asked for"
+file = "Desktop/notes.txt"
+matches = "re:(?m)^done twice$"
+""", {"fixtures/notes.txt": "first line\n"})
+    code, task = seat.submit(spec)
+    verdict = task["verdict"]
+    assert task["state"] == "succeeded" and code == 1  # the model did its part; the spec says failed
+    assert (verdict["verdict"], verdict["score"], verdict["passed"], verdict["failed"]) == ("failed", 0.75, 1, 1)
+    failed = verdict["checks"][1]
+    assert not failed["passed"] and failed["expected"] == "Desktop/notes.txt exists, content matches /(?m)^done twice$/"
+    assert failed["why"] == "its content does not match /(?m)^done twice$/: it is 'first line\\ndone\\n'"
+    hooks = [json.loads(line) for line in seat.hooks.read_text().splitlines() if line.strip()]  # type: ignore[attr-defined]
+    finished = next(h for h in hooks if h["task"]["id"] == task["id"])
+    assert finished["task"]["verdict"]["failed_checks"][0]["name"] == "a second line that nobody asked for"
+
+
+def test_a_failed_setup_step_fails_the_task_before_the_model_is_asked(seat: SpecSeat) -> None:
+    asked = len(seat.model.requests)
+    spec = seat.write("broken.toml", PROMPT + """
+[[setup]]
+files = [{ src = "fixtures/notes.txt", dest = "Desktop/notes.txt" }]
+[[setup]]
+run = ["/bin/sh", "-c", "echo no such printer >&2; exit 4"]
+[[setup]]
+launch = ["/usr/bin/mousepad", "Desktop/notes.txt"]
+[[checks]]
+file = "Desktop/notes.txt"
+""", {"fixtures/notes.txt": "first line\n"})
+    code, task = seat.submit(spec)
+    assert code == 1 and task["state"] == "failed" and task["verdict"] is None
+    error = task["error"]
+    assert error["kind"] == "setup_failed" and error["details"]["key"] == "setup[1].run"
+    assert error["message"] == ("setup step 2 (setup[1].run: run /bin/sh -c echo no such printer >&2; exit 4) "
+                                "failed: it exited with status 4, not 0; output: no such printer")
+    assert len(seat.model.requests) == asked  # no model request was made
+    setups = [e["data"] for e in seat.events(task["id"]) if e["kind"] == "setup"]
+    assert [(s["index"], s["ok"]) for s in setups] == [(0, True), (1, False)]  # the third never ran
+    assert not any(e["kind"] in ("check", "step") for e in seat.events(task["id"]))
+
+
+def test_a_task_that_hits_a_limit_is_still_judged_on_what_it_left(seat: SpecSeat) -> None:
+    # max_steps = 4: the SDK runs the first three turns' actions (look, go to the end, type the line) and
+    # stops at the fourth (the save) without running it.
+    spec = seat.write("limited.toml", PROMPT + "max_steps = 4\n" + SETUP + """
+[[checks]]
+name = "the file is still there"
+file = "Desktop/notes.txt"
+[[checks]]
+name = "line saved"
+file = "Desktop/notes.txt"
+matches = "re:(?m)^done$"
+[[checks]]
+name = "the editor shows the unsaved line"
+element = { app = "mousepad", role = "text" }
+text = "re:(?m)^done$"
+[[checks]]
+answer = "re:(?i)saved"
+""", {"fixtures/notes.txt": "first line\n"})
+    code, task = seat.submit(spec)
+    verdict = task["verdict"]
+    assert code == 1 and task["state"] == "failed" and verdict["state"] == "failed", task["error"]
+    assert [c["passed"] for c in verdict["checks"]] == [True, False, True, False], [c["why"] for c in verdict["checks"]]
+    assert verdict["checks"][3]["why"] == "the model gave no final message"
+    assert verdict["score"] == 0.5
