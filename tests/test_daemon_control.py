@@ -25,6 +25,9 @@ MODEL_TYPES = scenario({"actions": [{"type": "type", "text": "m"}]}, {"actions":
 MODEL_TYPES_THEN_THINKS = scenario({"actions": [{"type": "type", "text": "m"}]},
                                    {"actions": [{"type": "wait"}], "delay": 60}, {"message": "done"})
 
+#: What the recorder reports of typing and clicking (a fence's own motion is not among them).
+PRESSES = ("KeyPress", "ButtonPress", "MouseWheel")
+
 
 def _paused(daemon: Daemon, recorder: Recorder) -> int:
     """A task paused after the model typed "m", before the screenshot of that batch."""
@@ -86,6 +89,7 @@ def test_bad_control_requests_are_refused_and_change_nothing(start_daemon, recor
     daemon.call("approve", id=approval["id"])
     daemon.wait_state(queued_check, "paused")
     recorder.wait_text("m")
+    mark = recorder.mark()
     off = cuctl(daemon.socket, "act", str(queued_check), '{"type": "click", "x": 5000, "y": 1, "button": "left"}')
     assert off.returncode == 2 and "5000" in off.stderr
     unknown = cuctl(daemon.socket, "act", str(queued_check), '{"type": "keypress", "keys": ["hyperspace"]}')
@@ -94,6 +98,8 @@ def test_bad_control_requests_are_refused_and_change_nothing(start_daemon, recor
     assert not_json.returncode == 2 and "ACTION-JSON is not valid JSON" in not_json.stderr
     shot = cuctl(daemon.socket, "act", str(queued_check), '{"type": "screenshot"}')
     assert shot.returncode == 2 and "'action' must be an action object" in shot.stderr
+    # Fenced: a keystroke or click the daemon sent before its refusals would have reached the window by now.
+    assert [e for e in recorder.fenced(mark) if e["type"] in PRESSES] == []
     assert recorder.text() == "m" and daemon.task(queued_check)["state"] == "paused"
     assert not [e for e in daemon.events_now(queued_check) if e["kind"] == "human_action"]
     # Cancelling a paused task ends it; its seat takes the next task.
@@ -115,9 +121,11 @@ def test_only_an_approver_may_act_on_a_seat(start_daemon, recorder: Recorder, tm
     assert cuctl(daemon.socket, "pause", str(task_id), prefix=setpriv).returncode == 0
     daemon.call("approve", id=approval["id"])
     daemon.wait_state(task_id, "paused")
+    recorder.wait_text("m")
+    mark = recorder.mark()
     refused = cuctl(daemon.socket, "act", str(task_id), '{"type": "type", "text": "x"}', prefix=setpriv)
     assert refused.returncode == 2 and "may not act on a task's seat" in refused.stderr
-    assert recorder.text() == "m"
+    assert [e for e in recorder.fenced(mark) if e["type"] in PRESSES] == [] and recorder.text() == "m"
     assert cuctl(daemon.socket, "resume", str(task_id), prefix=setpriv).returncode == 0
     paused_by = next(e["data"]["by"] for e in daemon.events_now(task_id) if e["kind"] == "paused")
     assert paused_by == {"uid": nobody.pw_uid, "name": "nobody"}

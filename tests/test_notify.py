@@ -28,8 +28,8 @@ MOVES = [{"actions": [{"type": "move", "x": 100 + 10 * n, "y": 200}]} for n in r
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    made = Receiver({"/plain": "ok", "/ntfy": "ok", "/slack": "ok", "/hang-long": "hang",
-                     "/hang-short": "hang", "/fail": "fail"}).start()
+    made = Receiver({"/plain": "ok", "/ntfy": "ok", "/slack": "ok", "/silent": "hang", "/slow": "hang",
+                     "/command": "hang", "/hang-short": "hang", "/fail": "fail"}).start()
     yield made
     made.stop()
 
@@ -47,8 +47,8 @@ def metric(daemon: Daemon, name: str, **labels: str) -> float:
     raise AssertionError(f"no sample {name} {labels}")
 
 
-def write_script(path: Path, body: str) -> Path:
-    path.write_text(f"#!{sys.executable}\n{body}")
+def write_script(path: Path, body: str, interpreter: str = sys.executable) -> Path:
+    path.write_text(f"#!{interpreter}\n{body}")
     path.chmod(0o755)
     return path
 
@@ -187,90 +187,127 @@ events = ["approval_requested", "task_finished"]
     assert "tk-secret" not in (daemon.dir / "cud.toml").read_text() and "tk-secret" not in daemon.log_text()
 
 
-SLEEPER = """
-import os, sys, time
-from pathlib import Path
-Path(sys.argv[1], str(os.getpid())).write_text("")
-time.sleep(600)
+#: A hook command that hangs, observably: it hands its event to the test's receiver, which holds it.
+HOLDING = """
+import sys, urllib.request
+request = urllib.request.Request(sys.argv[1], data=sys.stdin.buffer.read(),
+                                 headers={"Content-Type": "application/json"})
+urllib.request.urlopen(request, timeout=600).read()
 """
+#: A hook command that hangs until killed; it says it started (its pid, which exec keeps). A shell
+#: and sleep, started in a few milliseconds however loaded the machine, not a Python.
+SHELL_SLEEPER = """: > "$1/$$"
+exec sleep 600
+"""
+#: The receivers that hold their notification until the test lets go: never before the task has ended.
+HELD = ("/silent", "/slow", "/command")
 
 
-def _steps(daemon: Daemon, task_id: int) -> list[list[str]]:
-    return [[a["action"]["type"] for a in e["data"]["actions"]] for e in daemon.events(task_id) if e["kind"] == "step"]
-
-
-def test_hanging_and_failing_receivers_never_slow_the_task_and_are_retried_as_stated(
-        start_daemon, receiver: Receiver, short_tmp) -> None:
-    pids = short_tmp / "pids"
-    pids.mkdir()
-    sleeper = write_script(short_tmp / "sleeper.py", SLEEPER)
+def test_receivers_that_hold_their_notification_never_slow_the_task(start_daemon, receiver: Receiver,
+                                                                     short_tmp) -> None:
+    command = write_script(short_tmp / "holding.py", HOLDING)
     config = f"""
 [[notify]]
-name = "hang-long"
+name = "silent"  # a webhook that never answers
 events = ["approval_requested"]
-webhook = "{receiver.url('/hang-long')}"
+webhook = "{receiver.url('/silent')}"
 timeout = 300
 retries = 0
 [[notify]]
-name = "hang-short"
+name = "slow"  # a webhook that answers, but only after the task has ended
+events = ["approval_requested", "task_finished"]
+webhook = "{receiver.url('/slow')}"
+timeout = 300
+concurrency = 1
+[[notify]]
+name = "hanging"  # a command that hangs until then
 events = ["approval_requested"]
+command = ["{command}", "{receiver.url('/command')}"]
+timeout = 300
+"""
+    daemon: Daemon = start_daemon(scenario(TYPE_STEP, *MOVES, {"message": "moved"}), config=config)
+    task_id = daemon.call("submit", prompt="type, then move")["id"]
+    approval = daemon.wait_approval(task_id)
+    # Every receiver holds the approval's notification before the task goes on...
+    wait_until(lambda: all(receiver.hanging.get(path) == 1 for path in HELD), 30, f"{HELD} to hold on")
+    daemon.call("approve", id=approval["id"])
+    # ...and the task takes all its steps and ends while they still hold it. Only the test lets them
+    # go, and only after this: a daemon that waited for any of them would never get here.
+    task = daemon.wait_state(task_id, "succeeded", "failed")
+    assert task["state"] == "succeeded" and task["final_message"] == "moved", task
+    assert [e["kind"] for e in daemon.events(task_id)][-1] == "end"
+    assert {path: receiver.hanging.get(path) for path in HELD} == {path: 1 for path in HELD}
+    for hook in ("silent", "slow", "hanging"):
+        assert metric(daemon, "cud_notify_delivered_total", hook=hook, event="approval_requested") == 0
+        assert metric(daemon, "cud_notify_failed_total", hook=hook, event="approval_requested") == 0
+
+    # Let go of two: what they held is delivered after all, and what queued behind it follows.
+    receiver.release("/slow")
+    receiver.release("/command")
+    wait_until(lambda: metric(daemon, "cud_notify_delivered_total", hook="slow", event="task_finished") == 1
+               and metric(daemon, "cud_notify_delivered_total", hook="hanging", event="approval_requested") == 1,
+               30, "the held notifications to be delivered")
+    assert [hit.body["event"] for hit in receiver.on("/slow")] == ["approval_requested", "task_finished"]
+    assert [hit.body["event"] for hit in receiver.on("/command")] == ["approval_requested"]
+    assert receiver.on("/command")[0].body["approval"]["id"] == approval["id"]
+    # The silent one still holds on, neither delivered nor given up (the receiver lets go at the end).
+    assert receiver.hanging.get("/silent") == 1
+    assert metric(daemon, "cud_notify_failed_total", hook="silent", event="approval_requested") == 0
+
+
+#: An attempt's timeout for the receivers that never answer: room for a request to arrive and a
+#: command to start on a loaded machine, so that each attempt is seen to begin before it is cut.
+ATTEMPT = 2.0
+
+
+def test_failing_and_hanging_receivers_are_retried_as_stated(start_daemon, receiver: Receiver, short_tmp) -> None:
+    pids = short_tmp / "pids"
+    pids.mkdir()
+    sleeper = write_script(short_tmp / "sleeper.sh", SHELL_SLEEPER, "/bin/sh")
+    config = f"""
+[[notify]]
+name = "hang-short"
+events = ["task_finished"]
 webhook = "{receiver.url('/hang-short')}"
-timeout = 0.5
-retries = 2
-backoff = 0.1
+timeout = {ATTEMPT}
+retries = 1
+backoff = 0.05
 [[notify]]
 name = "fail"
-events = ["approval_requested", "task_finished"]
+events = ["task_finished"]
 webhook = "{receiver.url('/fail')}"
 retries = 3
 backoff = 0.05
 [[notify]]
 name = "sleeper"
-events = ["approval_requested"]
+events = ["task_finished"]
 command = ["{sleeper}", "{pids}"]
-timeout = 0.5
+timeout = {ATTEMPT}
 retries = 1
-backoff = 0.1
+backoff = 0.05
 """
-    steps = scenario(TYPE_STEP, *MOVES, {"message": "moved"})
-    daemon: Daemon = start_daemon(steps, config=config)
-    task_id = daemon.call("submit", prompt="type, then move")["id"]
-    approval = daemon.wait_approval(task_id)
-    wait_until(lambda: receiver.hanging.get("/hang-long"), 30, "the hanging receiver to hold on")
-    daemon.call("approve", id=approval["id"])
+    daemon: Daemon = start_daemon(scenario({"message": "done"}), config=config)
+    task_id = daemon.call("submit", prompt="nothing to do")["id"]
     assert daemon.wait_state(task_id, "succeeded", "failed")["state"] == "succeeded"
-    # Every step ran while the first receiver still held the approval's notification.
-    assert len(receiver.on("/hang-long")) == 1 and receiver.hanging["/hang-long"] == 1
-    with_hooks = _steps(daemon, task_id)
 
-    def given_up(hook: str, event: str = "approval_requested") -> bool:
-        return metric(daemon, "cud_notify_failed_total", hook=hook, event=event) == 1
+    def given_up(hook: str) -> bool:
+        return metric(daemon, "cud_notify_failed_total", hook=hook, event="task_finished") == 1
 
-    wait_until(lambda: given_up("hang-short") and given_up("sleeper") and given_up("fail")
-               and given_up("fail", "task_finished"), 60, "the failing hooks to give up")
-    assert len(receiver.on("/hang-short")) == 3  # the first attempt and its 2 retries
-    assert metric(daemon, "cud_notify_retries_total", hook="hang-short", event="approval_requested") == 2
-    attempts = sorted(h.body["event"] for h in receiver.on("/fail"))  # each event's own 1 + 3 retries
-    assert attempts == ["approval_requested"] * 4 + ["task_finished"] * 4
+    wait_until(lambda: given_up("hang-short") and given_up("sleeper") and given_up("fail"), 60,
+               "the failing hooks to give up")
+    assert len(receiver.on("/hang-short")) == 2  # the first attempt and its retry
+    assert metric(daemon, "cud_notify_retries_total", hook="hang-short", event="task_finished") == 1
+    assert len(receiver.on("/fail")) == 4  # the first attempt and its 3 retries
     assert metric(daemon, "cud_notify_retries_total", hook="fail", event="task_finished") == 3
     started = sorted(int(p.name) for p in pids.iterdir())
     assert len(started) == 2  # the sleeper was killed at its timeout, then tried once more
     for pid in started:
         assert not Path(f"/proc/{pid}").exists(), f"hook process {pid} outlived its timeout"
+    assert metric(daemon, "cud_notify_delivered_total", hook="sleeper", event="task_finished") == 0
     log = daemon.log_text()
-    assert "notify hook fail, approval_requested (attempt 4 of 4): " in log and "HTTP 500" in log
-    assert "notify hook hang-short, approval_requested (attempt 3 of 3): no answer within 0.5 s; giving up" in log
-
-    receiver.release()  # the patient receiver answers at last, and counts as delivered
-    wait_until(lambda: metric(daemon, "cud_notify_delivered_total", hook="hang-long",
-                              event="approval_requested") == 1, 30, "the hang-long delivery")
-
-    # The same task with no hooks takes the same steps.
-    bare: Daemon = start_daemon(steps)
-    bare_id = bare.call("submit", prompt="type, then move")["id"]
-    bare.call("approve", id=bare.wait_approval(bare_id)["id"])
-    assert bare.wait_state(bare_id, "succeeded", "failed")["state"] == "succeeded"
-    assert _steps(bare, bare_id) == with_hooks and len(with_hooks) == len(MOVES) + 3  # look, type, the moves, answer
+    assert "notify hook fail, task_finished (attempt 4 of 4): " in log and "HTTP 500" in log
+    assert f"notify hook hang-short, task_finished (attempt 2 of 2): no answer within {ATTEMPT:g} s; giving up" in log
+    assert f"notify hook sleeper, task_finished (attempt 2 of 2): no answer within {ATTEMPT:g} s; giving up" in log
 
 
 def test_seat_health_changes_are_notified(xvfb: XServer, receiver: Receiver, start_daemon) -> None:
@@ -335,6 +372,14 @@ def test_tasks_a_stop_or_a_crash_interrupts_are_notified(start_daemon, receiver:
     hits = wait_until(lambda: receiver.on("/plain")[1:], 30, "the crashed task's notification")
     assert [h.body["task"]["id"] for h in hits] == [crashed] and hits[0].body["task"]["state"] == "interrupted"
     assert "found at start-up" in hits[0].body["task"]["reason"]
+
+
+SLEEPER = """
+import os, sys, time
+from pathlib import Path
+Path(sys.argv[1], str(os.getpid())).write_text("")
+time.sleep(600)
+"""
 
 
 def test_a_full_queue_drops_new_events_and_close_kills_a_running_hook(short_tmp: Path) -> None:

@@ -22,10 +22,9 @@ import pytest
 from PIL import Image
 
 from cud.daemon.config import load_config
-from cud.daemon.video.recorder import ffmpeg_command
+from cud.daemon.video.recorder import FIRST_FRAME_SECONDS, ffmpeg_command
 from cud.daemon.video.config import VideoConfig, load_video
 from cud.errors import ConfigError
-from cud.record.model import seconds_between
 from tests.support.daemon import Daemon, cuctl, json_out
 from tests.support.recorder import wait_until
 from tests.support.xserver import XServer, stop_process
@@ -156,10 +155,11 @@ def test_a_recorded_task_plays_for_its_duration_and_its_frames_show_each_step(
     # ffmpeg's stop after `q` finishes within the recorder's bound.
     recorded = _epoch(task["finished_at"]) - started["data"]["start_epoch"]
     assert abs(duration - recorded) <= 2 / FPS + 0.5, (duration, recorded)
-    # ...and the task's own duration: the recorder starts right after the task (spawn, and
-    # x11grab's first frame; measured well under a second on the CI machine).
-    task_seconds = seconds_between(task["started_at"], task["finished_at"])
-    assert task_seconds is not None and abs(duration - task_seconds) <= 1.5 + 2 / FPS, (duration, task_seconds)
+    # ...and its first frame comes after the task's start, no later than the recorder's own
+    # allowance for ffmpeg's load and x11grab's first grab (a literal tighter than that fails
+    # a loaded machine the recorder itself accepts), give or take a frame.
+    first_frame = started["data"]["start_epoch"] - _epoch(task["started_at"])
+    assert -1 / FPS <= first_frame <= FIRST_FRAME_SECONDS + 1 / FPS, (first_frame, FIRST_FRAME_SECONDS)
     assert int(stream["nb_read_frames"]) >= (duration - 1) * FPS
 
     steps = _kind(events, "step")

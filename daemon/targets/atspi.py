@@ -103,6 +103,9 @@ class Atspi:
         #: Per application bus name, the path of the object that last gained the focus (from events).
         self._focus: dict[str, str] = {}
         self._lock = asyncio.Lock()
+        #: D-Bus method calls sent so far (every one goes through :meth:`_call`): what lookups
+        #: cost the bus, so that "this lookup did not ask the bus" can be observed.
+        self.calls_sent = 0
 
     # -- connection ----------------------------------------------------------------
     async def _connect(self) -> MessageBus:
@@ -152,9 +155,9 @@ class Atspi:
                 self._bus.disconnect()
         self._bus = None
 
-    @staticmethod
-    async def _call(bus: MessageBus, dest: str, path: str, iface: str, member: str, sig: str = "",
+    async def _call(self, bus: MessageBus, dest: str, path: str, iface: str, member: str, sig: str = "",
                     body: list[Any] | None = None) -> list[Any]:
+        self.calls_sent += 1
         try:
             reply = await bus.call(Message(destination=dest, path=path, interface=iface, member=member,
                                            signature=sig, body=body or []))

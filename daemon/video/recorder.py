@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from cud.daemon.store.database import Store
     from cud.protocol import TaskView
 
-__all__ = ("STOP_SECONDS", "Recorder", "ffmpeg_command", "recorder_for", "video_name")
+__all__ = ("FIRST_FRAME_SECONDS", "STOP_SECONDS", "Recorder", "ffmpeg_command", "recorder_for", "video_name")
 
 log = logging.getLogger("cud.recorder")
 

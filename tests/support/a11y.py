@@ -52,11 +52,30 @@ class A11yBus:
         stop_group(self.session)
 
 
-def _bus_answers(address: str) -> bool:
-    env = {**os.environ, "DBUS_SESSION_BUS_ADDRESS": address}
-    result = subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.a11y.Bus", "/org/a11y/bus",
-                             "org.a11y.Bus.GetAddress"], env=env, capture_output=True, timeout=5)
-    return result.returncode == 0
+def _dbus_send(bus: str, dest: str, path: str, method: str, *args: str) -> str | None:
+    """``dbus-send``'s literal reply, or None if the call failed."""
+    result = subprocess.run(["dbus-send", f"--bus={bus}", "--print-reply=literal", f"--dest={dest}", path, method,
+                             *args], capture_output=True, text=True, timeout=5)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def _bus_answers(address: str, launcher: subprocess.Popen[bytes]) -> bool:
+    """Our launcher owns org.a11y.Bus on the session bus, and the registry answers on the bus it names.
+
+    Ownership is checked first, with a call that starts nothing: a GetAddress sent before
+    the launcher owns the name would have the session bus start a launcher of its own (D-Bus
+    activation), one without this desktop's $DISPLAY and $XDG_RUNTIME_DIR, whose bus is
+    the user's ~/.cache/at-spi/bus that every other test's such launcher takes over in turn.
+    """
+    owner = _dbus_send(address, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                       "org.freedesktop.DBus.GetConnectionUnixProcessID", "string:org.a11y.Bus")
+    if owner is None or owner.split()[-1] != str(launcher.pid):
+        return False
+    a11y = _dbus_send(address, "org.a11y.Bus", "/org/a11y/bus", "org.a11y.Bus.GetAddress")
+    # The registry starts on the first question: asked here, it is up before the first application.
+    return bool(a11y) and _dbus_send(a11y, "org.a11y.atspi.Registry", "/org/a11y/atspi/accessible/root",
+                                     "org.freedesktop.DBus.Properties.Get", "string:org.a11y.atspi.Accessible",
+                                     "string:ChildCount") is not None
 
 
 def start_a11y_bus(desktop: Desktop) -> A11yBus:
@@ -72,7 +91,11 @@ def start_a11y_bus(desktop: Desktop) -> A11yBus:
             address = pipe.readline().decode().strip()
         if not address:
             raise RuntimeError(f"dbus-daemon gave no address; see {workdir / 'session-bus.log'}")
-        env = {**desktop.env, "DBUS_SESSION_BUS_ADDRESS": address}
+        # The accessibility bus's socket goes under $XDG_RUNTIME_DIR/at-spi/: one of this desktop's
+        # own (as the sandbox does), not the user's, which every other test's launcher would take over.
+        runtime = workdir / "a11y-runtime"
+        runtime.mkdir(mode=0o700)
+        env = {**desktop.env, "DBUS_SESSION_BUS_ADDRESS": address, "XDG_RUNTIME_DIR": str(runtime)}
         with open(workdir / "at-spi-bus-launcher.log", "ab") as log:
             launcher = subprocess.Popen([LAUNCHER], env=env, stdin=subprocess.DEVNULL, stdout=log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
@@ -81,7 +104,8 @@ def start_a11y_bus(desktop: Desktop) -> A11yBus:
         raise
     bus = A11yBus(address, session, launcher)
     try:
-        wait_until(lambda: _bus_answers(address), 20, "at-spi-bus-launcher to own org.a11y.Bus")
+        wait_until(lambda: _bus_answers(address, launcher), 20,
+                   "at-spi-bus-launcher to own org.a11y.Bus and its registry to answer")
     except BaseException:
         bus.stop()
         raise

@@ -1,7 +1,8 @@
 """A webhook receiver on loopback: an aiohttp server on its own loop in a thread.
 
 Each path answers as told: ``ok`` (200), ``fail`` (500) or ``hang`` (no answer until
-:meth:`Receiver.release`). Every request is kept with its headers and JSON body.
+:meth:`Receiver.release` lets that path, or every path, go). Every request is kept with its
+headers and JSON body.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ class Receiver:
         self.hanging: dict[str, int] = {}
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
-        self._release: asyncio.Event | None = None
+        #: Per ``hang`` path, set when it may answer; made on the receiver's loop, as it is used there.
+        self._release: dict[str, asyncio.Event] = {}
+        self._release_all = False
         self._runner: web.AppRunner | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, name="receiver", daemon=True)
         self.port = 0
@@ -46,7 +49,6 @@ class Receiver:
         return f"http://127.0.0.1:{self.port}{path}"
 
     async def _start(self) -> None:
-        self._release = asyncio.Event()
         app = web.Application()
         app.router.add_route("POST", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
@@ -60,12 +62,11 @@ class Receiver:
         with self._lock:
             self.hits.append(Hit(request.path, dict(request.headers), json.loads(body)))
         what = self.behaviour[request.path]
-        if what == "hang":
-            assert self._release is not None
+        if what == "hang" and not self._release_all:
             with self._lock:
                 self.hanging[request.path] = self.hanging.get(request.path, 0) + 1
             try:
-                await self._release.wait()
+                await self._released(request.path).wait()
             finally:
                 with self._lock:
                     self.hanging[request.path] -= 1
@@ -77,10 +78,20 @@ class Receiver:
         with self._lock:
             return [hit for hit in self.hits if hit.path == path]
 
-    def release(self) -> None:
-        """Answer every hanging request (and those still to come)."""
-        if self._release is not None:
-            self._loop.call_soon_threadsafe(self._release.set)
+    def _released(self, path: str) -> asyncio.Event:
+        return self._release.setdefault(path, asyncio.Event())
+
+    def release(self, path: str | None = None) -> None:
+        """Answer every hanging request to ``path`` (None: to every path), and those still to come."""
+        def let_go() -> None:
+            if path is None:
+                self._release_all = True
+                for event in self._release.values():
+                    event.set()
+            else:
+                self._released(path).set()
+
+        self._loop.call_soon_threadsafe(let_go)
 
     def stop(self) -> None:
         self.release()
