@@ -1,12 +1,14 @@
 """Make docs/console-example.png: the console during a pending approval of a real run of the demo.
 
 Everything is real and private to this run, as in ``bench.report_example``: an
-Xvfb it picks a display for, the sandbox's demo app, the daemon on a temp
-socket (approval policy ``actions``, so the model's first click waits for a
-person), the scripted model playing ``demo``, ``cuctl console`` and Debian's
-Chromium through Playwright, showing the page as a person would: the
-approval with its screenshot and the click's mark, the seat's live screen,
-the task list and the task's events. Run after changing the console's look::
+Xvfb with openbox it picks a display for, the sandbox's demo app on an
+accessibility bus, the daemon on a temp socket recording video (approval policy
+``actions``, so the model's first click waits for a person), the demo submitted
+as a task spec, the scripted model playing ``demo``, ``cuctl console`` and
+Debian's Chromium through Playwright, showing the page as a person would: the
+approval naming the element the click would touch, with its screenshot and the
+click's mark, the seat's live screen, the task list and the task's events. Run
+after changing the console's look::
 
     .venv/bin/python -m bench.console_example [docs/console-example.png]
 """
@@ -18,12 +20,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.demo_desktop import PROMPT, demo_desktop
+from bench.demo_desktop import DemoDesktop, demo_desktop, seat_config, spec_fields
 from cud.scripted import ScriptedModel
 from tests.support.browser import Browser
 from tests.support.console import Console
 from tests.support.daemon import ROOT, Daemon
-from tests.support.xserver import XServer
 
 __all__ = ()
 
@@ -34,21 +35,22 @@ def main(argv: list[str]) -> int:
     target = Path(argv[0]) if argv else ROOT / "docs" / "console-example.png"
     work = Path(tempfile.mkdtemp(prefix="cud-example-", dir="/tmp"))
     try:
-        with demo_desktop(work) as xvfb:
-            return _picture(xvfb, work, target)
+        with demo_desktop(work) as demo:
+            return _picture(demo, work, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _picture(xvfb: XServer, work: Path, target: Path) -> int:
+def _picture(demo: DemoDesktop, work: Path, target: Path) -> int:
     model = ScriptedModel("demo")
-    daemon = Daemon(xvfb.display, model.start(), approval="actions")
+    daemon = Daemon(demo.display, model.start(), approval="actions", config=seat_config(demo), seats={})
     console: Console | None = None
     browser: Browser | None = None
     try:
         daemon.start()
-        task_id = daemon.call("submit", prompt=PROMPT)["id"]
+        task_id = daemon.call("submit", **spec_fields(work))["id"]
         approval = daemon.wait_approval(task_id)
+        assert approval["targets"][0]["element"]["name"] == "Line to send", approval  # the console names it
         console = Console(daemon.socket, work)
         browser = Browser(work)
         watched = browser.open(console.url, width=WIDTH, height=HEIGHT)

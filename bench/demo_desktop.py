@@ -1,35 +1,95 @@
-"""The sandbox's demo app on a private Xvfb: the desktop both example pictures are made on."""
+"""The desktop both example pictures are made on, and the task spec they run on it.
+
+A private Xvfb with openbox, a session bus with at-spi2-core's accessibility bus under it,
+and the sandbox's GTK demo app on that bus, so that what the model's actions touch has a
+name ("Line to send", a text field in "cud demo") in approvals, events and the report.
+Everything is stopped by pid on the way out.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from cud.spec.load import load_spec
+from cud.spec.wire import submit_fields
+from tests.support.a11y import A11yBus, a11y_env, start_a11y_bus
 from tests.support.apps.reporting import SYSTEM_PYTHON
 from tests.support.daemon import ROOT
+from tests.support.desktop import Desktop, start_desktop
 from tests.support.recorder import wait_until
-from tests.support.xserver import XServer, start_xvfb, stop_process
+from tests.support.xserver import stop_process
 
-__all__ = ("PROMPT", "demo_desktop")
+__all__ = ("DemoDesktop", "demo_desktop", "seat_config", "spec_fields")
 
-PROMPT = "Type a greeting into the demo app's blue field and press Enter."
+GREETING = "Hello from cud — ✓ ü €"  # what the bundled ``demo`` scenario types
+
+#: The demo as a task spec: the scenario's prompt, and checks that judge what it left. Only
+#: checks that look (element, window, answer), so the seat needs no session; ``reset = false``
+#: for the same reason (a reset needs a session to reset).
+SPEC = f'''\
+prompt = "Type a greeting into the demo app's blue field and press Enter."
+max_steps = 10
+reset = false
+tags = ["demo"]
+
+[[checks]]
+name = "the greeting reached the app"
+element = {{ app = "cud-demo", role = "label", name = "{GREETING}" }}
+[[checks]]
+name = "the field is empty again"
+element = {{ app = "cud-demo", role = "text", name = "Line to send" }}
+text = ""
+states = ["editable"]
+[[checks]]
+name = "the demo app is still open"
+window = {{ class = "cud-demo", title = "cud demo" }}
+[[checks]]
+name = "the model says what it typed"
+answer = "re:Hello from cud"
+'''
+
+
+@dataclass
+class DemoDesktop:
+    desktop: Desktop
+    bus: A11yBus
+
+    @property
+    def display(self) -> str:
+        return self.desktop.display
+
+
+def seat_config(demo: DemoDesktop, video: bool = True) -> str:
+    """The daemon's config: one seat on the demo's display and bus, and the video recorded."""
+    text = f'[[seats]]\nname = "default"\ndisplay = "{demo.display}"\nsession_bus = "{demo.bus.address}"\n'
+    return text + ("\n[video]\nenabled = true\n" if video else "")
+
+
+def spec_fields(work: Path) -> dict[str, Any]:
+    """``submit``'s fields for the demo's spec, read the way ``cuctl submit --spec`` reads one."""
+    path = work / "demo.toml"
+    path.write_text(SPEC)
+    return submit_fields(*load_spec(path))
 
 
 @contextlib.contextmanager
-def demo_desktop(work: Path) -> Iterator[XServer]:
-    """An Xvfb of its own with the demo app up and ready; both stopped by pid on the way out."""
-    xvfb = start_xvfb(work)
-    log = work / "demo.jsonl"
-    app = subprocess.Popen(
-        # GTK 3 under Debian's Python (PyGObject); no session bus here, so no accessibility bridge either.
-        [SYSTEM_PYTHON, str(ROOT / "sandbox" / "demo_app.py"), "--log", str(log), "--geometry", "900x420+190+150"],
-        env={"DISPLAY": xvfb.display, "PATH": "/usr/bin:/bin", "NO_AT_BRIDGE": "1"}, stdin=subprocess.DEVNULL,
-    )
-    try:
-        wait_until(lambda: log.exists() and '"ready"' in log.read_text(), 30, "the demo app")
-        yield xvfb
-    finally:
-        stop_process(app)
-        xvfb.stop()
+def demo_desktop(work: Path) -> Iterator[DemoDesktop]:
+    """The desktop with the demo app up, shown and on the accessibility bus."""
+    with start_desktop("x11", work) as desktop:
+        bus = start_a11y_bus(desktop)
+        app: subprocess.Popen[bytes] | None = None
+        try:
+            log = work / "demo.jsonl"
+            app = desktop.spawn([SYSTEM_PYTHON, str(ROOT / "sandbox" / "demo_app.py"), "--log", str(log),
+                                 "--geometry", "900x420+190+150"], "demo-app.log", env=a11y_env(desktop, bus))
+            wait_until(lambda: log.exists() and '"ready"' in log.read_text(), 60, "the demo app")
+            yield DemoDesktop(desktop, bus)
+        finally:
+            if app is not None:
+                stop_process(app)
+            bus.stop()

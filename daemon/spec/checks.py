@@ -76,7 +76,7 @@ def expected(check: Check) -> str:
     what = ", ".join(f"{k} {m.describe()}" for k, m in check.where)
     if not check.exists:
         return f"no {check.kind} with {what}"
-    parts = [f"a {check.kind} with {what}"]
+    parts = [f"{'an' if check.kind == 'element' else 'a'} {check.kind} with {what}"]
     parts += [f"text {check.text.describe()}"] if check.text is not None else []
     parts += [f"value {check.value:g}"] if check.value is not None else []
     parts += [f"states {', '.join(check.states)}"] if check.states else []
