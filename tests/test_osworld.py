@@ -266,3 +266,19 @@ def test_malformed_tasks_are_refused_never_a_traceback(data: st.DataObject) -> N
 def test_a_refusal_names_the_converted_key_when_the_spec_itself_refuses() -> None:
     message = refused(task([{"type": "sleep", "parameters": {"seconds": 600}}]), "setup[0].sleep")
     assert re.search(r"at most 60", message)
+
+
+def test_submit_takes_one_of_spec_and_from_osworld_and_no_prompt_beside_it(tmp_path: Path) -> None:
+    from argparse import Namespace
+
+    from cud.cuctl.tasks import _spec_fields
+    from cud.errors import ConfigError
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(task([{"type": "sleep", "parameters": {"seconds": 1}}])))
+    fields = _spec_fields(Namespace(prompt=None, spec=None, from_osworld=str(path)))
+    assert fields["prompt"] == "do it" and fields["spec"]["setup"] == [{"sleep": 1.0}]
+    with pytest.raises(ConfigError, match="--spec or --from-osworld, not both"):
+        _spec_fields(Namespace(prompt=None, spec="a.toml", from_osworld=str(path)))
+    with pytest.raises(ConfigError, match="a PROMPT or --from-osworld, not both"):
+        _spec_fields(Namespace(prompt="hi", spec=None, from_osworld=str(path)))
