@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", metavar="FILE",
                    help="a task spec (TOML, or JSON if it ends in .json): prompt, setup, checks (docs/specs.md); "
                         "--model, --max-steps, --max-duration, --approval, --seat and --rule replace its own")
+    p.add_argument("--from-osworld", metavar="FILE.json",
+                   help="one OSWorld task file, converted to a spec (docs/osworld.md); its download URLs are "
+                        "fetched here, not by the seat; the options replace the spec's own as with --spec")
     p.add_argument("--model", metavar="M")
     p.add_argument("--max-steps", type=int, metavar="N")
     p.add_argument("--max-duration", type=int, metavar="S", help="seconds the task may run, approvals included")

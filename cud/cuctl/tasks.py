@@ -14,6 +14,7 @@ from cud.errors import ConfigError
 from cud.record.model import describe, describe_action, describe_approval, describe_usage
 from cud.record.verdict import artifact_line, check_line, verdict_line
 from cud.spec.load import load_spec
+from cud.spec.osworld import load_osworld
 from cud.spec.wire import submit_fields
 
 __all__ = ()
@@ -22,11 +23,12 @@ __all__ = ()
 def submit(client: Client, args: argparse.Namespace) -> int:
     given = {"model": args.model, "max_steps": args.max_steps, "max_duration": args.max_duration,
              "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule)}
-    if args.spec is not None:
+    if args.spec is not None or args.from_osworld is not None:
         fields = _spec_fields(args)
         fields.update({k: value for k, value in given.items() if value is not None})
     elif args.prompt is None:
-        raise ConfigError("cuctl submit needs a PROMPT, or a spec file with --spec FILE", key="prompt")
+        raise ConfigError("cuctl submit needs a PROMPT, a spec file with --spec FILE, or an OSWorld task with "
+                          "--from-osworld FILE", key="prompt")
     else:
         fields = {"prompt": args.prompt, **given}
     result = client.call("submit", **fields)
@@ -41,11 +43,16 @@ def submit(client: Client, args: argparse.Namespace) -> int:
 
 
 def _spec_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """``--spec FILE``: the spec and its files as submit's fields (a PROMPT beside it would be ambiguous)."""
+    """``--spec FILE`` or ``--from-osworld FILE``: the spec and its files as submit's fields (a PROMPT beside it
+    would be ambiguous, and so would both)."""
+    option, given = ("--spec", args.spec) if args.spec is not None else ("--from-osworld", args.from_osworld)
+    if args.spec is not None and args.from_osworld is not None:
+        raise ConfigError(f"cuctl submit takes --spec or --from-osworld, not both; got --spec {args.spec!r} and "
+                          f"--from-osworld {args.from_osworld!r}", key="spec")
     if args.prompt is not None:
-        raise ConfigError(f"cuctl submit takes a PROMPT or --spec, not both (the spec has its prompt); got "
-                          f"{short(args.prompt, 40)!r} and --spec {args.spec!r}", key="prompt")
-    spec, files = load_spec(Path(args.spec))
+        raise ConfigError(f"cuctl submit takes a PROMPT or {option}, not both (the spec has its prompt); got "
+                          f"{short(args.prompt, 40)!r} and {option} {given!r}", key="prompt")
+    spec, files = load_spec(Path(given)) if args.spec is not None else load_osworld(Path(given))
     return submit_fields(spec, files)
 
 

@@ -1,0 +1,98 @@
+"""An OSWorld task file run end to end: ``cuctl submit --from-osworld`` on a real seat, judged.
+
+The project's own task (tests/data/osworld/edit_notes.json, in OSWorld's format) downloads
+notes.txt from a loopback HTTP server (fetched by cuctl, not the seat), makes a folder, launches
+mousepad on the file, activates its window with xdotool and sleeps; the scripted model adds a line
+and saves; four converted checks judge it (compare_text_file on vm_file, check_include_exclude and
+exact_match on vm_command_line, exact_match on list_directory). One seat and one daemon for the module.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.daemon import cuctl, scenario
+from tests.support.seat_users import SeatUsers
+from tests.support.spec_seat import SpecSeat, spec_seat
+
+DATA = Path(__file__).parent / "data" / "osworld"
+EDIT = scenario(
+    {"actions": [{"type": "keypress", "keys": ["CTRL", "END"]}]},
+    {"actions": [{"type": "type", "text": "done\n"}]},
+    {"actions": [{"type": "keypress", "keys": ["CTRL", "S"]}]},
+    {"message": "I added the line 'done' at the end of notes.txt and saved it."},
+)
+SERVED = {"/notes.txt": b"first line\n", "/notes-done.txt": b"first line\ndone\n"}
+
+
+class _Files(http.server.BaseHTTPRequestHandler):
+    requested: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.requested.append(self.path)
+        body = SERVED.get(self.path, b"")
+        self.send_response(200 if self.path in SERVED else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+@pytest.fixture(scope="module")
+def seat(seat_users: SeatUsers) -> Iterator[SpecSeat]:
+    with spec_seat(seat_users, EDIT, template_files={"Desktop/.keep": ""}) as s:
+        yield s
+
+
+def test_a_converted_osworld_task_runs_on_a_seat_and_is_judged(seat: SpecSeat, server: str) -> None:
+    task_file = seat.specs / "edit_notes.json"
+    task_file.write_text((DATA / "edit_notes.json").read_text().replace("http://127.0.0.1:{port}", server))
+    _Files.requested.clear()
+    done = cuctl(seat.daemon.socket, "submit", "--from-osworld", str(task_file), "--seat", "s1", "--max-steps", "10",
+                 "--wait", "--json", timeout=300)
+    assert done.stdout.strip(), f"cuctl submit printed nothing; stderr: {done.stderr}"
+    task = json.loads(done.stdout.strip().splitlines()[-1])
+    verdict = task["verdict"]
+    assert task["state"] == "succeeded", task
+    assert verdict["verdict"] == "passed" and verdict["score"] == 1.0, json.dumps(verdict, indent=1)
+    assert [c["name"] for c in verdict["checks"]] == ["compare_text_file on vm_file",
+                                                      "check_include_exclude on vm_command_line",
+                                                      "exact_match on vm_command_line", "exact_match on list_directory"]
+    assert done.returncode == 0
+    # cuctl fetched each URL once, on the submitter's side; the seat's home got the file it served.
+    assert sorted(_Files.requested) == ["/notes-done.txt", "/notes.txt"]
+    assert (seat.home / "Desktop" / "notes.txt").read_bytes() == b"first line\ndone\n"
+    setup = [e["data"] for e in seat.events(task["id"]) if e["kind"] == "setup"]
+    assert [(s["kind"], s["ok"]) for s in setup] == [("files", True), ("run", True), ("launch", True), ("run", True),
+                                                     ("sleep", True)]
+    assert "xdotool search --sync" in setup[3]["what"]
+
+
+def test_an_unsupported_task_is_refused_by_name_before_anything_is_sent(seat: SpecSeat, server: str) -> None:
+    task_file = seat.specs / "unsupported.json"
+    task_file.write_text((DATA / "unsupported.json").read_text())
+    before = json.loads(cuctl(seat.daemon.socket, "list", "--json").stdout)
+    done = cuctl(seat.daemon.socket, "submit", "--from-osworld", str(task_file))
+    assert done.returncode == 2, done
+    assert "OSWorld config type 'googledrive' in config[1] has no counterpart in cud" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert json.loads(cuctl(seat.daemon.socket, "list", "--json").stdout) == before
