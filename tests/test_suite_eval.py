@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from junitparser import Failure, JUnitXml
 
+from cud.scripted.scenario import scenario_folder
 from tests.support.daemon import ROOT, cuctl
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers
@@ -56,13 +57,15 @@ SPECS: dict[str, tuple[str, bool]] = {
     "no-dialog": ('model = "scripted:say-done"\n[[checks]]\nwindow = { class = "Zenity" }\nexists = false\n', True),
     "json-spec": ("", True),
 }
+EXAMPLES = ROOT / "examples" / "suite"
 JSON_SPEC = {"prompt": "Say done.", "model": "scripted:say-done", "checks": [{"answer": "re:^done$"}]}
 
 
 @pytest.fixture(scope="module")
 def seats(seat_users: SeatUsers) -> Iterator[SpecSeat]:
+    scenarios = {**SCENARIOS, **scenario_folder(EXAMPLES / "scenarios")}
     with spec_seat(seat_users, {"name": "none", "steps": [{"message": "unused"}]}, seats=3,
-                   scenarios=SCENARIOS) as s:
+                   scenarios=scenarios) as s:
         for name, (text, _) in SPECS.items():
             if name == "json-spec":
                 s.write("suite/json-spec.json", json.dumps(JSON_SPEC))
@@ -126,6 +129,17 @@ def test_a_suite_over_three_seats_agrees_in_table_results_and_junit(seats: SpecS
     bad = seats.write("bad/x.toml", 'prompt = "x"\n[[checks]]\nfil = "a"\n')
     refused = eval_(seats, str(bad), "--out", str(tmp_path / "bad"))
     assert refused.returncode == 2 and "x.toml" in refused.stderr and "'checks[0].fil'" in refused.stderr
+
+
+def test_the_example_suite_passes_and_fails_as_its_readme_says(seats: SpecSeat, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = eval_(seats, str(EXAMPLES), "--out", str(out))
+    runs = {Path(r["spec"]).stem: r for r in results(out)["runs"]}
+    assert {n: (r["outcome"], r["score"]) for n, r in runs.items()} == {
+        "notes-edit": ("passed", 1.0), "demo-form": ("passed", 1.0), "file-count": ("failed", 0.5)}, \
+        {n: r["checks"] for n, r in runs.items()}
+    assert done.returncode == 1
+    print(done.stdout)
 
 
 def test_a_daemon_killed_mid_suite_comes_back_and_every_run_is_judged_once(seats: SpecSeat, tmp_path: Path) -> None:

@@ -44,9 +44,9 @@ RECONNECT_SECONDS = 120.0
 def eval_suite(client: Client, args: argparse.Namespace) -> int:
     tags = _names(args.tags, "--tags")
     if args.resume:
-        if args.paths or tags or args.repeat is not None or args.out:
-            raise ConfigError("cuctl eval --resume DIR takes no PATH, --repeat, --tags or --out: the suite is "
-                              "the one DIR's results.json describes", key="resume")
+        if args.paths or tags or args.repeat is not None or args.out or args.model:
+            raise ConfigError("cuctl eval --resume DIR takes no PATH, --repeat, --tags, --model or --out: the suite "
+                              "is the one DIR's results.json describes", key="resume")
         folder = Path(args.resume)
         results = Results.load(folder)
         planned = reload(results.suite["files"])
@@ -65,6 +65,7 @@ def eval_suite(client: Client, args: argparse.Namespace) -> int:
                               key="out", value=str(folder)) from None
         results = Results({"paths": list(args.paths), "specs": [p.name for p in planned],
                            "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
+                           "model": args.model,
                            "seats": None, "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     chosen = _names(args.seats, "--seats") or results.suite.get("seats")
     seats = _seats(client, chosen, planned)
@@ -176,6 +177,8 @@ class Suite:
     def _submit(self, attempt: Attempt) -> None:
         planned = self.specs[attempt.spec]
         fields: dict[str, Any] = submit_fields(planned.spec, planned.files)
+        if self.results.suite.get("model"):
+            fields["model"] = self.results.suite["model"]  # --model: as cuctl submit --spec --model
         seat = self._seat_for(attempt)
         if isinstance(seat, str):
             fields["seat"] = attempt.seat = seat
