@@ -8,12 +8,14 @@ The specs are cheap: answers, files, commands, and xterm, which the model types 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from junitparser import Failure, JUnitXml
@@ -23,6 +25,7 @@ from tests.support.daemon import ROOT, cuctl
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers
 from tests.support.spec_seat import SpecSeat, spec_seat
+from tests.support.sshd import Sshd
 
 SCENARIOS = {
     "say-done": {"name": "say-done", "steps": [{"message": "done"}]},
@@ -131,6 +134,23 @@ def test_a_suite_over_three_seats_agrees_in_table_results_and_junit(seats: SpecS
     assert refused.returncode == 2 and "x.toml" in refused.stderr and "'checks[0].fil'" in refused.stderr
 
 
+def test_a_suite_over_ssh_sends_the_specs_and_fetches_the_reports(seats: SpecSeat, sshd: Sshd, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "cud.cuctl.main", "--host",
+                           f"ssh://cud-test{quote(str(seats.daemon.socket))}", "eval",
+                           str(seats.specs / "suite" / "file-pass.toml"), str(seats.specs / "suite" / "answer-fail.toml"),
+                           "--out", str(out), "--junit", str(tmp_path / "j.xml")],
+                          env={**sshd.client_env(), "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                          timeout=600, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    runs = {Path(r["spec"]).stem: r for r in results(out)["runs"]}
+    assert {n: r["outcome"] for n, r in runs.items()} == {"file-pass": "passed", "answer-fail": "failed"}
+    assert runs["file-pass"]["checks"][0]["why"].endswith("is as expected (6 bytes)")  # the fixture went over ssh
+    for r in runs.values():
+        local = cuctl(seats.daemon.socket, "report", str(r["task_id"]), "-o", "-").stdout
+        assert (out / r["report"]).read_text() == local
+
+
 def test_the_example_suite_passes_and_fails_as_its_readme_says(seats: SpecSeat, tmp_path: Path) -> None:
     out = tmp_path / "out"
     done = eval_(seats, str(EXAMPLES), "--out", str(out))
@@ -151,7 +171,7 @@ def test_a_daemon_killed_mid_suite_comes_back_and_every_run_is_judged_once(seats
     env = {"PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "cud.cuctl.main", "--socket", str(seats.daemon.socket), "eval",
                              str(seats.specs / "slow"), "--repeat", "2", "--out", str(out)],
-                            env={**__import__("os").environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
         def running() -> bool:  # the model is thinking (3 s) on a task of the suite
@@ -182,3 +202,36 @@ def test_a_daemon_killed_mid_suite_comes_back_and_every_run_is_judged_once(seats
         task = seats.daemon.task(r["task_id"])
         assert (task["state"], (task["verdict"] or {}).get("verdict")) == (r["state"], r["verdict"])
     assert "total" in stdout
+
+
+def test_a_suite_whose_cuctl_was_killed_resumes_following_its_tasks_not_submitting_them_again(
+        seats: SpecSeat, tmp_path: Path) -> None:
+    (seats.specs / "slow2").mkdir()
+    for n in range(2):
+        seats.write(f"slow2/slow{n}.toml", 'prompt = "Wait, then say done."\nmodel = "scripted:slow-done"\n'
+                                           '[[checks]]\nanswer = "done"\n')
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "cud.cuctl.main", "--socket", str(seats.daemon.socket), "eval",
+                             str(seats.specs / "slow2"), "--repeat", "2", "--out", str(out)],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        def submitted() -> list[int]:
+            try:
+                return [r["task_id"] for r in results(out)["runs"] if r["task_id"] is not None]
+            except (OSError, ValueError):
+                return []
+
+        wait_until(lambda: len(submitted()) >= 2, 120, "the suite to submit two tasks")
+    finally:
+        proc.kill()
+        proc.wait()
+    flying = submitted()
+    before = {t["id"] for t in seats.daemon.call("list")}
+    done = eval_(seats, "--resume", str(out))
+    assert done.returncode == 0, done.stderr
+    data = results(out)
+    assert len(data["runs"]) == 4 and all(r["judged"] and r["attempt"] == 1 for r in data["runs"])
+    assert [r["task_id"] for r in data["runs"]][:len(flying)] == flying  # followed, not submitted again
+    new = {t["id"] for t in seats.daemon.call("list")} - before
+    assert new == {r["task_id"] for r in data["runs"]} - set(flying)
