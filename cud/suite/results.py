@@ -22,6 +22,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -123,8 +124,6 @@ class Attempt:
 
 
 def _between(start: str | None, end: str | None) -> float | None:
-    from datetime import datetime
-
     if not start or not end:
         return None
     try:
