@@ -49,7 +49,7 @@ def wilson(passed: int, runs: int, z: float = Z95) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-@dataclass
+@dataclass(eq=False)  # each attempt is itself: the loop's lists find and remove it by identity
 class Attempt:
     """One submission of a spec-run and what its task became (the fields of results.json's ``runs``)."""
 
