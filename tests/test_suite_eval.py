@@ -132,6 +132,16 @@ def test_a_suite_over_three_seats_agrees_in_table_results_and_junit(seats: SpecS
     bad = seats.write("bad/x.toml", 'prompt = "x"\n[[checks]]\nfil = "a"\n')
     refused = eval_(seats, str(bad), "--out", str(tmp_path / "bad"))
     assert refused.returncode == 2 and "x.toml" in refused.stderr and "'checks[0].fil'" in refused.stderr
+    assert not (tmp_path / "bad").exists() and len(seats.daemon.call("list")) == before + 4  # nothing half-done
+    suite = str(seats.specs / "suite")
+    for args, says in [((suite, "--seats", "s9"), "--seats names 's9'; the daemon's seats are s1, s2, s3"),
+                       ((suite, "--repeat", "0"), "--repeat must be 1 to 1000, got 0"),
+                       (("--resume", str(out), suite), "takes no PATH"),
+                       ((suite, "--out", str(out)), "already exists"),
+                       ((suite, "--tags", "nosuchtag"), "no spec with a tag of nosuchtag")]:
+        usage = eval_(seats, *args)
+        assert usage.returncode == 2 and says in usage.stderr, (args, usage.stderr)
+    assert len(seats.daemon.call("list")) == before + 4
 
 
 def test_a_suite_over_ssh_sends_the_specs_and_fetches_the_reports(seats: SpecSeat, sshd: Sshd, tmp_path: Path) -> None:

@@ -46,7 +46,10 @@ def wilson(passed: int, runs: int, z: float = Z95) -> tuple[float, float]:
     p = passed / runs
     centre = (p + z * z / (2 * runs)) / (1 + z * z / runs)
     half = z * math.sqrt(p * (1 - p) / runs + z * z / (4 * runs * runs)) / (1 + z * z / runs)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At 0 or n passes an end is exactly 0 or 1; computed, it would be off by a rounding error.
+    low = 0.0 if passed == 0 else max(0.0, centre - half)
+    high = 1.0 if passed == runs else min(1.0, centre + half)
+    return low, high
 
 
 @dataclass(eq=False)  # each attempt is itself: the loop's lists find and remove it by identity
