@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from cud.errors import ConfigError
+from cud.record.verdict import passed as task_passed
 
 __all__ = ("Attempt", "Results", "SpecRun", "wilson", "MAX_ATTEMPTS", "RESULTS_FILE")
 
@@ -88,7 +89,7 @@ class Attempt:
 
     @property
     def passed(self) -> bool:
-        return self.state == "succeeded" and self.verdict in (None, "passed")
+        return task_passed(self.state, self.verdict)
 
     @property
     def outcome(self) -> str:
