@@ -240,7 +240,7 @@ def test_a_model_named_scripted_name_plays_that_scenario_and_runs_interleave(tmp
                                                     {"message": "waited"}]}}
     for name, scenario in named.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(scenario))
-    from cud.scripted.scenario import scenario_folder
+    from cud.scripted import scenario_folder
 
     typer, waiter, plain = PaintedScreen(), PaintedScreen(), PaintedScreen()
     with ScriptedModel({"name": "default", "steps": [{"message": "default"}]},

@@ -20,7 +20,7 @@ from urllib.parse import quote
 import pytest
 from junitparser import Failure, JUnitXml
 
-from cud.scripted.scenario import scenario_folder
+from cud.scripted import scenario_folder
 from tests.support.daemon import ROOT, cuctl
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers

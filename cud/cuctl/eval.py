@@ -207,8 +207,8 @@ class Suite:
             if attempt.state != state and not attempt.ended:
                 self.results.save(self.folder)  # queued -> running: a reader of results.json sees it
             if attempt.ended:
+                self._keep_record(attempt)  # if the daemon goes away here, it stays in flight: looked at again
                 self.flying.remove(attempt)
-                self._keep_record(attempt)
                 if not attempt.judged:  # interrupted: run it once more
                     self.todo.appendleft(Attempt(attempt.spec, attempt.repeat, attempt.attempt + 1))
                 self._ended(attempt)
