@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,13 +56,17 @@ def _suite(seats: int, repeat: int, users: SeatUsers) -> tuple[float, int, int]:
                    scenarios=SCENARIOS) as seat:
         for name, text in SPECS.items():
             seat.write(f"suite/{name}", text, {"suite/fx/a.txt": "alpha\n"})
-        out = Path(tempfile.mkdtemp(prefix="cud-bench-suite-", dir="/tmp")) / "out"
+        scratch = Path(tempfile.mkdtemp(prefix="cud-bench-suite-", dir="/tmp"))
+        out = scratch / "out"
         started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "cud.cuctl.main", "--socket", str(seat.daemon.socket), "eval",
-                               str(seat.specs / "suite"), "--repeat", str(repeat), "--out", str(out), "--json"],
-                              env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                              timeout=1800)
-        took = time.monotonic() - started
+        try:
+            done = subprocess.run([sys.executable, "-m", "cud.cuctl.main", "--socket", str(seat.daemon.socket), "eval",
+                                   str(seat.specs / "suite"), "--repeat", str(repeat), "--out", str(out), "--json"],
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                                  timeout=1800)
+            took = time.monotonic() - started
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         if done.returncode not in (0, 1):
             raise RuntimeError(f"cuctl eval failed: {done.stderr}")
         total = json.loads(done.stdout)["total"]
