@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cud.daemon.config import DEFAULT_MODEL
 from parts import Settings
 from procs import SandboxError, load, state_of
 
@@ -142,7 +143,40 @@ def run(settings: Settings) -> int:
     ok = result["state"] == "succeeded" and (not scripted or TEXT in got)
     if result["state"] == "succeeded" and not ok:
         say(f"but the demo app did not receive {TEXT!r}: the demo failed")
-    return 0 if ok else 1
+    return 0 if ok and suite(settings, cuctl, scripted) else 1
+
+
+def suite(settings: Settings, cuctl: Cuctl, scripted: bool) -> bool:
+    """The example suite (examples/suite): three specs, each on a seat reset to its template, judged by checks.
+
+    One of them fails by design, so ``cuctl eval`` exits 1; the demo fails only if the suite could not run
+    (exit 2) or the specs did not end as examples/suite/README.md says."""
+    out = settings.path(time.strftime("eval-%Y%m%d-%H%M%S"))
+    model = [] if scripted else ["--model", DEFAULT_MODEL]  # the sandbox's daemon's own model
+    print()
+    say("now a suite: examples/suite, three task specs (a mousepad edit, the demo app's form, a file task that "
+        "fails by design); each seat is reset to its template before each, and checks judge what is left.")
+    say(f"  {cuctl.shown} eval examples/suite --out {_show(out)} --junit {_show(out)}.junit.xml")
+    say("  (a reset ends what runs on the seat, the sandbox's demo app too: it is started again after the suite)")
+    done = subprocess.run([*cuctl.argv, "eval", _show(ROOT / "examples" / "suite"), "--out", str(out),
+                           "--junit", f"{out}.junit.xml", *model], timeout=1800)
+    # What make demo ran before this (sandbox-up, same environment) restarts the parts the resets ended.
+    again = subprocess.run([str(settings.venv / "bin" / "python"), str(ROOT / "sandbox" / "sandboxctl.py"), "up"],
+                           capture_output=True, text=True, timeout=600)
+    if again.returncode != 0:
+        say(f"restarting the sandbox's demo apps failed: {again.stdout}{again.stderr}")
+        return False
+    say("the sandbox's demo apps run again")
+    if done.returncode == 2:
+        say("the suite could not run (see above)")
+        return False
+    runs = {Path(r["spec"]).stem: r["outcome"] for r in json.loads((out / "results.json").read_text())["runs"]}
+    say(f"every task's report and video: {_show(out / 'index.html')}")
+    expected = {"notes-edit": "passed", "demo-form": "passed", "file-count": "failed"}
+    if scripted and runs != expected:
+        say(f"the suite's runs ended {runs}, not {expected} as examples/suite/README.md says")
+        return False
+    return True
 
 
 def main() -> int:

@@ -234,6 +234,32 @@ def test_two_runs_in_sequence_both_start_at_step_zero() -> None:
     assert first.actions == second.actions == [{"type": "type", "text": "x"}]
 
 
+def test_a_model_named_scripted_name_plays_that_scenario_and_runs_interleave(tmp_path: Path) -> None:
+    named = {"typer": {"name": "typer", "steps": [{"actions": [{"type": "type", "text": "t"}]}, {"message": "typed"}]},
+             "waiter": {"name": "waiter", "steps": [{"actions": [{"type": "wait"}]}, {"actions": [{"type": "wait"}]},
+                                                    {"message": "waited"}]}}
+    for name, scenario in named.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(scenario))
+    from cud.scripted import scenario_folder
+
+    typer, waiter, plain = PaintedScreen(), PaintedScreen(), PaintedScreen()
+    with ScriptedModel({"name": "default", "steps": [{"message": "default"}]},
+                       scenarios=scenario_folder(tmp_path)) as model:
+        with openai.OpenAI(base_url=model.base_url, api_key="k") as client:
+            # Two runs, turn by turn interleaved: each request's model picks its scenario.
+            ask = [{"role": "user", "content": "do the thing"}]
+            first = client.responses.create(**{**PARAMS, "input": ask, "model": "scripted:typer"})
+            second = client.responses.create(**{**PARAMS, "input": ask, "model": "scripted:waiter"})
+            assert [a.type for a in first.output[0].actions] == ["type"]  # type: ignore[union-attr]
+            assert [a.type for a in second.output[0].actions] == ["wait"]  # type: ignore[union-attr]
+            assert ComputerToolset(typer).run(client, {**PARAMS, "model": "scripted:typer"}).output_text == "typed"
+            assert ComputerToolset(waiter).run(client, {**PARAMS, "model": "scripted:waiter"}).output_text == "waited"
+            assert ComputerToolset(plain).run(client, PARAMS).output_text == "default"
+            with pytest.raises(openai.BadRequestError, match="has no scenario 'nope' \\(it has: typer, waiter\\)"):
+                ComputerToolset(PaintedScreen()).run(client, {**PARAMS, "model": "scripted:nope"})
+    assert typer.actions == [{"type": "type", "text": "t"}] and waiter.actions == [{"type": "wait"}] * 2
+
+
 def test_a_request_past_the_script_is_a_400() -> None:
     with ScriptedModel({"name": "short", "steps": [{"actions": [{"type": "wait"}]}]}) as model:
         with pytest.raises(openai.BadRequestError, match="turn 1 is past its end"):

@@ -1,7 +1,7 @@
 """cuctl: talk to the cud daemon over its Unix socket, here or over ssh (``--host``).
 
 Exit codes: 0 success; 1 a task (submit --wait, follow) ended in a state other
-than succeeded, or its spec's verdict is failed; 2 a usage, connection, protocol or access error. Reasons go to stderr.
+than succeeded, or its spec's verdict is failed, or a run of ``eval`` did not pass; 2 a usage, connection, protocol or access error. Reasons go to stderr.
 """
 
 from __future__ import annotations
@@ -74,6 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help='a policy rule for this task, ask or deny only (repeatable; docs/targets.md), e.g. '
                         '\'{"action": "type", "app": "xterm", "decision": "ask"}\'')
     p.add_argument("--wait", action="store_true", help="block until the task ends; print its final message")
+    p = add("eval", "eval:eval_suite", "run a suite of task specs, repeated, and write its results (docs/suites.md)")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="spec files, or folders of them (*.toml, *.json)")
+    p.add_argument("--repeat", type=int, metavar="N", help="run each spec N times (default 1)")
+    p.add_argument("--seats", metavar="NAME,...", help="use only these seats (default: all the daemon's); one task "
+                                                        "in flight per seat")
+    p.add_argument("--tags", metavar="TAG,...", help="only the specs with one of these tags")
+    p.add_argument("--model", metavar="M", help="the model of every task, replacing the specs' own (e.g. a real "
+                                                "model for specs written for the scripted one)")
+    p.add_argument("--out", metavar="DIR", help="a new folder for results.json, index.html and the reports "
+                                                "(default eval-YYYYmmdd-HHMMSS)")
+    p.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
+    p.add_argument("--resume", metavar="DIR", help="go on with the suite in DIR: run only what is not yet judged")
     add("list", "tasks:list_tasks", "list tasks")
     add("show", "tasks:show", "show one task").add_argument("id", type=int, metavar="ID")
     add("follow", "progress:follow", "show a task's progress until it ends").add_argument("id", type=int, metavar="ID")

@@ -12,7 +12,7 @@ from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
 from cud.record.model import describe, describe_action, describe_approval, describe_usage
-from cud.record.verdict import artifact_line, check_line, verdict_line
+from cud.record.verdict import artifact_line, check_line, passed, verdict_line
 from cud.spec.load import load_spec
 from cud.spec.osworld import load_osworld
 from cud.spec.wire import submit_fields
@@ -153,7 +153,7 @@ def _ended(task: dict[str, Any], as_json: bool, quiet: bool = False) -> int:
         because = error["message"] if error else task.get("reason") or "no reason recorded"
         warn(f"task {task['id']} {task['state']}: {because}")
         return 1
-    return 1 if verdict is not None and verdict["verdict"] != "passed" else 0
+    return 0 if passed(task["state"], None if verdict is None else verdict["verdict"]) else 1
 
 
 def describe_event(event: dict[str, Any]) -> str:

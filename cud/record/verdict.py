@@ -11,7 +11,7 @@ import json
 from html import escape
 from typing import Any
 
-__all__ = ("artifact_line", "check_line", "verdict_line", "verdict_section", "VERDICT_STYLE")
+__all__ = ("artifact_line", "check_line", "passed", "verdict_line", "verdict_section", "VERDICT_STYLE")
 
 VERDICT_STYLE = """
 section.verdict { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px;
@@ -25,6 +25,12 @@ section.verdict pre { background: var(--bg); padding: 6px; overflow: auto; max-h
 """
 #: Collected text files up to this size are shown in the report; larger or binary ones are listed.
 INLINE_BYTES = 64 * 1024
+
+
+def passed(state: str, verdict: str | None) -> bool:
+    """Whether a task passed: it succeeded, and its spec's verdict (if it has checks) passed. What ``cuctl submit
+    --wait`` and ``follow`` exit 0 for, and what ``cuctl eval`` counts as a pass."""
+    return state == "succeeded" and verdict in (None, "passed")
 
 
 def verdict_line(verdict: dict[str, Any] | None) -> str:

@@ -6,10 +6,12 @@ Point any openai client at it (``OPENAI_BASE_URL=http://127.0.0.1:PORT/v1``)::
         client = OpenAI(base_url=model.base_url, api_key="any")
 
 The scenario format is described in :mod:`cud.scripted.scenario`; the command line
-is ``python -m cud.scripted --scenario FILE|NAME``.
+is ``python -m cud.scripted --scenario FILE|NAME [--scenarios DIR]``; a request whose model is
+``scripted:NAME`` plays the scenario NAME (docs/scripted-model.md).
 """
 
-from cud.scripted.scenario import Scenario, bundled_names, load_scenario, parse_scenario
-from cud.scripted.server import ScriptedModel
+from cud.scripted.scenario import Scenario, bundled_names, load_scenario, parse_scenario, scenario_folder
+from cud.scripted.server import MODEL_PREFIX, ScriptedModel
 
-__all__ = ["ScriptedModel", "Scenario", "bundled_names", "load_scenario", "parse_scenario"]
+__all__ = ["MODEL_PREFIX", "ScriptedModel", "Scenario", "bundled_names", "load_scenario", "parse_scenario",
+           "scenario_folder"]

@@ -15,7 +15,7 @@ import sys
 import threading
 
 from cud.errors import ConfigError
-from cud.scripted.scenario import bundled_names
+from cud.scripted.scenario import bundled_names, scenario_folder
 from cud.scripted.server import ScriptedModel
 
 __all__ = ()
@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scenario", required=True, help=f"a scenario file, or a bundled name ({', '.join(bundled_names())})"
     )
+    parser.add_argument("--scenarios", metavar="DIR",
+                        help="a folder of scenario files: a request whose model is scripted:NAME plays NAME.json "
+                             "from it (the others play --scenario)")
     parser.add_argument("--port", type=_port, default=0, help="TCP port on 127.0.0.1 (default: any free one)")
     parser.add_argument("--port-file", help="write the port to this file when ready")
     parser.add_argument("--latency", type=_seconds, default=0.0, help="seconds added before every answer")
@@ -48,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="cud.scripted: %(message)s")
 
     try:
-        model = ScriptedModel(args.scenario, latency=args.latency, record=False)
+        named = scenario_folder(args.scenarios) if args.scenarios else {}
+        model = ScriptedModel(args.scenario, scenarios=named, latency=args.latency, record=False)
         url = model.start(args.port)
     except ConfigError as exc:
         print(f"cud.scripted: {exc}", file=sys.stderr)

@@ -113,6 +113,16 @@ def load_scenario(spec: str | os.PathLike[str]) -> Scenario:
     )
 
 
+def scenario_folder(folder: str | os.PathLike[str]) -> dict[str, Scenario]:
+    """Every ``NAME.json`` in ``folder`` by NAME: what ``scripted:NAME`` models play (ConfigError names a bad one)."""
+    try:
+        names = sorted(entry for entry in os.listdir(folder) if entry.endswith(".json"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the scenario folder {os.fspath(folder)!r}: {exc.strerror}",
+                          path=os.fspath(folder)) from None
+    return {name.removesuffix(".json"): load_scenario(os.path.join(folder, name)) for name in names}
+
+
 def parse_scenario_text(text: str, *, source: str) -> Scenario:
     try:
         data = json.loads(text)

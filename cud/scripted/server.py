@@ -37,13 +37,15 @@ from cud.scripted.answer import (
 )
 from cud.scripted.scenario import Scenario, load_scenario, parse_scenario
 
-__all__ = ["ScriptedModel"]
+__all__ = ["MODEL_PREFIX", "ScriptedModel"]
 
 log = logging.getLogger("cud.scripted")
 
 #: A replayed history re-sends earlier screenshots, so bodies grow; this bounds them (far
 #: past the API's 50 MB of images, so a client over that limit hears the API's 400).
 MAX_BODY = 256 * 1024 * 1024
+#: A request whose model is this plus a name plays that scenario (``ScriptedModel(scenarios=...)``).
+MODEL_PREFIX = "scripted:"
 #: The context's tokens after a compaction: what the compaction item stands for.
 COMPACTED_TOKENS = 200
 class ScriptedModel:
@@ -60,6 +62,7 @@ class ScriptedModel:
         self,
         scenario: Scenario | dict[str, Any] | str | os.PathLike[str],
         *,
+        scenarios: dict[str, Scenario | dict[str, Any]] | None = None,
         latency: float = 0.0,
         record: bool = True,
         keep_responses: bool = True,
@@ -72,6 +75,9 @@ class ScriptedModel:
             self.scenario = parse_scenario(scenario)
         else:
             self.scenario = load_scenario(scenario)
+        #: Played instead of ``scenario`` for a request whose model is ``scripted:NAME`` (see :meth:`scenario_for`).
+        self.scenarios = {name: s if isinstance(s, Scenario) else parse_scenario(s, source=f"scenario {name!r}")
+                          for name, s in (scenarios or {}).items()}
         self.latency = latency
         self.record = record
         #: False plays an OpenAI-compatible server that cannot continue a stored response.
@@ -206,9 +212,10 @@ class ScriptedModel:
         check_outputs(items, context.calls)
         turn_number = self._turn(items, context)
         attempt = attempt_number(headers.get("x-stainless-retry-count"))
-        turns = self.scenario.turns
+        scenario = self.scenario_for(body["model"])
+        turns = scenario.turns
         if turn_number >= len(turns):
-            message = f"scenario {self.scenario.name!r} has {len(turns)} turns; turn {turn_number} is past its end"
+            message = f"scenario {scenario.name!r} has {len(turns)} turns; turn {turn_number} is past its end"
             raise ApiError(400, message, code="scenario_exhausted")
         step = pick(turns[turn_number].transient, turns[turn_number].step, attempt)
         log.info("turn %d attempt %d: step %d (%s)", turn_number, attempt, step.index, step.kind)
@@ -269,6 +276,19 @@ class ScriptedModel:
                 "total_tokens": tokens_in + tokens_out,
             },
         }
+
+    def scenario_for(self, model: str) -> Scenario:
+        """The scenario a request plays: ``scripted:NAME`` picks ``scenarios[NAME]`` (an unknown NAME is the
+        API's 400 for an unknown model), any other model name the default one. Each request names its model,
+        so the runs of several tasks, each with its own scenario, interleave on one server."""
+        if not model.startswith(MODEL_PREFIX):
+            return self.scenario
+        name = model.removeprefix(MODEL_PREFIX)
+        if name not in self.scenarios:
+            known = ", ".join(sorted(self.scenarios)) or "none"
+            raise ApiError(400, f"The model {model!r} does not exist: this scripted model has no scenario {name!r} "
+                                f"(it has: {known})", param="model", code="model_not_found")
+        return self.scenarios[name]
 
     def _count_images(self, items: list[dict[str, Any]]) -> tuple[int, int]:
         """Count the request's images (each by its digest too) and refuse it past the API's limits."""

@@ -63,18 +63,24 @@ class SpecSeat:
 
 @contextlib.contextmanager
 def spec_seat(seat_users: SeatUsers, scenario: dict[str, Any], *, config: str = "",
-              template_files: dict[str, str] | None = None) -> Iterator[SpecSeat]:
+              template_files: dict[str, str] | None = None, seats: int = 1,
+              scenarios: dict[str, dict[str, Any]] | None = None) -> Iterator[SpecSeat]:
+    """``seats`` seats s1, s2, … (each its own display, user, home and template; the fields are the first's) in
+    one daemon; ``scenarios`` are what models named ``scripted:NAME`` play (``ScriptedModel(scenarios=…)``)."""
     workdir = Path(tempfile.mkdtemp(prefix="cud-spec-", dir="/tmp"))
     workdir.chmod(0o755)  # the seat's user reaches its home and template through it
-    user = seat_users.make()
     try:
-        with start_desktop("x11", workdir) as desktop:
-            bus = start_shared_a11y_bus(desktop, [user.name])
-            model: ScriptedModel | None = None
-            daemon: Daemon | None = None
-            try:
-                home = make_home(workdir, user)
-                template = make_home(workdir, user, "template")
+        with contextlib.ExitStack() as stack:
+            made = []
+            for number in range(1, seats + 1):
+                user = seat_users.make()
+                place = workdir / f"seat{number}"
+                place.mkdir(mode=0o755)
+                desktop = stack.enter_context(start_desktop("x11", place))
+                bus = start_shared_a11y_bus(desktop, [user.name])
+                stack.callback(bus.stop)
+                home = make_home(place, user)
+                template = make_home(place, user, "template")
                 for relative, text in (template_files or {}).items():
                     path = template / relative
                     path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,19 +88,21 @@ def spec_seat(seat_users: SeatUsers, scenario: dict[str, Any], *, config: str = 
                 if os.geteuid() == 0:
                     for path in [template, *template.rglob("*")]:
                         os.chown(path, user.uid, user.gid)
-                specs = workdir / "specs"
-                specs.mkdir()
-                model = ScriptedModel(scenario)
-                seat = (f'[[seats]]\nname = "{SEAT}"\ndisplay = "{desktop.display}"\nsession_bus = "{bus.address}"\n'
-                        f'user = "{user.name}"\nhome = "{home}"\nhome_template = "{template}"\n')
-                # The test's own keys first: a top-level key after [[seats]] would be the seat's.
-                daemon = Daemon(desktop.display, model.start(), config=config + "\n" + seat, seats={}).start()
-                yield SpecSeat(desktop, bus, user, home, template, daemon, model, specs)
-            finally:
-                if daemon is not None:
-                    daemon.cleanup()
-                if model is not None:
-                    model.stop()
-                bus.stop()
+                made.append((desktop, bus, user, home, template))
+            specs = workdir / "specs"
+            specs.mkdir()
+            model = ScriptedModel(scenario, scenarios=scenarios, record=seats == 1)
+            url = model.start()
+            stack.callback(model.stop)
+            seat_tables = "".join(
+                f'[[seats]]\nname = "s{n}"\ndisplay = "{d.display}"\nsession_bus = "{b.address}"\n'
+                f'user = "{u.name}"\nhome = "{h}"\nhome_template = "{t}"\n'
+                for n, (d, b, u, h, t) in enumerate(made, start=1))
+            # The test's own keys first: a top-level key after [[seats]] would be the seat's.
+            daemon = Daemon(made[0][0].display, url, config=config + "\n" + seat_tables, seats={})
+            stack.callback(daemon.cleanup)
+            daemon.start()
+            desktop, bus, user, home, template = made[0]
+            yield SpecSeat(desktop, bus, user, home, template, daemon, model, specs)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,299 @@
+"""cuctl eval: run a suite of task specs, follow each task to its verdict, and write the results (docs/suites.md).
+
+Specs are read and checked here, before anything is submitted (``cud.suite.plan``, with the
+code of ``cuctl submit --spec``), and sent over the one connection cuctl has (a socket, or ssh).
+At most one task per seat used is in flight: the daemon's queue does the scheduling, and a task
+submitted is one results.json knows of, so ``--resume`` follows it instead of submitting it again.
+The tasks are watched with ``show`` (what ``follow`` returns at the end), reports and videos
+fetched as each ends. If the daemon goes away, the suite keeps results.json and waits for it
+(:data:`RECONNECT_SECONDS`); tasks it had running come back ``interrupted`` and are re-run once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from cud.cuctl.chunks import Chunks
+from cud.cuctl.client import Client, RemoteError
+from cud.cuctl.export import fetch_record
+from cud.cuctl.output import emit_json, printable, short, table
+from cud.cuctl.progress import live_terminal
+from cud.cuctl.report import write_private
+from cud.errors import ConfigError, ConnectionFailed, CudError
+from cud.record.html import render
+from cud.spec.wire import submit_fields
+from cud.suite.index import write_index
+from cud.suite.junit import write_junit
+from cud.suite.plan import Planned, plan, reload
+from cud.suite.results import Attempt, Results
+
+__all__ = ()
+
+#: How often the tasks in flight are looked at.
+POLL_SECONDS = 0.5
+#: How long the suite waits for a daemon that went away (killed, restarted) before it stops (exit 2).
+RECONNECT_SECONDS = 120.0
+
+
+def eval_suite(client: Client, args: argparse.Namespace) -> int:
+    tags = _names(args.tags, "--tags")
+    if args.resume:
+        if args.paths or tags or args.repeat is not None or args.out or args.model:
+            raise ConfigError("cuctl eval --resume DIR takes no PATH, --repeat, --tags, --model or --out: the suite "
+                              "is the one DIR's results.json describes", key="resume")
+        folder = Path(args.resume)
+        results = Results.load(folder)
+        planned = reload(results.suite["files"])
+    else:
+        if not args.paths:
+            raise ConfigError("cuctl eval needs a spec file or a folder of them (or --resume DIR)", key="paths")
+        repeat = 1 if args.repeat is None else args.repeat
+        if not 1 <= repeat <= 1000:
+            raise ConfigError(f"--repeat must be 1 to 1000, got {repeat}", key="repeat", value=repeat)
+        planned = plan(args.paths, tags)
+        folder = Path(args.out or datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
+        try:
+            folder.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            raise ConfigError(f"--out {str(folder)!r} already exists; give a new folder (or --resume it)",
+                              key="out", value=str(folder)) from None
+        results = Results({"paths": list(args.paths), "specs": [p.name for p in planned],
+                           "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
+                           "model": args.model,
+                           "seats": None, "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    chosen = _names(args.seats, "--seats") or results.suite.get("seats")
+    seats = _seats(client, chosen, planned)
+    results.suite["seats"] = chosen
+    (folder / "reports").mkdir(exist_ok=True)
+    results.save(folder)
+    suite = Suite(client, results, {p.name: p for p in planned}, folder, chosen, seats)
+    suite.run()
+    if args.junit:
+        write_junit(results, Path(args.junit))
+    write_index(results, folder)
+    summary = results.summary()
+    if args.json:
+        emit_json({"out": str(folder), **summary})
+    else:
+        print_table(summary)
+        print(f"results: {folder / 'results.json'}, index: {folder / 'index.html'}"
+              + (f", JUnit: {args.junit}" if args.junit else ""))
+    runs = results.spec_runs()
+    return 0 if all(r.last.judged and r.last.passed for r in runs) else 1
+
+
+def _names(text: str | None, option: str) -> list[str]:
+    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    if text is not None and not names:
+        raise ConfigError(f"{option} needs one name or more, comma-separated, got {text!r}", key=option)
+    return names
+
+
+def _seats(client: Client, chosen: list[str] | None, planned: list[Planned]) -> list[str]:
+    """The seats the suite uses (all the daemon's without --seats); a name it lacks or a spec pinned elsewhere is
+    a usage error."""
+    known = [s["name"] for s in client.call("seats")]
+    for name in chosen or []:
+        if name not in known:
+            raise ConfigError(f"--seats names {name!r}; the daemon's seats are {', '.join(known)}", key="seats",
+                              value=name)
+    for p in planned:
+        if chosen and p.spec.seat is not None and p.spec.seat not in chosen:
+            raise ConfigError(f"{p.name} is pinned to seat {p.spec.seat!r}, which --seats leaves out", key="seats",
+                              value=p.spec.seat)
+    return chosen or known
+
+
+class Suite:
+    """The loop: submit while a seat is free, look at what is in flight, write results.json as things change."""
+
+    def __init__(self, client: Client, results: Results, specs: dict[str, Planned], folder: Path,
+                 chosen: list[str] | None, seats: list[str]) -> None:
+        self.client, self.results, self.specs, self.folder = client, results, specs, folder
+        self.chosen, self.slots = chosen, len(seats)
+        self.started = time.monotonic()
+        self.live = live_terminal(sys.stderr)
+        self.total = len(results.spec_runs())
+        self.todo: collections.deque[Attempt] = collections.deque()
+        self.flying: list[Attempt] = []
+        for run in results.spec_runs():
+            last = run.last
+            if last.judged:
+                continue
+            if last.task_id is not None and not last.ended:
+                self.flying.append(last)  # submitted before (a resumed suite): follow it, never submit it again
+            elif last.ended:
+                self.todo.append(Attempt(run.spec, run.repeat, last.attempt + 1))  # interrupted: once more
+            else:
+                self.todo.append(last)
+        self.done_before = self.total - len(self.todo) - len(self.flying)
+
+    def run(self) -> None:
+        while self.todo or self.flying:
+            try:
+                self._fill()
+                self._look()
+            except ConnectionFailed as exc:
+                self._reconnect(exc)
+                continue
+            self._progress()
+            if self.flying:
+                time.sleep(POLL_SECONDS)
+        if self.live:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+    # -- submitting -----------------------------------------------------------------------------
+    def _fill(self) -> None:
+        while self.todo and len(self.flying) < self.slots:
+            attempt = self._next()
+            if attempt is None:
+                return
+            self._submit(attempt)
+
+    def _next(self) -> Attempt | None:
+        """The first attempt to submit that has a free seat (with --seats, each run is pinned to one)."""
+        for attempt in self.todo:
+            if self._seat_for(attempt) is not False:
+                self.todo.remove(attempt)
+                return attempt
+        return None
+
+    def _seat_for(self, attempt: Attempt) -> str | None | bool:
+        """The seat to pin it to (None: the daemon picks), or False when none of ours is free."""
+        if not self.chosen:
+            return None
+        busy = {a.seat for a in self.flying}
+        pinned = self.specs[attempt.spec].spec.seat
+        free = [s for s in self.chosen if s not in busy and (pinned is None or s == pinned)]
+        return free[0] if free else False
+
+    def _submit(self, attempt: Attempt) -> None:
+        planned = self.specs[attempt.spec]
+        fields: dict[str, Any] = submit_fields(planned.spec, planned.files)
+        if self.results.suite.get("model"):
+            fields["model"] = self.results.suite["model"]  # --model: as cuctl submit --spec --model
+        seat = self._seat_for(attempt)
+        if isinstance(seat, str):
+            fields["seat"] = attempt.seat = seat
+        if attempt not in self.results.attempts:
+            self.results.attempts.append(attempt)
+        try:
+            attempt.task_id = self.client.call("submit", **fields)["id"]
+            attempt.state = "queued"
+        except ConnectionFailed:
+            self.todo.appendleft(attempt)  # not known to be submitted: submitted again once the daemon is back
+            raise
+        except RemoteError as exc:  # refused (rights, a seat without a session): it would be refused again
+            attempt.state, attempt.error = "refused", {"kind": exc.kind, "message": exc.message}
+            self._ended(attempt)
+            return
+        self.flying.append(attempt)
+        self.results.save(self.folder)
+
+    # -- watching -------------------------------------------------------------------------------
+    def _look(self) -> None:
+        for attempt in list(self.flying):
+            assert attempt.task_id is not None
+            task = self.client.call("show", id=attempt.task_id)
+            state = attempt.state
+            attempt.update(task)
+            if attempt.state != state and not attempt.ended:
+                self.results.save(self.folder)  # queued -> running: a reader of results.json sees it
+            if attempt.ended:
+                self._keep_record(attempt)  # if the daemon goes away here, it stays in flight: looked at again
+                self.flying.remove(attempt)
+                if not attempt.judged:  # interrupted: run it once more
+                    self.todo.appendleft(Attempt(attempt.spec, attempt.repeat, attempt.attempt + 1))
+                self._ended(attempt)
+
+    def _keep_record(self, attempt: Attempt) -> None:
+        """The task's report (``cuctl report``) and video (``cuctl video``), fetched through the same connection."""
+        task_id = attempt.task_id
+        page = render(fetch_record(self.client, task_id)).encode()  # type: ignore[arg-type]
+        attempt.report = f"reports/task-{task_id}.html"
+        write_private(str(self.folder / attempt.report), page)
+        chunks = Chunks("video")
+        try:
+            result = self.client.call("video", chunks, id=task_id)
+        except RemoteError:
+            return  # no video (none configured, or the recorder failed): the report says why
+        attempt.video = f"reports/task-{task_id}.{result['format']}"
+        write_private(str(self.folder / attempt.video), chunks.join(result))
+
+    def _ended(self, attempt: Attempt) -> None:
+        self.results.save(self.folder)
+        if not self.live:
+            line = (f"[{self._done()}/{self.total}] {attempt.spec} #{attempt.repeat + 1}"
+                    + (f" (attempt {attempt.attempt})" if attempt.attempt > 1 else "")
+                    + f": {attempt.outcome}" + (f", task {attempt.task_id}" if attempt.task_id else "")
+                    + (f" {attempt.state}" if attempt.outcome == "retry" else "")
+                    + (f" on {attempt.seat}" if attempt.seat else "")
+                    + (f", score {attempt.score:.2f}" if attempt.score is not None else ""))
+            print(printable(line), file=sys.stderr, flush=True)
+
+    def _done(self) -> int:
+        return sum(1 for r in self.results.spec_runs() if r.last.judged)
+
+    def _progress(self) -> None:
+        if not self.live:
+            return
+        runs = self.results.spec_runs()
+        done = [r.last for r in runs if r.last.judged]
+        passing = sum(1 for a in done if a.passed)
+        new = len(done) - self.done_before
+        elapsed = time.monotonic() - self.started
+        eta = "?" if new <= 0 else _clock(elapsed / new * (self.total - len(done)))
+        line = (f"eval: {len(done)}/{self.total} done · {passing} passing · {len(done) - passing} failing · "
+                f"{len(self.flying)} running · {_clock(elapsed)} elapsed · ETA {eta}")
+        sys.stderr.write("\r\x1b[K" + short(line, 200))
+        sys.stderr.flush()
+
+    def _reconnect(self, lost: CudError) -> None:
+        """The daemon went away: keep what is known, then dial again until it answers or time runs out."""
+        self.results.save(self.folder)
+        if self.live:
+            sys.stderr.write("\r\x1b[K")
+        print(f"cuctl eval: {lost.message}; waiting up to {RECONNECT_SECONDS:.0f} s for it to come back "
+              f"(results so far in {self.folder / 'results.json'})", file=sys.stderr, flush=True)
+        deadline = time.monotonic() + RECONNECT_SECONDS
+        while True:
+            try:
+                client = Client(self.client.dialer)
+                client.call("ping")
+            except ConnectionFailed:
+                if time.monotonic() > deadline:
+                    raise ConnectionFailed(f"{lost.message}, and did not come back within {RECONNECT_SECONDS:.0f} s; "
+                                           f"resume with: cuctl eval --resume {self.folder}") from None
+                time.sleep(1.0)
+                continue
+            self.client.close()
+            self.client = client
+            print("cuctl eval: the daemon answers again; going on", file=sys.stderr, flush=True)
+            return
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else \
+        f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def print_table(summary: dict[str, Any]) -> None:
+    """Per spec: runs, passes, the pass rate with its 95% Wilson interval, mean steps, tokens and seconds."""
+    def row(r: dict[str, Any]) -> list[str]:
+        rate = "-" if r["pass_rate"] is None else \
+            f"{r['pass_rate']:.0%} [{r['interval95'][0]:.0%}-{r['interval95'][1]:.0%}]"
+        return [r["spec"], str(r["runs"]), str(r["passed"]), str(r["failed"]), rate,
+                "-" if r["mean_steps"] is None else f"{r['mean_steps']:.1f}",
+                "-" if r["mean_tokens"] is None else f"{r['mean_tokens']:,.0f}",
+                "-" if r["mean_seconds"] is None else f"{r['mean_seconds']:.1f}"]
+
+    table(["SPEC", "RUNS", "PASSED", "FAILED", "PASS RATE [95% CI]", "STEPS", "TOKENS", "SECONDS"],
+          [row(r) for r in summary["specs"]] + [row(summary["total"])])

@@ -1,0 +1,72 @@
+"""Which specs a suite runs: the files and folders given, read and checked before anything is submitted.
+
+A folder means the ``*.toml`` and ``*.json`` files directly in it (not its subfolders: fixtures and
+scenarios live there), in name order. Every spec is parsed with ``cud.spec.load`` (the code of
+``cuctl submit --spec``) up front, so a bad spec stops the suite before its first task (exit 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cud.errors import ConfigError, SpecError
+from cud.spec.load import load_spec
+from cud.spec.schema import Spec
+
+__all__ = ("Planned", "plan", "reload")
+
+SPEC_SUFFIXES = (".toml", ".json")
+
+
+@dataclass(frozen=True)
+class Planned:
+    name: str  # as results.json, the table and JUnit name it
+    path: Path  # absolute: --resume reads it again from anywhere
+    spec: Spec
+    files: dict[str, bytes]
+
+
+def plan(paths: Sequence[str], tags: Sequence[str] = ()) -> list[Planned]:
+    """The specs under ``paths`` (with one of ``tags``, if given); SpecError names the file and the key."""
+    found: list[tuple[str, Path]] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            found += [(str(path / p.name), p) for p in sorted(path.iterdir()) if p.suffix in SPEC_SUFFIXES
+                      and p.is_file()]
+        elif path.is_file():
+            found.append((given, path))
+        else:
+            raise ConfigError(f"cuctl eval: {given!r} is neither a spec file nor a folder of them", path=given)
+    seen: dict[Path, str] = {}
+    planned: list[Planned] = []
+    for name, path in found:
+        absolute = path.resolve()
+        if absolute in seen:
+            continue  # named twice (a file and its folder): run once
+        seen[absolute] = name
+        try:
+            spec, files = load_spec(path)
+        except SpecError as exc:
+            raise SpecError(f"{name}: {exc.message}", **{**exc.details, "spec": name}) from None
+        if tags and not set(tags) & set(spec.tags):
+            continue
+        planned.append(Planned(name, absolute, spec, files))
+    if not planned:
+        what = f" with a tag of {', '.join(tags)}" if tags else ""
+        raise ConfigError(f"cuctl eval: no spec{what} in {', '.join(paths)}", paths=list(paths))
+    return planned
+
+
+def reload(files: dict[str, str]) -> list[Planned]:
+    """``--resume``: the suite's specs again, by the names and absolute paths results.json keeps."""
+    planned = []
+    for name, where in files.items():
+        try:
+            spec, data = load_spec(Path(where))
+        except SpecError as exc:
+            raise SpecError(f"{name}: {exc.message}", **{**exc.details, "spec": name}) from None
+        planned.append(Planned(name, Path(where), spec, data))
+    return planned

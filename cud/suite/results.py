@@ -1,0 +1,214 @@
+"""A suite's results: one record per attempt of a spec-run, when one counts as judged, and the summary.
+
+A **spec-run** is one repeat of one spec (``spec``, ``repeat``). Each submission of it is an
+**attempt**, kept in ``results.json`` in the order it was made, so nothing is silent: an attempt
+whose task the daemon marked ``interrupted`` (it died or stopped mid-task) stays in the file,
+and the retry is a second attempt of the same spec-run. A spec-run is judged by its last attempt:
+
+- a task that ended with a verdict is judged (passed or failed by its checks);
+- a task that ended without one is judged when the reason is final: it succeeded or failed
+  without checks, its setup failed (``setup_failed``), it was cancelled by a person, or the
+  daemon refused the submission (the same spec would be refused again);
+- ``interrupted`` is not final: the spec-run is re-run **once**; an interrupted retry is judged
+  failed ("interrupted twice").
+
+A run **passed** when its task succeeded and its verdict, if it has one, passed: what
+``cuctl submit --spec --wait`` exits 0 for.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from cud.errors import ConfigError
+from cud.record.verdict import passed as task_passed
+
+__all__ = ("Attempt", "Results", "SpecRun", "wilson", "MAX_ATTEMPTS", "RESULTS_FILE")
+
+RESULTS_FILE = "results.json"
+#: An interrupted spec-run is submitted again once; the second attempt is judged whatever happens.
+MAX_ATTEMPTS = 2
+FINAL_STATES = ("succeeded", "failed", "cancelled", "interrupted")
+#: z for a two-sided 95% interval.
+Z95 = 1.959963984540054
+
+
+def wilson(passed: int, runs: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a pass rate: unlike p ± z·sqrt(p(1-p)/n) it stays inside [0, 1] and is not
+    zero-width at 0 or n passes, which is what small suites have."""
+    if runs == 0:
+        return 0.0, 1.0
+    p = passed / runs
+    centre = (p + z * z / (2 * runs)) / (1 + z * z / runs)
+    half = z * math.sqrt(p * (1 - p) / runs + z * z / (4 * runs * runs)) / (1 + z * z / runs)
+    # At 0 or n passes an end is exactly 0 or 1; computed, it would be off by a rounding error.
+    low = 0.0 if passed == 0 else max(0.0, centre - half)
+    high = 1.0 if passed == runs else min(1.0, centre + half)
+    return low, high
+
+
+@dataclass(eq=False)  # each attempt is itself: the loop's lists find and remove it by identity
+class Attempt:
+    """One submission of a spec-run and what its task became (the fields of results.json's ``runs``)."""
+
+    spec: str  # the spec file as the suite names it (relative to the folder given, or as given)
+    repeat: int  # 0-based
+    attempt: int  # 1, or 2 for the retry of an interrupted one
+    task_id: int | None = None
+    seat: str | None = None
+    state: str = "pending"  # pending (not submitted yet), refused, or the task's state
+    verdict: str | None = None
+    score: float | None = None
+    checks: list[dict[str, Any]] = field(default_factory=list)  # {name, kind, weight, passed, why}
+    steps: int = 0
+    usage: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    reason: str | None = None
+    created_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    queued_seconds: float | None = None
+    run_seconds: float | None = None
+    report: str | None = None  # the report's path in the output folder
+    video: str | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.state in FINAL_STATES or self.state == "refused"
+
+    @property
+    def judged(self) -> bool:
+        """Ended for a final reason (see the module's text); interrupted is final only on the last attempt."""
+        return self.ended and (self.state != "interrupted" or self.attempt >= MAX_ATTEMPTS)
+
+    @property
+    def passed(self) -> bool:
+        return task_passed(self.state, self.verdict)
+
+    @property
+    def outcome(self) -> str:
+        if not self.judged:
+            return "retry" if self.ended else "pending" if self.task_id is None else "running"
+        return "passed" if self.passed else "failed"
+
+    def update(self, task: dict[str, Any]) -> None:
+        """Take what ``show`` says of the task."""
+        verdict = task.get("verdict") or {}
+        self.state, self.seat, self.steps = task["state"], task.get("seat"), task.get("steps") or 0
+        self.verdict, self.score = verdict.get("verdict"), verdict.get("score")
+        self.checks = [{k: c.get(k) for k in ("name", "kind", "weight", "passed", "why")}
+                       for c in verdict.get("checks", [])]
+        self.usage, self.error, self.reason = task.get("usage"), task.get("error"), task.get("reason")
+        self.created_at, self.started_at, self.finished_at = (task.get("created_at"), task.get("started_at"),
+                                                               task.get("finished_at"))
+        self.queued_seconds = _between(self.created_at, self.started_at)
+        self.run_seconds = _between(self.started_at, self.finished_at)
+
+    def failures(self) -> list[str]:
+        """Why it failed, one line each: every failed check's why, or the task's end."""
+        lines = [f"{c['name']}: {c['why']}" for c in self.checks if not c.get("passed")]
+        if self.state != "succeeded" or not lines:
+            because = (self.error or {}).get("message") or self.reason or ""
+            lines.insert(0, f"task {self.state}" + (f": {because}" if because else ""))
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {**data, "judged": self.judged, "outcome": self.outcome}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Attempt:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def _between(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    try:
+        return round((datetime.fromisoformat(end.replace("Z", "+00:00"))
+                      - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds(), 3)
+    except ValueError:
+        return None
+
+
+@dataclass
+class SpecRun:
+    spec: str
+    repeat: int
+    attempts: list[Attempt]
+
+    @property
+    def last(self) -> Attempt:
+        return self.attempts[-1]
+
+
+@dataclass
+class Results:
+    """Everything results.json holds: how the suite was asked for, and every attempt."""
+
+    suite: dict[str, Any]  # paths, specs, repeat, tags, seats, started_at
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def spec_runs(self) -> list[SpecRun]:
+        """Every spec-run of the suite, in the suite's order, each with its attempts (none yet: one pending)."""
+        runs = []
+        for spec in self.suite["specs"]:
+            for repeat in range(self.suite["repeat"]):
+                mine = [a for a in self.attempts if a.spec == spec and a.repeat == repeat]
+                runs.append(SpecRun(spec, repeat, mine or [Attempt(spec, repeat, 1)]))
+        return runs
+
+    def summary(self) -> dict[str, Any]:
+        """Per spec: runs, passed, the pass rate and its 95% Wilson interval, means of steps, tokens, seconds."""
+        per_spec: list[dict[str, Any]] = []
+        runs = self.spec_runs()
+        for spec in self.suite["specs"]:
+            per_spec.append(_row(spec, [r.last for r in runs if r.spec == spec]))
+        total = _row("total", [r.last for r in runs])
+        total["interrupted_attempts"] = sum(1 for a in self.attempts if a.state == "interrupted")
+        return {"specs": per_spec, "total": total}
+
+    def save(self, folder: Path) -> None:
+        """results.json, written beside and renamed in (a reader never sees half a file)."""
+        data = {"version": 1, "suite": self.suite, "runs": [a.to_dict() for a in self.attempts],
+                "summary": self.summary()}
+        tmp = folder / f".{RESULTS_FILE}.part"
+        tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, folder / RESULTS_FILE)
+
+    @classmethod
+    def load(cls, folder: Path) -> Results:
+        path = folder / RESULTS_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(data["suite"], [Attempt.from_dict(a) for a in data["runs"]])
+        except OSError as exc:
+            raise ConfigError(f"--resume {str(folder)!r}: cannot read {str(path)!r}: {exc.strerror}",
+                              path=str(path)) from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"--resume {str(folder)!r}: {str(path)!r} is not a cuctl eval results file ({exc})",
+                              path=str(path)) from None
+
+
+def _row(name: str, last: list[Attempt]) -> dict[str, Any]:
+    judged = [a for a in last if a.judged]
+    passed = sum(1 for a in judged if a.passed)
+    low, high = wilson(passed, len(judged))
+
+    def mean(values: list[float]) -> float | None:
+        return round(sum(values) / len(values), 3) if values else None
+
+    tokens = [float((a.usage or {}).get("input_tokens", 0) + (a.usage or {}).get("output_tokens", 0))
+              for a in judged if a.task_id is not None]
+    return {"spec": name, "runs": len(last), "judged": len(judged), "passed": passed,
+            "failed": len(judged) - passed, "pass_rate": passed / len(judged) if judged else None,
+            "interval95": [round(low, 4), round(high, 4)],
+            "mean_steps": mean([float(a.steps) for a in judged if a.task_id is not None]),
+            "mean_tokens": mean(tokens),
+            "mean_seconds": mean([a.run_seconds for a in judged if a.run_seconds is not None])}

@@ -1,0 +1,247 @@
+"""cuctl eval end to end: a suite of specs over three real seats with sessions, the scripted model playing
+each spec's part (``model = "scripted:NAME"``), and what it writes: the table, results.json, JUnit, the index.
+
+One daemon with three seats (openbox on Xvfb, a user, a home and a template each) for the module.
+The specs are cheap: answers, files, commands, and xterm, which the model types into.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from junitparser import Failure, JUnitXml
+
+from cud.scripted import scenario_folder
+from tests.support.daemon import ROOT, cuctl
+from tests.support.recorder import wait_until
+from tests.support.seat_users import SeatUsers
+from tests.support.spec_seat import SpecSeat, spec_seat
+from tests.support.sshd import Sshd
+
+SCENARIOS = {
+    "say-done": {"name": "say-done", "steps": [{"message": "done"}]},
+    "slow-done": {"name": "slow-done", "steps": [{"message": "done", "delay": 3}]},
+    "xterm-write": {"name": "xterm-write", "steps": [
+        {"actions": [{"type": "type", "text": "echo written > out.txt\n"}]},
+        {"actions": [{"type": "wait"}]},
+        {"message": "I wrote out.txt"}]},
+}
+XTERM = """
+[[setup]]
+launch = ["/usr/bin/xterm", "-e", "/bin/sh"]
+wait_for = { window_class = "XTerm", timeout = 60 }
+"""
+#: name: (text, passes by design)
+SPECS: dict[str, tuple[str, bool]] = {
+    "answer-pass": ('model = "scripted:say-done"\ntags = ["quick"]\n[[checks]]\nanswer = "done"\n', True),
+    "answer-fail": ('model = "scripted:say-done"\ntags = ["quick"]\n[[checks]]\nname = "says finished"\n'
+                    'answer = "re:finished"\n', False),
+    "file-pass": ('model = "scripted:say-done"\n[[setup]]\nfiles = [{ src = "fx/a.txt", dest = "a.txt" }]\n'
+                  '[[checks]]\nfile = "a.txt"\nequals = "fx/a.txt"\n', True),
+    "file-fail": ('model = "scripted:say-done"\n[[checks]]\nname = "report written"\nfile = "report.txt"\n', False),
+    "run-pass": ('model = "scripted:say-done"\n[[setup]]\nrun = ["/bin/sh", "-c", "echo 42 > n.txt"]\n'
+                 '[[checks]]\ncommand = ["/bin/cat", "n.txt"]\noutput = { include = ["42"] }\n', True),
+    "run-partial": ('model = "scripted:say-done"\n[[setup]]\nrun = ["/bin/sh", "-c", "echo 42 > n.txt"]\n'
+                    '[[checks]]\nfile = "n.txt"\n[[checks]]\nname = "forty-three"\nfile = "n.txt"\n'
+                    'matches = "re:43"\n', False),
+    "setup-fails": ('model = "scripted:say-done"\n[[setup]]\nrun = ["/bin/sh", "-c", "exit 3"]\n'
+                    '[[checks]]\nfile = "n.txt"\n', False),
+    "xterm-type": ('model = "scripted:xterm-write"\n' + XTERM + '[[checks]]\nfile = "out.txt"\nmatches = "written\\n"\n'
+                   '[[checks]]\nwindow = { class = "XTerm" }\n', True),
+    "no-dialog": ('model = "scripted:say-done"\n[[checks]]\nwindow = { class = "Zenity" }\nexists = false\n', True),
+    "json-spec": ("", True),
+}
+EXAMPLES = ROOT / "examples" / "suite"
+JSON_SPEC = {"prompt": "Say done.", "model": "scripted:say-done", "checks": [{"answer": "re:^done$"}]}
+
+
+@pytest.fixture(scope="module")
+def seats(seat_users: SeatUsers) -> Iterator[SpecSeat]:
+    scenarios = {**SCENARIOS, **scenario_folder(EXAMPLES / "scenarios")}
+    with spec_seat(seat_users, {"name": "none", "steps": [{"message": "unused"}]}, seats=3,
+                   scenarios=scenarios) as s:
+        for name, (text, _) in SPECS.items():
+            if name == "json-spec":
+                s.write("suite/json-spec.json", json.dumps(JSON_SPEC))
+            else:
+                s.write(f"suite/{name}.toml", f'prompt = "The {name} task."\n' + text, {"suite/fx/a.txt": "alpha\n"})
+        yield s
+
+
+def eval_(seat: SpecSeat, *args: str) -> subprocess.CompletedProcess[str]:
+    return cuctl(seat.daemon.socket, "eval", *args, timeout=600)
+
+
+def results(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "results.json").read_text())
+
+
+def test_a_suite_over_three_seats_agrees_in_table_results_and_junit(seats: SpecSeat, tmp_path: Path) -> None:
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    done = eval_(seats, str(seats.specs / "suite"), "--out", str(out), "--junit", str(junit))
+    assert done.returncode == 1, done.stderr  # some fail by design
+    data = results(out)
+    runs = {r["spec"].rsplit("/", 1)[-1].split(".")[0]: r for r in data["runs"]}
+    assert set(runs) == set(SPECS) and len(data["runs"]) == len(SPECS)
+    outcomes = {name: r["outcome"] for name, r in runs.items()}
+    assert outcomes == {name: "passed" if ok else "failed" for name, (_, ok) in SPECS.items()}, \
+        {n: (r["state"], r["checks"], r["error"]) for n, r in runs.items()}
+    assert runs["run-partial"]["score"] == 0.5 and runs["setup-fails"]["error"]["kind"] == "setup_failed"
+    assert {r["seat"] for r in data["runs"]} == {"s1", "s2", "s3"}  # the daemon spread them
+    assert all(r["judged"] and r["attempt"] == 1 for r in data["runs"])
+    # The table says the same: one line per spec and the total.
+    lines = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line.strip()}
+    for name, (_, ok) in SPECS.items():
+        spec = next(k for k in lines if k.endswith(f"/{name}.toml") or k.endswith(f"/{name}.json"))
+        assert lines[spec][1:4] == ["1", "1" if ok else "0", "0" if ok else "1"], lines[spec]
+    passing = sum(ok for _, ok in SPECS.values())
+    assert lines["total"][1:4] == [str(len(SPECS)), str(passing), str(len(SPECS) - passing)]
+    assert data["summary"]["total"]["passed"] == passing
+    # JUnit, read by junitparser: a testcase per run, a failure with each failed check's why.
+    cases = {case.classname.rsplit("/", 1)[-1].split(".")[0]: case
+             for suite in JUnitXml.fromfile(str(junit)) for case in suite}
+    assert set(cases) == set(SPECS)
+    for name, (_, ok) in SPECS.items():
+        failures = [r for r in cases[name].result if isinstance(r, Failure)]
+        assert (not failures) == ok, name
+    assert "forty-three: its content does not match /43/" in cases["run-partial"].result[0].text
+    assert "says finished" in cases["answer-fail"].result[0].text
+    # Every run's report is in the index.
+    index = (out / "index.html").read_text()
+    for r in data["runs"]:
+        assert f'href="{r["report"]}"' in index and (out / r["report"]).stat().st_size > 0
+    # --resume reruns nothing judged; --tags picks; a bad spec is refused before anything runs.
+    before = len(seats.daemon.call("list"))
+    again = eval_(seats, "--resume", str(out))
+    assert again.returncode == 1 and len(seats.daemon.call("list")) == before, again.stderr
+    assert results(out)["runs"] == data["runs"]
+    tagged = eval_(seats, str(seats.specs / "suite"), "--tags", "quick", "--repeat", "2", "--seats", "s2",
+                   "--out", str(tmp_path / "tagged"))
+    tagged_runs = results(tmp_path / "tagged")["runs"]
+    assert tagged.returncode == 1 and len(tagged_runs) == 4 and {r["seat"] for r in tagged_runs} == {"s2"}
+    (seats.specs / "bad").mkdir()
+    bad = seats.write("bad/x.toml", 'prompt = "x"\n[[checks]]\nfil = "a"\n')
+    refused = eval_(seats, str(bad), "--out", str(tmp_path / "bad"))
+    assert refused.returncode == 2 and "x.toml" in refused.stderr and "'checks[0].fil'" in refused.stderr
+    assert not (tmp_path / "bad").exists() and len(seats.daemon.call("list")) == before + 4  # nothing half-done
+    suite = str(seats.specs / "suite")
+    for args, says in [((suite, "--seats", "s9"), "--seats names 's9'; the daemon's seats are s1, s2, s3"),
+                       ((suite, "--repeat", "0"), "--repeat must be 1 to 1000, got 0"),
+                       (("--resume", str(out), suite), "takes no PATH"),
+                       ((suite, "--out", str(out)), "already exists"),
+                       ((suite, "--tags", "nosuchtag"), "no spec with a tag of nosuchtag")]:
+        usage = eval_(seats, *args)
+        assert usage.returncode == 2 and says in usage.stderr, (args, usage.stderr)
+    assert len(seats.daemon.call("list")) == before + 4
+
+
+def test_a_suite_over_ssh_sends_the_specs_and_fetches_the_reports(seats: SpecSeat, sshd: Sshd, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "cud.cuctl.main", "--host",
+                           f"ssh://cud-test{quote(str(seats.daemon.socket))}", "eval",
+                           str(seats.specs / "suite" / "file-pass.toml"), str(seats.specs / "suite" / "answer-fail.toml"),
+                           "--out", str(out), "--junit", str(tmp_path / "j.xml")],
+                          env={**sshd.client_env(), "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                          timeout=600, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    runs = {Path(r["spec"]).stem: r for r in results(out)["runs"]}
+    assert {n: r["outcome"] for n, r in runs.items()} == {"file-pass": "passed", "answer-fail": "failed"}
+    assert runs["file-pass"]["checks"][0]["why"].endswith("is as expected (6 bytes)")  # the fixture went over ssh
+    for r in runs.values():
+        local = cuctl(seats.daemon.socket, "report", str(r["task_id"]), "-o", "-").stdout
+        assert (out / r["report"]).read_text() == local
+
+
+def test_the_example_suite_passes_and_fails_as_its_readme_says(seats: SpecSeat, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = eval_(seats, str(EXAMPLES), "--out", str(out))
+    runs = {Path(r["spec"]).stem: r for r in results(out)["runs"]}
+    assert {n: (r["outcome"], r["score"]) for n, r in runs.items()} == {
+        "notes-edit": ("passed", 1.0), "demo-form": ("passed", 1.0), "file-count": ("failed", 0.5)}, \
+        {n: r["checks"] for n, r in runs.items()}
+    assert done.returncode == 1
+    print(done.stdout)
+
+
+def test_a_daemon_killed_mid_suite_comes_back_and_every_run_is_judged_once(seats: SpecSeat, tmp_path: Path) -> None:
+    (seats.specs / "slow").mkdir()
+    for n in range(3):
+        seats.write(f"slow/slow{n}.toml", 'prompt = "Wait, then say done."\nmodel = "scripted:slow-done"\n'
+                                          '[[checks]]\nanswer = "done"\n')
+    out = tmp_path / "out"
+    env = {"PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "cud.cuctl.main", "--socket", str(seats.daemon.socket), "eval",
+                             str(seats.specs / "slow"), "--repeat", "2", "--out", str(out)],
+                            env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        def running() -> bool:  # the model is thinking (3 s) on a task of the suite
+            return any(t["state"] == "running" and t["steps"] == 0 for t in seats.daemon.call("list"))
+
+        wait_until(running, 120, "a task of the suite to run")
+        seats.daemon.kill9()
+        time.sleep(1)  # the suite sees the daemon gone (its next look fails) before it is back
+        seats.daemon.start()
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr
+    assert "waiting up to" in stderr and "answers again" in stderr
+    data = results(out)
+    interrupted = [r for r in data["runs"] if r["state"] == "interrupted"]
+    assert interrupted, (stderr, data["runs"])
+    assert all(r["attempt"] == 1 and not r["judged"] for r in interrupted)
+    judged = [(r["spec"], r["repeat"]) for r in data["runs"] if r["judged"]]
+    assert sorted(judged) == sorted({(s, k) for s in data["suite"]["specs"] for k in range(2)})  # each once
+    for r in interrupted:  # retried once, and the retry passed
+        retry = [x for x in data["runs"] if (x["spec"], x["repeat"]) == (r["spec"], r["repeat"]) and x["attempt"] == 2]
+        assert len(retry) == 1 and retry[0]["outcome"] == "passed"
+    # The daemon's own records agree: every attempt is one of its tasks, in the state results.json says.
+    for r in data["runs"]:
+        task = seats.daemon.task(r["task_id"])
+        assert (task["state"], (task["verdict"] or {}).get("verdict")) == (r["state"], r["verdict"])
+    assert "total" in stdout
+
+
+def test_a_suite_whose_cuctl_was_killed_resumes_following_its_tasks_not_submitting_them_again(
+        seats: SpecSeat, tmp_path: Path) -> None:
+    (seats.specs / "slow2").mkdir()
+    for n in range(2):
+        seats.write(f"slow2/slow{n}.toml", 'prompt = "Wait, then say done."\nmodel = "scripted:slow-done"\n'
+                                           '[[checks]]\nanswer = "done"\n')
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "cud.cuctl.main", "--socket", str(seats.daemon.socket), "eval",
+                             str(seats.specs / "slow2"), "--repeat", "2", "--out", str(out)],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        def submitted() -> list[int]:
+            try:
+                return [r["task_id"] for r in results(out)["runs"] if r["task_id"] is not None]
+            except (OSError, ValueError):
+                return []
+
+        wait_until(lambda: len(submitted()) >= 2, 120, "the suite to submit two tasks")
+    finally:
+        proc.kill()
+        proc.wait()
+    flying = submitted()
+    before = {t["id"] for t in seats.daemon.call("list")}
+    done = eval_(seats, "--resume", str(out))
+    assert done.returncode == 0, done.stderr
+    data = results(out)
+    assert len(data["runs"]) == 4 and all(r["judged"] and r["attempt"] == 1 for r in data["runs"])
+    assert [r["task_id"] for r in data["runs"]][:len(flying)] == flying  # followed, not submitted again
+    new = {t["id"] for t in seats.daemon.call("list")} - before
+    assert new == {r["task_id"] for r in data["runs"]} - set(flying)

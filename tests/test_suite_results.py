@@ -1,0 +1,71 @@
+"""cuctl eval's results model: the Wilson interval, when an attempt counts as judged, and results.json round trips."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from cud.errors import ConfigError
+from cud.suite.results import MAX_ATTEMPTS, Attempt, Results, wilson
+
+
+@given(st.integers(min_value=1, max_value=10_000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+@example((0, 1))
+@example((3, 3))
+@example((0, 149))  # found: the lower end came out 1.7e-18, not 0
+def test_the_wilson_interval_holds_the_rate_inside_zero_and_one_and_is_never_zero_width(case: tuple[int, int]) -> None:
+    passed, runs = case
+    low, high = wilson(passed, runs)
+    assert 0.0 <= low <= passed / runs <= high <= 1.0 and high - low > 0
+    # The score interval's ends solve |p - q| = z * sqrt(q (1 - q) / n) for q (where they are not clipped).
+    z, p = 1.959963984540054, passed / runs
+    for q in (low, high):
+        if 1e-9 < q < 1 - 1e-9:
+            assert math.isclose(abs(p - q), z * math.sqrt(q * (1 - q) / runs), rel_tol=1e-6, abs_tol=1e-12)
+
+
+def test_known_wilson_intervals() -> None:
+    assert [round(x, 4) for x in wilson(3, 3)] == [0.4385, 1.0]
+    assert [round(x, 4) for x in wilson(5, 10)] == [0.2366, 0.7634]
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize(("state", "verdict", "attempt", "judged", "passed"), [
+    ("succeeded", "passed", 1, True, True),
+    ("succeeded", "failed", 1, True, False),
+    ("succeeded", None, 1, True, True),  # no checks: the task's state judges it
+    ("failed", None, 1, True, False),  # setup_failed, or a prompt that failed
+    ("failed", "failed", 1, True, False),
+    ("cancelled", None, 1, True, False),
+    ("refused", None, 1, True, False),
+    ("interrupted", None, 1, False, False),  # run once more
+    ("interrupted", None, MAX_ATTEMPTS, True, False),  # interrupted twice: judged, failed
+    ("running", None, 1, False, False),
+    ("queued", None, 1, False, False),
+])
+def test_when_an_attempt_is_judged(state: str, verdict: str | None, attempt: int, judged: bool, passed: bool) -> None:
+    a = Attempt("x.toml", 0, attempt, task_id=1, state=state, verdict=verdict)
+    assert (a.judged, a.judged and a.passed) == (judged, passed)
+    assert a.outcome == ("passed" if passed else "failed") if judged else a.outcome in ("retry", "running")
+
+
+def test_results_json_round_trips_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    results = Results({"specs": ["a.toml", "b.toml"], "repeat": 2, "files": {}},
+                      [Attempt("a.toml", 0, 1, task_id=4, state="interrupted"),
+                       Attempt("a.toml", 0, 2, task_id=7, state="succeeded", verdict="passed", score=1.0),
+                       Attempt("b.toml", 1, 1, task_id=5, state="succeeded", verdict="failed", score=0.5)])
+    results.save(tmp_path)
+    again = Results.load(tmp_path)
+    assert [a.to_dict() for a in again.attempts] == [a.to_dict() for a in results.attempts]
+    runs = again.spec_runs()
+    assert [(r.spec, r.repeat, r.last.outcome) for r in runs] == [
+        ("a.toml", 0, "passed"), ("a.toml", 1, "pending"), ("b.toml", 0, "pending"), ("b.toml", 1, "failed")]
+    total = again.summary()["total"]
+    assert (total["runs"], total["judged"], total["passed"], total["interrupted_attempts"]) == (4, 2, 1, 1)
+    (tmp_path / "results.json").write_text("{}")
+    with pytest.raises(ConfigError, match="is not a cuctl eval results file"):
+        Results.load(tmp_path)
