@@ -96,3 +96,27 @@ def test_an_unsupported_task_is_refused_by_name_before_anything_is_sent(seat: Sp
     assert "OSWorld config type 'googledrive' in config[1] has no counterpart in cud" in done.stderr
     assert "Traceback" not in done.stderr
     assert json.loads(cuctl(seat.daemon.socket, "list", "--json").stdout) == before
+
+
+def test_a_folder_of_osworld_tasks_runs_as_a_suite(seat: SpecSeat, server: str, tmp_path: Path) -> None:
+    folder = tmp_path / "osworld"
+    folder.mkdir()
+    (folder / "unsupported.json").write_text((DATA / "unsupported.json").read_text())
+    before = json.loads(cuctl(seat.daemon.socket, "list", "--json").stdout)
+    refused = cuctl(seat.daemon.socket, "eval", "--from-osworld", str(folder), "--out", str(tmp_path / "refused"))
+    assert refused.returncode == 2, refused
+    assert "unsupported.json" in refused.stderr and "'googledrive'" in refused.stderr
+    assert json.loads(cuctl(seat.daemon.socket, "list", "--json").stdout) == before  # nothing submitted
+    assert not (tmp_path / "refused").exists()
+
+    (folder / "unsupported.json").unlink()
+    (folder / "edit_notes.json").write_text((DATA / "edit_notes.json").read_text()
+                                            .replace("http://127.0.0.1:{port}", server))
+    out = tmp_path / "suite"
+    done = cuctl(seat.daemon.socket, "eval", "--from-osworld", str(folder), "--seats", "s1", "--out", str(out),
+                 timeout=300)
+    assert done.returncode == 0, done
+    results = json.loads((out / "results.json").read_text())
+    assert results["suite"]["osworld"] is True
+    runs = results["runs"]
+    assert [(r["verdict"], r["score"], r["outcome"]) for r in runs] == [("passed", 1.0, "passed")], runs

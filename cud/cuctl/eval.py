@@ -44,19 +44,20 @@ RECONNECT_SECONDS = 120.0
 def eval_suite(client: Client, args: argparse.Namespace) -> int:
     tags = _names(args.tags, "--tags")
     if args.resume:
-        if args.paths or tags or args.repeat is not None or args.out or args.model:
-            raise ConfigError("cuctl eval --resume DIR takes no PATH, --repeat, --tags, --model or --out: the suite "
+        if args.paths or tags or args.repeat is not None or args.out or args.model or args.from_osworld:
+            raise ConfigError("cuctl eval --resume DIR takes no PATH, --repeat, --tags, --model, --out or "
+                              "--from-osworld: the suite "
                               "is the one DIR's results.json describes", key="resume")
         folder = Path(args.resume)
         results = Results.load(folder)
-        planned = reload(results.suite["files"])
+        planned = reload(results.suite["files"], osworld=bool(results.suite.get("osworld")))
     else:
         if not args.paths:
             raise ConfigError("cuctl eval needs a spec file or a folder of them (or --resume DIR)", key="paths")
         repeat = 1 if args.repeat is None else args.repeat
         if not 1 <= repeat <= 1000:
             raise ConfigError(f"--repeat must be 1 to 1000, got {repeat}", key="repeat", value=repeat)
-        planned = plan(args.paths, tags)
+        planned = plan(args.paths, tags, osworld=args.from_osworld)
         folder = Path(args.out or datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
         try:
             folder.mkdir(parents=True, exist_ok=False)
@@ -65,7 +66,7 @@ def eval_suite(client: Client, args: argparse.Namespace) -> int:
                               key="out", value=str(folder)) from None
         results = Results({"paths": list(args.paths), "specs": [p.name for p in planned],
                            "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
-                           "model": args.model,
+                           "model": args.model, "osworld": args.from_osworld,
                            "seats": None, "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     chosen = _names(args.seats, "--seats") or results.suite.get("seats")
     seats = _seats(client, chosen, planned)

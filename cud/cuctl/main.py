@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="a new folder for results.json, index.html and the reports "
                                                 "(default eval-YYYYmmdd-HHMMSS)")
     p.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
+    p.add_argument("--from-osworld", action="store_true", help="the PATHs are OSWorld task files (*.json), "
+                   "converted as submit --from-osworld does (docs/osworld.md)")
     p.add_argument("--resume", metavar="DIR", help="go on with the suite in DIR: run only what is not yet judged")
     add("list", "tasks:list_tasks", "list tasks")
     add("show", "tasks:show", "show one task").add_argument("id", type=int, metavar="ID")

@@ -7,17 +7,24 @@ scenarios live there), in name order. Every spec is parsed with ``cud.spec.load`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cud.errors import ConfigError, SpecError
 from cud.spec.load import load_spec
+from cud.spec.osworld import load_osworld
 from cud.spec.schema import Spec
 
 __all__ = ("Planned", "plan", "reload")
 
 SPEC_SUFFIXES = (".toml", ".json")
+#: ``--from-osworld``: the files are OSWorld task configs (JSON), converted as ``submit --from-osworld`` does.
+OSWORLD_SUFFIXES = (".json",)
+
+
+def _loader(osworld: bool) -> Callable[[Path], tuple[Spec, dict[str, bytes]]]:
+    return load_osworld if osworld else load_spec
 
 
 @dataclass(frozen=True)
@@ -28,13 +35,17 @@ class Planned:
     files: dict[str, bytes]
 
 
-def plan(paths: Sequence[str], tags: Sequence[str] = ()) -> list[Planned]:
-    """The specs under ``paths`` (with one of ``tags``, if given); SpecError names the file and the key."""
+def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = False) -> list[Planned]:
+    """The specs under ``paths`` (with one of ``tags``, if given); SpecError names the file and the key.
+
+    ``osworld``: the files are OSWorld tasks, converted (downloads fetched here, never by a seat).
+    """
+    suffixes = OSWORLD_SUFFIXES if osworld else SPEC_SUFFIXES
     found: list[tuple[str, Path]] = []
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            found += [(str(path / p.name), p) for p in sorted(path.iterdir()) if p.suffix in SPEC_SUFFIXES
+            found += [(str(path / p.name), p) for p in sorted(path.iterdir()) if p.suffix in suffixes
                       and p.is_file()]
         elif path.is_file():
             found.append((given, path))
@@ -48,7 +59,7 @@ def plan(paths: Sequence[str], tags: Sequence[str] = ()) -> list[Planned]:
             continue  # named twice (a file and its folder): run once
         seen[absolute] = name
         try:
-            spec, files = load_spec(path)
+            spec, files = _loader(osworld)(path)
         except SpecError as exc:
             raise SpecError(f"{name}: {exc.message}", **{**exc.details, "spec": name}) from None
         if tags and not set(tags) & set(spec.tags):
@@ -60,12 +71,12 @@ def plan(paths: Sequence[str], tags: Sequence[str] = ()) -> list[Planned]:
     return planned
 
 
-def reload(files: dict[str, str]) -> list[Planned]:
+def reload(files: dict[str, str], *, osworld: bool = False) -> list[Planned]:
     """``--resume``: the suite's specs again, by the names and absolute paths results.json keeps."""
     planned = []
     for name, where in files.items():
         try:
-            spec, data = load_spec(Path(where))
+            spec, data = _loader(osworld)(Path(where))
         except SpecError as exc:
             raise SpecError(f"{name}: {exc.message}", **{**exc.details, "spec": name}) from None
         planned.append(Planned(name, Path(where), spec, data))

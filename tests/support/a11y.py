@@ -168,7 +168,7 @@ def start_shared_a11y_bus(desktop: Desktop, users: list[str]) -> A11yBus:
         raise
     bus = A11yBus(address, session, launcher)
     try:
-        wait_until(lambda: _bus_answers(address), 20, "at-spi-bus-launcher to own org.a11y.Bus")
+        wait_until(lambda: _bus_answers(address, launcher), 20, "at-spi-bus-launcher to own org.a11y.Bus")
     except BaseException:
         bus.stop()
         raise
