@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import mss
 import mss.exception
 from Xlib import X, error as xerror
-from Xlib.display import Display
 from Xlib.ext import xtest
 
+from cud.drivers.xlib_display import open_display
 from cud.errors import ActionRejected, DisplayUnavailable, DriverError, DriverTimeout
 
 from . import actions as A
@@ -94,7 +94,7 @@ class _Connection:
     def __init__(self, name: str, progress: Callable[[], None]) -> None:
         #: Called whenever the server has answered, so a long call is bounded per answer.
         self.progress = progress
-        self.dpy = Display(name)
+        self.dpy = open_display(name)
         try:
             if not self.dpy.has_extension("XTEST"):
                 raise DisplayUnavailable(f"X display {name!r} has no XTEST extension", display=name)

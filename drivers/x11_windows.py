@@ -15,6 +15,7 @@ from typing import Any
 from Xlib import X, Xatom, error as xerror
 from Xlib.display import Display
 
+from cud.drivers.xlib_display import open_display
 from cud.errors import DisplayUnavailable, DriverTimeout
 
 from .deadline import Deadline, probe_x_server, shut_down_fd
@@ -132,7 +133,7 @@ class X11Windows:
             with self._deadline.bound(what, self._cut):
                 if self._dpy is None:
                     probe_x_server(self.display, self.timeout)
-                    self._dpy = Display(self.display)
+                    self._dpy = open_display(self.display)
                     self._dpy.set_error_handler(lambda *_: None)  # a window closing under us is not an error
                     self._atoms.clear()
                 yield self._dpy

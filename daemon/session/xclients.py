@@ -20,6 +20,8 @@ from Xlib import X, display as xdisplay, error as xerror
 from Xlib.ext import res
 from Xlib.protocol import request as xrequest
 
+from cud.drivers.xlib_display import open_display
+
 __all__ = ("XClient", "clear_selections", "kill_clients", "selection_owners", "session_clients")
 
 #: The selections a session's clipboard is: Ctrl+C/Ctrl+V's, and select/middle-click's.
@@ -53,7 +55,7 @@ def _connect(name: str) -> Iterator[xdisplay.Display]:
                 knock.connect(f"/tmp/.X11-unix/X{number.split('.')[0]}")
             except OSError as exc:
                 raise ConnectionError(f"the X display {name} does not answer: {exc.strerror}") from None
-    conn = xdisplay.Display(name)
+    conn = open_display(name)
     try:
         yield conn
     finally:
