@@ -7,10 +7,8 @@ downloads come from a loopback HTTP server this module starts and stops.
 from __future__ import annotations
 
 import copy
-import http.server
 import json
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,38 +20,17 @@ from cud.errors import SpecError
 from cud.spec import parse_spec
 from cud.spec.matching import Match
 from cud.spec.osworld import ANY_STATUS, LIST_TREE, convert_osworld, fetch_url, load_osworld
+from tests.support.http_files import serve_files
 
 DATA = Path(__file__).parent / "data" / "osworld"
 FILES = {"/notes.txt": b"first line\n", "/notes-done.txt": b"first line\ndone\n", "/big": b"x" * (300 * 1024)}
 
 
-class _Files(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        if self.path == "/elsewhere":
-            self.send_response(302)
-            self.send_header("Location", "ftp://127.0.0.1/x")  # urllib alone would follow this one
-            self.end_headers()
-            return
-        body = FILES.get(self.path)
-        self.send_response(200 if body is not None else 404)
-        self.send_header("Content-Length", str(len(body or b"")))
-        self.end_headers()
-        self.wfile.write(body or b"")
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    """A loopback HTTP server serving FILES; its base URL."""
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join()
+    """A loopback HTTP server serving FILES (and a redirect to ftp:, which urllib alone would follow); its URL."""
+    with serve_files(FILES, {"/elsewhere": "ftp://127.0.0.1/x"}) as served:
+        yield served.base
 
 
 def task_file(name: str, base: str) -> dict[str, Any]:

@@ -9,15 +9,14 @@ exact_match on vm_command_line, exact_match on list_directory). One seat and one
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.daemon import cuctl, scenario
+from tests.support.http_files import Served, serve_files
 from tests.support.seat_users import SeatUsers
 from tests.support.spec_seat import SpecSeat, spec_seat
 
@@ -31,30 +30,10 @@ EDIT = scenario(
 SERVED = {"/notes.txt": b"first line\n", "/notes-done.txt": b"first line\ndone\n"}
 
 
-class _Files(http.server.BaseHTTPRequestHandler):
-    requested: list[str] = []
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        self.requested.append(self.path)
-        body = SERVED.get(self.path, b"")
-        self.send_response(200 if self.path in SERVED else 404)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join()
+def server() -> Iterator[Served]:
+    with serve_files(SERVED) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +42,10 @@ def seat(seat_users: SeatUsers) -> Iterator[SpecSeat]:
         yield s
 
 
-def test_a_converted_osworld_task_runs_on_a_seat_and_is_judged(seat: SpecSeat, server: str) -> None:
+def test_a_converted_osworld_task_runs_on_a_seat_and_is_judged(seat: SpecSeat, server: Served) -> None:
     task_file = seat.specs / "edit_notes.json"
-    task_file.write_text((DATA / "edit_notes.json").read_text().replace("http://127.0.0.1:{port}", server))
-    _Files.requested.clear()
+    task_file.write_text((DATA / "edit_notes.json").read_text().replace("http://127.0.0.1:{port}", server.base))
+    server.requested.clear()
     done = cuctl(seat.daemon.socket, "submit", "--from-osworld", str(task_file), "--seat", "s1", "--max-steps", "10",
                  "--wait", "--json", timeout=300)
     assert done.stdout.strip(), f"cuctl submit printed nothing; stderr: {done.stderr}"
@@ -79,7 +58,7 @@ def test_a_converted_osworld_task_runs_on_a_seat_and_is_judged(seat: SpecSeat, s
                                                       "exact_match on vm_command_line", "exact_match on list_directory"]
     assert done.returncode == 0
     # cuctl fetched each URL once, on the submitter's side; the seat's home got the file it served.
-    assert sorted(_Files.requested) == ["/notes-done.txt", "/notes.txt"]
+    assert sorted(server.requested) == ["/notes-done.txt", "/notes.txt"]
     assert (seat.home / "Desktop" / "notes.txt").read_bytes() == b"first line\ndone\n"
     setup = [e["data"] for e in seat.events(task["id"]) if e["kind"] == "setup"]
     assert [(s["kind"], s["ok"]) for s in setup] == [("files", True), ("run", True), ("launch", True), ("run", True),
@@ -87,7 +66,7 @@ def test_a_converted_osworld_task_runs_on_a_seat_and_is_judged(seat: SpecSeat, s
     assert "xdotool search --sync" in setup[3]["what"]
 
 
-def test_an_unsupported_task_is_refused_by_name_before_anything_is_sent(seat: SpecSeat, server: str) -> None:
+def test_an_unsupported_task_is_refused_by_name_before_anything_is_sent(seat: SpecSeat, server: Served) -> None:
     task_file = seat.specs / "unsupported.json"
     task_file.write_text((DATA / "unsupported.json").read_text())
     before = json.loads(cuctl(seat.daemon.socket, "list", "--json").stdout)
@@ -98,7 +77,7 @@ def test_an_unsupported_task_is_refused_by_name_before_anything_is_sent(seat: Sp
     assert json.loads(cuctl(seat.daemon.socket, "list", "--json").stdout) == before
 
 
-def test_a_folder_of_osworld_tasks_runs_as_a_suite(seat: SpecSeat, server: str, tmp_path: Path) -> None:
+def test_a_folder_of_osworld_tasks_runs_as_a_suite(seat: SpecSeat, server: Served, tmp_path: Path) -> None:
     folder = tmp_path / "osworld"
     folder.mkdir()
     (folder / "unsupported.json").write_text((DATA / "unsupported.json").read_text())
@@ -111,7 +90,7 @@ def test_a_folder_of_osworld_tasks_runs_as_a_suite(seat: SpecSeat, server: str, 
 
     (folder / "unsupported.json").unlink()
     (folder / "edit_notes.json").write_text((DATA / "edit_notes.json").read_text()
-                                            .replace("http://127.0.0.1:{port}", server))
+                                            .replace("http://127.0.0.1:{port}", server.base))
     out = tmp_path / "suite"
     done = cuctl(seat.daemon.socket, "eval", "--from-osworld", str(folder), "--seats", "s1", "--out", str(out),
                  timeout=300)
