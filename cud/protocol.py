@@ -40,6 +40,7 @@ from cud.requests import (  # noqa: F401 (re-exported, as below)
     PutRequest,
     ResetRequest,
     ImageRequest,
+    ArtifactRequest,
     ListRequest,
     MetricsRequest,
     PauseRequest,
@@ -354,6 +355,11 @@ def _file_name(kind: str, name: str, value: object) -> None:
         raise _bad(kind, name, value, "a trajectory file name like 'step-0003.png'")
 
 
+def _artifact_path(kind: str, name: str, value: object) -> None:
+    if not isinstance(value, str) or not ARTIFACT_FILE_NAME.fullmatch(f"artifacts/{value}"):
+        raise _bad(kind, name, value, "a collected file's path like 'Desktop/notes.txt' (no '..', no control characters)")
+
+
 def _bad(kind: str, name: str, value: object, wanted: str) -> ProtocolError:
     shown = repr(value)
     if len(shown) > 80:
@@ -392,6 +398,7 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "resume": {"id": (_ID, True)},
     "act": {"id": (_ID, True), "action": (_action, True)},
     "image": {"id": (_ID, True), "name": (_file_name, True)},
+    "artifact": {"id": (_ID, True), "path": (_artifact_path, True)},
     "record": {"id": (_ID, True)},
     "video": {"id": (_ID, True)},
     "metrics": {},

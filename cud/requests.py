@@ -25,6 +25,7 @@ __all__ = [
     "ResumeRequest",
     "ActRequest",
     "ImageRequest",
+    "ArtifactRequest",
     "RecordRequest",
     "VideoRequest",
     "MetricsRequest",
@@ -166,6 +167,16 @@ class ImageRequest(TypedDict):
     name: str
 
 
+class ArtifactRequest(TypedDict):
+    """One file a finished spec's ``[collect]`` kept (``cuctl cp task/ID:PATH``), streamed as ``chunk`` messages."""
+
+    v: int
+    type: Literal["artifact"]
+    id: int
+    #: Its path in the seat's home, as the task's ``artifacts`` list names it.
+    path: str
+
+
 class RecordRequest(TypedDict):
     """A task's whole record: its events, then its screenshots as ``file`` messages."""
 
@@ -258,6 +269,7 @@ Request = Union[
     ResumeRequest,
     ActRequest,
     ImageRequest,
+    ArtifactRequest,
     RecordRequest,
     VideoRequest,
     MetricsRequest,

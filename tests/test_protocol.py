@@ -38,7 +38,7 @@ def test_encode_is_one_line_with_version_and_utf8() -> None:
 def test_round_trip_of_every_request_type() -> None:
     samples = {
         "ping": {}, "list": {}, "approvals": {}, "screenshot": {"seat": "left-1"}, "seats": {},
-        "pause": {"id": 1}, "resume": {"id": 2}, "image": {"id": 3, "name": "step-0001.png"},
+        "pause": {"id": 1}, "resume": {"id": 2}, "image": {"id": 3, "name": "step-0001.png"}, "artifact": {"id": 3, "path": "Desktop/notes.txt"},
         "act": {"id": 4, "action": {"type": "type", "text": "Grüße"}},
         "submit": {"prompt": "p", "model": "m", "max_steps": 3, "approval": "actions", "seat": "a"},
         "show": {"id": 1}, "follow": {"id": 2}, "cancel": {"id": 3}, "approve": {"id": 4},
@@ -174,6 +174,7 @@ def test_an_older_client_is_answered_in_its_own_version() -> None:
     ({"type": "act", "id": 1, "action": "click"}, "'action' must be an action object"),
     ({"type": "act", "id": 1}, "missing field 'action'"),
     ({"type": "image", "id": 1, "name": "../cud.sqlite3"}, "'name' must be a trajectory file name"),
+    ({"type": "artifact", "id": 1, "path": "../../cud.sqlite3"}, "'path' must be a collected file's path"),
     ({"type": "pause", "id": 0}, "'id' must be an integer from 1"),
 ])
 def test_bad_control_requests_are_named(fields: dict[str, object], needle: str) -> None:

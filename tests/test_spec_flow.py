@@ -106,6 +106,14 @@ files = ["Desktop/notes.txt"]
     assert (exported / "artifacts" / "Desktop" / "notes.txt").read_text() == "first line\ndone\n"
     assert "artifacts/Desktop/notes.txt" in [f["name"] for f in json.loads((exported / "manifest.json").read_text())
                                              ["files"]]
+    copied = tmp_path / "notes-copy.txt"
+    out = cuctl(seat.daemon.socket, "cp", f"task/{task['id']}:Desktop/notes.txt", str(copied))
+    assert out.returncode == 0 and copied.read_text() == "first line\ndone\n", out
+    missing = cuctl(seat.daemon.socket, "cp", f"task/{task['id']}:Desktop/other.txt", str(tmp_path / "x"))
+    assert missing.returncode == 2 and "kept no file 'Desktop/other.txt' (it collected: 'Desktop/notes.txt')" in \
+        missing.stderr, missing
+    into = cuctl(seat.daemon.socket, "cp", str(copied), f"task/{task['id']}:Desktop/notes.txt")
+    assert into.returncode == 2 and "copy them out of it, not into it" in into.stderr, into
     hooks = [json.loads(line) for line in seat.hooks.read_text().splitlines() if line.strip()]  # type: ignore[attr-defined]
     finished = next(h for h in hooks if h["task"]["id"] == task["id"])
     assert finished["task"]["verdict"] == {"verdict": "passed", "score": 1.0, "passed": 5, "failed": 0,

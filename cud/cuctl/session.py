@@ -24,12 +24,22 @@ _REMOTE = re.compile(rf"(?P<seat>{SEAT_NAME.pattern}):(?P<path>.*)", re.DOTALL)
 TIMED_OUT = 124
 
 
+#: ``task/ID:PATH``: a file a finished spec task collected (its ``[collect]``), at its path in the home.
+_ARTIFACT = re.compile(r"task/(?P<id>[0-9]{1,18}):(?P<path>.+)", re.DOTALL)
+
+
 def _remote(text: str) -> tuple[str, str] | None:
     found = _REMOTE.fullmatch(text)
     return (found["seat"], found["path"]) if found else None
 
 
 def cp(client: Client, args: argparse.Namespace) -> int:
+    if _ARTIFACT.fullmatch(args.target):
+        raise ConfigError(f"cuctl cp: {args.target!r}: a task's collected files are kept as they were; copy them "
+                          "out of it, not into it", target=args.target)
+    artifact = _ARTIFACT.fullmatch(args.source)
+    if artifact:
+        return _get_artifact(client, args, int(artifact["id"]), artifact["path"], args.target)
     source, target = _remote(args.source), _remote(args.target)
     if (source is None) == (target is None):
         raise ConfigError(f"cuctl cp copies between here and a seat: one of {args.source!r} and {args.target!r} must "
@@ -82,7 +92,17 @@ def _read_pieces(handle: Any, size: int) -> Iterator[bytes]:
 def _get(client: Client, args: argparse.Namespace, seat: str, path: str, local: str) -> int:
     chunks = Chunks("file")
     result = client.call("get", chunks, seat=seat, path=path)
-    data = chunks.join(result)
+    return _write_local(args, chunks.join(result), result, local, f"{seat}:{result['path']}")
+
+
+def _get_artifact(client: Client, args: argparse.Namespace, task_id: int, path: str, local: str) -> int:
+    chunks = Chunks("file")
+    result = client.call("artifact", chunks, id=task_id, path=path)
+    # A record's files are kept 0600, as the daemon keeps them: the home's mode is not part of the record.
+    return _write_local(args, chunks.join(result), {**result, "mode": 0o600}, local, f"task/{task_id}:{path}")
+
+
+def _write_local(args: argparse.Namespace, data: bytes, result: dict[str, Any], local: str, source: str) -> int:
     if local == "-":
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
@@ -98,7 +118,7 @@ def _get(client: Client, args: argparse.Namespace, seat: str, path: str, local: 
     if args.json:
         emit_json({"local": os.path.abspath(local), **result})
     else:
-        print(f"{local}: {result['bytes']} bytes from {seat}:{result['path']}")
+        print(f"{local}: {result['bytes']} bytes from {source}")
     return 0
 
 

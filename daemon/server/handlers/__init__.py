@@ -33,6 +33,7 @@ HANDLERS: dict[str, Handler] = {
     "resume": control.resume,
     "act": control.act,
     "image": records.image,
+    "artifact": records.artifact,
     "record": records.record,
     "video": video.video,
     "metrics": metrics.metrics,

@@ -23,6 +23,7 @@ from cud.errors import CudError, NotFound
 from cud.protocol import (
     CHUNK_BYTES,
     RECORD_FILE_NAME,
+    ArtifactRequest,
     ImageRequest,
     RecordFile,
     RecordRequest,
@@ -71,6 +72,18 @@ async def image(ctx: Context, request: ImageRequest) -> dict[str, Any]:
         raise NotFound(f"task {task_id} has no screenshot {name!r}", id=task_id, name=name)
     await ctx.send_chunks(data)
     return {"bytes": len(data), "format": name.rsplit(".", 1)[1]}
+
+
+async def artifact(ctx: Context, request: ArtifactRequest) -> dict[str, Any]:
+    """One file a spec collected, as ``chunk`` messages: only what the task's ``artifacts`` list names."""
+    task_id, path = request["id"], request["path"]
+    kept = [a["path"] for a in ctx.daemon.store.task(task_id)["artifacts"] if a["error"] is None]
+    data = _read(ctx.daemon.trajectories.task_dir(task_id) / "artifacts" / path) if path in kept else None
+    if data is None:
+        listed = ", ".join(repr(p) for p in kept) or "none"
+        raise NotFound(f"task {task_id} kept no file {path!r} (it collected: {listed})", id=task_id, path=path)
+    await ctx.send_chunks(data)
+    return {"id": task_id, "path": path, "bytes": len(data)}
 
 
 def _read(path: os.PathLike[str]) -> bytes | None:
