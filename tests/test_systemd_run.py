@@ -12,6 +12,7 @@ import socket
 import stat
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -400,7 +401,7 @@ def test_cud_xauth_rejects_bad_input(tmp_path: Path) -> None:
 
 # -- sd_notify from the real daemon ------------------------------------------------------------------
 class NotifySocket:
-    """A bound AF_UNIX datagram socket, as systemd's NOTIFY_SOCKET is; records what arrives."""
+    """A bound AF_UNIX datagram socket, as systemd's NOTIFY_SOCKET is; records what arrives, and when."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -408,6 +409,7 @@ class NotifySocket:
         self.sock.bind(str(path))
         self.sock.settimeout(0.2)
         self.messages: list[dict[str, str]] = []
+        self.arrivals: list[float] = []
         self.lock = threading.Lock()
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._receive, daemon=True)
@@ -424,6 +426,7 @@ class NotifySocket:
             fields = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
             with self.lock:
                 self.messages.append(fields)
+                self.arrivals.append(time.monotonic())
 
     def count(self, key: str) -> int:
         with self.lock:
@@ -432,6 +435,11 @@ class NotifySocket:
     def first(self, key: str) -> dict[str, str] | None:
         with self.lock:
             return next((m for m in self.messages if key in m), None)
+
+    def timeline(self) -> list[tuple[float, dict[str, str]]]:
+        """Each message with its arrival (``time.monotonic()``), as systemd's watchdog timer sees them."""
+        with self.lock:
+            return list(zip(self.arrivals, self.messages, strict=True))
 
     def close(self) -> None:
         self.closed.set()
@@ -447,8 +455,9 @@ def test_daemon_sends_ready_feeds_the_watchdog_while_a_task_runs_and_says_stoppi
     # watchdog while it waits, however long that is, until the task is cancelled.
     model = ScriptedModel(scenario({"message": "done", "delay": 3600}))
     url = model.start()
+    watchdog_usec = 1_000_000
     daemon = Daemon(xvfb.display, url, workdir=short_tmp,
-                    extra_env={"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "200000"})
+                    extra_env={"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": str(watchdog_usec)})
     try:
         daemon.start()
         ready = wait_until(lambda: notify.first("READY"), 30, "READY=1")
@@ -468,6 +477,11 @@ def test_daemon_sends_ready_feeds_the_watchdog_while_a_task_runs_and_says_stoppi
         stopping = wait_until(lambda: notify.first("STOPPING"), 10, "STOPPING=1 after SIGTERM")
         assert stopping["STOPPING"] == "1"
         assert all(m.get("WATCHDOG", "1") == "1" for m in notify.messages)
+        # What systemd enforces: from READY=1 to STOPPING=1 no stretch without a WATCHDOG=1 as long as
+        # WATCHDOG_USEC, or it kills the daemon. (It pings every half of it: the other half is for a busy machine.)
+        pings = [at for at, m in notify.timeline() if m.keys() & {"READY", "WATCHDOG", "STOPPING"}]
+        gaps = [round(b - a, 3) for a, b in zip(pings, pings[1:])]
+        assert max(gaps) < watchdog_usec / 1e6, f"a gap of {max(gaps)} s between pings: {gaps}"
     finally:
         daemon.stop()
         model.stop()
