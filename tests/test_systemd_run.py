@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.apps.reporting import SYSTEM_PYTHON
 from tests.support.daemon import ROOT, Daemon, scenario
+from tests.support.listeners import socket_inodes, tcp_listeners
 from tests.support.probes import rfb_security_types, x_connects
 from tests.support.recorder import wait_until
 from tests.support.units import SYSTEMD, unit_command, unit_env, unit_settings
@@ -165,9 +166,10 @@ def test_xvfb_unit_serves_only_cookie_holders_and_x11vnc_unit_only_loopback_with
     assert not x_connects(display, "/nonexistent")  # no -ac, no open door for other local users
     assert x_connects(display, runner.run / "Xauthority")  # the one file cud.service reads
     assert f"@/tmp/.X11-unix/X{runner.number}" in Path("/proc/net/unix").read_text()  # it holds the abstract name
-    runner.start("x11vnc@.service")
+    x11vnc = runner.start("x11vnc@.service")
     port = 5900 + runner.number  # x11vnc -N
-    wait_until(lambda: listening_addresses(port), 30, f"x11vnc to listen on {port}")
+    # Its own listener: another process on the port would not be the unit's x11vnc.
+    wait_until(lambda: tcp_listeners(port) & socket_inodes(x11vnc.pid), 30, f"x11vnc to listen on {port}")
     assert listening_addresses(port) <= LOOPBACK
     assert rfb_security_types(port) == [2]  # VNC password authentication, and nothing else
 
@@ -191,11 +193,11 @@ def test_a_display_number_taken_after_it_was_chosen_moves_the_unit_to_the_next(u
 
 def test_xvnc_unit_serves_only_cookie_holders_and_loopback_with_a_password(unit_runner) -> None:
     runner = unit_runner
-    runner.start_server("xvnc@.service")
+    xvnc = runner.start_server("xvnc@.service")
     display, cookie = f":{runner.number}", runner.run / str(runner.number) / "Xauthority"
     assert x_connects(display, cookie) and not x_connects(display, "/nonexistent")
     port = 5900 + runner.number
-    wait_until(lambda: listening_addresses(port), 30, f"Xvnc to listen on {port}")
+    wait_until(lambda: tcp_listeners(port) & socket_inodes(xvnc.pid), 30, f"Xvnc to listen on {port}")
     assert listening_addresses(port) <= LOOPBACK
     assert rfb_security_types(port) == [2]
 
