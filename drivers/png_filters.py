@@ -89,7 +89,10 @@ def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.nd
         # Paeth costs ten times the others: judged on the sample alone, computed whole only for rows it wins.
         candidates.append((PAETH, None))
         samples.append(_paeth_sample(cur, prev))
-    costs = np.stack([np.abs(sample.view(np.int8)).sum(axis=1, dtype=np.int32) for sample in samples])
+    # |r| of each residual read as a signed byte, as Pillow costs it: int8 abs leaves -128 as -128 (0x80), which
+    # read back unsigned is its 128. Summed as -128, a row of mid-grey (0x80) bytes would cost less than nothing
+    # and go unfiltered where Pillow picks a filter (seed 600627: twice Pillow's bytes).
+    costs = np.stack([np.abs(sample.view(np.int8)).view(np.uint8).sum(axis=1, dtype=np.int32) for sample in samples])
     choice = costs.argmin(axis=0)
     rows[:, 0] = np.array([kind for kind, _ in candidates], np.uint8)[choice]
     for index, (kind, residuals) in enumerate(candidates):

@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,28 @@ from tests.support.xserver import XServer, start_xvfb
 # The real daemon (start_daemon), the tests' own sshd (sshd) and cud installed under a private prefix
 # (prefix_install) as fixtures, for every module that wants one.
 pytest_plugins = ["tests.support.daemon", "tests.support.sshd", "tests.support.units", "tests.support.seat_users"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temp_dirs_are_removed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every directory the tests make with ``tempfile.mkdtemp`` outside pytest's own temp tree is gone by the
+    end of the run: a fixture that leaves one (no ``finally``, a failed start) fails the run, naming it."""
+    made: list[Path] = []
+    mkdtemp = tempfile.mkdtemp
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        path = mkdtemp(*args, **kwargs)
+        made.append(Path(os.fsdecode(path)))
+        return path
+
+    tempfile.mkdtemp = recorded  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        tempfile.mkdtemp = mkdtemp
+    pytests = tmp_path_factory.getbasetemp().resolve()
+    left = [str(path) for path in made if path.exists() and not path.resolve().is_relative_to(pytests)]
+    assert not left, f"temporary directories left behind: {left}"
 
 
 @pytest.fixture

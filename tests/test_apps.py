@@ -10,7 +10,6 @@ before sending anything, and a test checks exactly that (``REFUSED``).
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from tests.support.apps.base import App
 from tests.support.desktop import KINDS, Desktop, start_desktop
 from tests.support.rawx import held_state
 from tests.support.recorder import wait_until
+from tests.support.seeds import run_seed
 
 #: (desktop kind, what) pairs a driver refuses up front, because the server cannot do it.
 REFUSED = {
@@ -183,9 +183,9 @@ def test_drag_selects_text(app: App) -> None:
                f"selected: {app.selection()!r}")
 
 
-#: Seed of the random drag-and-drop paths (each cell derives its own from it and its id);
-#: a failing cell names its seed and path. CUD_TEST_DRAG_SEED tries other paths.
-DRAG_SEED = int(os.environ.get("CUD_TEST_DRAG_SEED", "21"))
+#: Seed of the random drag-and-drop paths (each cell derives its own from it and its id): new
+#: every run; a failing cell names its path and CUD_TEST_DRAG_SEED=<seed>, which replays it.
+DRAG_SEED = run_seed("CUD_TEST_DRAG_SEED")
 #: Random points stay this far inside the source and the target (the driver's last step
 #: goes 1 px off the end and back).
 DRAG_INSET = 6
@@ -211,9 +211,8 @@ def random_drag(app: App, points: int, rng: random.Random) -> list[tuple[int, in
 @pytest.mark.parametrize("points", [2, 3, 4])
 @needs("dnd")
 def test_drag_and_drop_lands_on_the_target(app: App, kind: str, points: int) -> None:
-    seed = f"{DRAG_SEED}-{app.name}-{kind}-{points}"
-    path = random_drag(app, points, random.Random(seed))
-    what = f"{points}-point drag {path} (seed {seed!r})"
+    path = random_drag(app, points, random.Random(f"{DRAG_SEED.value}-{app.name}-{kind}-{points}"))
+    what = f"{points}-point drag {path} ({DRAG_SEED})"
     since = app.mark()
     app.desktop.driver.drag({"type": "drag", "path": [{"x": x, "y": y} for x, y in path]})
     drop = app.wait_for(lambda e: e["type"] == "drop", since, what=f"{app.name} to report the drop of the {what}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -164,8 +163,7 @@ def test_a_killed_x_server_fails_its_task_its_seat_waits_and_comes_back(seats: S
     wait_until(lambda: first in _pending_tasks(daemon), 30, "the task on b")
     display = seats.servers["b"].display
     seats.recorders["b"].stop()
-    seats.servers["b"].proc.send_signal(signal.SIGKILL)
-    seats.servers["b"].proc.wait()
+    seats.servers["b"].kill()  # its number stays ours, so the seat can only come back on our server
     _approve(daemon, first)  # the approved typing reaches a display that is gone
     failed = daemon.wait_state(first, "failed")
     assert failed["error"]["kind"] == "display_unavailable" and display in failed["error"]["message"]
@@ -198,7 +196,7 @@ def test_a_seat_whose_display_is_gone_at_start_up_does_not_hold_the_daemon_back(
     (short_tmp / "a").mkdir()
     (short_tmp / "b").mkdir()
     alive, gone = start_xvfb(short_tmp / "a"), start_xvfb(short_tmp / "b")
-    gone.stop()  # a display number this test chose and released: nobody else's server
+    gone.stop(keep_number=True)  # a display number this test chose and keeps: no server there, nobody else's
     model = ScriptedModel(scenario({"message": "done"}))
     daemon = Daemon("", model.start(), workdir=short_tmp, seats={"a": alive.display, "b": gone.display})
     try:
@@ -214,6 +212,7 @@ def test_a_seat_whose_display_is_gone_at_start_up_does_not_hold_the_daemon_back(
         daemon.stop()
         model.stop()
         alive.stop()
+        gone.stop()
 
 
 def test_an_old_database_upgrades_under_three_seats(short_tmp: Path) -> None:

@@ -8,12 +8,12 @@ import copy
 import json
 import random
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
 from cud.daemon.config import load_config
-from cud.daemon.model.history import PLACEHOLDER, History, ReplayHistory, StoredHistory, load_history
+from cud.daemon.model.history import PLACEHOLDER, PLACEHOLDER_BYTES, History, ReplayHistory, StoredHistory, load_history
 from cud.errors import ConfigError
 from cud.request_limits import image_bytes, image_stats, image_urls
 from tests.support.daemon import cuctl, scenario
@@ -61,17 +61,25 @@ def test_the_config_file_reads_history_and_retries(tmp_path: Any) -> None:
 # -- the shapers, on histories grown the way the SDK's loop grows them ---------------------------
 
 
+class Sent(NamedTuple):
+    items: list[Any]
+    extra: dict[str, Any]
+    handed: int  # screenshots in the history the shaper was handed
+
+
 def _shot(rng: random.Random, size: int) -> str:
     return "data:image/png;base64," + base64.b64encode(rng.randbytes(size)).decode()
 
 
-def _grow(shaper: Any, rng: random.Random, steps: int, sizes: tuple[int, int]) -> list[tuple[list[Any], dict[str, Any]]]:
+def _grow(shaper: Any, rng: random.Random, steps: int, sizes: tuple[int, int]) -> list[Sent]:
     """Drive ``shaper`` like AsyncComputerToolset.run drives responses.create; return what each request sent."""
     history: list[Any] = [{"role": "user", "content": "the task"}]
     sent = []
     for step in range(steps):
+        # The screenshots the shaper is handed (before it leaves any step out): placeholders are image data too.
+        handed = sum(1 for _ in image_urls(history))
         items, extra = shaper.request(history)
-        sent.append((copy.deepcopy(items), dict(extra)))  # as serialised then: later steps edit in place
+        sent.append(Sent(copy.deepcopy(items), dict(extra), handed))  # as serialised then: later steps edit in place
         call_id = f"call_{step}"
         output = [SimpleNamespace(id=f"rs_{step}"), SimpleNamespace(id=f"cu_{step}")]
         shaper.accepted(history, SimpleNamespace(id=f"resp_{step}", output=output))
@@ -84,6 +92,18 @@ def _grow(shaper: Any, rng: random.Random, steps: int, sizes: tuple[int, int]) -
     return sent
 
 
+def _newest_that_fit(sizes: list[int], handed: int, history: History) -> int:
+    """How many of the newest screenshots (``sizes``, oldest first) fit whole: at most ``keep_screenshots``, and
+    their bytes with a placeholder's for every screenshot handed over within ``max_image_bytes``; the newest
+    always. The shaper must send at least these in full, whatever else it keeps."""
+    count, budget = 0, history.max_image_bytes - handed * PLACEHOLDER_BYTES
+    for size in reversed(sizes):
+        if count and (count == history.keep_screenshots or size > budget):
+            break
+        count, budget = count + 1, budget - size
+    return count
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_replayed_requests_keep_the_budget_on_random_histories(seed: int) -> None:
     rng = random.Random(seed)
@@ -91,8 +111,12 @@ def test_replayed_requests_keep_the_budget_on_random_histories(seed: int) -> Non
     history = History(mode="replay", keep_screenshots=rng.randint(1, 12), max_images=rng.randint(12, 40),
                       max_image_bytes=rng.randint(20_000, 400_000))
     sent = _grow(ReplayHistory(history), rng, rng.randint(1, 120), (1_000, 60_000))
-    for number, (items, extra) in enumerate(sent):
+    originals: dict[str, str] = {}  # each screenshot as taken (the newest always travels whole), by its call
+    for number, (items, extra, handed) in enumerate(sent):
         assert extra == {}
+        outputs = [i for i in items if i.get("type") == "computer_call_output"]
+        for output in outputs:
+            originals.setdefault(output["call_id"], output["output"]["image_url"])
         urls = list(image_urls(items))
         full = [u for u in urls if u != PLACEHOLDER]
         count, data = image_stats(items)
@@ -100,8 +124,13 @@ def test_replayed_requests_keep_the_budget_on_random_histories(seed: int) -> Non
         # Every screenshot that fits is whole; only a newest one alone may pass the byte budget.
         assert len(full) <= history.keep_screenshots
         assert data <= history.max_image_bytes or len(full) == 1
-        if number and number <= history.keep_screenshots and not any(u == PLACEHOLDER for u in urls):
-            assert len(full) == number
+        # And the newest that fit are all whole (a shaper that keeps too few fails here): a run of them at
+        # the end, each exactly as taken.
+        newest = _newest_that_fit([image_bytes(originals[o["call_id"]]) for o in outputs], handed, history)
+        assert all(o["output"]["image_url"] == originals[o["call_id"]] for o in outputs[len(outputs) - newest:]), (
+            f"request {number}: the newest {newest} screenshots fit but were not all sent whole")
+        if newest == history.keep_screenshots:  # the count binds: exactly the newest keep_screenshots
+            assert urls[-newest:] == full
         if urls:
             assert urls[-1] != PLACEHOLDER  # the newest screen always travels
         # Whole steps only: every output has its call, and nothing before the prompt.
@@ -117,8 +146,8 @@ def test_stored_requests_carry_only_what_is_new(seed: int) -> None:
     rng = random.Random(seed)
     shaper = StoredHistory()
     sent = _grow(shaper, rng, rng.randint(2, 60), (100, 5_000))
-    assert sent[0] == ([{"role": "user", "content": "the task"}], {})
-    for step, (items, extra) in enumerate(sent[1:]):
+    assert sent[0][:2] == ([{"role": "user", "content": "the task"}], {})
+    for step, (items, extra, _) in enumerate(sent[1:]):
         assert extra == {"previous_response_id": f"resp_{step}"}
         assert [i["type"] for i in items] == ["computer_call_output"] and items[0]["call_id"] == f"call_{step}"
 

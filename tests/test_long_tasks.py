@@ -2,15 +2,15 @@
 
 The screen is busy on purpose: a patch of noise (about 0.8 MB a screenshot) next to the
 window typed into, so a history replayed in full would pass the API's 50 MB of images
-near step 60 and the limits are really in play. Each step types one character of a
-seeded random text; the window must hold exactly that text at the end.
+near step 60 and the limits are really in play; both tests check that it does. Each step
+types one character of a seeded random text; the window must hold exactly that text at the end.
 """
 
 from __future__ import annotations
 
 import base64
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +19,15 @@ from Xlib import X
 from Xlib import display as xdisplay
 
 from cud.daemon.model.history import PLACEHOLDER
-from cud.request_limits import image_urls
+from cud.request_limits import MAX_IMAGE_BYTES, image_bytes, image_urls
 from tests.support.daemon import Daemon, scenario
 from tests.support.recorder import Recorder
-from tests.support.vnc import start_x11vnc
+from tests.support.vnc import VncServer, start_x11vnc
 
 STEPS = 100
 NOISE = (640, 400)  # at the top left; the typing window takes the bottom right
+#: Random bytes do not compress: no PNG of the screen is smaller than the noise's own bytes.
+LEAST_SCREENSHOT_BYTES = NOISE[0] * NOISE[1] * 3
 ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:!?-+=/()"
 REPLAY = """
 [request]
@@ -68,28 +70,46 @@ def _typing_task(seed: int) -> tuple[str, dict[str, Any]]:
     return text, scenario(*steps, {"message": "typed it all"})
 
 
-def _run(start_daemon: Any, busy_screen: Recorder, tmp_path: Path, *, config: str | None, vnc: bool) -> tuple[Daemon, dict[str, Any], str]:
+@pytest.fixture
+def x11vnc(busy_screen: Recorder, tmp_path: Path) -> Iterator[Callable[[], VncServer]]:
+    """Starts x11vnc on the busy screen when called; stops it by pid however the test ends."""
+    started: list[VncServer] = []
+
+    def start() -> VncServer:
+        started.append(start_x11vnc(busy_screen.display, tmp_path))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _run(start_daemon: Any, busy_screen: Recorder, x11vnc: Callable[[], VncServer], tmp_path: Path, *,
+         config: str | None, vnc: bool) -> tuple[Daemon, dict[str, Any], str]:
     seed = random.randrange(2**32)
     print(f"text seed {seed}")
     text, plan = _typing_task(seed)
     options: dict[str, Any] = {"max_steps": STEPS + 5, "config": config}
     if vnc:
-        server = start_x11vnc(busy_screen.display, tmp_path)
-        options["vnc"] = (server.server, tmp_path / "x11vnc.passwd")
+        options["vnc"] = (x11vnc().server, tmp_path / "x11vnc.passwd")
     daemon = start_daemon(plan, model_options={"record": True}, **options)
     task_id = daemon.call("submit", prompt="type the text")["id"]
     task = daemon.wait_state(task_id, "succeeded", "failed", timeout=600)
     assert task["state"] == "succeeded", task
     busy_screen.wait_text(text)
-    if vnc:
-        server.stop()
     return daemon, task, text
 
 
+def _assert_busy(sizes: list[int]) -> None:
+    """The screenshots are as large as the docstring says: the limits are in play, not passed by a blank screen."""
+    assert min(sizes) >= LEAST_SCREENSHOT_BYTES, f"a screenshot of {min(sizes)} bytes: the noise is not on the screen"
+    assert sum(sizes) > MAX_IMAGE_BYTES, f"{sum(sizes)} bytes of screenshots would fit one request whole"
+
+
 @pytest.mark.parametrize("vnc", [False, True], ids=["x11", "vnc"])
-def test_100_steps_stored_send_every_screenshot_once(start_daemon, busy_screen: Recorder, tmp_path: Path,
-                                                    vnc: bool) -> None:
-    daemon, task, _ = _run(start_daemon, busy_screen, tmp_path, config=None, vnc=vnc)
+def test_100_steps_stored_send_every_screenshot_once(start_daemon, busy_screen: Recorder, x11vnc: Any,
+                                                    tmp_path: Path, vnc: bool) -> None:
+    daemon, task, _ = _run(start_daemon, busy_screen, x11vnc, tmp_path, config=None, vnc=vnc)
     model = daemon.model  # type: ignore[attr-defined]
     requests = model.requests
     assert len(requests) == STEPS + 2  # the first look, a step per character, the last screenshot's turn
@@ -100,6 +120,7 @@ def test_100_steps_stored_send_every_screenshot_once(start_daemon, busy_screen: 
     # screenshot travels once (two steps may look alike, so this is by step, not by content).
     kept = sorted((daemon.state_dir / "trajectories" / str(task["id"])).iterdir())
     assert len(kept) == STEPS + 1
+    _assert_busy([path.stat().st_size for path in kept])
     for body, path in zip(requests[1:], kept, strict=True):
         (url,) = image_urls(body["input"])
         assert base64.b64decode(url.split(",", 1)[1]) == path.read_bytes(), f"request for {path.name}"
@@ -116,12 +137,14 @@ def test_100_steps_stored_send_every_screenshot_once(start_daemon, busy_screen: 
 
 
 @pytest.mark.parametrize("vnc", [False, True], ids=["x11", "vnc"])
-def test_100_steps_replayed_stay_under_the_budget(start_daemon, busy_screen: Recorder, tmp_path: Path,
-                                                 vnc: bool) -> None:
-    daemon, task, _ = _run(start_daemon, busy_screen, tmp_path, config=REPLAY, vnc=vnc)
+def test_100_steps_replayed_stay_under_the_budget(start_daemon, busy_screen: Recorder, x11vnc: Any,
+                                                 tmp_path: Path, vnc: bool) -> None:
+    daemon, task, _ = _run(start_daemon, busy_screen, x11vnc, tmp_path, config=REPLAY, vnc=vnc)
     model = daemon.model  # type: ignore[attr-defined]
     requests = model.requests
     assert len(requests) == STEPS + 2
+    # Each step's screenshot, as it first travelled (the newest of a request is always whole).
+    _assert_busy([image_bytes(list(image_urls(body["input"]))[-1]) for body in requests[1:]])
     for number, body in enumerate(requests):
         assert "previous_response_id" not in body and body["store"] is False
         urls = list(image_urls(body["input"]))

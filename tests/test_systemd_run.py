@@ -12,6 +12,7 @@ import socket
 import stat
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 
 from tests.support.apps.reporting import SYSTEM_PYTHON
 from tests.support.daemon import ROOT, Daemon, scenario
+from tests.support.listeners import socket_inodes, tcp_listeners
 from tests.support.probes import rfb_security_types, x_connects
 from tests.support.recorder import wait_until
 from tests.support.units import SYSTEMD, unit_command, unit_env, unit_settings
@@ -164,9 +166,10 @@ def test_xvfb_unit_serves_only_cookie_holders_and_x11vnc_unit_only_loopback_with
     assert not x_connects(display, "/nonexistent")  # no -ac, no open door for other local users
     assert x_connects(display, runner.run / "Xauthority")  # the one file cud.service reads
     assert f"@/tmp/.X11-unix/X{runner.number}" in Path("/proc/net/unix").read_text()  # it holds the abstract name
-    runner.start("x11vnc@.service")
+    x11vnc = runner.start("x11vnc@.service")
     port = 5900 + runner.number  # x11vnc -N
-    wait_until(lambda: listening_addresses(port), 30, f"x11vnc to listen on {port}")
+    # Its own listener: another process on the port would not be the unit's x11vnc.
+    wait_until(lambda: tcp_listeners(port) & socket_inodes(x11vnc.pid), 30, f"x11vnc to listen on {port}")
     assert listening_addresses(port) <= LOOPBACK
     assert rfb_security_types(port) == [2]  # VNC password authentication, and nothing else
 
@@ -190,11 +193,11 @@ def test_a_display_number_taken_after_it_was_chosen_moves_the_unit_to_the_next(u
 
 def test_xvnc_unit_serves_only_cookie_holders_and_loopback_with_a_password(unit_runner) -> None:
     runner = unit_runner
-    runner.start_server("xvnc@.service")
+    xvnc = runner.start_server("xvnc@.service")
     display, cookie = f":{runner.number}", runner.run / str(runner.number) / "Xauthority"
     assert x_connects(display, cookie) and not x_connects(display, "/nonexistent")
     port = 5900 + runner.number
-    wait_until(lambda: listening_addresses(port), 30, f"Xvnc to listen on {port}")
+    wait_until(lambda: tcp_listeners(port) & socket_inodes(xvnc.pid), 30, f"Xvnc to listen on {port}")
     assert listening_addresses(port) <= LOOPBACK
     assert rfb_security_types(port) == [2]
 
@@ -400,7 +403,7 @@ def test_cud_xauth_rejects_bad_input(tmp_path: Path) -> None:
 
 # -- sd_notify from the real daemon ------------------------------------------------------------------
 class NotifySocket:
-    """A bound AF_UNIX datagram socket, as systemd's NOTIFY_SOCKET is; records what arrives."""
+    """A bound AF_UNIX datagram socket, as systemd's NOTIFY_SOCKET is; records what arrives, and when."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -408,6 +411,7 @@ class NotifySocket:
         self.sock.bind(str(path))
         self.sock.settimeout(0.2)
         self.messages: list[dict[str, str]] = []
+        self.arrivals: list[float] = []
         self.lock = threading.Lock()
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._receive, daemon=True)
@@ -424,6 +428,7 @@ class NotifySocket:
             fields = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
             with self.lock:
                 self.messages.append(fields)
+                self.arrivals.append(time.monotonic())
 
     def count(self, key: str) -> int:
         with self.lock:
@@ -432,6 +437,11 @@ class NotifySocket:
     def first(self, key: str) -> dict[str, str] | None:
         with self.lock:
             return next((m for m in self.messages if key in m), None)
+
+    def timeline(self) -> list[tuple[float, dict[str, str]]]:
+        """Each message with its arrival (``time.monotonic()``), as systemd's watchdog timer sees them."""
+        with self.lock:
+            return list(zip(self.arrivals, self.messages, strict=True))
 
     def close(self) -> None:
         self.closed.set()
@@ -447,8 +457,9 @@ def test_daemon_sends_ready_feeds_the_watchdog_while_a_task_runs_and_says_stoppi
     # watchdog while it waits, however long that is, until the task is cancelled.
     model = ScriptedModel(scenario({"message": "done", "delay": 3600}))
     url = model.start()
+    watchdog_usec = 1_000_000
     daemon = Daemon(xvfb.display, url, workdir=short_tmp,
-                    extra_env={"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "200000"})
+                    extra_env={"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": str(watchdog_usec)})
     try:
         daemon.start()
         ready = wait_until(lambda: notify.first("READY"), 30, "READY=1")
@@ -468,6 +479,11 @@ def test_daemon_sends_ready_feeds_the_watchdog_while_a_task_runs_and_says_stoppi
         stopping = wait_until(lambda: notify.first("STOPPING"), 10, "STOPPING=1 after SIGTERM")
         assert stopping["STOPPING"] == "1"
         assert all(m.get("WATCHDOG", "1") == "1" for m in notify.messages)
+        # What systemd enforces: from READY=1 to STOPPING=1 no stretch without a WATCHDOG=1 as long as
+        # WATCHDOG_USEC, or it kills the daemon. (It pings every half of it: the other half is for a busy machine.)
+        pings = [at for at, m in notify.timeline() if m.keys() & {"READY", "WATCHDOG", "STOPPING"}]
+        gaps = [round(b - a, 3) for a, b in zip(pings, pings[1:])]
+        assert max(gaps) < watchdog_usec / 1e6, f"a gap of {max(gaps)} s between pings: {gaps}"
     finally:
         daemon.stop()
         model.stop()

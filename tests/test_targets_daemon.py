@@ -9,6 +9,7 @@ own daemon, whose scripted model clicks and types at the dialog's widgets.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,12 +45,15 @@ decision = "ask"
 @pytest.fixture(scope="module")
 def desk() -> Iterator[tuple[Desktop, A11yBus]]:
     workdir = Path(tempfile.mkdtemp(prefix="cud-targets-daemon-"))
-    with start_desktop("x11", workdir) as desktop:
-        bus = start_a11y_bus(desktop)
-        try:
-            yield desktop, bus
-        finally:
-            bus.stop()
+    try:
+        with start_desktop("x11", workdir) as desktop:
+            bus = start_a11y_bus(desktop)
+            try:
+                yield desktop, bus
+            finally:
+                bus.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture

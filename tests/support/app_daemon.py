@@ -28,8 +28,8 @@ def daemon_on_app(app_name: str, workdir: Path, scenario_for: Callable[[App], di
         daemon: Daemon | None = None
         try:
             model = ScriptedModel(scenario_for(app))
-            daemon = Daemon(desktop.display, model.start(), **options).start()
-            yield app, daemon
+            daemon = Daemon(desktop.display, model.start(), **options)
+            yield app, daemon.start()  # one that fails to answer is still stopped, and its directory removed
         finally:
             if daemon is not None:
                 daemon.cleanup()

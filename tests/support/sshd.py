@@ -65,9 +65,13 @@ class Sshd:
         self.log = self.dir / "sshd.log"
         self.config = self.dir / "ssh_config"
         self.proc: subprocess.Popen[bytes] | None = None
-        host_key = _keygen(self.dir / "host_key")
-        accepted = _keygen(self.dir / "id")
-        _keygen(self.dir / "other_id")
+        try:
+            host_key = _keygen(self.dir / "host_key")
+            accepted = _keygen(self.dir / "id")
+            _keygen(self.dir / "other_id")
+        except BaseException:  # the fixture's stop() is never reached: the directory goes here
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         keys = self.dir / "authorized_keys"
         keys.write_text(accepted + "\n")
         keys.chmod(0o644)

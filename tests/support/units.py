@@ -68,8 +68,10 @@ def prefix_install() -> Iterator[Path]:
     Once per run: the unit files' tests and the tests that run their command lines share it.
     """
     tmp = Path(tempfile.mkdtemp(prefix="cud-prefix-", dir="/tmp"))
-    tmp.chmod(0o755)
-    prefix = tmp / "usr"
-    run_install("", prefix, tmp, SYSCONFDIR=str(tmp / "etc"), PYTHON=sys.executable)
-    yield prefix
-    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.chmod(0o755)
+        prefix = tmp / "usr"
+        run_install("", prefix, tmp, SYSCONFDIR=str(tmp / "etc"), PYTHON=sys.executable)
+        yield prefix
+    finally:  # a failed install too
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,8 +1,11 @@
 """Start and stop VNC servers for tests: x11vnc on a test's Xvfb, and TigerVNC's Xvnc.
 
-Both listen on 127.0.0.1 only, on a port reserved by binding port 0, with VNC
-password authentication; both are stopped by pid. Xvnc picks its own display
-number (-displayfd), like the test Xvfb.
+Both listen on 127.0.0.1 only, with VNC password authentication; both are stopped
+by pid. Xvnc picks its own display number (-displayfd), like the test Xvfb. Neither
+can pick its own port, so the port is one that was free a moment ago: a server is
+ready only once the listener on its port is its own (the socket's inode among the
+server's file descriptors), and another process that took the port meanwhile sends
+the server to another port, never the test to that process.
 """
 
 from __future__ import annotations
@@ -11,15 +14,17 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
 from cryptography.hazmat.primitives.ciphers import Cipher, modes
 
+from .listeners import socket_inodes, tcp_listeners
 from .xserver import read_display_number, stop_process
 
-__all__ = ("VncServer", "start_x11vnc", "start_xvnc", "free_port", "write_vnc_passwd")
+__all__ = ("PortTaken", "VncServer", "free_port", "start_x11vnc", "start_xvnc", "write_vnc_passwd")
 
 # The fixed key every VNC implementation obfuscates ~/.vnc/passwd with (d3des bit order).
 _PASSWD_KEY = bytes((23, 82, 107, 6, 35, 78, 88, 7))
@@ -66,29 +71,41 @@ class VncServer:
         stop_process(self.proc)
 
 
+class PortTaken(RuntimeError):
+    """Another process listens on the port the server was started on."""
+
+
 def _wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
-    """Wait until something listens on ``port`` by reading /proc, without connecting to it.
+    """Wait until ``proc`` itself listens on ``port``, by reading /proc, without connecting to it.
 
     A probe connection would count as a failed client to the server (TigerVNC
-    blacklists hosts after a few).
+    blacklists hosts after a few). Someone else's listener there is not the server:
+    both servers exit when their port is taken, and then this raises PortTaken.
     """
     deadline = time.monotonic() + timeout
-    suffix = f":{port:04X}"
     delay = 0.01
     while True:
-        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-            try:
-                lines = Path(table).read_text().splitlines()[1:]
-            except OSError:
-                continue
-            # Field 3 is the socket state; 0A is LISTEN.
-            if any(f[1].endswith(suffix) and f[3] == "0A" for f in (line.split() for line in lines)):
-                return
+        listening = tcp_listeners(port)
+        if listening & socket_inodes(proc.pid):
+            return
         if proc.poll() is not None or time.monotonic() > deadline:
             stop_process(proc)
+            if listening:
+                raise PortTaken(f"another process listens on port {port}; log: {log.read_text(errors='replace')}")
             raise RuntimeError(f"VNC server did not listen on {port}; log: {log.read_text(errors='replace')}")
         time.sleep(delay)
         delay = min(delay * 1.5, 0.2)
+
+
+def _on_a_free_port(start: Callable[[int], VncServer], port: int | None) -> VncServer:
+    """``start(port)``, on ``port`` if given, else on a free one, and another if someone takes it first."""
+    for _ in range(5):
+        try:
+            return start(port or free_port())
+        except PortTaken:
+            if port:
+                raise
+    raise RuntimeError("every port the kernel offered was taken before the VNC server could listen (5 tries)")
 
 
 def start_x11vnc(display: str, workdir: Path, password: str = "s3cret", port: int | None = None,
@@ -97,10 +114,13 @@ def start_x11vnc(display: str, workdir: Path, password: str = "s3cret", port: in
 
     ``speeds`` None starts it as users do, measuring each client's link itself.
     """
-    port = port or free_port()
     passwd = workdir / "x11vnc.passwd"
     passwd.write_text(password + "\n")
     passwd.chmod(0o600)
+    return _on_a_free_port(lambda chosen: _start_x11vnc(display, workdir, passwd, password, chosen, speeds), port)
+
+
+def _start_x11vnc(display: str, workdir: Path, passwd: Path, password: str, port: int, speeds: str | None) -> VncServer:
     log = workdir / f"x11vnc-{port}.log"
     # -defer/-wait 5: poll the screen and send updates every 5 ms instead of 20, so
     # tests spend less time waiting; the driver does not depend on it.
@@ -127,8 +147,13 @@ def start_xvnc(workdir: Path, password: str = "s3cret", port: int | None = None,
     ``security_types`` None keeps Xvnc's default (TLSVnc,VncAuth): the driver must
     pick VncAuth itself.
     """
-    port = port or free_port()
     passwd = write_vnc_passwd(workdir / "xvnc.passwd", password)
+    return _on_a_free_port(
+        lambda chosen: _start_xvnc(workdir, passwd, password, chosen, width, height, security_types), port)
+
+
+def _start_xvnc(workdir: Path, passwd: Path, password: str, port: int, width: int, height: int,
+                security_types: str | None) -> VncServer:
     log = workdir / f"xvnc-{port}.log"
     read_fd, write_fd = os.pipe()
     argv = ["Xvnc", "-displayfd", str(write_fd), "-geometry", f"{width}x{height}", "-depth", "24",

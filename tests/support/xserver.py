@@ -1,6 +1,7 @@
 """Start and stop X servers for tests: Xvfb on a number it picks itself (-displayfd).
 
-Tests only ever send input to servers started here, and stop them by pid.
+Tests only ever send input to servers started here, and stop them by pid. A test that
+stops a server to start it again on the same number keeps the number meanwhile.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from .listeners import socket_inodes, unix_listeners
 
 __all__ = ("XServer", "restart_xvfb", "start_xvfb", "stop_process", "reset_xlib_event_codes")
 
@@ -49,13 +52,44 @@ class XServer:
     width: int
     height: int
     log: Path
+    #: While the server is down and the test means to start it again: its display's abstract socket name,
+    #: bound (not listening) so that no other X server takes the number; clients see no server there.
+    held: socket.socket | None = None
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
-    def stop(self) -> None:
+    def stop(self, *, keep_number: bool = False) -> None:
+        """Stop the server by pid. ``keep_number``: and keep its number from every other X server until
+        ``restart_xvfb`` or ``stop``: a released number is the lowest free one, the next -displayfd's choice."""
         stop_process(self.proc)
+        if keep_number:
+            self._hold()
+        else:
+            self.release()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash; the number is kept as by ``stop(keep_number=True)``."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self._hold()
+
+    def release(self) -> None:
+        if self.held is not None:
+            self.held.close()
+            self.held = None
+
+    def _hold(self) -> None:
+        if self.held is not None:
+            return
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(_abstract_name(self.display).replace("@", "\0", 1))
+        except OSError:
+            sock.close()
+            raise RuntimeError(f"another X server took {self.display} as soon as ours stopped") from None
+        self.held = sock
 
 
 def read_display_number(fd: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> str:
@@ -94,17 +128,19 @@ def start_xvfb(log_dir: Path, width: int = 1280, height: int = 800, depth: int =
 
 
 def restart_xvfb(old: XServer) -> XServer:
-    """A new Xvfb on the display number ``old`` chose (and lost: it must be dead), same size."""
+    """A new Xvfb on the display number ``old`` chose (it must be dead, and kept: ``stop(keep_number=True)``
+    or ``kill()``), same size; an error, not someone else's server, if another took the number."""
     assert old.proc.poll() is not None, "the old server still runs"
+    old.release()  # the number is ours: the old server picked it with -displayfd
     with open(old.log, "ab") as log_file:
-        # The number is ours: the old server picked it with -displayfd; a stale lock of a
-        # killed server is removed by the new one.
+        # A stale lock of a killed server is removed by the new one.
         proc = subprocess.Popen(
             ["Xvfb", old.display, "-screen", "0", f"{old.width}x{old.height}x24", "-nolisten", "tcp", "-noreset"],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
         )
     deadline = time.monotonic() + 30
-    while not _answers(old.display):
+    # Its own listener on the display's socket: another X server answering there is not it.
+    while not unix_listeners(_abstract_name(old.display)) & socket_inodes(proc.pid):
         if proc.poll() is not None or time.monotonic() > deadline:
             stop_process(proc)
             raise RuntimeError(f"Xvfb {old.display} did not come back; log: {old.log.read_text(errors='replace')}")
@@ -112,11 +148,6 @@ def restart_xvfb(old: XServer) -> XServer:
     return XServer(old.display, proc, old.width, old.height, old.log)
 
 
-def _answers(display: str) -> bool:
-    # A plain connect: python-xlib leaks its sockets when a connection attempt fails.
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        try:
-            sock.connect(f"/tmp/.X11-unix/X{display.lstrip(':')}")
-            return True
-        except OSError:
-            return False
+def _abstract_name(display: str) -> str:
+    """The abstract socket an X server on ``display`` listens on, as /proc/net/unix writes it."""
+    return f"@/tmp/.X11-unix/X{display.lstrip(':')}"
