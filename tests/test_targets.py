@@ -11,6 +11,7 @@ import asyncio
 import concurrent.futures
 import os
 import random
+import shutil
 import signal
 import tempfile
 from collections.abc import Iterator
@@ -24,29 +25,35 @@ from cud.drivers.x11_windows import X11Windows
 from tests.support.a11y import A11yBus, ChromiumForm, FormApp, start_a11y_bus
 from tests.support.desktop import Desktop, start_desktop
 from tests.support.recorder import wait_until
+from tests.support.seeds import run_seed
 
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[tuple[Desktop, A11yBus, dict[str, FormApp]]]:
     workdir = Path(tempfile.mkdtemp(prefix="cud-targets-"))
-    with start_desktop("x11", workdir) as desktop:
-        bus = start_a11y_bus(desktop)
-        apps: dict[str, FormApp] = {}
-        try:
-            for toolkit in ("gtk", "qt"):
-                app = FormApp(desktop, bus, toolkit)
-                app.start()
-                apps[toolkit] = app
-            yield desktop, bus, apps
-        finally:
-            for app in apps.values():
-                app.stop()
-            bus.stop()
+    try:
+        with start_desktop("x11", workdir) as desktop:
+            bus = start_a11y_bus(desktop)
+            apps: dict[str, FormApp] = {}
+            try:
+                for toolkit in ("gtk", "qt"):
+                    app = FormApp(desktop, bus, toolkit)
+                    app.start()
+                    apps[toolkit] = app
+                yield desktop, bus, apps
+            finally:
+                for app in apps.values():
+                    app.stop()
+                bus.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 #: Lookups checked for what they find get time enough on a loaded machine (a toolkit builds
 #: its accessible objects on the first question); the budget itself is checked below.
 ROOMY = 5.0
+#: The focus walk's clicks: new every run (CUD_TEST_FOCUS_SEED replays one; a failure names it).
+FOCUS_SEED = run_seed("CUD_TEST_FOCUS_SEED")
 
 
 def resolve(desktop: Desktop, bus: str, coro: Any, timeout: float = ROOMY) -> Any:
@@ -95,7 +102,7 @@ def test_the_focus_is_followed_by_events(stack: Any, toolkit: str) -> None:
         assert found is not None
         state = app._state()
         boxes = {**state["buttons"], "Search": state["field"]}
-        seed = int(os.environ.get("CUD_TEST_FOCUS_SEED", "22")) + len(toolkit)
+        seed = FOCUS_SEED.value + len(toolkit)
         rng = random.Random(seed)
         # A random walk of the focus over the dialog's widgets, each clicked at a random point in it.
         for name in ["Search", *(rng.choice(sorted(boxes)) for _ in range(5))]:
@@ -110,7 +117,7 @@ def test_the_focus_is_followed_by_events(stack: Any, toolkit: str) -> None:
                 await asyncio.sleep(0.02)
             else:
                 raise AssertionError(
-                    f"no focus event named {name!r} in {toolkit} at {(x, y)} (last: {path!r}; seed {seed})")
+                    f"no focus event named {name!r} in {toolkit} at {(x, y)} (last: {path!r}; {FOCUS_SEED})")
             walks = 0
             walk = atspi.frames
 
@@ -124,8 +131,8 @@ def test_the_focus_is_followed_by_events(stack: Any, toolkit: str) -> None:
                 target = await resolver.focus()
             finally:
                 del atspi.frames
-            assert target["element"]["name"] == name and "focused" in target["element"]["states"], (seed, target)
-            assert walks == 0, f"the focus of {toolkit} was found by walking its tree, not its events (seed {seed})"
+            assert target["element"]["name"] == name and "focused" in target["element"]["states"], (str(FOCUS_SEED), target)
+            assert walks == 0, f"the focus of {toolkit} was found by walking its tree, not its events ({FOCUS_SEED})"
 
     resolve(desktop, bus.address, main)
 
@@ -263,15 +270,18 @@ def test_no_bus_and_vnc_without_display_say_why() -> None:
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[tuple[Desktop, A11yBus, ChromiumForm]]:
     workdir = Path(tempfile.mkdtemp(prefix="cud-targets-chromium-"))
-    with start_desktop("x11", workdir) as desktop:
-        bus = start_a11y_bus(desktop)
-        app = ChromiumForm(desktop, bus)
-        try:
-            app.start()
-            yield desktop, bus, app
-        finally:
-            app.stop()
-            bus.stop()
+    try:
+        with start_desktop("x11", workdir) as desktop:
+            bus = start_a11y_bus(desktop)
+            app = ChromiumForm(desktop, bus)
+            try:
+                app.start()
+                yield desktop, bus, app
+            finally:
+                app.stop()
+                bus.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.mark.parametrize(("element_id", "role", "name"), [("delete", "push button", "Delete account"),
