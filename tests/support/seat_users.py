@@ -42,12 +42,18 @@ class SeatUsers:
         self.made.append(name)
         return SeatUser.lookup("user", name)
 
+    def end_processes(self, name: str) -> None:
+        """Every process of ``name``, a user these tests made (never the tests' own), is killed: signalled as that
+        user, so nothing of anyone else's is touched."""
+        if name not in self.made:
+            return
+        entry = pwd.getpwnam(name)
+        subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups",
+                        "kill", "-KILL", "-1"], capture_output=True)
+
     def remove_all(self) -> None:
         for name in self.made:
-            entry = pwd.getpwnam(name)
-            # Whatever a failed test left running as the user goes first (userdel refuses otherwise).
-            subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups",
-                            "kill", "-KILL", "-1"], capture_output=True)
+            self.end_processes(name)  # whatever a failed test left running goes first (userdel refuses otherwise)
             subprocess.run(["userdel", name], capture_output=True)
         self.made.clear()
 

@@ -69,11 +69,13 @@ def spec_seat(seat_users: SeatUsers, scenario: dict[str, Any], *, config: str = 
     one daemon; ``scenarios`` are what models named ``scripted:NAME`` play (``ScriptedModel(scenarios=…)``)."""
     workdir = Path(tempfile.mkdtemp(prefix="cud-spec-", dir="/tmp"))
     workdir.chmod(0o755)  # the seat's user reaches its home and template through it
+    users: list[str] = []
     try:
         with contextlib.ExitStack() as stack:
             made = []
             for number in range(1, seats + 1):
                 user = seat_users.make()
+                users.append(user.name)
                 place = workdir / f"seat{number}"
                 place.mkdir(mode=0o755)
                 desktop = stack.enter_context(start_desktop("x11", place))
@@ -105,4 +107,8 @@ def spec_seat(seat_users: SeatUsers, scenario: dict[str, Any], *, config: str = 
             desktop, bus, user, home, template = made[0]
             yield SpecSeat(desktop, bus, user, home, template, daemon, model, specs)
     finally:
+        # What setup and the model started as the seats' users (an editor saving its config on the way out)
+        # would write into their homes while they are removed.
+        for name in users:
+            seat_users.end_processes(name)
         shutil.rmtree(workdir, ignore_errors=True)
