@@ -137,7 +137,8 @@ def test_a_seat_whose_display_stopped_is_down(short_tmp: Path) -> None:
         gone.stop()
 
 
-def test_the_textfile_is_rewritten_atomically(start_daemon: Any, short_tmp: Path) -> None:
+def test_the_textfile_is_rewritten_atomically(short_tmp: Path, start_daemon: Any) -> None:
+    # short_tmp first: set up before the daemon, removed after it stops (a live daemon rewrites the file every 10 ms).
     path = short_tmp / "cud.prom"
     daemon: Daemon = start_daemon(scenario({"message": "done"}),
                                   config=f'[metrics]\ntextfile = "{path}"\ninterval = 0.01\n')
