@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from cud.errors import ProtocolError
 from cud.protocol import CHUNK_BYTES, chunk_message
 
 if TYPE_CHECKING:
@@ -29,3 +30,15 @@ class Context:
         """``data`` as base64 ``chunk`` messages, each under the message cap (a screenshot, an image)."""
         for start in range(0, len(data), CHUNK_BYTES):
             await self.send(dict(chunk_message(base64.b64encode(data[start : start + CHUNK_BYTES]).decode())))
+
+    async def receive_exactly(self, size: int, write: Callable[[bytes], Awaitable[None]], what: str) -> None:
+        """The client's next ``chunk`` messages, ``size`` bytes in all, each given to ``write`` (``put``'s file, a
+        spec's files); ProtocolError naming ``what`` when they do not add up to it. The one upload loop."""
+        received = 0
+        while received < size:
+            chunk = await self.receive()
+            if not chunk or received + len(chunk) > size:
+                raise ProtocolError(f"the chunks for {what} do not add up to the {size} bytes announced",
+                                    what=what, size=size)
+            await write(chunk)
+            received += len(chunk)
