@@ -38,7 +38,7 @@ __all__ = [
     "parse_request",
 ]
 
-#: The largest file ``put``/``get`` may move (the daemon's [sessions] max_file_bytes caps it further).
+#: The largest file ``put``/``get`` may move, or a spec send (the daemon's [sessions] caps each further).
 MAX_FILE_LIMIT = 1 << 30
 #: The longest clipboard text a request may carry (JSON may escape a character into 6 bytes).
 MAX_CLIPBOARD_TEXT = 128 * 1024
@@ -137,8 +137,10 @@ def _spec(kind: str, name: str, value: object) -> None:
 
 
 def _spec_files(kind: str, name: str, value: object) -> None:
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(d, str) for k, d in value.items()):
-        raise _bad(kind, name, value, "an object of file names to base64 contents")
+    # The sizes only: the bytes follow as ``chunk`` messages once the daemon says ``ready`` (as for ``put``).
+    if not isinstance(value, dict) or not all(isinstance(k, str) and type(n) is int and 0 <= n <= MAX_FILE_LIMIT
+                                              for k, n in value.items()):
+        raise _bad(kind, name, value, f"an object of file names to their sizes in bytes (0 to {MAX_FILE_LIMIT})")
 
 
 def _argv(kind: str, name: str, value: object) -> None:

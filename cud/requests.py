@@ -57,8 +57,9 @@ class SubmitRequest(TypedDict):
     rules: NotRequired[list[dict[str, Any]]]
     #: A task spec's setup, checks and collect (docs/specs.md; checked by cud.spec.wire on both sides).
     spec: NotRequired[dict[str, Any]]
-    #: The spec's files from the submitter's side: {name as the spec writes it: base64}.
-    files: NotRequired[dict[str, str]]
+    #: The sizes of the spec's files from the submitter's side, {name as the spec writes it: bytes}; their
+    #: bytes follow, in this order, as ``chunk`` messages once the daemon says ``ready`` (as for ``put``).
+    files: NotRequired[dict[str, int]]
 
 
 class ListRequest(TypedDict):

@@ -27,7 +27,7 @@ from cud.cuctl.progress import live_terminal
 from cud.cuctl.report import write_private
 from cud.errors import ConfigError, ConnectionFailed, CudError
 from cud.record.html import render
-from cud.spec.wire import submit_fields
+from cud.spec.wire import file_pieces, submit_fields
 from cud.suite.index import write_index
 from cud.suite.junit import write_junit
 from cud.suite.plan import Planned, plan, reload
@@ -186,7 +186,7 @@ class Suite:
         if attempt not in self.results.attempts:
             self.results.attempts.append(attempt)
         try:
-            attempt.task_id = self.client.call("submit", **fields)["id"]
+            attempt.task_id = self.client.upload("submit", file_pieces(planned.files), **fields)["id"]
             attempt.state = "queued"
         except ConnectionFailed:
             self.todo.appendleft(attempt)  # not known to be submitted: submitted again once the daemon is back

@@ -15,7 +15,7 @@ from cud.record.model import describe, describe_action, describe_approval, descr
 from cud.record.verdict import artifact_line, check_line, passed, verdict_line
 from cud.spec.load import load_spec
 from cud.spec.osworld import load_osworld
-from cud.spec.wire import submit_fields
+from cud.spec.wire import file_pieces, submit_fields
 
 __all__ = ()
 
@@ -23,15 +23,16 @@ __all__ = ()
 def submit(client: Client, args: argparse.Namespace) -> int:
     given = {"model": args.model, "max_steps": args.max_steps, "max_duration": args.max_duration,
              "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule)}
+    files: dict[str, bytes] = {}
     if args.spec is not None or args.from_osworld is not None:
-        fields = _spec_fields(args)
+        fields, files = _spec_fields(args)
         fields.update({k: value for k, value in given.items() if value is not None})
     elif args.prompt is None:
         raise ConfigError("cuctl submit needs a PROMPT, a spec file with --spec FILE, or an OSWorld task with "
                           "--from-osworld FILE", key="prompt")
     else:
         fields = {"prompt": args.prompt, **given}
-    result = client.call("submit", **fields)
+    result = client.upload("submit", file_pieces(files), **fields)  # a spec's files follow its checks as chunks
     task_id = result["id"]
     if not args.wait:
         emit_json({"id": task_id}) if args.json else print(task_id)
@@ -42,8 +43,8 @@ def submit(client: Client, args: argparse.Namespace) -> int:
     return _ended(task, args.json)
 
 
-def _spec_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """``--spec FILE`` or ``--from-osworld FILE``: the spec and its files as submit's fields (a PROMPT beside it
+def _spec_fields(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """``--spec FILE`` or ``--from-osworld FILE``: the spec as submit's fields, and its files (a PROMPT beside it
     would be ambiguous, and so would both)."""
     option, given = ("--spec", args.spec) if args.spec is not None else ("--from-osworld", args.from_osworld)
     if args.spec is not None and args.from_osworld is not None:
@@ -53,7 +54,7 @@ def _spec_fields(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(f"cuctl submit takes a PROMPT or {option}, not both (the spec has its prompt); got "
                           f"{short(args.prompt, 40)!r} and {option} {given!r}", key="prompt")
     spec, files = load_spec(Path(given)) if args.spec is not None else load_osworld(Path(given))
-    return submit_fields(spec, files)
+    return submit_fields(spec, files), files
 
 
 def _rules(given: list[str] | None) -> list[Any] | None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from cud.errors import ConfigError, NotFound, StorageFull
+from cud.daemon.store.spec_files import StoredFiles
 from cud.daemon.store.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
 from cud.protocol import (EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, EventView, TaskView,
                           UsageView, VerdictView)
@@ -187,8 +188,9 @@ class Store:
                  spec is not None and spec.needs_session),
             )
             task_id = int(cur.lastrowid or 0)
+            # One file's bytes at a time (a spool reads each when asked): they may be hundreds of MB together.
             db.executemany("INSERT INTO task_files (task_id, name, data) VALUES (?, ?, ?)",
-                           [(task_id, file, data) for file, data in (files or {}).items()])
+                           ((task_id, file, files[file]) for file in (files or {})))
             self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
             self._audit(db, uid, name, "submit", task_id, "ok")
         return self.task(task_id)
@@ -236,10 +238,9 @@ class Store:
             ).fetchone()
         return None if row is None else task_view(row)
 
-    def task_files(self, task_id: int) -> dict[str, bytes]:
+    def task_files(self, task_id: int) -> StoredFiles:
         """The files a task's spec brought from the submitter's side, by the names the spec gives them."""
-        rows = self._db.execute("SELECT name, data FROM task_files WHERE task_id = ?", (task_id,)).fetchall()
-        return {row["name"]: bytes(row["data"]) for row in rows}
+        return StoredFiles(self._db, task_id)
 
     @_finishing
     def start(self, task_id: int, seat: str) -> None:

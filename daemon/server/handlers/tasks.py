@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from cud.daemon.server.handlers.base import Context
+from cud.daemon.server.handlers.spec_files import check_spec_file_sizes, receive_spec_files
 from cud.daemon.targets.rules import parse_rules
 from cud.spec import Spec
 from cud.spec.wire import spec_from_request
@@ -69,22 +70,28 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         parse_rules("rules", rules, stricter_only=True, what="'submit' field" if spec is None else "spec key")
     except ConfigError as exc:
         raise (ProtocolError if spec is None else SpecError)(exc.message, **exc.details) from None
-    task = daemon.store.submit(
-        request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name,
-        max_duration, seat, rules, spec, files,
-    )
+    spool = await receive_spec_files(ctx, files)  # after every check: a refusal costs the client no upload
+    try:
+        task = daemon.store.submit(
+            request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name,
+            max_duration, seat, rules, spec, spool,
+        )
+    finally:
+        if spool is not None:
+            spool.close()
     daemon.seats.dispatch()
     task = daemon.store.task(task["id"])  # dispatch may have started it
     return {"id": task["id"], "task": task}
 
 
-def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, bytes]]:
-    """The spec the request carries, checked again here (the same code as cuctl's), and its files."""
+def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, int]]:
+    """The spec the request carries, checked again here (the same code as cuctl's), and its files' sizes."""
     if "spec" not in request:
         if "files" in request:
             raise ProtocolError("'submit' field 'files' comes only with a 'spec'", field="files")
         return None, {}
     spec, files = spec_from_request(request)
+    check_spec_file_sizes(files, ctx.daemon.config.sessions)
     acting = spec.in_session()
     if acting:
         # Setup steps, commands and files run code or touch files on the seat: the right to operate it.
