@@ -34,6 +34,7 @@ from cud.spec import parse_spec
 from cud.spec.load import load_spec
 from cud.spec.wire import file_pieces, submit_fields
 from tests.support.daemon import cuctl, scenario
+from tests.support.http_files import serve_files
 from tests.support.seat_users import SeatUsers
 from tests.support.spec_seat import SpecSeat, spec_seat
 from tests.support.recorder import wait_until
@@ -205,3 +206,31 @@ def test_the_limits_are_config_values_checked_by_name(key: str, value: object, w
     assert load_session_limits({key: 12345}) == SessionLimits(**{key: 12345})
     with pytest.raises(ConfigError, match=re.escape(words)):
         load_session_limits({key: value})
+
+
+def test_cuctl_eval_and_an_osworld_download_send_files_larger_than_a_message(seat: SpecSeat, tmp_path: Path) -> None:
+    fixture = os.urandom(2_500_000)  # over the socket's 1 MiB message, as the old inline files could not be
+    suite = seat.specs / "suite"
+    seat.write("suite/fixture.toml", spec_text({"fx/fixture.bin": "suite/fixture.bin"}),
+               {"suite/fx/fixture.bin": fixture})
+    done = cuctl(seat.daemon.socket, "eval", str(suite), "--seats", "s1", "--out", str(tmp_path / "out"), timeout=300)
+    assert done.returncode == 0, done.stderr
+    runs = json.loads((tmp_path / "out" / "results.json").read_text())["runs"]
+    assert [r["verdict"] for r in runs] == ["passed"], runs
+    assert sha256((seat.home / "suite" / "fixture.bin").read_bytes()) == sha256(fixture)
+
+    download = os.urandom(1_500_000)
+    with serve_files({"/big.bin": download}) as served:
+        task = {"id": "cud-big-download", "instruction": "say done",
+                "config": [{"type": "download", "parameters": {"files": [
+                    {"url": f"{served.base}/big.bin", "path": "/home/user/Downloads/big.bin"}]}}],
+                "evaluator": {"func": "check_include_exclude",
+                              "result": {"type": "vm_command_line",
+                                         "command": ["sha256sum", "/home/user/Downloads/big.bin"]},
+                              "expected": {"type": "rule", "rules": {"include": [sha256(download)]}}}}
+        (tmp_path / "big.json").write_text(json.dumps(task))
+        done = cuctl(seat.daemon.socket, "submit", "--from-osworld", str(tmp_path / "big.json"), "--seat", "s1",
+                     "--wait", "--json", timeout=300)
+    ended = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ended["state"] == "succeeded" and ended["verdict"]["verdict"] == "passed", ended
+    assert sha256((seat.home / "Downloads" / "big.bin").read_bytes()) == sha256(download)
