@@ -170,7 +170,7 @@ class ChunkMessage(TypedDict):
 
 
 class ReadyMessage(TypedDict):
-    """The daemon takes the client's ``chunk`` messages now (after a ``put`` it has checked)."""
+    """The daemon takes the client's ``chunk`` messages now (after a ``put`` or a spec's ``submit`` it has checked)."""
 
     v: int
     type: Literal["ready"]

@@ -47,7 +47,7 @@ def file_pieces(files: Mapping[str, bytes], piece: int = CHUNK_BYTES) -> Iterato
 
 
 def spec_from_request(request: Mapping[str, Any]) -> tuple[Spec, dict[str, int]]:
-    """The spec a ``submit`` request carries, parsed again, and the sizes of its files (checked to be those it names)."""
+    """The spec a ``submit`` request carries, parsed again, and its files' sizes (checked to be those it names)."""
     judging = request["spec"]
     raw = {k: request[k] for k in ("prompt", "seat", "model", "max_steps", "max_duration", "approval", "rules")
            if k in request}

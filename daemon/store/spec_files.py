@@ -1,4 +1,4 @@
-"""A spec's files from the submitter's side: while they arrive (:class:`FileSpool`), and as stored (:class:`StoredFiles`).
+"""A spec's files from the submitter's side: as they arrive (:class:`FileSpool`) and as stored (:class:`StoredFiles`).
 
 The bytes of a ``submit``'s files come in chunks over a connection that may be cut at any
 moment; the task and its files are stored in one transaction only once every byte is there

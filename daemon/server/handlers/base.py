@@ -23,7 +23,7 @@ class Context:
     peer: Peer
     #: Send one streamed message (event or chunk) before the reply.
     send: Callable[[dict[str, Any]], Awaitable[None]]
-    #: The bytes of the client's next ``chunk`` message (``put``: after the daemon said ``ready``).
+    #: The bytes of the client's next ``chunk`` message (``put``, a spec's ``submit``: after the daemon said ``ready``).
     receive: Callable[[], Awaitable[bytes]]
 
     async def send_chunks(self, data: bytes) -> None:
