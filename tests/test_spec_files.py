@@ -175,6 +175,7 @@ _run = iter(range(1, 1 << 30))
 @given(st.dictionaries(NAME, st.sampled_from(AROUND) | st.integers(0, 3 * CHUNK_BYTES), min_size=1, max_size=4),
        st.integers(0, 2**32 - 1))
 @example({"a": 0, "b c": CHUNK_BYTES, "é✓.txt": CHUNK_BYTES + 1}, 0)
+@example({"𐀀": 1}, 1)  # a name outside the BMP: JSON's surrogate escapes are not TOML (the test's spec writer)
 def test_random_sets_of_files_round_trip_byte_exact(seat: SpecSeat, sizes: dict[str, int], seed: int) -> None:
     rng = random.Random(seed)  # the bytes from a seed Hypothesis draws: megabytes of its own data would be slow
     run = next(_run)
