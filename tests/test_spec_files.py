@@ -148,6 +148,29 @@ def test_an_upload_cut_off_mid_way_leaves_no_task_and_no_file(seat: SpecSeat) ->
     assert "Traceback" not in seat.daemon.log_text()
 
 
+def test_chunks_that_do_not_add_up_to_the_sizes_announced_are_refused_and_leave_nothing(seat: SpecSeat) -> None:
+    files = {"fx/short.bin": b"0123456789", "fx/next.bin": b"abc"}
+    spec = parse_spec({"prompt": "say done", "seat": "s1",
+                       "setup": [{"files": [{"src": n, "dest": n} for n in files]}]})
+    before_tasks, before_files = task_count(seat), stored_file_count(seat)
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(30)
+        sock.connect(str(seat.daemon.socket))
+        reader = sock.makefile("rb")
+        sock.sendall(encode(request("submit", **submit_fields(spec, files))))
+        assert decode(reader.readline())["type"] == "ready"
+        # One chunk that runs past the first file into the second: no chunk may hold two files' bytes.
+        sock.sendall(encode(dict(chunk_message(base64.b64encode(b"".join(files.values())).decode()))))
+        reply = decode(reader.readline())
+        assert reply["ok"] is False, reply
+        assert reply["error"]["message"] == ("the chunks for spec file 'fx/short.bin' do not add up to the 10 bytes "
+                                             "announced")
+        assert reader.readline() == b""  # the rest of an upload is never read as requests: the connection ends
+        reader.close()
+    assert not spool_files(seat)
+    assert task_count(seat) == before_tasks and stored_file_count(seat) == before_files
+
+
 def test_a_queued_tasks_files_survive_a_daemon_restart(seat: SpecSeat) -> None:
     daemon = seat.daemon
     holder = daemon.call("submit", prompt="hold the seat", seat="s1", model="scripted:hold", approval="actions")["id"]
