@@ -93,7 +93,8 @@ class Seat:
                                                timeout=parts.config.target_timeout)
         #: Its session (user, home, processes: docs/sessions.md); None for a seat without ``user``/``home``.
         self.session: SeatSession | None = session_for(spec.name, spec.user, spec.home, spec.home_template,
-                                                       spec.target_display, spec.session_bus)
+                                                       spec.target_display, spec.session_bus,
+                                                       spec.session_unit)
         self._client = parts.client
         self._api_key = parts.api_key
         self._on_free = on_free
