@@ -50,6 +50,10 @@ _ENDED = ("exited", "failed", "dead")
 #: si_code values systemd reports in ExecMainCode (waitid(2)).
 _CLD_EXITED = 1
 _POLL = 0.01
+#: The exit statuses systemd's own spawn steps use when they fail (200 CHDIR ... 203 EXEC ... 217 USER ...,
+#: systemd.exec(5)): with Type=exec such a status means the program never ran. (A program that itself exits
+#: with one of them, before systemd saw it start, is taken for one that did not start.)
+_SPAWN_FAILED = range(200, 250)
 
 
 class CommandUnit:
@@ -206,15 +210,26 @@ class SessionUnit:
         ]
         result = await self._job("StartTransientUnit", "ssa(sv)a(sa(sv))", [name, "fail", properties, []],
                                  time.monotonic() + timeout, unix_fds=[stdin, stdout, stderr])
-        (path,) = await self._call(_MANAGER_PATH, _MANAGER, "GetUnit", "s", [name])
-        command = CommandUnit(self, name, path)
-        if result != "done":
-            # Type=exec: the job fails when the program cannot be executed (or the session is not active).
-            detail = await self._get(path, _SERVICE, "Result")
-            with contextlib.suppress(SessionError):
-                await self._call(_MANAGER_PATH, _MANAGER, "ResetFailedUnit", "s", [name])
+        try:
+            (path,) = await self._call(_MANAGER_PATH, _MANAGER, "GetUnit", "s", [name])
+        except SessionError:
+            if result == "done":
+                raise
+            # Never ran, so already collected: Requisite= found the session unit inactive ('dependency').
             raise SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: systemd's job ended "
-                               f"{result!r} ({detail}; is {self.unit!r} active?)", seat=self.seat, argv=list(argv[:1]))
+                               f"{result!r}; is {self.unit!r} active?", seat=self.seat, argv=list(argv[:1])) from None
+        command = CommandUnit(self, name, path)
+        if result == "done":
+            return command
+        status = int(await self._get(path, _SERVICE, "ExecMainStatus"))
+        if result == "failed" and not _SPAWN_FAILED.start <= status < _SPAWN_FAILED.stop:
+            return command  # it ran, and ended (with a failure) before systemd finished the job: wait() tells
+        with contextlib.suppress(SessionError):
+            await self._call(_MANAGER_PATH, _MANAGER, "ResetFailedUnit", "s", [name])
+        why = (f"systemd could not start it (exit status {status}: see systemd.exec(5), 'Process Exit Codes')"
+               if result == "failed" else f"systemd's job ended {result!r}; is {self.unit!r} active?")
+        raise SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: {why}", seat=self.seat,
+                           argv=list(argv[:1]), status=status)
         return command
 
     def close(self) -> None:

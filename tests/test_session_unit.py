@@ -1,0 +1,193 @@
+"""A seat's session as a systemd unit (``session_unit``), against a real systemd.
+
+The systemd is the real system manager (Debian's), PID 1 of its own namespaces
+(tests/support/private_systemd.py), with the project's ``systemd/cud-session@.service``
+installed as written plus a drop-in naming the test's seat user (the unit says
+``User=cud-seat-%i``; the tests make throwaway users instead). cud talks to it over its
+real system bus (dbus-daemon, started by that systemd) with the daemon's own code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cud.daemon.session.processes import SeatSession, session_for
+from cud.daemon.session.sweep import session_pids
+from cud.daemon.session.unit import SessionUnit
+from cud.daemon.session.user import SeatUser
+from cud.errors import SessionError
+from tests.support.private_systemd import PrivateSystemd, private_systemd
+from tests.support.seat_users import SeatUsers, make_home, tree_hash
+from tests.support.units import SYSTEMD
+
+SEAT = "s1"
+UNIT = "cud-session@7.service"
+
+
+@pytest.fixture(scope="module")
+def systemd() -> Iterator[PrivateSystemd]:
+    with private_systemd() as made:
+        shutil.copy(SYSTEMD / "cud-session@.service", made.units / "cud-session@.service")
+        yield made
+
+
+@pytest.fixture(scope="module")
+def user(seat_users: SeatUsers, systemd: PrivateSystemd) -> SeatUser:
+    made = seat_users.make()
+    drop_in = systemd.units / f"{UNIT}.d"
+    drop_in.mkdir()
+    (drop_in / "user.conf").write_text(f"[Service]\nUser={made.name}\n")
+    systemd.reload()
+    return made
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="cud-unit-", dir="/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def session(systemd: PrivateSystemd, user: SeatUser, base: Path, unit: str = UNIT) -> SeatSession:
+    template = base / "template"
+    (template / "Desktop").mkdir(parents=True)
+    (template / "Desktop" / "notes.txt").write_text("hello\n")
+    made = session_for(SEAT, user, make_home(base, user), template, None, None, unit)
+    assert made is not None and made.unit is not None
+    made.unit = SessionUnit(SEAT, unit, user.name, bus_address=systemd.bus_address)
+    return made
+
+
+def own_pids(user: SeatUser) -> list[int]:
+    return session_pids(user.uid)
+
+
+#: Shell lines that leave a process behind in every way a command can detach from its parent.
+DETACHING = [
+    "setsid sleep 1000 </dev/null >/dev/null 2>&1 &",
+    "nohup sleep 1001 </dev/null >/dev/null 2>&1 &",
+    "(sleep 1002 </dev/null >/dev/null 2>&1 &) &",  # double fork: reparented away from the command
+    "(setsid sh -c 'trap \"\" TERM HUP; exec sleep 1003' </dev/null >/dev/null 2>&1 &)",
+]
+
+
+def test_stopping_and_starting_the_unit_ends_what_the_commands_daemonised(systemd: PrivateSystemd, user: SeatUser,
+                                                                          base: Path) -> None:
+    async def scenario() -> None:
+        seat = session(systemd, user, base)
+        try:
+            await seat.unit.restart(10)  # the session is open
+            done = await seat.run(["/bin/sh", "-c", "\n".join([*DETACHING, "echo started; id -un"])], timeout=20)
+            assert done.exit_code == 0 and done.stdout.split() == [b"started", user.name.encode()], done
+            pid = await seat.launch(["/bin/sh", "-c", "sleep 1004 & exec sleep 1005"])
+            assert pid > 0
+            left = await asyncio.to_thread(lambda: own_pids(user))
+            assert len(left) >= 6, f"the detached sleeps should be running as {user.name}: {left}"
+            # Only systemd acts here: the unit is stopped, every command unit with it (PartOf=).
+            await seat.unit.restart(10)
+            assert own_pids(user) == [], f"processes left after stopping {UNIT}: {own_pids(user)}"
+            state = systemd.systemctl("is-active", UNIT)
+            assert state.stdout.strip() == "active", state
+        finally:
+            seat.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_command_unit_reports_exit_status_output_stdin_and_its_timeout(systemd: PrivateSystemd, user: SeatUser,
+                                                                         base: Path) -> None:
+    async def scenario() -> None:
+        seat = session(systemd, user, base)
+        try:
+            await seat.unit.restart(10)
+            done = await seat.run(["/bin/sh", "-c", "cat; echo err >&2; pwd; exit 3"], timeout=20, stdin=b"in\n")
+            assert (done.exit_code, done.stdout, done.stderr) == (3, f"in\n{seat.home.root}\n".encode(), b"err\n")
+            big = await seat.run(["/usr/bin/head", "-c", "100000", "/dev/zero"], timeout=20, max_output=1000)
+            assert big.exit_code == 0 and len(big.stdout) == 1000 and big.truncated
+            slow = await seat.run(["/bin/sh", "-c", "sleep 1006 & sleep 1007"], timeout=1)
+            assert slow.timed_out and slow.exit_code is None
+            # The timeout killed the command's whole unit, what it forked too.
+            assert own_pids(user) == [], own_pids(user)
+            env = await seat.run(["/usr/bin/env"], timeout=20)
+            lines = set(env.stdout.decode().splitlines())
+            assert f"CUD_SEAT={SEAT}" in lines and f"HOME={seat.home.root}" in lines
+            with pytest.raises(SessionError, match="did not start"):
+                await seat.run(["/nonexistent/program"], timeout=20)
+        finally:
+            seat.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_reset_through_the_unit_leaves_the_seat_clean(systemd: PrivateSystemd, user: SeatUser,
+                                                          base: Path) -> None:
+    async def scenario() -> None:
+        seat = session(systemd, user, base)
+        try:
+            await seat.reset()
+            await seat.run(["/bin/sh", "-c", "\n".join(["echo dirty > Desktop/notes.txt; mkfifo f; ln -s /etc e",
+                                                      *DETACHING])], timeout=20)
+            await seat.launch(["/bin/sleep", "1008"])
+            assert own_pids(user)
+            report = await seat.reset()
+            assert report.processes >= 5
+            assert own_pids(user) == []
+            assert tree_hash(seat.home.root) == tree_hash(base / "template")
+            assert systemd.systemctl("is-active", UNIT).stdout.strip() == "active"
+        finally:
+            seat.close()
+
+    asyncio.run(scenario())
+
+
+def test_commands_do_not_start_while_the_session_unit_is_stopped(systemd: PrivateSystemd, user: SeatUser,
+                                                                 base: Path) -> None:
+    async def scenario() -> None:
+        seat = session(systemd, user, base)
+        try:
+            await seat.unit.restart(10)
+            assert systemd.systemctl("stop", UNIT).returncode == 0
+            with pytest.raises(SessionError, match="did not start"):
+                await seat.run(["/bin/true"], timeout=20)  # Requisite=: never outside the session
+        finally:
+            seat.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_unit_of_another_user_or_missing_is_refused_and_fails_the_reset(systemd: PrivateSystemd, user: SeatUser,
+                                                                          base: Path) -> None:
+    other = "cud-session@8.service"
+    (systemd.units / f"{other}.d").mkdir(exist_ok=True)
+    (systemd.units / f"{other}.d" / "user.conf").write_text("[Service]\nUser=nobody\n")
+    systemd.reload()
+
+    async def scenario() -> None:
+        wrong = session(systemd, user, base, other)
+        try:
+            with pytest.raises(SessionError, match=r"User=nobody, not the seat's user"):
+                await wrong.reset()
+            assert systemd.systemctl("is-active", other).stdout.strip() != "active"  # never started
+        finally:
+            wrong.close()
+        missing = SessionUnit(SEAT, "cud-nothing@1.service", user.name, bus_address=systemd.bus_address)
+        try:
+            with pytest.raises(SessionError, match="is not-found in systemd"):
+                await missing.restart(10)
+        finally:
+            missing.close()
+        unreachable = SessionUnit(SEAT, UNIT, user.name, bus_address="unix:path=/nonexistent/bus")
+        with pytest.raises(SessionError, match="cannot reach systemd"):
+            await unreachable.restart(10)
+
+    asyncio.run(scenario())
