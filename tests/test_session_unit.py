@@ -23,11 +23,14 @@ from cud.daemon.session.sweep import session_pids
 from cud.daemon.session.unit import SessionUnit
 from cud.daemon.session.user import SeatUser
 from cud.errors import SessionError
+from tests.support.daemon import cuctl, json_out
 from tests.support.private_systemd import PrivateSystemd, private_systemd
+from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers, make_home, tree_hash
+from tests.support.session_seat import SessionSeat, session_seat, windows
 from tests.support.units import SYSTEMD
 
-SEAT = "s1"
+SEAT = "s1"  # tests/support/session_seat.py's seat
 UNIT = "cud-session@7.service"
 
 
@@ -191,3 +194,65 @@ def test_a_unit_of_another_user_or_missing_is_refused_and_fails_the_reset(system
             await unreachable.restart(10)
 
     asyncio.run(scenario())
+
+
+# -- the whole path: a daemon whose seat's session is the unit --------------------------------------
+@pytest.fixture(scope="module")
+def seat(systemd: PrivateSystemd, user: SeatUser) -> Iterator[SessionSeat]:
+    base = Path(tempfile.mkdtemp(prefix="cud-unit-seat-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        with session_seat(user, base, config=f'session_unit = "{UNIT}"\n',
+                          env={"DBUS_SYSTEM_BUS_ADDRESS": systemd.bus_address}) as made:
+            yield made
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def cgroup_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/cgroup").read_text().strip().rpartition(":")[2]
+
+
+def test_the_daemon_runs_exec_and_the_clipboard_in_the_unit_and_its_reset_restarts_it(
+        systemd: PrivateSystemd, seat: SessionSeat) -> None:
+    sock = seat.daemon.socket
+    assert cuctl(sock, "reset", SEAT).returncode == 0
+    assert systemd.systemctl("is-active", UNIT).stdout.strip() == "active"
+    script = "\n".join(["xterm -title in-the-unit &", *DETACHING, "cat /proc/self/cgroup"])
+    done = cuctl(sock, "exec", SEAT, "--", "/bin/sh", "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert "/system.slice/cud-cmd-" in done.stdout, done.stdout  # the command's own unit
+    assert cuctl(sock, "clipboard", SEAT, "set", "in a unit ✓").returncode == 0  # xclip's child outlives xclip
+    assert cuctl(sock, "clipboard", SEAT, "get").stdout == "in a unit ✓"
+    wait_until(lambda: windows(seat.desktop.display), 30, "the xterm's window")
+    spare = frozenset({seat.bus.pid})
+    left = session_pids(seat.user.uid, spare=spare)
+    assert len(left) >= 6
+    assert all("/system.slice/cud-cmd-" in cgroup_of(pid) for pid in left), {pid: cgroup_of(pid) for pid in left}
+    assert cuctl(sock, "reset", SEAT).returncode == 0
+    assert session_pids(seat.user.uid, spare=spare) == []
+    assert windows(seat.desktop.display) == []
+    assert tree_hash(seat.home) == tree_hash(seat.template)
+    assert cuctl(sock, "clipboard", SEAT, "get").stdout == ""
+    assert systemd.systemctl("is-active", UNIT).stdout.strip() == "active"
+
+
+def test_a_unit_that_fails_to_start_leaves_the_seat_unavailable_until_it_starts(
+        systemd: PrivateSystemd, seat: SessionSeat) -> None:
+    sock = seat.daemon.socket
+    broken = systemd.units / f"{UNIT}.d" / "broken.conf"
+    broken.write_text("[Service]\nExecStartPre=/bin/false\n")
+    systemd.reload()
+    try:
+        failed = cuctl(sock, "reset", SEAT)
+        assert failed.returncode == 2
+        assert "the reset of seat 's1' failed" in failed.stderr
+        assert f"StartUnit of its session unit '{UNIT}' ended 'failed'" in failed.stderr, failed.stderr
+        view = json_out(cuctl(sock, "--json", "seats"))[0]
+        assert view["state"] == "unavailable" and UNIT in view["error"]
+    finally:
+        broken.unlink()
+        systemd.reload()
+    # The health checks try the reset again; the seat takes work when one succeeds.
+    wait_until(lambda: json_out(cuctl(sock, "--json", "seats"))[0]["state"] == "idle", 60, "the seat to be clean")
+    assert systemd.systemctl("is-active", UNIT).stdout.strip() == "active"
