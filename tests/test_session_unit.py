@@ -94,8 +94,8 @@ def test_stopping_and_starting_the_unit_ends_what_the_commands_daemonised(system
             assert done.exit_code == 0 and done.stdout.split() == [b"started", user.name.encode()], done
             pid = await seat.launch(["/bin/sh", "-c", "sleep 1004 & exec sleep 1005"])
             assert pid > 0
-            left = await asyncio.to_thread(lambda: own_pids(user))
-            assert len(left) >= 6, f"the detached sleeps should be running as {user.name}: {left}"
+            # 4 detached sleeps and the launched pair (its background sleep may still be starting).
+            await asyncio.to_thread(wait_until, lambda: len(own_pids(user)) >= 6, 10, f"6 processes of {user.name}")
             # Only systemd acts here: the unit is stopped, every command unit with it (PartOf=).
             await seat.unit.restart(10)
             assert own_pids(user) == [], f"processes left after stopping {UNIT}: {own_pids(user)}"
@@ -226,8 +226,8 @@ def test_the_daemon_runs_exec_and_the_clipboard_in_the_unit_and_its_reset_restar
     assert cuctl(sock, "clipboard", SEAT, "get").stdout == "in a unit ✓"
     wait_until(lambda: windows(seat.desktop.display), 30, "the xterm's window")
     spare = frozenset({seat.bus.pid})
+    wait_until(lambda: len(session_pids(seat.user.uid, spare=spare)) >= 6, 10, "the detached sleeps, xterm, xclip")
     left = session_pids(seat.user.uid, spare=spare)
-    assert len(left) >= 6
     assert all("/system.slice/cud-cmd-" in cgroup_of(pid) for pid in left), {pid: cgroup_of(pid) for pid in left}
     assert cuctl(sock, "reset", SEAT).returncode == 0
     assert session_pids(seat.user.uid, spare=spare) == []
