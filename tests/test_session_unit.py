@@ -4,7 +4,8 @@ The systemd is the real system manager (Debian's), PID 1 of its own namespaces
 (tests/support/private_systemd.py), with the project's ``systemd/cud-session@.service``
 installed as written plus a drop-in naming the test's seat user (the unit says
 ``User=cud-seat-%i``; the tests make throwaway users instead). cud talks to it over its
-real system bus (dbus-daemon, started by that systemd) with the daemon's own code.
+real system bus (dbus-daemon, started by that systemd) with the daemon's own code; the polkit
+rule (systemd/cud-session.rules) is decided by a real polkitd started by that systemd too.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -256,3 +258,50 @@ def test_a_unit_that_fails_to_start_leaves_the_seat_unavailable_until_it_starts(
     # The health checks try the reset again; the seat takes work when one succeeds.
     wait_until(lambda: json_out(cuctl(sock, "--json", "seats"))[0]["state"] == "idle", 60, "the seat to be clean")
     assert systemd.systemctl("is-active", UNIT).stdout.strip() == "active"
+
+
+# -- the polkit rule, decided by a real polkitd -------------------------------------------------------
+def test_the_polkit_rule_lets_cuds_user_stop_and_start_session_units_and_nothing_else(
+        systemd: PrivateSystemd, user: SeatUser, seat_users: SeatUsers) -> None:
+    # The rule names the user `cud`; here the test's throwaway user stands for it. polkitd (Debian's) runs
+    # in the tests' systemd, with the rule bound over /etc/polkit-1/rules.d in its mount namespace only.
+    daemon_user, stranger = seat_users.make(), seat_users.make()
+    rules = Path(tempfile.mkdtemp(prefix="cud-polkit-rules-", dir="/tmp"))
+    try:
+        rules.chmod(0o755)
+        rule = (SYSTEMD / "cud-session.rules").read_text()
+        assert 'subject.user != "cud"' in rule
+        (rules / "50-cud-session.rules").write_text(rule.replace('subject.user != "cud"',
+                                                                 f'subject.user != "{daemon_user.name}"'))
+        shutil.copy("/usr/lib/systemd/system/polkit.service", systemd.units / "polkit.service")
+        bound = subprocess.run(["nsenter", "-t", str(systemd.pid), "-m", "mount", "--bind", str(rules),
+                                "/etc/polkit-1/rules.d"], capture_output=True, text=True)
+        assert bound.returncode == 0, bound.stderr
+        systemd.reload()
+        started = systemd.systemctl("start", "polkit.service")
+        assert started.returncode == 0, started.stderr
+
+        def manager(caller: SeatUser, *args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(["nsenter", "-t", str(systemd.pid), "-m", "-p", "setpriv", f"--reuid={caller.uid}",
+                                   f"--regid={caller.gid}", "--clear-groups", "busctl", "--system", "call",
+                                   "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                   "org.freedesktop.systemd1.Manager", *args], capture_output=True, text=True,
+                                  timeout=60)
+
+        for verb in ("StopUnit", "StartUnit"):
+            done = manager(daemon_user, verb, "ss", UNIT, "replace")
+            assert done.returncode == 0 and "/job/" in done.stdout, (verb, done.stderr)
+            refused = manager(stranger, verb, "ss", UNIT, "replace")  # the same call, by a user the rule does not name
+            assert refused.returncode != 0 and "authentication required" in refused.stderr.lower(), refused
+        other = manager(daemon_user, "StopUnit", "ss", "dbus.service", "replace")
+        assert other.returncode != 0 and "authentication required" in other.stderr.lower(), other
+        # systemd 252 asks polkit about StartTransientUnit without the unit's name: the rule cannot grant it
+        # (docs/sessions.md says so: the daemon then runs as root).
+        transient = manager(daemon_user, "StartTransientUnit", "ssa(sv)a(sa(sv))", "cud-cmd-0123456789abcdef.service",
+                            "fail", "1", "ExecStart", "a(sasb)", "1", "/bin/true", "1", "/bin/true", "false", "0")
+        assert transient.returncode != 0 and "authentication required" in transient.stderr.lower(), transient
+    finally:
+        systemd.systemctl("stop", "polkit.service")
+        subprocess.run(["nsenter", "-t", str(systemd.pid), "-m", "umount", "/etc/polkit-1/rules.d"],
+                       capture_output=True)
+        shutil.rmtree(rules, ignore_errors=True)
