@@ -50,6 +50,8 @@ _ENDED = ("exited", "failed", "dead")
 #: si_code values systemd reports in ExecMainCode (waitid(2)).
 _CLD_EXITED = 1
 _POLL = 0.01
+_MAX_POLL = 0.25
+_MAX_ENDED_JOBS = 64
 #: The exit statuses systemd's own spawn steps use when they fail (200 CHDIR ... 203 EXEC ... 217 USER ...,
 #: systemd.exec(5)): with Type=exec such a status means the program never ran. (A program that itself exits
 #: with one of them, before systemd saw it start, is taken for one that did not start.)
@@ -71,6 +73,7 @@ class CommandUnit:
 
     async def wait(self) -> int:
         """Until the command's main process has ended (what it left behind stays, as ``RemainAfterExit=yes``)."""
+        delay = _POLL
         while self.returncode is None:
             state = await self._owner._get(self.path, _UNIT, "SubState")
             if state in _ENDED:
@@ -81,7 +84,8 @@ class CommandUnit:
                     with contextlib.suppress(SessionError):
                         await self._owner._call(_MANAGER_PATH, _MANAGER, "ResetFailedUnit", "s", [self.name])
                 break
-            await asyncio.sleep(_POLL)
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, _MAX_POLL)  # a long command is asked a few times a second, not 100
         return self.returncode
 
     async def kill(self) -> None:
@@ -109,7 +113,7 @@ class SessionUnit:
         try:
             bus = MessageBus(bus_address=self._address, bus_type=BusType.SYSTEM, negotiate_unix_fd=True)
             await asyncio.wait_for(bus.connect(), 5)
-        except (OSError, asyncio.TimeoutError, Exception) as exc:  # dbus-fast raises its own classes too
+        except Exception as exc:  # OSError, a timeout, and dbus-fast's own classes (AuthError...)
             raise SessionError(f"seat {self.seat!r}: cannot reach systemd over the system bus for its session unit "
                                f"{self.unit!r}: {type(exc).__name__}: {exc}", seat=self.seat, unit=self.unit) from None
         bus.add_message_handler(self._on_message)
@@ -122,12 +126,16 @@ class SessionUnit:
 
     def _on_message(self, message: Message) -> None:
         if message.message_type == MessageType.SIGNAL and message.member == "JobRemoved":
-            _id, job, _unit, result = message.body
+            _id, job, unit, result = message.body
             waiter = self._jobs.pop(job, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(result)
-            elif waiter is None:
-                self._ended_jobs[job] = result  # ended before its start call returned (not seen in practice)
+            elif waiter is None and (unit == self.unit or unit.startswith(COMMAND_UNIT_PREFIX)):
+                # Ended before its call's reply was read (systemd sends every job's end, of every unit, to
+                # subscribers: only ours are kept, and only the last few, so this never grows).
+                self._ended_jobs[job] = result
+                while len(self._ended_jobs) > _MAX_ENDED_JOBS:
+                    del self._ended_jobs[next(iter(self._ended_jobs))]
 
     async def _call(self, path: str, interface: str, member: str, signature: str, body: list[Any], *,
                     destination: str = _SYSTEMD, unix_fds: Sequence[int] = ()) -> list[Any]:
@@ -136,7 +144,7 @@ class SessionUnit:
             reply = await asyncio.wait_for(bus.call(Message(
                 destination=destination, path=path, interface=interface, member=member, signature=signature,
                 body=body, unix_fds=list(unix_fds))), 10)
-        except (OSError, asyncio.TimeoutError, EOFError) as exc:
+        except Exception as exc:  # OSError, a timeout, EOFError, dbus-fast's own (a bus that went away)
             raise SessionError(f"seat {self.seat!r}: systemd did not answer {member} for {self.unit!r}: "
                                f"{type(exc).__name__}: {exc}", seat=self.seat, unit=self.unit) from None
         assert reply is not None
