@@ -128,6 +128,12 @@ def test_a_command_unit_reports_exit_status_output_stdin_and_its_timeout(systemd
             assert f"CUD_SEAT={SEAT}" in lines and f"HOME={seat.home.root}" in lines
             with pytest.raises(SessionError, match="did not start"):
                 await seat.run(["/nonexistent/program"], timeout=20)
+            # A run the session's end interrupts (the unit stopped under it) ends killed, not timed out.
+            running = asyncio.ensure_future(seat.run(["/bin/sleep", "1009"], timeout=60))
+            await asyncio.to_thread(wait_until, lambda: own_pids(user), 10, "the sleep to run")
+            assert systemd.systemctl("stop", UNIT).returncode == 0
+            ended = await running
+            assert (ended.exit_code, ended.timed_out) == (-9, False), ended
         finally:
             seat.close()
 

@@ -43,6 +43,8 @@ _MANAGER = "org.freedesktop.systemd1.Manager"
 _UNIT = "org.freedesktop.systemd1.Unit"
 _SERVICE = "org.freedesktop.systemd1.Service"
 _PROPERTIES = "org.freedesktop.DBus.Properties"
+#: What systemd answers about a unit object that is no longer loaded.
+_GONE = ("org.freedesktop.DBus.Error.UnknownObject", "org.freedesktop.systemd1.NoSuchUnit")
 #: Transient units cud starts are named ``cud-cmd-<16 hex>.service`` (a polkit rule can match the prefix).
 COMMAND_UNIT_PREFIX = "cud-cmd-"
 #: The sub-states in which a command unit's main process has ended.
@@ -75,7 +77,14 @@ class CommandUnit:
         """Until the command's main process has ended (what it left behind stays, as ``RemainAfterExit=yes``)."""
         delay = _POLL
         while self.returncode is None:
-            state = await self._owner._get(self.path, _UNIT, "SubState")
+            try:
+                state = await self._owner._get(self.path, _UNIT, "SubState")
+            except SessionError as exc:
+                if exc.details.get("error") not in _GONE:
+                    raise
+                # Gone: stopped with the session (a reset while it ran) and collected; SIGKILL ended it.
+                self.returncode = -signal.SIGKILL
+                break
             if state in _ENDED:
                 code = int(await self._owner._get(self.path, _SERVICE, "ExecMainCode"))
                 status = int(await self._owner._get(self.path, _SERVICE, "ExecMainStatus"))
