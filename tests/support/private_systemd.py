@@ -11,7 +11,8 @@ there (the project's ``cud-session@.service`` and drop-ins). Outside the namespa
 and X sockets, so a seat's home, display and commands are the same on both sides.
 
 Needs root (CAP_SYS_ADMIN): the tests run as root. At the end systemd is SIGKILLed by pid (PID 1
-of a namespace: every process in it dies with it) and its cgroup is removed.
+of a namespace: every process in it dies with it) and its cgroup is removed; if the tests are
+killed first, the kernel kills it (parent-death signals), though its empty cgroup then stays.
 """
 
 from __future__ import annotations
@@ -108,8 +109,10 @@ def private_systemd() -> Iterator[PrivateSystemd]:
         (units / name).write_text(text)
     for name in ("dbus.socket", "dbus.service"):
         shutil.copy(_DEBIAN_UNITS / name, units / name)
-    script = (f'echo $$ > {cgroup}/cgroup.procs && exec unshare --pid --fork --mount --mount-proc --cgroup '
-              f'--propagation private sh -c "mount -t tmpfs tmpfs /run && umount -l /sys/fs/cgroup && '
+    # If the tests die without cleaning up (kill -9), the kernel ends unshare (--pdeathsig) and so
+    # systemd (--kill-child), and with it every process of its namespace: nothing is left running.
+    script = (f'echo $$ > {cgroup}/cgroup.procs && exec setpriv --pdeathsig KILL unshare --kill-child=KILL --pid '
+              f'--fork --mount --mount-proc --cgroup --propagation private sh -c "mount -t tmpfs tmpfs /run && umount -l /sys/fs/cgroup && '
               f'mount -t cgroup2 none /sys/fs/cgroup && mount --bind {units} /lib/systemd/system && '
               f'mount -t tmpfs tmpfs /etc/systemd/system && exec /lib/systemd/systemd --system '
               f'--unit={_TARGET} --log-target=null"')
