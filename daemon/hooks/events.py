@@ -206,7 +206,8 @@ def slack_body(event: dict[str, Any]) -> dict[str, Any]:
 
 def command_env(event: dict[str, Any]) -> dict[str, str]:
     """The CUD_* variables of a command hook: ids, names and states only, never model text."""
-    env = {"CUD_EVENT": event["event"], "CUD_HOST": event["host"]}
+    # Not CUD_HOST: that is cuctl's own (the daemon to dial), and the hook's cuctl lines must stay local.
+    env = {"CUD_EVENT": event["event"], "CUD_HOSTNAME": event["host"]}
     if "task" in event:
         task = event["task"]
         env.update(CUD_TASK_ID=str(task["id"]), CUD_STATE=task["state"], CUD_SEAT=task["seat"] or "")
