@@ -341,16 +341,16 @@ class Store:
             state = row["state"]
             self._audit(db, uid, name, "cancel", task_id, state)
             if state == "queued":
-                reason = f"cancelled by {name} (uid {uid}) before it started"
-                db.execute(
-                    "UPDATE tasks SET state = 'cancelled', reason = ?, finished_at = ? WHERE id = ?",
-                    (reason, now_iso(), task_id),
-                )
-                self._event(db, task_id, "end", {"state": "cancelled", "final_message": None, "error": None,
-                                                 "reason": reason})
+                self._end_queued(db, task_id, "cancelled", f"cancelled by {name} (uid {uid}) before it started")
             elif state not in FINAL_STATES:
                 self._event(db, task_id, "cancel_requested", {"by": {"uid": uid, "name": name}})
         return str(state)
+
+    def _end_queued(self, db: sqlite3.Connection, task_id: int, state: str, reason: str) -> None:
+        """End a task that never started (``cancel``, ``interrupt``): it needs no seat to stop it."""
+        db.execute("UPDATE tasks SET state = ?, reason = ?, finished_at = ? WHERE id = ?",
+                   (state, reason, now_iso(), task_id))
+        self._event(db, task_id, "end", {"state": state, "final_message": None, "error": None, "reason": reason})
 
     @_finishing
     def interrupt(self, task_id: int, uid: int, name: str, reason: str) -> str:
@@ -364,10 +364,7 @@ class Store:
             state = row["state"]
             self._audit(db, uid, name, "interrupt", task_id, state)
             if state == "queued":
-                db.execute("UPDATE tasks SET state = 'interrupted', reason = ?, finished_at = ? WHERE id = ?",
-                           (reason, now_iso(), task_id))
-                self._event(db, task_id, "end", {"state": "interrupted", "final_message": None, "error": None,
-                                                 "reason": reason})
+                self._end_queued(db, task_id, "interrupted", reason)
             elif state not in FINAL_STATES:
                 self._event(db, task_id, "interrupt_requested", {"by": {"uid": uid, "name": name}, "reason": reason})
         return str(state)
