@@ -26,6 +26,7 @@ from cud.cuctl.client import RemoteError
 from cud.errors import ConnectionFailed, ProtocolError
 from cud.fleet.attempt import INLINE_RECORD_LIMIT, AttemptOutcome, run_attempt
 from cud.scripted import ScriptedModel
+from cud.spec import parse_spec
 from tests.support.daemon import ROOT, Daemon, scenario
 from tests.support.recorder import wait_until
 from tests.support.xserver import start_xvfb
@@ -101,10 +102,11 @@ class Following:
 
 def test_an_attempt_is_judged_once_and_brings_its_record_back(daemon: Daemon) -> None:
     seen: list[Any] = []
-    first = run_attempt(daemon.socket, spec=ANSWER, files={}, key="run-1/answer/1#1", on_progress=seen.append)
+    first = run_attempt(daemon.socket, spec=ANSWER, files={}, key="run-1/answer/1#1", on_progress=seen.append,
+                        seat="default")
     assert (first.task["state"], first.task["verdict"]["verdict"], first.task["key"]) == \
         ("succeeded", "passed", "run-1/answer/1#1")
-    assert first.reattached is False and first.host == socket.gethostname()
+    assert first.reattached is False and first.host == socket.gethostname() and first.task["pinned"] is True
     assert [e["kind"] for e in seen][0] == "queued" and seen[-1]["kind"] == "end"
     record = first.record
     assert record.inline and record.report_html is not None and record.report_html.startswith(b"<!doctype html>")
@@ -168,13 +170,14 @@ def test_a_daemon_killed_while_an_attempt_is_queued_runs_it_after_its_restart(da
     holder = daemon.call("submit", prompt="hold the seat", model="scripted:approve")["id"]
     daemon.wait_approval(holder)
     key = "run-1/answer/1#2"
-    following = Following(daemon, ANSWER, key)
+    following = Following(daemon, parse_spec(ANSWER).to_dict(), key)  # a spec's normal form: seat "any"
     following.saw("queued")
     assert daemon.call("list", key=key)[0]["state"] == "queued"
     daemon.kill9()
     daemon.start()
     outcome = following.result()
     assert (outcome.task["state"], outcome.task["verdict"]["verdict"]) == ("succeeded", "passed")
+    assert outcome.task["pinned"] is False
     assert outcome.reattached is False and tasks_with(daemon, key) == [outcome.task["id"]]
     assert following.kinds.count("queued") == 1 and following.kinds[-1] == "end"
     assert daemon.task(holder)["state"] == "interrupted"

@@ -39,6 +39,7 @@ from cud.protocol import EventView, TaskView, check_field
 from cud.record.html import render
 from cud.record.model import is_artifact, is_video
 from cud.spec import parse_spec
+from cud.spec.schema import ANY_SEAT
 
 __all__ = ("INLINE_RECORD_LIMIT", "AttemptOutcome", "RecordRef", "run_attempt")
 
@@ -96,7 +97,8 @@ def run_attempt(socket_path: str | Path, *, spec: Mapping[str, Any], files: Mapp
                 inline_limit: int = INLINE_RECORD_LIMIT, restart_wait: float = 120.0) -> AttemptOutcome:
     """Submit ``spec`` (as a spec file gives it, docs/specs.md; its ``files`` as ``{name: base64}``) under
     ``key`` to the daemon at ``socket_path``, or re-attach to the task the key names; follow it to its end
-    (``on_progress`` gets each event once); return it with its record. ``seat`` pins it to that seat."""
+    (``on_progress`` gets each event once); return it with its record. ``seat`` pins it to that seat
+    (``"any"`` or None: the spec's own seat, if it names one, else the first free seat)."""
     check_field("submit", "key", key)  # a bad key is the caller's mistake: said here, before any dialling
     fields = _submit_fields(spec, files, seat, key)
     link = _Link(UnixDialer(Path(socket_path)), restart_wait)
@@ -130,7 +132,7 @@ def _submit_fields(spec: Mapping[str, Any], files: Mapping[str, str], seat: str 
     fields: dict[str, Any] = {**parsed.task_fields(), "spec": parsed.judging(), "key": key}
     if files:
         fields["files"] = dict(files)
-    if seat is not None:
+    if seat is not None and seat != ANY_SEAT:  # "any", as a spec writes it (Spec.to_dict), pins nothing
         fields["seat"] = seat
     return fields
 
