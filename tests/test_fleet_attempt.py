@@ -27,7 +27,7 @@ from cud.errors import ConnectionFailed, ProtocolError
 from cud.fleet.attempt import INLINE_RECORD_LIMIT, AttemptOutcome, run_attempt
 from cud.scripted import ScriptedModel
 from cud.spec import parse_spec
-from tests.support.daemon import ROOT, Daemon, scenario
+from tests.support.daemon import ROOT, Daemon, cuctl, scenario
 from tests.support.recorder import wait_until
 from tests.support.xserver import start_xvfb
 
@@ -182,3 +182,22 @@ def test_a_daemon_killed_while_an_attempt_is_queued_runs_it_after_its_restart(da
     assert following.kinds.count("queued") == 1 and following.kinds[-1] == "end"
     assert daemon.task(holder)["state"] == "interrupted"
     wait_until(lambda: daemon.call("seats")[0]["state"] == "idle", 30, "the seat to be free")
+
+
+def test_a_recorded_video_comes_back_inline_within_the_limit_and_stays_past_it(start_daemon: Any,
+                                                                               short_tmp: Path) -> None:
+    moving = scenario({"actions": [{"type": "move", "x": 40, "y": 40}]}, {"message": "The answer is 42."})
+    daemon: Daemon = start_daemon(moving, config="[video]\nenabled = true\nfps = 2\n")
+    outcome = run_attempt(daemon.socket, spec=ANSWER, files={}, key="run-2/video/1#1")
+    record = outcome.record
+    assert outcome.task["verdict"]["verdict"] == "passed" and record.inline and record.video_name == "video.mp4"
+    saved = short_tmp / "v.mp4"
+    assert cuctl(daemon.socket, "video", str(outcome.task["id"]), "-o", str(saved)).returncode == 0
+    assert record.video == saved.read_bytes() and record.artifacts == {}
+    assert record.report_html is not None and b"<video" in record.report_html
+    # What counts: the page (which embeds the video again) and the video; one byte less and it stays.
+    assert record.bytes == len(record.report_html) + len(record.video)
+    kept = run_attempt(daemon.socket, spec=ANSWER, files={}, key="run-2/video/1#1", inline_limit=record.bytes - 1)
+    assert kept.reattached and not kept.record.inline and kept.record.video is None
+    exact = run_attempt(daemon.socket, spec=ANSWER, files={}, key="run-2/video/1#1", inline_limit=record.bytes)
+    assert exact.record.inline and exact.record.bytes == record.bytes
