@@ -28,7 +28,8 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from cud.cuctl.client import Client
 from cud.daemon.session.config import SessionLimits, load_session_limits
-from cud.errors import ConfigError
+from cud.errors import ConfigError, SpecError
+from cud.fleet.attempt import run_attempt
 from cud.protocol import CHUNK_BYTES, chunk_message, decode, encode, request
 from cud.spec import parse_spec
 from cud.spec.load import load_spec
@@ -258,3 +259,15 @@ def test_cuctl_eval_and_an_osworld_download_send_files_larger_than_a_message(sea
     ended = json.loads(done.stdout.strip().splitlines()[-1])
     assert ended["state"] == "succeeded" and ended["verdict"]["verdict"] == "passed", ended
     assert sha256((seat.home / "Downloads" / "big.bin").read_bytes()) == sha256(download)
+
+
+def test_a_fleet_attempt_sends_its_files_through_the_same_upload(seat: SpecSeat) -> None:
+    data = os.urandom(1_500_000)
+    spec = {"prompt": "say done", "seat": "s1", "setup": [{"files": [{"src": "fx/fleet.bin", "dest": "fleet.bin"}]}],
+            "checks": [{"file": "fleet.bin", "equals": "fx/fleet.bin"}]}
+    outcome = run_attempt(seat.daemon.socket, spec=spec, files={"fx/fleet.bin": base64.b64encode(data).decode()},
+                          key="spec-files/fleet/1#1")
+    assert outcome.task["state"] == "succeeded" and outcome.task["verdict"]["verdict"] == "passed", outcome.task
+    assert sha256((seat.home / "fleet.bin").read_bytes()) == sha256(data)
+    with pytest.raises(SpecError, match="spec file 'fx/fleet.bin' is not base64"):
+        run_attempt(seat.daemon.socket, spec=spec, files={"fx/fleet.bin": "not base64!"}, key="spec-files/fleet/2#1")
