@@ -13,7 +13,8 @@ from __future__ import annotations
 import decimal
 from decimal import Decimal
 
-__all__ = ("BUDGET_TASK_KEYS", "MAX_AMOUNT", "MAX_TOKENS_LIMIT", "format_amount", "format_money", "parse_amount")
+__all__ = ("BUDGET_TASK_KEYS", "MAX_AMOUNT", "MAX_TOKENS_LIMIT", "describe_budgets", "describe_cost", "format_amount",
+           "format_money", "parse_amount")
 
 #: A task's budgets, beside max_steps and max_duration: in cuctl submit's flags, a spec's keys, the
 #: submit request, the daemon's config (each task's default and ceiling) and TaskView.
@@ -65,3 +66,26 @@ def format_money(amount: Decimal | str, currency: str) -> str:
             shown = f"{value:,.2f}"
     sign = _SIGNS.get(currency.upper())
     return f"{sign}{shown}" if sign else f"{shown} {currency}"
+
+
+def describe_cost(cost: object) -> str:
+    """A task's or a step's cost (cud.protocol.CostView) for people: "$0.0123", "unknown (no price for
+    model 'x')", or "none yet" before the model's first answer."""
+    if not isinstance(cost, dict):
+        return "none yet"
+    if cost.get("amount") is None:
+        return f"unknown ({cost.get('unknown') or 'no price'})"
+    return format_money(str(cost["amount"]), str(cost.get("currency") or ""))
+
+
+def describe_budgets(task: dict[str, object]) -> str:
+    """A task's budgets in words ("$2.00, 50,000 output tokens"), "none" without any."""
+    parts = []
+    cost = task.get("cost")
+    currency = str(cost.get("currency")) if isinstance(cost, dict) and cost.get("currency") else ""
+    if task.get("max_cost") is not None:
+        parts.append(format_money(str(task["max_cost"]), currency) if currency else f"{task['max_cost']} (max_cost)")
+    for key, words in (("max_input_tokens", "input tokens"), ("max_output_tokens", "output tokens")):
+        if isinstance(task.get(key), int):
+            parts.append(f"{task[key]:,} {words}")
+    return ", ".join(parts) or "none"

@@ -165,15 +165,15 @@ class BudgetGuard:
         return format_amount(value) if line.budget in ("max_cost", "daily_cost") else int(value)
 
     def _data(self, line: Line, used: Decimal, **more: Any) -> dict[str, Any]:
-        data: dict[str, Any] = {"budget": line.budget, "limit": self._number(line, line.limit),
+        step = self.run.step.number if self.run.step is not None else None
+        data: dict[str, Any] = {"step": step, "budget": line.budget, "limit": self._number(line, line.limit),
                                 "used": self._number(line, used), "message": self.words(line, used), **more}
         if line.budget in ("max_cost", "daily_cost"):
             data["currency"] = self.config.currency
         return data
 
     def _event(self, kind: str, line: Line, used: Decimal, **more: Any) -> None:
-        step = self.run.step.number if self.run.step is not None else None
-        self.run.store.add_event(self.run.task["id"], kind, {"step": step, **self._data(line, used, **more)})
+        self.run.store.add_event(self.run.task["id"], kind, self._data(line, used, **more))
 
     def costs(self, step: dict[str, Any]) -> dict[str, Any]:
         """A step event's ``cost`` (its answers') and ``total_cost`` (the task's so far), as CostViews."""
