@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from tests.support.daemon import Daemon, cuctl, scenario
+from tests.support.receiver import Receiver
+from tests.support.recorder import wait_until
 
 #: Four answers: three screenshots and the final message, $1.00 each.
 FOUR_ANSWERS = scenario({"actions": [{"type": "screenshot"}]}, {"actions": [{"type": "screenshot"}]},
@@ -63,3 +67,78 @@ def test_ask_at_the_line_approve_extends_deny_ends_and_no_price_is_unknown(start
     refused = cuctl(daemon.socket, "submit", "--model", "unpriced", "--max-cost", "1", "look")
     assert refused.returncode == 2
     assert "'submit' field 'max_cost' needs a price for model 'unpriced'" in refused.stderr
+
+
+def test_fail_at_the_line_and_the_day_cap_holds_a_new_task_back(start_daemon) -> None:
+    receiver = Receiver({"/hook": "ok"}).start()
+    try:
+        config = f"""
+[budget]
+on_budget = "fail"
+daily_cost = 3
+{PRICES}
+[[notify]]
+name = "money"
+webhook = "{receiver.url('/hook')}"
+events = ["budget_warning"]
+"""
+        daemon = start_daemon(FOUR_ANSWERS, config=config)
+        by_cost = daemon.call("submit", prompt="look", max_cost="1.00")["id"]
+        ended = daemon.wait_state(by_cost, "budget_exceeded")
+        assert ended["error"]["message"] == (f"task {by_cost} has spent $1.00 of $1.00; the task was ended "
+                                             "([budget] on_budget is \"fail\")")
+        assert ended["error"]["details"] == {"budget": "max_cost", "limit": "1", "used": "1"}
+        assert daemon.call("approvals") == [] and ended["steps"] == 1
+
+        by_tokens = daemon.call("submit", prompt="look", max_output_tokens=20)["id"]
+        ended = daemon.wait_state(by_tokens, "budget_exceeded")
+        assert ended["error"]["message"].startswith(f"task {by_tokens} has used 20 output tokens of 20 output tokens")
+
+        # $2.00 spent today: the third task's first answer takes the day to its $3.00 cap, which ends it
+        # (the warning at 80%, $2.40, came with the same answer).
+        by_day = daemon.call("submit", prompt="look")["id"]
+        ended = daemon.wait_state(by_day, "budget_exceeded")
+        assert ended["error"]["details"]["budget"] == "daily_cost"
+        warnings = [d for k, d in kinds(daemon, by_day, "budget_warning")]
+        assert [(w["budget"], w["used"], w["limit"]) for w in warnings] == [("daily_cost", "3", "3")]
+        # Each task warned once at 80%: of its max_cost, its output tokens, the day's cap.
+        wait_until(lambda: len(receiver.on("/hook")) == 3, 30, "three budget_warning hooks")
+        sent = [(hit.body["event"], hit.body["task"]["id"], hit.body["budget"]["budget"]) for hit in receiver.on("/hook")]
+        assert sorted(sent) == [("budget_warning", by_cost, "max_cost"), ("budget_warning", by_tokens, "max_output_tokens"),
+                                ("budget_warning", by_day, "daily_cost")]
+        assert receiver.on("/hook")[-1].body["budget"]["currency"] == "USD"
+
+        held = daemon.call("submit", prompt="look")["id"]
+        task = _wait_held(daemon, held)
+        assert task["state"] == "queued"
+        assert task["held"].startswith("waiting: the day's spend (") and "is $3.00 of $3.00 ([budget] daily_cost)" \
+            in task["held"]
+        listed = cuctl(daemon.socket, "list").stdout
+        assert "queued (held)" in listed and f"task {held} waiting: the day's spend" in listed
+        assert f"held:          waiting: the day's spend" in cuctl(daemon.socket, "show", str(held)).stdout
+        assert metric(daemon, "cud_cost_total", model="gpt-5.4", currency="USD") == 3.0
+        assert metric(daemon, "cud_budget_events_total", kind="reached", budget="daily_cost") == 1
+        assert metric(daemon, "cud_budget_events_total", kind="reached", budget="max_output_tokens") == 1
+        daemon.call("cancel", id=held)
+        assert len(daemon.model.requests) == 3  # one answer each; the held task never asked
+    finally:
+        receiver.stop()
+
+
+def _wait_held(daemon: Daemon, task_id: int) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+
+    def held() -> bool:
+        found.update(daemon.task(task_id))
+        return bool(found.get("held"))
+
+    wait_until(held, 30, f"task {task_id} to be held")
+    return found
+
+
+def metric(daemon: Daemon, name: str, **labels: str) -> float:
+    for family in text_string_to_metric_families(daemon.call("metrics")):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    raise AssertionError(f"no sample {name} {labels}")
