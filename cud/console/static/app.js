@@ -367,8 +367,9 @@ function drawTasks(tasks, error) {
       el("td", {}, el("span", { class: `state ${t.state}` }, t.state)),
       el("td", {}, t.seat || "*"),
       el("td", {}, `${t.steps}/${t.max_steps}`),
+      el("td", { class: "cost" }, t.cost_text || ""),
       el("td", { class: "prompt" }, t.prompt),
-      el("td", {}, t.doing || ""));
+      el("td", {}, t.doing || t.held || ""));
     row.addEventListener("click", () => select(t.id));
     return row;
   }));
@@ -456,7 +457,7 @@ function drawTask() {
   const section = $("#task");
   $("#task-title").textContent = task ? `Task ${task.id} · ${task.state} · seat ${task.seat || "*"}` : `Task ${selected}`;
   $("#task-prompt").textContent = task ? task.prompt : "";
-  const final = !task || ["succeeded", "failed", "cancelled", "interrupted"].includes(task.state);
+  const final = !task || ["succeeded", "failed", "cancelled", "interrupted", "budget_exceeded"].includes(task.state);
   $('[data-do="pause"]', section).disabled = final || task.state === "paused" || task.state === "queued";
   $('[data-do="resume"]', section).disabled = !task || task.state !== "paused";
   $('[data-do="cancel"]', section).disabled = final;
