@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
     p.add_argument("--from-osworld", action="store_true", help="the PATHs are OSWorld task files (*.json), "
                    "converted as submit --from-osworld does (docs/osworld.md)")
+    p.add_argument("--max-cost", metavar="AMOUNT", help="what the whole suite may spend, in the daemon's [budget] "
+                   "currency: shared out as each task's max_cost; what is left unrun when it is spent "
+                   "(docs/budgets.md)")
     p.add_argument("--resume", metavar="DIR", help="go on with the suite in DIR: run only what is not yet judged")
     add("list", "tasks:list_tasks", "list tasks")
     add("show", "tasks:show", "show one task").add_argument("id", type=int, metavar="ID")
