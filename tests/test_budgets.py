@@ -6,6 +6,8 @@ input free) each of its one-item answers costs exactly $1.00, so every line fall
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -142,3 +144,26 @@ def metric(daemon: Daemon, name: str, **labels: str) -> float:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                 return float(sample.value)
     raise AssertionError(f"no sample {name} {labels}")
+
+
+def test_eval_max_cost_caps_the_whole_suite_and_the_table_shows_the_cost(start_daemon, tmp_path: Path) -> None:
+    daemon = start_daemon(FOUR_ANSWERS, config=f'[budget]\non_budget = "fail"\n{PRICES}')
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name in ("a", "b", "c"):
+        (suite / f"{name}.toml").write_text(f'prompt = "Task {name}."\nreset = false\n[[checks]]\nanswer = "done"\n')
+    out = tmp_path / "out"
+    ran = cuctl(daemon.socket, "eval", str(suite), "--max-cost", "5", "--out", str(out))
+    assert ran.returncode == 1, ran.stderr  # b ran out of money and c never ran: not every spec passed
+    results = json.loads((out / "results.json").read_text())
+    runs = {Path(run["spec"]).name: run for run in results["runs"]}
+    # One seat: a gets the whole $5.00 and spends $4.00; b gets the $1.00 left and is ended at it; c gets nothing.
+    assert (runs["a.toml"]["grant"], runs["a.toml"]["state"], runs["a.toml"]["cost"]["amount"]) == ("5", "succeeded", "4")
+    assert (runs["b.toml"]["grant"], runs["b.toml"]["state"], runs["b.toml"]["cost"]["amount"]) == ("1", "budget_exceeded",
+                                                                                                     "1")
+    assert runs["c.toml"]["state"] == "refused" and runs["c.toml"]["task_id"] is None
+    assert runs["c.toml"]["error"]["message"] == "not submitted: the suite's --max-cost 5 is spent or held (5)"
+    assert results["summary"]["total"]["cost"] == {"amount": "5", "currency": "USD", "unknown": None}
+    assert len(daemon.model.requests) == 4 + 1
+    table = ran.stdout.splitlines()
+    assert table[0].split()[-1] == "COST" and table[-2].split()[0] == "total" and table[-2].split()[-1] == "$5.00"
