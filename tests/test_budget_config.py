@@ -20,7 +20,8 @@ from cud.budget import MAX_AMOUNT, MAX_TOKENS_LIMIT, describe_cost, format_money
 from cud.daemon.budget.config import Price
 from cud.daemon.budget.cost import cost_of
 from cud.daemon.config import load_config
-from cud.errors import ConfigError
+from cud.errors import ConfigError, SpecError
+from cud.spec import parse_spec
 
 BASE = {"socket": "/tmp/s", "state_dir": "/tmp/x"}
 ENV = {"DISPLAY": ":7"}
@@ -164,3 +165,14 @@ def test_any_bad_token_budget_is_refused_by_name(where: tuple[str, str, str], va
     head, name, key = where
     error = error_of(head, name, value)
     assert error.details["key"] == key and error.message.startswith(f"config key {key!r} must be an integer")
+
+
+def test_a_specs_budgets_are_submits_and_checked_alike() -> None:
+    spec = parse_spec({"prompt": "p", "max_cost": 0.1, "max_output_tokens": 500})
+    assert spec.max_cost == "0.1" and spec.task_fields()["max_cost"] == "0.1"  # exact, however it was written
+    assert parse_spec(spec.to_dict()) == spec
+    with pytest.raises(SpecError) as caught:
+        parse_spec({"prompt": "p", "max_cost": -1})
+    assert caught.value.message == "spec key 'max_cost' must be an amount of money: a number > 0, got -1"
+    with pytest.raises(SpecError, match="spec key 'max_input_tokens' must be an integer from 1 to"):
+        parse_spec({"prompt": "p", "max_input_tokens": 0})

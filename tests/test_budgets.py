@@ -75,6 +75,7 @@ def test_fail_at_the_line_and_the_day_cap_holds_a_new_task_back(start_daemon) ->
     receiver = Receiver({"/hook": "ok"}).start()
     try:
         config = f"""
+max_cost = 1.5
 [budget]
 on_budget = "fail"
 daily_cost = 3
@@ -85,6 +86,9 @@ webhook = "{receiver.url('/hook')}"
 events = ["budget_warning"]
 """
         daemon = start_daemon(FOUR_ANSWERS, config=config)
+        above = cuctl(daemon.socket, "submit", "--max-cost", "1.51", "look")
+        assert above.returncode == 2 and ("'submit' field 'max_cost' is 1.51, above the daemon's limit of 1.5 (its "
+                                          "config key 'max_cost')") in above.stderr
         by_cost = daemon.call("submit", prompt="look", max_cost="1.00")["id"]
         ended = daemon.wait_state(by_cost, "budget_exceeded")
         assert ended["error"]["message"] == (f"task {by_cost} has spent $1.00 of $1.00; the task was ended "
@@ -93,11 +97,12 @@ events = ["budget_warning"]
         assert daemon.call("approvals") == [] and ended["steps"] == 1
 
         by_tokens = daemon.call("submit", prompt="look", max_output_tokens=20)["id"]
+        assert daemon.task(by_tokens)["max_cost"] == "1.5"  # the config's max_cost is the default too
         ended = daemon.wait_state(by_tokens, "budget_exceeded")
         assert ended["error"]["message"].startswith(f"task {by_tokens} has used 20 output tokens of 20 output tokens")
 
         # $2.00 spent today: the third task's first answer takes the day to its $3.00 cap, which ends it
-        # (the warning at 80%, $2.40, came with the same answer).
+        # (the warning at 80%, $2.40, came with the same answer; its $1.00 is under 80% of its own $1.50).
         by_day = daemon.call("submit", prompt="look")["id"]
         ended = daemon.wait_state(by_day, "budget_exceeded")
         assert ended["error"]["details"]["budget"] == "daily_cost"

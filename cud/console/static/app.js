@@ -136,11 +136,14 @@ function approvalCard(a) {
   const side = el("div", { class: "side" });
   if (task) side.append(el("p", { class: "prompt text" }, el("span", { class: "label" }, "Task: "), task.prompt));
   if (a.checks.length) {
-    side.append(el("p", { class: "label" }, "Safety checks:"), el("ul", { class: "checks" },
+    // A budget approval (docs/budgets.md) asks for more money or tokens, not about an action.
+    side.append(el("p", { class: "label" }, a.kind === "budget" ? "Budget:" : "Safety checks:"), el("ul", { class: "checks" },
       ...a.checks.map((c) => el("li", {}, el("b", {}, c.code || "check"), `: ${c.message || ""}`))));
   }
-  side.append(el("p", { class: "label" }, a.words.length === 1 ? "The action to run:" : "The actions to run:"));
-  side.append(el("ol", { class: "actions" }, ...a.words.map((w) => el("li", {}, el("code", {}, w)))));
+  if (a.words.length) {
+    side.append(el("p", { class: "label" }, a.words.length === 1 ? "The action to run:" : "The actions to run:"));
+    side.append(el("ol", { class: "actions" }, ...a.words.map((w) => el("li", {}, el("code", {}, w)))));
+  }
   let picture;
   if (a.screenshot) {
     const path = `/api/tasks/${a.task_id}/images/${encodeURIComponent(a.screenshot)}`;
