@@ -31,7 +31,7 @@ def kinds(daemon: Daemon, task_id: int, *wanted: str) -> list[tuple[str, dict[st
     return [(e["kind"], e["data"]) for e in daemon.events(task_id) if e["kind"] in wanted]
 
 
-def test_ask_at_the_line_approve_extends_deny_ends_and_no_price_is_unknown(start_daemon) -> None:
+def test_ask_at_the_line_approve_extends_deny_ends_and_no_price_is_unknown(start_daemon, tmp_path: Path) -> None:
     daemon = start_daemon(FOUR_ANSWERS, config=PRICES)
     task_id = daemon.call("submit", prompt="look", max_cost="2")["id"]
     approval = daemon.wait_approval(task_id)
@@ -52,6 +52,16 @@ def test_ask_at_the_line_approve_extends_deny_ends_and_no_price_is_unknown(start
     steps = [d for k, d in kinds(daemon, task_id, "step")]
     assert [s["cost"]["amount"] for s in steps] == ["1", "1", "1", "1"]
     assert steps[-1]["total_cost"]["amount"] == "4"
+    # The spend where people read it: follow's step lines, the report, the export.
+    followed = cuctl(daemon.socket, "follow", str(task_id)).stdout
+    assert "cost $1.00, $2.00 so far" in followed and "cost $1.00, $4.00 so far" in followed
+    assert f"at its budget (max_cost): task {task_id} has spent $2.00 of $2.00" in followed
+    page = tmp_path / "report.html"
+    assert cuctl(daemon.socket, "report", str(task_id), "-o", str(page)).returncode == 0
+    assert "<dt>Cost</dt><dd><span class=\"totals\">$4.00</span> (budgets: $4.00)" in page.read_text()
+    assert cuctl(daemon.socket, "export", str(task_id), "-o", str(tmp_path / "export")).returncode == 0
+    exported = json.loads((tmp_path / "export" / "task.json").read_text())
+    assert exported["cost"] == done["cost"] and exported["max_cost"] == "4"
 
     denied = daemon.call("submit", prompt="look", max_cost=1)["id"]
     approval = daemon.wait_approval(denied)
