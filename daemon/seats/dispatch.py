@@ -94,8 +94,9 @@ class Seats:
     def dispatch(self) -> None:
         """Hand the oldest task each free seat may run to that seat (none while the day's cap is reached)."""
         held = self._day_capped()
-        with contextlib.suppress(StorageFull):  # only words for list and show; starting (or not) matters
-            self.store.hold_queued(held)
+        if self.budget.daily_cost is not None:
+            with contextlib.suppress(StorageFull):  # only words for list and show; starting (or not) matters
+                self.store.hold_queued(held)
         if held is not None:
             return
         for seat in self:
