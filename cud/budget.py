@@ -84,7 +84,8 @@ def describe_budgets(task: dict[str, object]) -> str:
     cost = task.get("cost")
     currency = str(cost.get("currency")) if isinstance(cost, dict) and cost.get("currency") else ""
     if task.get("max_cost") is not None:
-        parts.append(format_money(str(task["max_cost"]), currency) if currency else f"{task['max_cost']} (max_cost)")
+        # Before the first answer a task has no cost, so no currency to show: the amount as the daemon keeps it.
+        parts.append(format_money(str(task["max_cost"]), currency) if currency else f"max_cost {task['max_cost']}")
     for key, words in (("max_input_tokens", "input tokens"), ("max_output_tokens", "output tokens")):
         if isinstance(task.get(key), int):
             parts.append(f"{task[key]:,} {words}")
