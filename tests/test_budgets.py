@@ -85,7 +85,7 @@ def test_fail_at_the_line_and_the_day_cap_holds_a_new_task_back(start_daemon) ->
     receiver = Receiver({"/hook": "ok"}).start()
     try:
         config = f"""
-max_cost = 1.5
+max_cost = 1.25
 [budget]
 on_budget = "fail"
 daily_cost = 3
@@ -96,8 +96,8 @@ webhook = "{receiver.url('/hook')}"
 events = ["budget_warning"]
 """
         daemon = start_daemon(FOUR_ANSWERS, config=config)
-        above = cuctl(daemon.socket, "submit", "--max-cost", "1.51", "look")
-        assert above.returncode == 2 and ("'submit' field 'max_cost' is 1.51, above the daemon's limit of 1.5 (its "
+        above = cuctl(daemon.socket, "submit", "--max-cost", "1.26", "look")
+        assert above.returncode == 2 and ("'submit' field 'max_cost' is 1.26, above the daemon's limit of 1.25 (its "
                                           "config key 'max_cost')") in above.stderr
         by_cost = daemon.call("submit", prompt="look", max_cost="1.00")["id"]
         ended = daemon.wait_state(by_cost, "budget_exceeded")
@@ -107,23 +107,26 @@ events = ["budget_warning"]
         assert daemon.call("approvals") == [] and ended["steps"] == 1
 
         by_tokens = daemon.call("submit", prompt="look", max_output_tokens=20)["id"]
-        assert daemon.task(by_tokens)["max_cost"] == "1.5"  # the config's max_cost is the default too
+        assert daemon.task(by_tokens)["max_cost"] == "1.25"  # the config's max_cost is the default too
         ended = daemon.wait_state(by_tokens, "budget_exceeded")
         assert ended["error"]["message"].startswith(f"task {by_tokens} has used 20 output tokens of 20 output tokens")
 
         # $2.00 spent today: the third task's first answer takes the day to its $3.00 cap, which ends it
-        # (the warning at 80%, $2.40, came with the same answer; its $1.00 is under 80% of its own $1.50).
+        # (the day's warning at 80%, $2.40, came with the same answer, as did its max_cost's: $1.00 is 80%
+        # of $1.25 exactly, so a warning any later than 80% would be missed here).
         by_day = daemon.call("submit", prompt="look")["id"]
         ended = daemon.wait_state(by_day, "budget_exceeded")
         assert ended["error"]["details"]["budget"] == "daily_cost"
         warnings = [d for k, d in kinds(daemon, by_day, "budget_warning")]
-        assert [(w["budget"], w["used"], w["limit"]) for w in warnings] == [("daily_cost", "3", "3")]
-        # Each task warned once at 80%: of its max_cost, its output tokens, the day's cap.
-        wait_until(lambda: len(receiver.on("/hook")) == 3, 30, "three budget_warning hooks")
-        sent = [(hit.body["event"], hit.body["task"]["id"], hit.body["budget"]["budget"]) for hit in receiver.on("/hook")]
-        assert sorted(sent) == [("budget_warning", by_cost, "max_cost"), ("budget_warning", by_tokens, "max_output_tokens"),
-                                ("budget_warning", by_day, "daily_cost")]
-        assert receiver.on("/hook")[-1].body["budget"]["currency"] == "USD"
+        assert [(w["budget"], w["used"], w["limit"]) for w in warnings] == [("max_cost", "1", "1.25"),
+                                                                            ("daily_cost", "3", "3")]
+        # Each budget warned once at 80%: each task's max_cost, the output tokens, the day's cap.
+        wait_until(lambda: len(receiver.on("/hook")) == 5, 30, "five budget_warning hooks")
+        sent = sorted((hit.body["task"]["id"], hit.body["budget"]["budget"], hit.body["budget"].get("currency"))
+                      for hit in receiver.on("/hook") if hit.body["event"] == "budget_warning")
+        assert sent == [(by_cost, "max_cost", "USD"), (by_tokens, "max_cost", "USD"),
+                        (by_tokens, "max_output_tokens", None), (by_day, "daily_cost", "USD"),
+                        (by_day, "max_cost", "USD")]
 
         held = daemon.call("submit", prompt="look")["id"]
         task = _wait_held(daemon, held)
@@ -136,6 +139,7 @@ events = ["budget_warning"]
         assert metric(daemon, "cud_cost_total", model="gpt-5.4", currency="USD") == 3.0
         assert metric(daemon, "cud_budget_events_total", kind="reached", budget="daily_cost") == 1
         assert metric(daemon, "cud_budget_events_total", kind="reached", budget="max_output_tokens") == 1
+        assert metric(daemon, "cud_budget_events_total", kind="warning", budget="max_cost") == 3
         daemon.call("cancel", id=held)
         assert len(daemon.model.requests) == 3  # one answer each; the held task never asked
     finally:
