@@ -150,7 +150,14 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (task_id, name)
     ) WITHOUT ROWID
     """,
-    # 9 (taken for #30, budgets; the lead renumbers at merge): a task's budgets and what it cost,
+    # 8: a submission's idempotency key (docs/protocol.md): written with the task in one
+    # transaction; the unique index makes a second task with a recorded key impossible, whatever
+    # races in (NULLs, the tasks without a key, are distinct to SQLite).
+    """
+    ALTER TABLE tasks ADD COLUMN idempotency_key TEXT;
+    CREATE UNIQUE INDEX tasks_by_key ON tasks (idempotency_key) WHERE idempotency_key IS NOT NULL
+    """,
+    # 9 (#30, budgets): a task's budgets and what it cost,
     # the day's spend, and the new final state 'budget_exceeded' and approval kind 'budget'
     # (with #30's 'stuck' state and kind, so one rebuild serves both). SQLite cannot change a
     # CHECK, so both tables are rebuilt as in 4, keeping every id and both id sequences.
@@ -189,14 +196,15 @@ MIGRATIONS: tuple[str, ...] = (
         max_input_tokens  INTEGER,
         max_output_tokens INTEGER,
         cost              TEXT,
-        held              TEXT
+        held              TEXT,
+        idempotency_key   TEXT
     );
     INSERT INTO tasks_v9 (id, state, prompt, model, max_steps, approval, submitter_uid, submitter_name, steps,
                           final_message, error, reason, created_at, started_at, finished_at, max_duration, seat,
-                          pinned, usage, rules, spec, needs_session, verdict, artifacts)
+                          pinned, usage, rules, spec, needs_session, verdict, artifacts, idempotency_key)
         SELECT id, state, prompt, model, max_steps, approval, submitter_uid, submitter_name, steps, final_message,
                error, reason, created_at, started_at, finished_at, max_duration, seat, pinned, usage, rules, spec,
-               needs_session, verdict, artifacts FROM tasks;
+               needs_session, verdict, artifacts, idempotency_key FROM tasks;
     INSERT INTO sqlite_sequence (name, seq)
         SELECT 'tasks_v9', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'tasks_v9');
     UPDATE sqlite_sequence
@@ -205,6 +213,7 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE tasks;
     ALTER TABLE tasks_v9 RENAME TO tasks;
     CREATE INDEX tasks_by_state ON tasks (state, id);
+    CREATE UNIQUE INDEX tasks_by_key ON tasks (idempotency_key) WHERE idempotency_key IS NOT NULL;
     CREATE TABLE approvals_v9 (
         id              INTEGER PRIMARY KEY AUTOINCREMENT,
         task_id         INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
@@ -280,6 +289,7 @@ def task_view(row: sqlite3.Row) -> TaskView:
         "spec": None if row["spec"] is None else json.loads(row["spec"]),
         "verdict": None if row["verdict"] is None else json.loads(row["verdict"]),
         "artifacts": [] if row["artifacts"] is None else json.loads(row["artifacts"]),
+        "key": row["idempotency_key"],
     }
 
 
