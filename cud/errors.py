@@ -187,3 +187,10 @@ class SetupFailed(CudError):
     """A setup step of a task spec failed: the task fails with this, and the model was never asked."""
 
     kind = "setup_failed"
+
+
+class BudgetExceeded(CudError):
+    """A task reached one of its budgets (money or tokens, or the day's cap) and was ended: ``on_budget = "fail"``,
+    or the person asked denied more."""
+
+    kind = "budget_exceeded"

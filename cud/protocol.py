@@ -107,6 +107,7 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
     TaskView,
     USAGE_KEYS,
     UsageView,
+    CostView,
     VERDICTS,
     ArtifactView,
     CheckResultView,

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any, cast
 
+from cud.budget import MAX_TOKENS_LIMIT, parse_amount
 from cud.errors import ProtocolError
 from cud.requests import Request
 from cud.views import APPROVAL_POLICIES, SEAT_NAME
@@ -111,6 +112,14 @@ def _choice(*choices: str) -> Check:
     return check
 
 
+def _amount(kind: str, name: str, value: object) -> None:
+    """An amount of money (cud.budget): a JSON number, or a decimal string to keep it exact."""
+    try:
+        parse_amount(value)
+    except ValueError as exc:
+        raise _bad(kind, name, value, f"an amount of money: {exc}") from None
+
+
 def _seat_name(kind: str, name: str, value: object) -> None:
     if not isinstance(value, str) or not SEAT_NAME.fullmatch(value):
         raise _bad(kind, name, value, "a seat name (letters, digits, '_', '.', '-'; at most 32)")
@@ -188,6 +197,9 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "model": (_text(200), False),
         "max_steps": (_integer(1, MAX_STEPS_LIMIT), False),
         "max_duration": (_integer(1, MAX_DURATION_LIMIT), False),
+        "max_cost": (_amount, False),
+        "max_input_tokens": (_integer(1, MAX_TOKENS_LIMIT), False),
+        "max_output_tokens": (_integer(1, MAX_TOKENS_LIMIT), False),
         "approval": (_choice(*APPROVAL_POLICIES), False),
         "seat": (_seat_name, False),
         "rules": (_rules, False),

@@ -51,6 +51,10 @@ class SubmitRequest(TypedDict):
     model: NotRequired[str]
     max_steps: NotRequired[int]
     max_duration: NotRequired[int]
+    #: The task's budgets (docs/budgets.md); the daemon's config keys of the same names are the default and ceiling.
+    max_cost: NotRequired[str | float | int]  # an exact decimal string, or a number
+    max_input_tokens: NotRequired[int]
+    max_output_tokens: NotRequired[int]
     approval: NotRequired[ApprovalPolicy]
     #: Pin the task to this seat; without it the first free seat takes it.
     seat: NotRequired[str]

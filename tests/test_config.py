@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from cud.daemon import config as top
 from cud.daemon.config import default_socket, load_config, resolve_api_key
+from cud.daemon.budget import config as budget
 from cud.daemon.hooks import config as hooks
 from cud.daemon.model import history
 from cud.daemon.seats import config as seats
@@ -118,6 +119,8 @@ TABLES = {
     "notify[0]": ("[[notify]]", hooks.HOOK_KEYS),
     "video": ("[video]", video.VIDEO_KEYS),
     "history": ("[history]", history.HISTORY_KEYS),
+    "budget": ("[budget]", budget.BUDGET_KEYS),
+    'budget.prices."m"': ('[budget.prices."m"]', budget.PRICE_KEYS),
 }
 
 
@@ -134,6 +137,7 @@ def _unknown_key_error(table: str, typo: str) -> ConfigError:
     ("", "max_step", "max_steps"), ("", "dispaly", "display"), ("access", "submit_user", "submit_users"),
     ("video", "enabeld", "enabled"), ("seats[0]", "dispaly", "display"), ("notify[0]", "evnets", "events"),
     ("policy.rules[0]", "actoin", "action"), ("policy", "rule", "rules"), ("history", "mdoe", "mode"),
+    ("budget", "daily_cots", "daily_cost"), ('budget.prices."m"', "ouptut", "output"),
 ])
 def test_a_misspelt_key_of_any_table_gets_did_you_mean(table: str, typo: str, meant: str) -> None:
     error = _unknown_key_error(table, typo)

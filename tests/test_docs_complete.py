@@ -41,6 +41,7 @@ from pathlib import Path
 import pytest
 
 from cud.cuctl.main import build_parser as build_cuctl_parser
+from cud.daemon.budget.config import BUDGET_KEYS, PRICE_KEYS
 from cud.daemon.config import ACCESS_KEYS, METRICS_KEYS, POLICY_KEYS, RETENTION_KEYS, TOP_KEYS, load_config
 from cud.daemon.hooks.config import EVENTS, HOOK_KEYS
 from cud.daemon.main import build_parser as build_daemon_parser
@@ -86,6 +87,8 @@ CONFIG_TABLES = (
     Table("[[notify]]", HOOK_KEYS, "notifications.md"),
     Table("[video]", VIDEO_KEYS, "video.md"),
     Table("[sessions]", SESSIONS_KEYS, "config.md"),
+    Table("[budget]", BUDGET_KEYS, "budgets.md"),
+    Table("[budget.prices]", PRICE_KEYS, "budgets.md"),  # one table per model: [budget.prices."MODEL"]
 )
 #: The commands that print a table: what docs/cuctl.md says their columns are must be what they print.
 TABLE_COMMANDS = ("list", "seats", "approvals")

@@ -312,3 +312,33 @@ def test_a_v7_database_upgrades_to_idempotency_keys_and_keeps_every_row(tmp_path
         assert store.recover() == [running["id"]]
     finally:
         store.close()
+
+
+def test_a_v6_database_takes_budgets_and_their_states_after_the_upgrade(tmp_path: Path) -> None:
+    """Migration 9 (#30) rebuilds tasks and approvals for the new state and kind: every row, id and
+    id sequence survives, and the new columns, state, kind and the day's spend work."""
+    from decimal import Decimal
+
+    path = tmp_path / "old.sqlite3"
+    shutil.copy(DATA / "cud-v6.sqlite3", path)
+    store = Store(path)
+    try:
+        old = store.tasks()
+        assert [(t["max_cost"], t["cost"], t["held"]) for t in old] == [(None, None, None)] * len(old)
+        before = store.pending_approvals()[0]
+        task = store.submit("p", "m", 1, "safety", 0, "root",
+                            budgets={"max_cost": Decimal("0.50"), "max_output_tokens": 10})
+        assert task["id"] > max(t["id"] for t in old) and (task["max_cost"], task["max_output_tokens"]) == ("0.5", 10)
+        approval = store.create_approval(task["id"], "budget", [{"id": "b", "code": "max_cost", "message": "m"}], [],
+                                         1, None, 60, [])
+        assert approval["id"] > before["id"] and approval["kind"] == "budget"
+        view = {"amount": "0.1", "currency": "USD", "unknown": None}
+        for _ in range(10):  # ten tenths are one, exactly
+            store.add_cost(task["id"], view, "2026-12-02", Decimal("0.1"))
+        assert store.day_spend("2026-12-02", "USD") == Decimal(1) and store.day_spend("2026-12-03", "USD") == 0
+        store.finish(task["id"], "budget_exceeded", error={"kind": "budget_exceeded", "message": "m", "details": {}})
+        assert store.task(task["id"])["state"] == "budget_exceeded" and store.task(task["id"])["cost"] == view
+        assert store.approval(approval["id"])["state"] == "cancelled"
+        assert store.cost_by_model() == {("m", "USD"): Decimal("0.1")}
+    finally:
+        store.close()

@@ -61,13 +61,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("prompt", metavar="PROMPT", nargs="?")
     p.add_argument("--spec", metavar="FILE",
                    help="a task spec (TOML, or JSON if it ends in .json): prompt, setup, checks (docs/specs.md); "
-                        "--model, --max-steps, --max-duration, --approval, --seat and --rule replace its own")
+                        "--model, --max-steps, --max-duration, the budgets, --approval, --seat and --rule replace its own")
     p.add_argument("--from-osworld", metavar="FILE.json",
                    help="one OSWorld task file, converted to a spec (docs/osworld.md); its download URLs are "
                         "fetched here, not by the seat; the options replace the spec's own as with --spec")
     p.add_argument("--model", metavar="M")
     p.add_argument("--max-steps", type=int, metavar="N")
     p.add_argument("--max-duration", type=int, metavar="S", help="seconds the task may run, approvals included")
+    p.add_argument("--max-cost", metavar="AMOUNT",
+                   help="what the task may spend, in the daemon's [budget] currency, e.g. 2.00 (docs/budgets.md)")
+    p.add_argument("--max-input-tokens", type=int, metavar="N", help="input tokens the task may use (docs/budgets.md)")
+    p.add_argument("--max-output-tokens", type=int, metavar="N",
+                   help="output tokens the task may use (docs/budgets.md)")
     p.add_argument("--approval", choices=("safety", "actions"))
     p.add_argument("--seat", metavar="NAME", help="run it on this seat only (default: the first free seat)")
     p.add_argument("--rule", action="append", metavar="RULE-JSON",
@@ -89,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
     p.add_argument("--from-osworld", action="store_true", help="the PATHs are OSWorld task files (*.json), "
                    "converted as submit --from-osworld does (docs/osworld.md)")
+    p.add_argument("--max-cost", metavar="AMOUNT", help="what the whole suite may spend, in the daemon's [budget] "
+                   "currency: shared out as each task's max_cost; what is left unrun when it is spent "
+                   "(docs/budgets.md)")
     p.add_argument("--resume", metavar="DIR", help="go on with the suite in DIR: run only what is not yet judged")
     p = add("list", "tasks:list_tasks", "list tasks")
     p.add_argument("--key", metavar="KEY", help="only the task submitted with this idempotency key")

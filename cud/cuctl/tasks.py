@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cud.budget import describe_budgets, describe_cost
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
+from cud.protocol import FINAL_STATES
 from cud.record.model import describe, describe_action, describe_approval, describe_usage
 from cud.record.verdict import artifact_line, check_line, passed, verdict_line
 from cud.spec.load import load_spec
@@ -22,6 +24,8 @@ __all__ = ()
 
 def submit(client: Client, args: argparse.Namespace) -> int:
     given = {"model": args.model, "max_steps": args.max_steps, "max_duration": args.max_duration,
+             "max_cost": args.max_cost, "max_input_tokens": args.max_input_tokens,
+             "max_output_tokens": args.max_output_tokens,  # max_cost as typed: a decimal string stays exact
              "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule), "key": args.key}
     files: dict[str, bytes] = {}
     if args.spec is not None or args.from_osworld is not None:
@@ -81,13 +85,17 @@ def list_tasks(client: Client, args: argparse.Namespace) -> int:
     keys = any(t.get("key") for t in tasks)
     reasons = any(t.get("reason") for t in tasks)
     table(
-        ["ID", "STATE", "SEAT", "STEPS", "CREATED", *(["KEY"] if keys else []), "PROMPT",
+        ["ID", "STATE", "SEAT", "STEPS", "COST", "CREATED", *(["KEY"] if keys else []), "PROMPT",
          *(["REASON"] if reasons else [])],
-        [[str(t["id"]), t["state"], _seat(t), str(t["steps"]), t["created_at"],
+        [[str(t["id"]), t["state"] + (" (held)" if t.get("held") else ""), _seat(t), str(t["steps"]),
+          describe_cost(t.get("cost")) if t.get("cost") else "-", t["created_at"],
           *([t.get("key") or "-"] if keys else []), short(t["prompt"], 50),
           *([short(t.get("reason") or "-", 60)] if reasons else [])]
          for t in tasks],
     )
+    for t in tasks:  # why a queued task waits (the day's cap): after the table, whole
+        if t.get("held"):
+            print(printable(f"task {t['id']} {t['held']}"))
     return 0
 
 
@@ -104,6 +112,10 @@ def show(client: Client, args: argparse.Namespace) -> int:
     error = task["error"]
     print(f"{'error:':15}{'-' if error is None else error['kind'] + ': ' + error['message']}")
     print(f"{'model usage:':15}{describe_usage(task.get('usage'))}")
+    print(f"{'cost:':15}{describe_cost(task.get('cost'))}")
+    print(f"{'budgets:':15}{describe_budgets(task)}")
+    if task.get("held"):
+        print(f"{'held:':15}{printable(task['held'])}")
     if task.get("spec") is not None:
         spec = task["spec"]
         print(f"{'spec:':15}{len(spec['setup'])} setup steps, {len(spec['checks'])} checks, "
@@ -140,7 +152,7 @@ def cancel(client: Client, args: argparse.Namespace) -> int:
     result = client.call("cancel", id=args.id)
     if args.json:
         emit_json(result)
-    elif result["state_before"] in ("succeeded", "failed", "cancelled", "interrupted"):
+    elif result["state_before"] in FINAL_STATES:
         print(f"task {args.id} had already ended ({result['state_before']})")
     else:
         print(f"task {args.id}: cancel requested (was {result['state_before']}, now {result['state']})")
@@ -195,7 +207,12 @@ def _describe(event: dict[str, Any]) -> str:
     if kind == "step":
         return (f"{prefix} step {data['step']} done in {data['total_ms']:.0f} ms "
                 f"(model {data['model_ms']:.0f}, driver {data['driver_ms']:.0f}, cud {data['overhead_ms']:.0f}); "
-                f"{describe_usage(data)}")
+                f"{describe_usage(data)}; cost {describe_cost(data.get('cost'))}, "
+                f"{describe_cost(data.get('total_cost'))} so far")
+    if kind in ("budget_warning", "budget_reached", "budget_extended"):
+        what = {"budget_warning": "at 80% of its budget", "budget_reached": "at its budget",
+                "budget_extended": "budget raised"}[kind]
+        return f"{prefix} {what} ({data['budget']}): {data['message']}"
     if kind == "model_retry":
         then = "retrying" if data["retrying"] else "not retrying"
         return f"{prefix} step {data['step']}: the model answered HTTP {data['status']} (attempt {data['attempt']}), {then}"

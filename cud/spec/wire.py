@@ -17,7 +17,7 @@ from typing import Any
 
 from cud.errors import SpecError
 from cud.protocol import CHUNK_BYTES, MAX_FILE_LIMIT
-from cud.spec.schema import Spec, parse_spec
+from cud.spec.schema import TASK_KEYS, Spec, parse_spec
 
 __all__ = ("MAX_SPEC_FILE_BYTES", "file_pieces", "spec_from_request", "submit_fields")
 
@@ -49,8 +49,7 @@ def file_pieces(files: Mapping[str, bytes], piece: int = CHUNK_BYTES) -> Iterato
 def spec_from_request(request: Mapping[str, Any]) -> tuple[Spec, dict[str, int]]:
     """The spec a ``submit`` request carries, parsed again, and its files' sizes (checked to be those it names)."""
     judging = request["spec"]
-    raw = {k: request[k] for k in ("prompt", "seat", "model", "max_steps", "max_duration", "approval", "rules")
-           if k in request}
+    raw = {k: request[k] for k in TASK_KEYS if k in request}
     if isinstance(judging, dict):
         for key in judging:
             if key in raw:  # a task key belongs to submit's own fields, where submit checked it

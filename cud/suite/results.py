@@ -28,9 +28,11 @@ import os
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from cud.budget import format_amount
 from cud.errors import ConfigError
 from cud.record.verdict import passed as task_passed
 
@@ -39,7 +41,7 @@ __all__ = ("Attempt", "Results", "SpecRun", "wilson", "MAX_ATTEMPTS", "RESULTS_F
 RESULTS_FILE = "results.json"
 #: An interrupted spec-run is submitted again once; the second attempt is judged whatever happens.
 MAX_ATTEMPTS = 2
-FINAL_STATES = ("succeeded", "failed", "cancelled", "interrupted")
+FINAL_STATES = ("succeeded", "failed", "cancelled", "interrupted", "budget_exceeded")
 #: z for a two-sided 95% interval.
 Z95 = 1.959963984540054
 
@@ -73,6 +75,8 @@ class Attempt:
     checks: list[dict[str, Any]] = field(default_factory=list)  # {name, kind, weight, passed, why}
     steps: int = 0
     usage: dict[str, Any] | None = None
+    cost: dict[str, Any] | None = None  # what its task cost (cud.protocol.CostView)
+    grant: str | None = None  # the max_cost it was submitted with under --max-cost (cud.suite.budget)
     error: dict[str, Any] | None = None
     reason: str | None = None
     created_at: str | None = None
@@ -110,6 +114,7 @@ class Attempt:
         self.checks = [{k: c.get(k) for k in ("name", "kind", "weight", "passed", "why")}
                        for c in verdict.get("checks", [])]
         self.usage, self.error, self.reason = task.get("usage"), task.get("error"), task.get("reason")
+        self.cost = task.get("cost")
         self.created_at, self.started_at, self.finished_at = (task.get("created_at"), task.get("started_at"),
                                                                task.get("finished_at"))
         self.queued_seconds = _between(self.created_at, self.started_at)
@@ -187,7 +192,9 @@ class Results:
         runs = self.spec_runs()
         for spec in self.suite["specs"]:
             per_spec.append(_row(spec, [r.last for r in runs if r.spec == spec]))
+            per_spec[-1]["cost"] = total_cost([a for a in self.attempts if a.spec == spec])
         total = _row("total", [r.last for r in runs])
+        total["cost"] = total_cost(self.attempts)
         total["interrupted_attempts"] = sum(1 for a in self.attempts if a.state == "interrupted")
         return {"specs": per_spec, "total": total}
 
@@ -211,6 +218,19 @@ class Results:
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"--resume {str(folder)!r}: {str(path)!r} is not a cuctl eval results file ({exc})",
                               path=str(path)) from None
+
+
+def total_cost(attempts: list[Attempt]) -> dict[str, Any] | None:
+    """What these attempts' tasks cost together, every attempt counted (a retried one cost money too), as a
+    CostView: exact (Decimal), unknown if any task's is, None if none has answered yet."""
+    costs = [a.cost for a in attempts if a.cost]
+    if not costs:
+        return None
+    unknown = next((c for c in costs if c.get("amount") is None), None)
+    if unknown is not None:
+        return {"amount": None, "currency": unknown.get("currency"), "unknown": unknown.get("unknown")}
+    amount = sum((Decimal(str(c["amount"])) for c in costs), Decimal(0))
+    return {"amount": format_amount(amount), "currency": costs[0].get("currency"), "unknown": None}
 
 
 def _row(name: str, last: list[Attempt]) -> dict[str, Any]:

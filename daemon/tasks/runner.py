@@ -27,15 +27,16 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import openai
+from cud.daemon.budget.guard import BudgetGuard
 from cud.daemon.tasks.screen_binding import ScreenWatch
 from cud.daemon.model.client import ModelRequests, Sent
 from cud.daemon.targets.rules import parse_rules
 from cud.daemon.targets.gate import TargetGate
-from cud.daemon.store.trajectory import StepRecord, TaskUsage, ms_since
+from cud.daemon.store.trajectory import StepRecord, TaskUsage, ms_since, tokens_of
 from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
-from cud.errors import ApprovalError, CudError, TaskTimeout
+from cud.errors import ApprovalError, BudgetExceeded, CudError, TaskTimeout
 from cud.protocol import HUMAN_ACTIONS, ArtifactView, TaskView, VerdictView
 
 if TYPE_CHECKING:
@@ -112,6 +113,8 @@ class TaskRun:
         self.ends_interrupted = False
         #: Set when the task ran past its max_duration: it then fails with this error.
         self.timed_out: TaskTimeout | None = None
+        #: Set when the task ended at a budget (cud.daemon.budget.guard): it then ends budget_exceeded.
+        self.over_budget: BudgetExceeded | None = None
         self.job: asyncio.Task[Any] | None = None
         self.in_model = False
         self.step: StepRecord | None = None
@@ -131,6 +134,7 @@ class TaskRun:
         self.cancelled = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self.usage = TaskUsage()
+        self.budget = BudgetGuard(self)
         #: Awaited once, before the first action or approval of the task (the seat's video has its
         #: first frame then, so every step and approval has its moment in it).
         self.before_acting: Callable[[], Awaitable[None]] | None = None
@@ -206,7 +210,8 @@ class TaskRun:
         }
         config = self.seat.config
         requests = ModelRequests(config.history, config.max_retries, on_start=self.on_model_start,
-                                 on_end=self.on_model_end, on_retry=self.on_model_retry)
+                                 on_end=self.on_model_end, on_retry=self.on_model_retry,
+                                 before=self.budget.before_request)
         self.job = asyncio.create_task(
             toolset.run(
                 requests.wrap(client),
@@ -253,6 +258,8 @@ class TaskRun:
         """How the task ends, given how its work ended: a cancel or the time limit decide unless it succeeded."""
         if self.timed_out is not None and state != "succeeded":
             return Ending("failed", error=self.timed_out.to_dict(), reason=self.cancel_reason)
+        if self.over_budget is not None and self.cancel_reason is None:
+            return Ending("budget_exceeded", error=self.over_budget.to_dict(), reason=self.over_budget.message)
         if self.cancel_reason is not None and state != "succeeded":
             return Ending("interrupted" if self.ends_interrupted else "cancelled", error=error, reason=self.cancel_reason)
         return Ending(state, final, error)
@@ -277,8 +284,10 @@ class TaskRun:
         self.in_model = False
         assert self.step is not None
         self.step.model_ms += model_ms
-        self.step.add_request(sent.bytes, sent.attempts, sent.images, sent.image_bytes,
-                              getattr(response, "usage", None))
+        usage = getattr(response, "usage", None)
+        self.step.add_request(sent.bytes, sent.attempts, sent.images, sent.image_bytes, usage)
+        if usage is not None:
+            self.budget.answered(tokens_of(usage))
         if response is not None:
             self.step.messages = [
                 part.text
@@ -299,6 +308,7 @@ class TaskRun:
             return
         self.steps = step.number
         record = step.finish(ended or time.monotonic())
+        record.update(self.budget.costs(record))
         self.usage.add(record)
         self.store.add_event(self.task["id"], "step", record, steps=step.number, usage=self.usage.as_dict())
 
