@@ -20,17 +20,20 @@ __all__ = [
     "HUMAN_ACTIONS",
     "MAX_ARGV_BYTES",
     "MAX_ARGV_ITEMS",
+    "MAX_CYCLE_LIMIT",
     "MAX_CLIPBOARD_TEXT",
     "MAX_DURATION_LIMIT",
     "MAX_EXEC_SECONDS",
     "MAX_FILE_LIMIT",
     "MAX_ID",
     "MAX_PATH_TEXT",
+    "MAX_REPEAT_LIMIT",
     "MAX_STEPS_LIMIT",
     "MAX_TASK_RULES",
     "MAX_TEXT",
     "MAX_TREE_COUNT",
     "MAX_TREE_DEPTH",
+    "ON_STUCK",
     "RECORD_FILE_NAME",
     "REQUEST_TYPES",
     "SCREENSHOT_FILE_NAME",
@@ -56,6 +59,13 @@ MAX_ID = (1 << 63) - 1
 MAX_STEPS_LIMIT = 10_000
 #: The longest wall-clock limit a task may have, in seconds (a week).
 MAX_DURATION_LIMIT = 7 * 24 * 3600
+#: The stuck guard's limits (docs/stuck.md): the same action on an unchanged screen this many
+#: times, the same screens in a cycle this many rounds (0: that rule is off). Past these a
+#: guard stops nothing a task's max_steps would not stop first.
+MAX_REPEAT_LIMIT = 1000
+MAX_CYCLE_LIMIT = 100
+#: What a stuck task does: ask a person, or end as ``stuck``.
+ON_STUCK = ("ask", "fail")
 
 #: What a person may do on a paused task's seat (``act``): the model's input actions.
 HUMAN_ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type")
@@ -180,6 +190,9 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "approval": (_choice(*APPROVAL_POLICIES), False),
         "seat": (_seat_name, False),
         "rules": (_rules, False),
+        "repeat_limit": (_integer(0, MAX_REPEAT_LIMIT), False),
+        "cycle_limit": (_integer(0, MAX_CYCLE_LIMIT), False),
+        "on_stuck": (_choice(*ON_STUCK), False),
         "spec": (_spec, False),
         "files": (_spec_files, False),
     },

@@ -25,7 +25,7 @@ __all__ = [
 SEAT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 
 TaskState = Literal[
-    "queued", "running", "awaiting_approval", "paused", "succeeded", "failed", "cancelled", "interrupted"
+    "queued", "running", "awaiting_approval", "paused", "succeeded", "failed", "cancelled", "interrupted", "stuck"
 ]
 TASK_STATES: tuple[TaskState, ...] = (
     "queued",
@@ -36,8 +36,9 @@ TASK_STATES: tuple[TaskState, ...] = (
     "failed",
     "cancelled",
     "interrupted",
+    "stuck",
 )
-FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
+FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "interrupted", "stuck"})
 #: A task under way: it holds a seat (and a dead daemon leaves it interrupted).
 LIVE_STATES: frozenset[str] = frozenset({"running", "awaiting_approval", "paused"})
 
@@ -46,7 +47,7 @@ APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = ("safety", "actions")
 #: Stricter policies come later: a submitter may only move right in this tuple.
 POLICY_STRICTNESS = {"safety": 0, "actions": 1}
 
-ApprovalKind = Literal["safety", "action"]
+ApprovalKind = Literal["safety", "action", "stuck"]
 ApprovalState = Literal["pending", "approved", "denied", "timed_out", "cancelled", "interrupted"]
 
 #: An accessibility element's states (AtspiStateType, in bit order: at-spi2-core's atspi-constants.h),
@@ -127,6 +128,12 @@ class ArtifactView(TypedDict):
     error: str | None
 
 
+class GuardView(TypedDict):
+    repeat_limit: int
+    cycle_limit: int
+    on_stuck: Literal["ask", "fail"]
+
+
 class TaskView(TypedDict):
     id: int
     state: TaskState
@@ -152,6 +159,8 @@ class TaskView(TypedDict):
     usage: UsageView | None
     #: The submitter's policy rules for this task ([] if none), as submitted.
     rules: list[dict[str, Any]]
+    #: The stuck guard the task runs with (docs/stuck.md); None for tasks from before it: the daemon's [guard].
+    guard: GuardView | None
     #: A spec's tags, reset, setup, checks and collect in their normal form (docs/specs.md); null: a prompt only.
     spec: dict[str, Any] | None
     #: How the spec's checks judged the task; null until judged, and for a task without checks.
@@ -207,6 +216,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "step",
     "model_retry",
     "diagnostic",
+    "stuck",
     "approval_requested",
     "approval_decided",
     "pause_requested",

@@ -22,7 +22,8 @@ __all__ = ()
 
 def submit(client: Client, args: argparse.Namespace) -> int:
     given = {"model": args.model, "max_steps": args.max_steps, "max_duration": args.max_duration,
-             "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule)}
+             "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule),
+             "repeat_limit": args.repeat_limit, "cycle_limit": args.cycle_limit, "on_stuck": args.on_stuck}
     if args.spec is not None or args.from_osworld is not None:
         fields = _spec_fields(args)
         fields.update({k: value for k, value in given.items() if value is not None})
@@ -95,6 +96,10 @@ def show(client: Client, args: argparse.Namespace) -> int:
     error = task["error"]
     print(f"{'error:':15}{'-' if error is None else error['kind'] + ': ' + error['message']}")
     print(f"{'model usage:':15}{describe_usage(task.get('usage'))}")
+    guard = task.get("guard")
+    if guard is not None:
+        print(f"{'stuck guard:':15}repeat_limit {guard['repeat_limit']}, cycle_limit {guard['cycle_limit']}, "
+              f"on_stuck {guard['on_stuck']}")
     if task.get("spec") is not None:
         spec = task["spec"]
         print(f"{'spec:':15}{len(spec['setup'])} setup steps, {len(spec['checks'])} checks, "

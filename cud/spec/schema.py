@@ -3,7 +3,8 @@
 ``parse_spec(raw)`` checks every key before anything runs and returns a frozen
 :class:`Spec`; ``Spec.to_dict()`` is its normal form (every default written out),
 which parses back to an equal Spec. The task's own keys (``prompt``, ``seat``,
-``model``, ``max_steps``, ``max_duration``, ``approval``, ``rules``) are checked by
+``model``, ``max_steps``, ``max_duration``, ``approval``, ``rules``, and the stuck guard's
+``repeat_limit``, ``cycle_limit``, ``on_stuck``) are checked by
 the socket protocol's ``submit`` checks, so a limit has one bounds check whether it
 comes from ``cuctl submit --max-steps`` or from a spec.
 """
@@ -23,7 +24,8 @@ from cud.spec.setup import SetupStep, parse_step
 __all__ = ("ANY_SEAT", "Collect", "Spec", "TASK_KEYS", "TOP_KEYS", "parse_spec")
 
 #: The keys a spec shares with ``submit`` (and checks the same way).
-TASK_KEYS = ("prompt", "seat", "model", "max_steps", "max_duration", "approval", "rules")
+TASK_KEYS = ("prompt", "seat", "model", "max_steps", "max_duration", "approval", "rules", "repeat_limit",
+             "cycle_limit", "on_stuck")
 TOP_KEYS = frozenset({*TASK_KEYS, "tags", "reset", "setup", "checks", "collect"})
 ANY_SEAT = "any"
 MAX_SETUP = 64
@@ -52,6 +54,9 @@ class Spec:
     max_duration: int | None = None
     approval: str | None = None
     rules: tuple[dict[str, Any], ...] = ()  # checked by the daemon like `submit --rule`
+    repeat_limit: int | None = None  # None for these: the daemon's [guard]
+    cycle_limit: int | None = None
+    on_stuck: str | None = None
     tags: tuple[str, ...] = ()
     reset: bool = False
     setup: tuple[SetupStep, ...] = ()
@@ -62,7 +67,8 @@ class Spec:
         """The ``submit`` request's own fields for this spec (those given)."""
         fields = {"prompt": self.prompt, "seat": self.seat, "model": self.model, "max_steps": self.max_steps,
                   "max_duration": self.max_duration, "approval": self.approval,
-                  "rules": list(self.rules) if self.rules else None}
+                  "rules": list(self.rules) if self.rules else None, "repeat_limit": self.repeat_limit,
+                  "cycle_limit": self.cycle_limit, "on_stuck": self.on_stuck}
         return {k: value for k, value in fields.items() if value is not None}
 
     def judging(self) -> dict[str, Any]:

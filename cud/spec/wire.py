@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cud.errors import SpecError
-from cud.spec.schema import Spec, parse_spec
+from cud.spec.schema import TASK_KEYS, Spec, parse_spec
 
 __all__ = ("MAX_FILE_BYTES", "MAX_FILES_BYTES", "check_sizes", "spec_from_request", "submit_fields")
 
@@ -54,8 +54,7 @@ def submit_fields(spec: Spec, files: Mapping[str, bytes]) -> dict[str, Any]:
 def spec_from_request(request: Mapping[str, Any]) -> tuple[Spec, dict[str, bytes]]:
     """The spec a ``submit`` request carries, parsed again, and its files decoded and checked."""
     judging = request["spec"]
-    raw = {k: request[k] for k in ("prompt", "seat", "model", "max_steps", "max_duration", "approval", "rules")
-           if k in request}
+    raw = {k: request[k] for k in TASK_KEYS if k in request}
     if isinstance(judging, dict):
         for key in judging:
             if key in raw:  # a task key belongs to submit's own fields, where submit checked it

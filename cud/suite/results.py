@@ -34,7 +34,7 @@ __all__ = ("Attempt", "Results", "SpecRun", "wilson", "MAX_ATTEMPTS", "RESULTS_F
 RESULTS_FILE = "results.json"
 #: An interrupted spec-run is submitted again once; the second attempt is judged whatever happens.
 MAX_ATTEMPTS = 2
-FINAL_STATES = ("succeeded", "failed", "cancelled", "interrupted")
+FINAL_STATES = ("succeeded", "failed", "cancelled", "interrupted", "stuck")
 #: z for a two-sided 95% interval.
 Z95 = 1.959963984540054
 

@@ -26,8 +26,8 @@ from typing import Any, ParamSpec, TypeVar
 
 from cud.errors import ConfigError, NotFound, StorageFull
 from cud.daemon.store.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
-from cud.protocol import (EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, EventView, TaskView,
-                          UsageView, VerdictView)
+from cud.protocol import (EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, EventView, GuardView,
+                          TaskView, UsageView, VerdictView)
 from cud.spec import Spec
 
 __all__ = ()
@@ -174,17 +174,17 @@ class Store:
     def submit(self, prompt: str, model: str, max_steps: int, approval: str, uid: int, name: str,
                max_duration: int | None = None, seat: str | None = None,
                rules: list[dict[str, Any]] | None = None, spec: Spec | None = None,
-               files: Mapping[str, bytes] | None = None) -> TaskView:
+               files: Mapping[str, bytes] | None = None, guard: GuardView | None = None) -> TaskView:
         """Queue a task; ``seat`` pins it there, else the first free seat takes it (one with a
         session if its ``spec`` needs one)."""
         with self._tx(durable=True) as db:
             cur = db.execute(
                 "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
-                " submitter_name, created_at, seat, pinned, rules, spec, needs_session)"
-                " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " submitter_name, created_at, seat, pinned, rules, spec, needs_session, guard)"
+                " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None,
                  json.dumps(rules) if rules else None, None if spec is None else json.dumps(spec.judging()),
-                 spec is not None and spec.needs_session),
+                 spec is not None and spec.needs_session, None if guard is None else json.dumps(guard)),
             )
             task_id = int(cur.lastrowid or 0)
             db.executemany("INSERT INTO task_files (task_id, name, data) VALUES (?, ?, ?)",

@@ -150,6 +150,85 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (task_id, name)
     ) WITHOUT ROWID
     """,
+    # 10 (the lead renumbers at merge: 8 and 9 are other branches'): the stuck guard
+    # (docs/stuck.md). The final state 'stuck' and the approval kind 'stuck': SQLite cannot
+    # change a CHECK, so both tables are rebuilt as in 4, keeping every id and the id
+    # sequences. ``guard``: the task's repeat_limit, cycle_limit and on_stuck (JSON,
+    # cud.protocol.GuardView; NULL for tasks from before: the daemon's [guard]).
+    """
+    CREATE TABLE tasks_v10 (
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
+        state          TEXT NOT NULL CHECK (state IN ('queued', 'running', 'awaiting_approval', 'paused',
+                                                      'succeeded', 'failed', 'cancelled', 'interrupted', 'stuck')),
+        prompt         TEXT NOT NULL,
+        model          TEXT NOT NULL,
+        max_steps      INTEGER NOT NULL,
+        approval       TEXT NOT NULL CHECK (approval IN ('safety', 'actions')),
+        submitter_uid  INTEGER NOT NULL,
+        submitter_name TEXT NOT NULL,
+        steps          INTEGER NOT NULL DEFAULT 0,
+        final_message  TEXT,
+        error          TEXT,
+        reason         TEXT,
+        created_at     TEXT NOT NULL,
+        started_at     TEXT,
+        finished_at    TEXT,
+        max_duration   INTEGER,
+        seat           TEXT,
+        pinned         INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1)),
+        usage          TEXT,
+        rules          TEXT,
+        spec           TEXT,
+        needs_session  INTEGER NOT NULL DEFAULT 0 CHECK (needs_session IN (0, 1)),
+        verdict        TEXT,
+        artifacts      TEXT,
+        guard          TEXT
+    );
+    INSERT INTO tasks_v10 (id, state, prompt, model, max_steps, approval, submitter_uid, submitter_name, steps,
+                           final_message, error, reason, created_at, started_at, finished_at, max_duration, seat,
+                           pinned, usage, rules, spec, needs_session, verdict, artifacts)
+        SELECT id, state, prompt, model, max_steps, approval, submitter_uid, submitter_name, steps, final_message,
+               error, reason, created_at, started_at, finished_at, max_duration, seat, pinned, usage, rules, spec,
+               needs_session, verdict, artifacts FROM tasks;
+    INSERT INTO sqlite_sequence (name, seq)
+        SELECT 'tasks_v10', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'tasks_v10');
+    UPDATE sqlite_sequence
+        SET seq = MAX(seq, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'tasks'), 0))
+        WHERE name = 'tasks_v10';
+    DROP TABLE tasks;
+    ALTER TABLE tasks_v10 RENAME TO tasks;
+    CREATE INDEX tasks_by_state ON tasks (state, id);
+    CREATE TABLE approvals_v10 (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id         INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+        kind            TEXT NOT NULL CHECK (kind IN ('safety', 'action', 'stuck')),
+        state           TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied', 'timed_out',
+                                                       'cancelled', 'interrupted')),
+        checks          TEXT NOT NULL,
+        actions         TEXT NOT NULL,
+        step            INTEGER NOT NULL,
+        screenshot      TEXT,
+        created_at      TEXT NOT NULL,
+        deadline_at     TEXT,
+        decided_at      TEXT,
+        decided_by_uid  INTEGER,
+        decided_by_name TEXT,
+        reason          TEXT,
+        targets         TEXT NOT NULL DEFAULT '[]'
+    );
+    INSERT INTO approvals_v10 (id, task_id, kind, state, checks, actions, step, screenshot, created_at, deadline_at,
+                               decided_at, decided_by_uid, decided_by_name, reason, targets)
+        SELECT id, task_id, kind, state, checks, actions, step, screenshot, created_at, deadline_at, decided_at,
+               decided_by_uid, decided_by_name, reason, targets FROM approvals;
+    INSERT INTO sqlite_sequence (name, seq)
+        SELECT 'approvals_v10', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'approvals_v10');
+    UPDATE sqlite_sequence
+        SET seq = MAX(seq, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'approvals'), 0))
+        WHERE name = 'approvals_v10';
+    DROP TABLE approvals;
+    ALTER TABLE approvals_v10 RENAME TO approvals;
+    CREATE INDEX approvals_by_state ON approvals (state, id)
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -180,6 +259,7 @@ def task_view(row: sqlite3.Row) -> TaskView:
         "finished_at": row["finished_at"],
         "usage": None if row["usage"] is None else json.loads(row["usage"]),
         "rules": [] if row["rules"] is None else json.loads(row["rules"]),
+        "guard": None if row["guard"] is None else json.loads(row["guard"]),
         "spec": None if row["spec"] is None else json.loads(row["spec"]),
         "verdict": None if row["verdict"] is None else json.loads(row["verdict"]),
         "artifacts": [] if row["artifacts"] is None else json.loads(row["artifacts"]),

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 from cud.daemon.tasks.screen_binding import ScreenWatch
+from cud.daemon.tasks.stuck import Stuck, StuckGuard
 from cud.daemon.model.client import ModelRequests, Sent
 from cud.daemon.targets.rules import parse_rules
 from cud.daemon.targets.gate import TargetGate
@@ -35,7 +36,7 @@ from cud.daemon.store.trajectory import StepRecord, TaskUsage, ms_since
 from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
-from cud.errors import ApprovalError, CudError, TaskTimeout
+from cud.errors import ApprovalError, CudError, TaskStuck, TaskTimeout
 from cud.protocol import HUMAN_ACTIONS, ArtifactView, TaskView, VerdictView
 
 if TYPE_CHECKING:
@@ -86,6 +87,8 @@ class RecordingDriver:
         started = time.monotonic()
         shot = await self._invoke("screenshot", cancelled=cancelled)
         self._run.on_screenshot(shot, ms_since(started))
+        if self._run.guard.active:
+            self._run.guard.see(await self._driver.call("fingerprint"))
         return shot
 
 
@@ -93,7 +96,7 @@ class RecordingDriver:
 class Ending:
     """How the model's part of a task ended: what :meth:`TaskRun.end` records."""
 
-    state: str  # succeeded, failed, cancelled or interrupted
+    state: str  # succeeded, failed, cancelled, interrupted or stuck
     final_message: str | None = None
     error: dict[str, Any] | None = None
     reason: str | None = None
@@ -119,6 +122,9 @@ class TaskRun:
         self._covered = 0  # actions still covered by the approval just granted
         self._bound = False  # those actions are bound to the screen the approver saw
         self._watch: ScreenWatch | None = None  # what changed by itself around their targets
+        #: The stuck guard: the task's own [guard] values, else the daemon's (tasks from before it).
+        self.guard_settings = task.get("guard") or seat.config.guard.for_task({})
+        self.guard = StuckGuard(self.guard_settings["repeat_limit"], self.guard_settings["cycle_limit"])
         #: What each action touches, the rules on it, the element identities approvals bound.
         self.gate = TargetGate(seat.targets, seat.config.rules,
                                parse_rules("rules", task.get("rules") or [], stricter_only=True))
@@ -223,6 +229,8 @@ class TaskRun:
         except asyncio.CancelledError:
             if self.cancel_reason is None:
                 raise  # not ours: the daemon itself is being torn down
+        except TaskStuck as exc:
+            state, error = "stuck", exc.to_dict()
         except ComputerUseError as exc:
             if self.cancel_reason is None:
                 error = {"kind": "computer_use", "message": self.seat.redact(str(exc)), "details": {}}
@@ -383,6 +391,9 @@ class TaskRun:
             return False
         await self._before_acting()
         plain = _plain(action)
+        stuck = self.guard.act(plain) if self.guard.active else None
+        if stuck is not None and not await self._stuck(stuck):
+            return False
         target = await self.gate.look(plain)
         verdict = self.gate.verdict(plain)  # a deny rule raises here: the action never runs
         asks = verdict.decision == "ask" if verdict is not None else self.policy == "actions" and kind not in _HARMLESS
@@ -403,17 +414,35 @@ class TaskRun:
             await self._check_binding(action)
         return True
 
+    async def _stuck(self, stuck: Stuck) -> bool:
+        """The ``stuck`` event, then a person's word (on_stuck "ask") or the task's end as ``stuck``.
+        True if the model may go on; False if the task was cancelled meanwhile."""
+        self.store.add_event(self.task["id"], "stuck", stuck.as_event())
+        ending = TaskStuck(f"{stuck.message}; the task was stopped (its on_stuck is "
+                           f"{self.guard_settings['on_stuck']!r})", **stuck.as_event())
+        if self.guard_settings["on_stuck"] != "ask":
+            raise ending
+        check = {"id": "stuck", "code": "stuck", "message": f"{stuck.message}; let it continue?"}
+        try:
+            return await self._ask("stuck", [check], [stuck.action], [None], bind=False)
+        except ApprovalError as exc:  # denied or timed out: a person did not let it go on
+            raise TaskStuck(f"{stuck.message}; {exc.message}", **stuck.as_event()) from None
+
     async def _ask(self, kind: str, checks: list[dict[str, Any]], actions: list[dict[str, Any]],
-                   targets: list[Any]) -> bool:
-        """Create an approval and wait for it. True if approved, False if the task was cancelled."""
+                   targets: list[Any], *, bind: bool = True) -> bool:
+        """Create an approval and wait for it. True if approved, False if the task was cancelled.
+
+        ``bind``: the actions run bound to the screen the approver saw (a stuck approval binds nothing).
+        """
         assert self.step is not None
+        await self._screen_for_approver()
         started = time.monotonic()
         timeout = self.seat.config.approval_timeout
         approval = self.store.create_approval(
             self.task["id"], kind, checks, actions, self.step.number, self.last_screenshot, timeout, targets
         )
         # While the approver looks, learn what changes by itself around the targets.
-        points = [p for a in actions for p in _targets(a)]
+        points = [p for a in actions for p in _targets(a)] if bind else []
         watch = ScreenWatch(self.seat.driver, points, BINDING_RADIUS) if points and self.last_screenshot else None
         if watch is not None:
             await watch.start()
@@ -443,6 +472,16 @@ class TaskRun:
             id=approval["id"],
             outcome=outcome,
         )
+
+    async def _screen_for_approver(self) -> None:
+        """A model that acts before it has looked (its first output an action): the approver is shown
+        the screen as it is now, and the approval binds to that frame, as to the model's own screenshot."""
+        if self.last_screenshot is not None:
+            return
+        assert self.step is not None
+        shot = await self.seat.driver.call("screenshot")
+        self.last_screenshot = self.seat.trajectories.save_screenshot(self.task["id"], self.step.number,
+                                                                      shot["image_url"], "-approval")
 
     async def _check_binding(self, action: Any) -> None:
         """Refuse an approved pointer action if the screen around its target changed since it was shown."""

@@ -69,9 +69,11 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         parse_rules("rules", rules, stricter_only=True, what="'submit' field" if spec is None else "spec key")
     except ConfigError as exc:
         raise (ProtocolError if spec is None else SpecError)(exc.message, **exc.details) from None
+    guard = config.guard.for_task({k: request[k] for k in ("repeat_limit", "cycle_limit", "on_stuck")  # type: ignore[literal-required]
+                                   if k in request})
     task = daemon.store.submit(
         request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name,
-        max_duration, seat, rules, spec, files,
+        max_duration, seat, rules, spec, files, guard,
     )
     daemon.seats.dispatch()
     task = daemon.store.task(task["id"])  # dispatch may have started it
