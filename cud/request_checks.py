@@ -63,7 +63,7 @@ MAX_DURATION_LIMIT = 7 * 24 * 3600
 #: times, the same screens in a cycle this many rounds (0: that rule is off). Past these a
 #: guard stops nothing a task's max_steps would not stop first.
 MAX_REPEAT_LIMIT = 1000
-MAX_CYCLE_LIMIT = 100
+MAX_CYCLE_LIMIT = 20
 #: What a stuck task does: ask a person, or end as ``stuck``.
 ON_STUCK = ("ask", "fail")
 

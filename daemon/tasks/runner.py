@@ -8,8 +8,8 @@ is one call of ``AsyncComputerToolset.run`` whose callbacks are wired to the dae
 * ``cancelled`` -> ``cuctl cancel`` and shutdown;
 * ``on_diagnostic`` -> the task's event log.
 
-A thin wrapper around the driver times every call and records each screenshot
-the model is about to receive; the wrapper around ``responses.create``
+A thin wrapper around the driver (:mod:`cud.daemon.tasks.recording_driver`) times
+every call and records each screenshot the model is about to receive; the wrapper around ``responses.create``
 (:mod:`cud.daemon.model.client`) shapes what is sent and times and meters the
 model. Whatever is left of a step is the daemon's own overhead.
 """
@@ -20,13 +20,13 @@ import asyncio
 import contextlib
 import copy
 import dataclasses
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import openai
+from cud.daemon.tasks.recording_driver import RecordingDriver
 from cud.daemon.tasks.screen_binding import ScreenWatch
 from cud.daemon.tasks.stuck import Stuck, StuckGuard
 from cud.daemon.model.client import ModelRequests, Sent
@@ -37,7 +37,7 @@ from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
 from cud.errors import ApprovalError, CudError, TaskStuck, TaskTimeout
-from cud.protocol import HUMAN_ACTIONS, ArtifactView, TaskView, VerdictView
+from cud.protocol import ArtifactView, TaskView, VerdictView
 
 if TYPE_CHECKING:
     from cud.daemon.seats.seat import Seat
@@ -46,50 +46,10 @@ __all__ = ()
 
 log = logging.getLogger("cud.runner")
 
-_ACTIONS = (*HUMAN_ACTIONS, "wait")  # the model's actions: a person's, and waiting
 _POINTER = {"click", "double_click", "move", "scroll", "drag"}
 _HARMLESS = {"screenshot", "wait"}
 #: Half-width of the square compared to bind an approval to the screen the approver saw.
 BINDING_RADIUS = 16
-
-
-class RecordingDriver:
-    """The AsyncComputerDriver the SDK sees: the real driver, timed, with screenshots recorded."""
-
-    def __init__(self, driver: Any, run: TaskRun) -> None:
-        self._driver = driver
-        self._run = run
-        self._takes_cancelled = {
-            name: "cancelled" in inspect.signature(getattr(driver, name)).parameters
-            for name in (*_ACTIONS, "screenshot")
-        }
-        for name in _ACTIONS:
-            setattr(self, name, self._action_method(name))
-
-    def _action_method(self, name: str) -> Callable[..., Awaitable[None]]:
-        async def method(action: Any, cancelled: Callable[[], bool] | None = None) -> None:
-            started = time.monotonic()
-            try:
-                await self._invoke(name, action, cancelled=cancelled)
-            finally:
-                self._run.on_driver_call(name, action, ms_since(started))
-
-        method.__name__ = name
-        return method
-
-    async def _invoke(self, name: str, *args: Any, cancelled: Callable[[], bool] | None) -> Any:
-        fn = getattr(self._driver, name)
-        if self._takes_cancelled[name]:
-            return await fn(*args, cancelled=cancelled)
-        return await fn(*args)
-
-    async def screenshot(self, cancelled: Callable[[], bool] | None = None) -> Any:
-        started = time.monotonic()
-        shot = await self._invoke("screenshot", cancelled=cancelled)
-        self._run.on_screenshot(shot, ms_since(started))
-        if self._run.guard.active:
-            self._run.guard.see(await self._driver.call("fingerprint"))
-        return shot
 
 
 @dataclasses.dataclass(frozen=True)
@@ -418,15 +378,14 @@ class TaskRun:
         """The ``stuck`` event, then a person's word (on_stuck "ask") or the task's end as ``stuck``.
         True if the model may go on; False if the task was cancelled meanwhile."""
         self.store.add_event(self.task["id"], "stuck", stuck.as_event())
-        ending = TaskStuck(f"{stuck.message}; the task was stopped (its on_stuck is "
-                           f"{self.guard_settings['on_stuck']!r})", **stuck.as_event())
+        what = {"rule": stuck.rule, "times": stuck.times, "period": stuck.period, "action": stuck.action}
         if self.guard_settings["on_stuck"] != "ask":
-            raise ending
+            raise TaskStuck(f"{stuck.message}; the task was stopped (its on_stuck is 'fail')", **what)
         check = {"id": "stuck", "code": "stuck", "message": f"{stuck.message}; let it continue?"}
         try:
             return await self._ask("stuck", [check], [stuck.action], [None], bind=False)
         except ApprovalError as exc:  # denied or timed out: a person did not let it go on
-            raise TaskStuck(f"{stuck.message}; {exc.message}", **stuck.as_event()) from None
+            raise TaskStuck(f"{stuck.message}; {exc.message}", **what) from None
 
     async def _ask(self, kind: str, checks: list[dict[str, Any]], actions: list[dict[str, Any]],
                    targets: list[Any], *, bind: bool = True) -> bool:

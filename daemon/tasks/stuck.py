@@ -10,11 +10,14 @@ time that does not grow with the task:
   times in a row. "Did not change" is :func:`~cud.daemon.tasks.screen_binding.changed_outside_volatile`,
   the approval binding's own answer: the tiles that differ must be ones that change by
   themselves. Across steps a caret's or a blinking cursor's tile comes and goes: a tile is
-  taken as changing by itself when what it shows now it showed already on an earlier screen
-  of the ring. A progress bar, a scrolled list, typed text or a new page show what the tile
+  taken as changing by itself when what it shows now it showed on one of the
+  :data:`CAME_BACK_SCREENS` screens before. A progress bar, a scrolled list, typed text or a new page show what the tile
   never showed, so they are changes.
-* **cycle**: the same few screens (2 to :data:`MAX_PERIOD`, not all alike) coming back in
-  order for ``cycle_limit`` rounds, compared tile for tile.
+* **cycle**: the model going round: the same few screens (2 to :data:`MAX_PERIOD`, not all
+  alike) coming back in order for ``cycle_limit`` rounds, with the same action chosen on each.
+  The screens are compared as above. The actions are part of the rule because screens alone
+  cycle in legitimate work: opening File, closing it, opening Edit, closing it shows the bare
+  window every other step.
 
 Actions of one batch share one screenshot; only the first of them after a new screenshot
 counts, so a batch is one choice of the model's.
@@ -23,6 +26,7 @@ counts, so a batch is one choice of the model's.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import deque
 from typing import Any
 
@@ -31,12 +35,16 @@ import numpy as np
 from cud.daemon.tasks.screen_binding import changed_outside_volatile
 from cud.record.model import describe_action
 
-__all__ = ("MAX_PERIOD", "POINT_TOLERANCE", "Stuck", "StuckGuard")
+__all__ = ("CAME_BACK_SCREENS", "MAX_PERIOD", "POINT_TOLERANCE", "Stuck", "StuckGuard")
 
 #: Two points this close (in pixels, on each axis) are the same point: a model re-aiming at one button.
 POINT_TOLERANCE = 4
 #: The longest cycle looked for, in screens.
 MAX_PERIOD = 4
+#: How many screens before the one compared are asked whether a tile shows what it showed before:
+#: enough for a caret's both phases (it blinks about twice between steps), few enough that a
+#: progress bar seldom replays its values within them.
+CAME_BACK_SCREENS = 4
 #: Screens kept besides the cycle's rounds, for what came back by itself.
 _EXTRA_SCREENS = 8
 _POINT_KEYS = ("x", "y")
@@ -70,12 +78,12 @@ class StuckGuard:
     def __init__(self, repeat_limit: int, cycle_limit: int) -> None:
         self.repeat_limit = repeat_limit
         self.cycle_limit = cycle_limit
-        self._screens: deque[np.ndarray] = deque(maxlen=MAX_PERIOD * max(cycle_limit, 1) + _EXTRA_SCREENS)
+        #: The model's last choices: the screen it was shown (a fingerprint) and the action it chose there.
+        self._choices: deque[tuple[np.ndarray, dict[str, Any]]] = deque(
+            maxlen=MAX_PERIOD * max(cycle_limit, 1) + _EXTRA_SCREENS)
         self._cycle_runs = dict.fromkeys(range(2, MAX_PERIOD + 1), 0)
-        self._fresh = False  # a screen came since the last action that counted
-        self._last: dict[str, Any] | None = None
+        self._screen: np.ndarray | None = None  # the last screenshot's, until an action counts it
         self._repeats = 0
-        self._none = np.zeros(0, bool)  # nothing changes by itself (cycle comparisons)
 
     @property
     def active(self) -> bool:
@@ -83,54 +91,56 @@ class StuckGuard:
 
     def see(self, fingerprint: np.ndarray) -> None:
         """A screenshot the model is about to be sent."""
-        screens = self._screens
-        if len(self._none) != len(fingerprint):
-            self._none = np.zeros(len(fingerprint), bool)
-        for period in self._cycle_runs:
-            same = len(screens) >= period and not changed_outside_volatile(screens[-period], fingerprint, self._none)
-            self._cycle_runs[period] = self._cycle_runs[period] + 1 if same else 0
-        screens.append(fingerprint)
-        self._fresh = True
+        self._screen = fingerprint
 
     def act(self, action: dict[str, Any]) -> Stuck | None:
         """The model's next action; what repeated, if that makes it stuck."""
         if action.get("type") == "screenshot":
             return None
-        if not self._fresh:  # the rest of a batch: one choice with its first action
-            if self._last is not None and not _same_action(self._last, action):
+        screen, self._screen = self._screen, None
+        if screen is None:  # the rest of a batch (one choice with its first action), or no screen seen yet
+            if self._choices and not _same_action(self._choices[-1][1], action):
                 self._repeats = 0
             return None
-        self._fresh = False
-        if self._last is not None and _same_action(self._last, action) and self._unchanged():
+        choices = self._choices
+        if choices and _same_action(choices[-1][1], action) and self._unchanged(len(choices) - 1, screen):
             self._repeats += 1
         else:
             self._repeats = 1
-        self._last = action
+        for period in self._cycle_runs:
+            back = len(choices) - period
+            same = (back >= 0 and _same_action(choices[back][1], action) and self._unchanged(back, screen))
+            self._cycle_runs[period] = self._cycle_runs[period] + 1 if same else 0
+        choices.append((screen, action))
+        stuck = None
         if self.repeat_limit and self._repeats >= self.repeat_limit:
             stuck = Stuck("repeat", self._repeats, action)
+        elif self.cycle_limit:
+            stuck = next((Stuck("cycle", self.cycle_limit, action, period)
+                          for period, run in self._cycle_runs.items()
+                          if run >= period * (self.cycle_limit - 1) and self._distinct(period)), None)
+        if stuck is not None:  # a person let it go on, or it ended: either way counting starts again
             self._repeats = 0
-            return stuck
-        if self.cycle_limit:
-            for period, run in self._cycle_runs.items():
-                if run >= period * (self.cycle_limit - 1) and self._distinct(period):
-                    self._cycle_runs = dict.fromkeys(self._cycle_runs, 0)
-                    return Stuck("cycle", self.cycle_limit, action, period)
-        return None
+            self._cycle_runs = dict.fromkeys(self._cycle_runs, 0)
+        return stuck
 
-    def _unchanged(self) -> bool:
-        """Whether the last screen is the one before it, but for tiles showing what they showed before."""
-        if len(self._screens) < 2:
+    def _unchanged(self, index: int, now: np.ndarray) -> bool:
+        """Whether ``now`` is the screen of choice ``index``, but for tiles that change by themselves:
+        those that show what they showed on an earlier screen (a caret's blink coming back)."""
+        before = self._choices[index][0]
+        if before.shape != now.shape:
             return False
-        *older, before, now = self._screens
         came_back = np.zeros(len(now), bool)
-        for screen in older:
+        for screen, _action in itertools.islice(self._choices, max(0, index - CAME_BACK_SCREENS), index):
             if screen.shape == now.shape:
                 came_back |= screen == now
         return not changed_outside_volatile(before, now, came_back & (before != now))
 
     def _distinct(self, period: int) -> bool:
-        last = self._screens[-1]
-        return any(not np.array_equal(self._screens[-i], last) for i in range(2, period + 1))
+        """The cycle's screens are not all one screen (that is the repeat rule's case), tile for tile:
+        with what changes by itself left out, the two screens of a toggle would be one."""
+        last = self._choices[-1][0]
+        return any(not np.array_equal(self._choices[-i][0], last) for i in range(2, period + 1))
 
 
 def _same_action(a: dict[str, Any], b: dict[str, Any]) -> bool:
