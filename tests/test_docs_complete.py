@@ -49,6 +49,7 @@ from cud.daemon.model.request_params import LOOP_OWNED
 from cud.daemon.seats.config import SEAT_KEYS
 from cud.daemon.targets.rules import RULE_KEYS
 from cud.daemon.session.config import SESSIONS_KEYS
+from cud.daemon.tasks.guard_config import GUARD_KEYS
 from cud.daemon.video.config import VIDEO_KEYS
 from cud.errors import ConfigError
 from cud.scripted import ScriptedModel
@@ -86,6 +87,7 @@ CONFIG_TABLES = (
     Table("[[notify]]", HOOK_KEYS, "notifications.md"),
     Table("[video]", VIDEO_KEYS, "video.md"),
     Table("[sessions]", SESSIONS_KEYS, "config.md"),
+    Table("[guard]", GUARD_KEYS, "stuck.md"),
 )
 #: The commands that print a table: what docs/cuctl.md says their columns are must be what they print.
 TABLE_COMMANDS = ("list", "seats", "approvals")
