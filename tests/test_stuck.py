@@ -93,6 +93,7 @@ def test_the_same_click_on_a_static_screen_is_stuck_at_exactly_repeat_limit(benc
     still = bench.app.centre("still")
     task, events = bench.run([click(still)] * (limit + 3), repeat_limit=limit, on_stuck="fail")
     assert task["state"] == "stuck", task["error"]
+    assert task["guard"] == {"repeat_limit": limit, "cycle_limit": 4, "on_stuck": "fail"}  # the rest: [guard]'s
     (stuck,) = stuck_events(events)
     assert (stuck["rule"], stuck["times"]) == ("repeat", limit), stuck
     assert f"click left at ({still[0]}, {still[1]}) on an unchanged screen {limit} times" in stuck["message"]
