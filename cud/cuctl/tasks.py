@@ -11,6 +11,7 @@ from typing import Any
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
+from cud.protocol import FINAL_STATES
 from cud.record.model import describe, describe_action, describe_approval, describe_usage
 from cud.record.verdict import artifact_line, check_line, passed, verdict_line
 from cud.spec.load import load_spec
@@ -136,7 +137,7 @@ def cancel(client: Client, args: argparse.Namespace) -> int:
     result = client.call("cancel", id=args.id)
     if args.json:
         emit_json(result)
-    elif result["state_before"] in ("succeeded", "failed", "cancelled", "interrupted"):
+    elif result["state_before"] in FINAL_STATES:
         print(f"task {args.id} had already ended ({result['state_before']})")
     else:
         print(f"task {args.id}: cancel requested (was {result['state_before']}, now {result['state']})")
@@ -186,6 +187,8 @@ def _describe(event: dict[str, Any]) -> str:
     if kind == "model_retry":
         then = "retrying" if data["retrying"] else "not retrying"
         return f"{prefix} step {data['step']}: the model answered HTTP {data['status']} (attempt {data['attempt']}), {then}"
+    if kind == "stuck":
+        return f"{prefix} stuck: {data['message']}"
     if kind == "approval_requested":
         what = describe_approval(data["checks"], data["actions"], data.get("targets"))
         return (f"{prefix} waiting for approval {data['approval_id']} ({data['kind']}): {what} "

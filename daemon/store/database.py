@@ -467,8 +467,8 @@ class Store:
         """Delete finished tasks beyond the newest ``max_tasks`` or older than ``max_age_days``."""
         cutoff = time.time() - max_age_days * 86400
         finished = self._db.execute(
-            "SELECT id, finished_at FROM tasks WHERE state IN ('succeeded', 'failed', 'cancelled', 'interrupted')"
-            " ORDER BY id DESC"
+            f"SELECT id, finished_at FROM tasks WHERE state IN ({', '.join('?' * len(FINAL_STATES))}) ORDER BY id DESC",
+            sorted(FINAL_STATES),
         ).fetchall()
         doomed = [
             int(row["id"])

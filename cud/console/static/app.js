@@ -456,7 +456,7 @@ function drawTask() {
   const section = $("#task");
   $("#task-title").textContent = task ? `Task ${task.id} · ${task.state} · seat ${task.seat || "*"}` : `Task ${selected}`;
   $("#task-prompt").textContent = task ? task.prompt : "";
-  const final = !task || ["succeeded", "failed", "cancelled", "interrupted"].includes(task.state);
+  const final = !task || ["succeeded", "failed", "cancelled", "interrupted", "stuck"].includes(task.state);
   $('[data-do="pause"]', section).disabled = final || task.state === "paused" || task.state === "queued";
   $('[data-do="resume"]', section).disabled = !task || task.state !== "paused";
   $('[data-do="cancel"]', section).disabled = final;
