@@ -12,6 +12,7 @@ never trips either: the property counts its runs and false alarms and prints the
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import shutil
 import tempfile
@@ -139,6 +140,8 @@ def test_on_stuck_ask_brings_it_to_a_person(bench: Bench, decision: str) -> None
 
 
 # -- no false alarms on legitimate work ------------------------------------------------------
+#: Seconds the scripted model thinks before a click that closes a menu (real models take longer).
+THINK = 0.6
 WORDS = ["amber", "cedar", "ember", "fjord", "onyx", "quartz"]
 MENU_TITLES = ["File", "Edit", "View", "Help"]
 
@@ -174,7 +177,9 @@ def _steps(app: BusyApp, work: list[tuple[str, Any]], waits: int) -> list[dict[s
         elif kind == "menus":
             for title, closing in params:
                 steps.append(click(app.centre(f"menu:{title}")))
-                steps.append(key("ESC") if closing == "escape" else click(app.centre(f"menu:{title}")))
+                # Closed by Escape, or by a click beside it as a person (or a model) thinks first: GTK ignores
+                # a click that comes within a moment of a menu's opening, and a second click on its title.
+                steps.append(key("ESC") if closing == "escape" else {**click(app.centre("still")), "delay": THINK})
         else:
             steps += [click(app.centre("doc"))] + [key("PAGEDOWN")] * params
     return steps
@@ -186,11 +191,10 @@ def tally(request: pytest.FixtureRequest) -> Iterator[dict[str, int]]:
     yield counts
     line = (f"stuck guard, legitimate work: {counts['false_alarms']} false alarms in {counts['runs']} runs "
             f"({counts['actions']} actions)")
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(line)
-    else:
-        print(line)
+    # Past pytest's capture: the figure is for whoever runs the suite, passing or not.
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        print(f"\n{line}")
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -198,6 +202,9 @@ def tally(request: pytest.FixtureRequest) -> Iterator[dict[str, int]]:
 @example(work=[("scroll", (6, 100)), ("page", 6)], waits=6)
 @example(work=[("menus", [("File", "click"), ("Edit", "escape"), ("File", "escape"), ("Edit", "click")])], waits=0)
 @example(work=[("type", ["amber", "amber", "amber"]), ("type", ["amber", "amber", "amber"])], waits=0)
+# Found: a menu "closed" by a second click on its title stays open in GTK and takes the scrolls that follow,
+# which then change nothing: a model stuck indeed. The script now closes menus as a person would.
+@example(work=[("menus", [("File", "click")]), ("scroll", (5, 100))], waits=0)
 def test_legitimate_work_never_trips_the_guard(bench: Bench, tally: dict[str, int],
                                                work: list[tuple[str, Any]], waits: int) -> None:
     steps = _steps(bench.app, work, waits)
