@@ -29,6 +29,7 @@ from cud.errors import ProtocolError
 from cud.request_checks import (  # noqa: F401 (re-exported: the protocol is one import for both sides)
     ARTIFACT_FILE_NAME,
     HUMAN_ACTIONS,
+    IDEMPOTENCY_KEY,
     MAX_ARGV_BYTES,
     MAX_ARGV_ITEMS,
     MAX_CLIPBOARD_TEXT,
@@ -56,6 +57,7 @@ from cud.requests import (  # noqa: F401 (re-exported, as below)
     ApprovalsRequest,
     ApproveRequest,
     CancelRequest,
+    InterruptRequest,
     DenyRequest,
     ClipboardRequest,
     ExecRequest,

@@ -18,6 +18,7 @@ from cud.views import APPROVAL_POLICIES, SEAT_NAME
 __all__ = [
     "ARTIFACT_FILE_NAME",
     "HUMAN_ACTIONS",
+    "IDEMPOTENCY_KEY",
     "MAX_ARGV_BYTES",
     "MAX_ARGV_ITEMS",
     "MAX_CYCLE_LIMIT",
@@ -66,6 +67,9 @@ MAX_REPEAT_LIMIT = 1000
 MAX_CYCLE_LIMIT = 20
 #: What a stuck task does: ask a person, or end as ``stuck``.
 ON_STUCK = ("ask", "fail")
+#: A submission's idempotency key (``submit``'s ``key``; docs/protocol.md): printable, no spaces or quotes, so
+#: a key fits a log line, a file name and a shell word as it is (a fleet's "RUN/SPEC/REPEAT#ATTEMPT").
+IDEMPOTENCY_KEY = re.compile(r"[A-Za-z0-9._:@/#+-]{1,160}")
 
 #: What a person may do on a paused task's seat (``act``): the model's input actions.
 HUMAN_ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type")
@@ -135,6 +139,11 @@ MAX_TREE_COUNT = 5000
 MAX_TASK_RULES = 64
 
 
+def _key(kind: str, name: str, value: object) -> None:
+    if not isinstance(value, str) or not IDEMPOTENCY_KEY.fullmatch(value):
+        raise _bad(kind, name, value, "a key of 1 to 160 characters from A-Z a-z 0-9 . _ : @ / # + -")
+
+
 def _rules(kind: str, name: str, value: object) -> None:
     if not isinstance(value, list) or len(value) > MAX_TASK_RULES or not all(isinstance(r, dict) for r in value):
         raise _bad(kind, name, value, f"a list of at most {MAX_TASK_RULES} rule objects")
@@ -195,11 +204,13 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "on_stuck": (_choice(*ON_STUCK), False),
         "spec": (_spec, False),
         "files": (_spec_files, False),
+        "key": (_key, False),
     },
-    "list": {},
+    "list": {"key": (_key, False), "key_prefix": (_key, False)},
     "show": {"id": (_ID, True)},
     "follow": {"id": (_ID, True)},
     "cancel": {"id": (_ID, True)},
+    "interrupt": {"id": (_ID, True), "reason": (_text(4096), True)},
     "approvals": {},
     "approve": {"id": (_ID, True)},
     "deny": {"id": (_ID, True), "reason": (_text(4096, blank=True), False)},

@@ -49,6 +49,7 @@ TOP_KEYS = frozenset({
     "user",
     "home",
     "home_template",
+    "session_unit",
     "seats",
     "model",
     "api_key_file",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cud.daemon.store.database import SCHEMA_VERSION, Store
 
-from cud.errors import ConfigError, NotFound
+from cud.errors import ConfigError, NotFound, WrongState
 
 DATA = Path(__file__).parent / "data"
 
@@ -270,22 +270,23 @@ def test_a_v7_database_upgrades_to_the_stuck_guard_and_keeps_every_row_and_id(tm
     store = Store(path)
     try:
         assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-        done, waiting, queued = store.tasks()
-        assert [t["id"] for t in (done, waiting, queued)] == [1, 2, 3]
-        assert waiting["rules"] == [{"action": "click", "decision": "ask"}] and done["final_message"] == "ok"
-        assert [t["guard"] for t in (done, waiting, queued)] == [None] * 3  # the daemon's [guard] applies
-        assert len(store.events(1)) == 2
+        judged, running, queued = store.tasks()
+        assert [t["id"] for t in (judged, running, queued)] == [1, 2, 3]
+        assert judged["verdict"]["verdict"] == "passed" and store.task_files(1) == {"n.txt": b"hi", "want.txt": b"hi"}
+        assert [t["guard"] for t in (judged, running, queued)] == [None] * 3  # the daemon's [guard] applies
         (approval,) = store.pending_approvals()
-        assert (approval["id"], approval["task_id"], approval["targets"]) == (5, 2, [None])
-        # The pruned task's id and the used approval ids stay used after both tables' rebuild.
-        stuck = store.submit("new", "m", 1, "safety", 0, "root",
+        assert approval["task_id"] == running["id"] and approval["targets"] == [None]
+        # Both tables were rebuilt for the state and kind 'stuck': their ids go on where they were.
+        stuck = store.submit("new", "m", 1, "safety", 0, "root", key="k-1",
                              guard={"repeat_limit": 3, "cycle_limit": 2, "on_stuck": "ask"})
-        assert stuck["id"] == 5 and stuck["guard"] == {"repeat_limit": 3, "cycle_limit": 2, "on_stuck": "ask"}
+        assert stuck["id"] == 4 and stuck["guard"] == {"repeat_limit": 3, "cycle_limit": 2, "on_stuck": "ask"}
         store.start(stuck["id"], "default")
         asked = store.create_approval(stuck["id"], "stuck", [], [{"type": "wait"}], 1, None, 60)
-        assert asked["id"] == 8 and asked["kind"] == "stuck"
+        assert asked["id"] == approval["id"] + 1 and asked["kind"] == "stuck"
         store.finish(stuck["id"], "stuck", error={"kind": "stuck", "message": "m", "details": {}})
         assert store.task(stuck["id"])["state"] == "stuck"
+        with pytest.raises(WrongState):  # the idempotency key's unique index survived the rebuild
+            store.submit("again", "m", 1, "safety", 0, "root", key="k-1")
         assert store._db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     finally:
         store.close()
@@ -315,3 +316,27 @@ def test_a_spec_task_keeps_its_spec_and_files_and_ends_with_its_verdict(store: S
     assert store.events(task["id"])[-1]["data"]["score"] == 0.0
     store._db.execute("DELETE FROM tasks WHERE id = ?", (task["id"],))  # pruning takes its files too
     assert store.task_files(task["id"]) == {}
+
+
+def test_a_v7_database_upgrades_to_idempotency_keys_and_keeps_every_row(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    shutil.copy(DATA / "cud-v7.sqlite3", path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 7
+    store = Store(path)
+    try:
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        judged, running, queued = store.tasks()
+        assert judged["verdict"]["verdict"] == "passed" and judged["artifacts"][0]["path"] == "n.txt"
+        assert store.task_files(judged["id"]) == {"n.txt": b"hi", "want.txt": b"hi"}
+        # 8: tasks from before have no key, and many tasks may have none.
+        assert [t["key"] for t in (judged, running, queued)] == [None, None, None]
+        assert store.pending_approvals()[0]["task_id"] == running["id"]
+        keyed = store.submit("new", "m", 1, "safety", 0, "root", key="run-1/spec#1")
+        assert keyed["id"] == 4 and store.task_by_key("run-1/spec#1") == keyed
+        assert store.submit("no key", "m", 1, "safety", 0, "root")["key"] is None
+        with pytest.raises(WrongState, match="the key 'run-1/spec#1' is already recorded, for task 4"):
+            store.submit("again", "m", 1, "safety", 0, "root", key="run-1/spec#1")
+        assert len(store.tasks()) == 5 and store.tasks(key_prefix="run-1/") == [keyed]
+        assert store.recover() == [running["id"]]
+    finally:
+        store.close()

@@ -180,6 +180,7 @@ class Suite:
         fields: dict[str, Any] = submit_fields(planned.spec, planned.files)
         if self.results.suite.get("model"):
             fields["model"] = self.results.suite["model"]  # --model: as cuctl submit --spec --model
+        fields["key"] = self.results.key_of(attempt)  # made again after a lost reply: the same task
         seat = self._seat_for(attempt)
         if isinstance(seat, str):
             fields["seat"] = attempt.seat = seat
@@ -189,7 +190,7 @@ class Suite:
             attempt.task_id = self.client.call("submit", **fields)["id"]
             attempt.state = "queued"
         except ConnectionFailed:
-            self.todo.appendleft(attempt)  # not known to be submitted: submitted again once the daemon is back
+            self.todo.appendleft(attempt)  # not known to be submitted: submitted again (same key) once it is back
             raise
         except RemoteError as exc:  # refused (rights, a seat without a session): it would be refused again
             attempt.state, attempt.error = "refused", {"kind": exc.kind, "message": exc.message}

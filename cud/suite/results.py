@@ -12,6 +12,10 @@ and the retry is a second attempt of the same spec-run. A spec-run is judged by 
 - ``interrupted`` is not final: the spec-run is re-run **once**; an interrupted retry is judged
   failed ("interrupted twice").
 
+Every attempt is submitted under an idempotency key (:meth:`Results.key_of`): a submission whose
+reply was lost, made again, re-attaches to the task the daemon already has instead of queueing a
+second one that the suite would not count.
+
 A run **passed** when its task succeeded and its verdict, if it has one, passed: what
 ``cuctl submit --spec --wait`` exits 0 for.
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -152,8 +157,20 @@ class SpecRun:
 class Results:
     """Everything results.json holds: how the suite was asked for, and every attempt."""
 
-    suite: dict[str, Any]  # paths, specs, repeat, tags, seats, started_at
+    suite: dict[str, Any]  # run, paths, specs, repeat, tags, seats, started_at
     attempts: list[Attempt] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # The suite's own name in its tasks' keys; results.json keeps it, so --resume uses the same
+        # (a file from before keys gets one now: only its later submissions are protected).
+        self.suite.setdefault("run", secrets.token_hex(6))
+
+    def key_of(self, attempt: Attempt) -> str:
+        """The idempotency key of ``attempt``'s submission: ``eval:RUN/SPEC-INDEX/REPEAT/aATTEMPT``.
+
+        The spec's index, not its name: a file name may hold characters a key may not.
+        """
+        return f"eval:{self.suite['run']}/{self.suite['specs'].index(attempt.spec)}/{attempt.repeat}/a{attempt.attempt}"
 
     def spec_runs(self) -> list[SpecRun]:
         """Every spec-run of the suite, in the suite's order, each with its attempts (none yet: one pending)."""

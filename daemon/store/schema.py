@@ -150,7 +150,14 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (task_id, name)
     ) WITHOUT ROWID
     """,
-    # 10 (the lead renumbers at merge: 8 and 9 are other branches'): the stuck guard
+    # 8: a submission's idempotency key (docs/protocol.md): written with the task in one
+    # transaction; the unique index makes a second task with a recorded key impossible, whatever
+    # races in (NULLs, the tasks without a key, are distinct to SQLite).
+    """
+    ALTER TABLE tasks ADD COLUMN idempotency_key TEXT;
+    CREATE UNIQUE INDEX tasks_by_key ON tasks (idempotency_key) WHERE idempotency_key IS NOT NULL
+    """,
+    # 9 (the stuck guard's migration was given number 10; the lead renumbers at merge): the stuck guard
     # (docs/stuck.md). The final state 'stuck' and the approval kind 'stuck': SQLite cannot
     # change a CHECK, so both tables are rebuilt as in 4, keeping every id and the id
     # sequences. ``guard``: the task's repeat_limit, cycle_limit and on_stuck (JSON,
@@ -182,14 +189,15 @@ MIGRATIONS: tuple[str, ...] = (
         needs_session  INTEGER NOT NULL DEFAULT 0 CHECK (needs_session IN (0, 1)),
         verdict        TEXT,
         artifacts      TEXT,
+        idempotency_key TEXT,
         guard          TEXT
     );
     INSERT INTO tasks_v10 (id, state, prompt, model, max_steps, approval, submitter_uid, submitter_name, steps,
                            final_message, error, reason, created_at, started_at, finished_at, max_duration, seat,
-                           pinned, usage, rules, spec, needs_session, verdict, artifacts)
+                           pinned, usage, rules, spec, needs_session, verdict, artifacts, idempotency_key)
         SELECT id, state, prompt, model, max_steps, approval, submitter_uid, submitter_name, steps, final_message,
                error, reason, created_at, started_at, finished_at, max_duration, seat, pinned, usage, rules, spec,
-               needs_session, verdict, artifacts FROM tasks;
+               needs_session, verdict, artifacts, idempotency_key FROM tasks;
     INSERT INTO sqlite_sequence (name, seq)
         SELECT 'tasks_v10', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'tasks_v10');
     UPDATE sqlite_sequence
@@ -198,6 +206,7 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE tasks;
     ALTER TABLE tasks_v10 RENAME TO tasks;
     CREATE INDEX tasks_by_state ON tasks (state, id);
+    CREATE UNIQUE INDEX tasks_by_key ON tasks (idempotency_key) WHERE idempotency_key IS NOT NULL;
     CREATE TABLE approvals_v10 (
         id              INTEGER PRIMARY KEY AUTOINCREMENT,
         task_id         INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
@@ -263,6 +272,7 @@ def task_view(row: sqlite3.Row) -> TaskView:
         "spec": None if row["spec"] is None else json.loads(row["spec"]),
         "verdict": None if row["verdict"] is None else json.loads(row["verdict"]),
         "artifacts": [] if row["artifacts"] is None else json.loads(row["artifacts"]),
+        "key": row["idempotency_key"],
     }
 
 
