@@ -110,11 +110,16 @@ class TargetResolver:
     def warm_soon(self) -> None:
         """Start :meth:`warm` in the background (a task's start never waits for it)."""
         if self._warming is None or self._warming.done():
-            self._warming = asyncio.get_running_loop().create_task(self.warm())
+            self._warming = asyncio.get_running_loop().create_task(self.warm(self._connect_budget))
             self._warming_since = time.monotonic()
 
+    @property
+    def _connect_budget(self) -> float:
+        """Seconds connecting may take: CONNECT_TIMEOUT, or a lookup's whole budget if that is longer."""
+        return max(CONNECT_TIMEOUT, self.timeout)
+
     async def _connected(self) -> None:
-        """Wait for :meth:`warm` if it is under way, for what is left of its CONNECT_TIMEOUT.
+        """Wait for :meth:`warm` if it is under way, for what is left of its budget (``_connect_budget``).
 
         A model's first output may be an action, right as its task starts: its lookup would
         otherwise find the bus still connecting and name no element (nor could an approval).
@@ -122,7 +127,7 @@ class TargetResolver:
         warming = self._warming
         if warming is None or warming.done() or asyncio.current_task() is warming:
             return
-        left = CONNECT_TIMEOUT - (time.monotonic() - self._warming_since)
+        left = self._connect_budget - (time.monotonic() - self._warming_since)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(warming), max(left, 0.0))
 
