@@ -135,6 +135,13 @@ class TaskTimeout(CudError):
     kind = "timeout"
 
 
+class TaskStuck(CudError):
+    """The model repeated itself on an unchanged screen, or cycled through screens (docs/stuck.md):
+    the task ends ``stuck``."""
+
+    kind = "stuck"
+
+
 class ModelRequestError(CudError):
     """The model's API refused a request in a way a setting fixes; the message names the setting."""
 

@@ -22,17 +22,20 @@ __all__ = [
     "IDEMPOTENCY_KEY",
     "MAX_ARGV_BYTES",
     "MAX_ARGV_ITEMS",
+    "MAX_CYCLE_LIMIT",
     "MAX_CLIPBOARD_TEXT",
     "MAX_DURATION_LIMIT",
     "MAX_EXEC_SECONDS",
     "MAX_FILE_LIMIT",
     "MAX_ID",
     "MAX_PATH_TEXT",
+    "MAX_REPEAT_LIMIT",
     "MAX_STEPS_LIMIT",
     "MAX_TASK_RULES",
     "MAX_TEXT",
     "MAX_TREE_COUNT",
     "MAX_TREE_DEPTH",
+    "ON_STUCK",
     "RECORD_FILE_NAME",
     "REQUEST_TYPES",
     "SCREENSHOT_FILE_NAME",
@@ -58,6 +61,13 @@ MAX_ID = (1 << 63) - 1
 MAX_STEPS_LIMIT = 10_000
 #: The longest wall-clock limit a task may have, in seconds (a week).
 MAX_DURATION_LIMIT = 7 * 24 * 3600
+#: The stuck guard's limits (docs/stuck.md): the same action on an unchanged screen this many
+#: times, the same screens in a cycle this many rounds (0: that rule is off). Past these a
+#: guard stops nothing a task's max_steps would not stop first.
+MAX_REPEAT_LIMIT = 1000
+MAX_CYCLE_LIMIT = 20
+#: What a stuck task does: ask a person, or end as ``stuck``.
+ON_STUCK = ("ask", "fail")
 #: A submission's idempotency key (``submit``'s ``key``; docs/protocol.md): printable, no spaces or quotes, so
 #: a key fits a log line, a file name and a shell word as it is (a fleet's "RUN/SPEC/REPEAT#ATTEMPT").
 IDEMPOTENCY_KEY = re.compile(r"[A-Za-z0-9._:@/#+-]{1,160}")
@@ -203,6 +213,9 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "approval": (_choice(*APPROVAL_POLICIES), False),
         "seat": (_seat_name, False),
         "rules": (_rules, False),
+        "repeat_limit": (_integer(0, MAX_REPEAT_LIMIT), False),
+        "cycle_limit": (_integer(0, MAX_CYCLE_LIMIT), False),
+        "on_stuck": (_choice(*ON_STUCK), False),
         "spec": (_spec, False),
         "files": (_spec_files, False),
         "key": (_key, False),

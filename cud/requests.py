@@ -60,6 +60,10 @@ class SubmitRequest(TypedDict):
     seat: NotRequired[str]
     #: Policy rules for this task, ``ask``/``deny`` only (cud.daemon.targets.rules): stricter than the daemon's.
     rules: NotRequired[list[dict[str, Any]]]
+    #: The stuck guard for this task (docs/stuck.md); each the daemon's [guard] value if not given.
+    repeat_limit: NotRequired[int]
+    cycle_limit: NotRequired[int]
+    on_stuck: NotRequired[Literal["ask", "fail"]]
     #: A task spec's setup, checks and collect (docs/specs.md; checked by cud.spec.wire on both sides).
     spec: NotRequired[dict[str, Any]]
     #: The sizes of the spec's files from the submitter's side, {name as the spec writes it: bytes}; their

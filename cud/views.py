@@ -26,7 +26,7 @@ SEAT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 
 TaskState = Literal[
     "queued", "running", "awaiting_approval", "paused", "succeeded", "failed", "cancelled", "interrupted",
-    "budget_exceeded",
+    "budget_exceeded", "stuck",
 ]
 TASK_STATES: tuple[TaskState, ...] = (
     "queued",
@@ -38,9 +38,12 @@ TASK_STATES: tuple[TaskState, ...] = (
     "cancelled",
     "interrupted",
     "budget_exceeded",
+    "stuck",
 )
 #: budget_exceeded: a task ended at one of its budgets (docs/budgets.md), on_budget "fail" or a person's no.
-FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "interrupted", "budget_exceeded"})
+#: stuck: the model repeated itself on an unchanged screen (docs/stuck.md), on_stuck "fail" or a person's no.
+FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "interrupted", "budget_exceeded",
+                                          "stuck"})
 #: A task under way: it holds a seat (and a dead daemon leaves it interrupted).
 LIVE_STATES: frozenset[str] = frozenset({"running", "awaiting_approval", "paused"})
 
@@ -49,8 +52,8 @@ APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = ("safety", "actions")
 #: Stricter policies come later: a submitter may only move right in this tuple.
 POLICY_STRICTNESS = {"safety": 0, "actions": 1}
 
-#: budget: a task reached a budget and asks for more (docs/budgets.md).
-ApprovalKind = Literal["safety", "action", "budget"]
+#: budget: a task reached a budget and asks for more (docs/budgets.md); stuck: the model repeats itself (docs/stuck.md).
+ApprovalKind = Literal["safety", "action", "budget", "stuck"]
 ApprovalState = Literal["pending", "approved", "denied", "timed_out", "cancelled", "interrupted"]
 
 #: An accessibility element's states (AtspiStateType, in bit order: at-spi2-core's atspi-constants.h),
@@ -141,6 +144,12 @@ class ArtifactView(TypedDict):
     error: str | None
 
 
+class GuardView(TypedDict):
+    repeat_limit: int
+    cycle_limit: int
+    on_stuck: Literal["ask", "fail"]
+
+
 class TaskView(TypedDict):
     id: int
     state: TaskState
@@ -175,6 +184,8 @@ class TaskView(TypedDict):
     held: str | None
     #: The submitter's policy rules for this task ([] if none), as submitted.
     rules: list[dict[str, Any]]
+    #: The stuck guard the task runs with (docs/stuck.md); None for tasks from before it: the daemon's [guard].
+    guard: GuardView | None
     #: A spec's tags, reset, setup, checks and collect in their normal form (docs/specs.md); null: a prompt only.
     spec: dict[str, Any] | None
     #: How the spec's checks judged the task; null until judged, and for a task without checks.
@@ -232,6 +243,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "step",
     "model_retry",
     "diagnostic",
+    "stuck",
     "approval_requested",
     "approval_decided",
     "budget_warning",

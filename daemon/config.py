@@ -29,6 +29,7 @@ from cud.daemon.targets.rules import Rule, parse_rules
 from cud.daemon.seats.config import SeatConfig, check_seat_places, load_seats
 from cud.daemon.session.config import SessionLimits, load_session_limits
 from cud.daemon.video.config import VideoConfig, load_video
+from cud.daemon.tasks.guard_config import GuardConfig, load_guard
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
 
@@ -79,6 +80,7 @@ TOP_KEYS = frozenset({
     "target_timeout",
     "video",
     "sessions",
+    "guard",
 })
 #: The keys of ``[access]``, ``[retention]``, ``[metrics]`` and ``[policy]``, the tables checked here.
 ACCESS_KEYS = frozenset({"submit_users", "submit_groups", "approve_users", "approve_groups", "operate_users",
@@ -162,6 +164,8 @@ class Config:
     notify: tuple[HookConfig, ...] = ()
     #: What the seats' sessions move through the socket, and how long a command may run (docs/sessions.md).
     sessions: SessionLimits = SessionLimits()
+    #: ``[guard]``: when a task's model is stuck, and what then (see cud.daemon.tasks.stuck).
+    guard: GuardConfig = GuardConfig()
 
 
 def default_socket(env: Mapping[str, str] | None = None) -> Path:
@@ -310,6 +314,8 @@ def load_config(
         kwargs["rules"] = parse_rules("policy.rules", checked_table("policy", merged["policy"], POLICY_KEYS).get("rules", []))
     if "video" in merged:
         kwargs["video"] = load_video(merged["video"])
+    if "guard" in merged:
+        kwargs["guard"] = load_guard(merged["guard"])
     if "request" in merged:
         # Imported here: it builds validators from the openai SDK's types, which a config
         # without [request] (and `cud --help`) should not pay for.

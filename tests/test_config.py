@@ -19,6 +19,7 @@ from cud.daemon.model import history
 from cud.daemon.seats import config as seats
 from cud.daemon.seats.config import SeatConfig
 from cud.daemon.targets.rules import RULE_KEYS
+from cud.daemon.tasks.guard_config import GUARD_KEYS
 from cud.daemon.video import config as video
 from cud.errors import ConfigError
 
@@ -99,6 +100,11 @@ max_age_days = 0.5
         ("[retention]\nmax_tasks = -5", "'retention.max_tasks' must be a positive integer, got -5"),
         ("vnc_password_file = '/x'", "'vnc_password_file' needs 'vnc'"),
         ("display = [", "not valid TOML"),
+        ("[guard]\nrepeat_limit = -1", "'guard.repeat_limit' must be an integer from 0 to 1000, got -1"),
+        ("[guard]\ncycle_limit = 21", "'guard.cycle_limit' must be an integer from 0 to 20, got 21"),
+        ("[guard]\ncycle_limit = 2.5", "'guard.cycle_limit' must be an integer from 0 to 20, got 2.5"),
+        ("[guard]\non_stuck = 'pray'", "'guard.on_stuck' must be 'ask' or 'fail', got 'pray'"),
+        ("[guard]\nrepeat_limt = 3", "unknown config key 'guard.repeat_limt'; did you mean 'repeat_limit'?"),
     ],
 )
 def test_every_bad_value_names_key_and_value(tmp_path: Path, text: str, needle: str) -> None:
@@ -121,6 +127,7 @@ TABLES = {
     "history": ("[history]", history.HISTORY_KEYS),
     "budget": ("[budget]", budget.BUDGET_KEYS),
     'budget.prices."m"': ('[budget.prices."m"]', budget.PRICE_KEYS),
+    "guard": ("[guard]", GUARD_KEYS),
 }
 
 

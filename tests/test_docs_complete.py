@@ -50,6 +50,7 @@ from cud.daemon.model.request_params import LOOP_OWNED
 from cud.daemon.seats.config import SEAT_KEYS
 from cud.daemon.targets.rules import RULE_KEYS
 from cud.daemon.session.config import SESSIONS_KEYS
+from cud.daemon.tasks.guard_config import GUARD_KEYS
 from cud.daemon.video.config import VIDEO_KEYS
 from cud.errors import ConfigError
 from cud.scripted import ScriptedModel
@@ -89,6 +90,7 @@ CONFIG_TABLES = (
     Table("[sessions]", SESSIONS_KEYS, "config.md"),
     Table("[budget]", BUDGET_KEYS, "budgets.md"),
     Table("[budget.prices]", PRICE_KEYS, "budgets.md"),  # one table per model: [budget.prices."MODEL"]
+    Table("[guard]", GUARD_KEYS, "stuck.md"),
 )
 #: The commands that print a table: what docs/cuctl.md says their columns are must be what they print.
 TABLE_COMMANDS = ("list", "seats", "approvals")

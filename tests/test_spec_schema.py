@@ -171,6 +171,12 @@ def specs(draw: Any) -> tuple[dict[str, Any], list[Site]]:
     if b.maybe():
         b.put(raw, (), "approval", draw(st.sampled_from(["safety", "actions"])), "approval")
     if b.maybe():
+        b.put(raw, (), "repeat_limit", draw(st.integers(0, 1000)), "int:0:1000")
+    if b.maybe():
+        b.put(raw, (), "cycle_limit", draw(st.integers(0, 20)), "int:0:20")
+    if b.maybe():
+        b.put(raw, (), "on_stuck", draw(st.sampled_from(["ask", "fail"])), "on_stuck")
+    if b.maybe():
         b.put(raw, (), "tags", draw(st.lists(st.from_regex(r"[a-z][a-z0-9_.:-]{0,10}", fullmatch=True),
                                              max_size=3)), "list:tag")
     if b.maybe():
@@ -209,6 +215,7 @@ def bad_values(kind: str) -> st.SearchStrategy[Any]:
         "sha": ["AB" * 32, "ab" * 31, "zz" * 32],
         "seat": ["", "a b", 5],
         "approval": ["never", 5],
+        "on_stuck": ["pray", 5, None],
         "state": ["focussed", "!nope", 5],
     }[kind])
 

@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("prompt", metavar="PROMPT", nargs="?")
     p.add_argument("--spec", metavar="FILE",
                    help="a task spec (TOML, or JSON if it ends in .json): prompt, setup, checks (docs/specs.md); "
-                        "--model, --max-steps, --max-duration, the budgets, --approval, --seat and --rule replace its own")
+                        "--model, --max-steps, --max-duration, the budgets, --approval, --seat, --rule and the stuck "
+                        "guard's options replace its own")
     p.add_argument("--from-osworld", metavar="FILE.json",
                    help="one OSWorld task file, converted to a spec (docs/osworld.md); its download URLs are "
                         "fetched here, not by the seat; the options replace the spec's own as with --spec")
@@ -74,6 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-output-tokens", type=int, metavar="N",
                    help="output tokens the task may use (docs/budgets.md)")
     p.add_argument("--approval", choices=("safety", "actions"))
+    p.add_argument("--repeat-limit", type=int, metavar="N",
+                   help="stuck after the same action on an unchanged screen N times in a row; 0: never "
+                        "(default: the daemon's [guard]; docs/stuck.md)")
+    p.add_argument("--cycle-limit", type=int, metavar="N",
+                   help="stuck after the same few screens come back in a cycle N rounds; 0: never")
+    p.add_argument("--on-stuck", choices=("ask", "fail"),
+                   help="when stuck: ask a person (an approval of kind stuck) or end the task as stuck")
     p.add_argument("--seat", metavar="NAME", help="run it on this seat only (default: the first free seat)")
     p.add_argument("--rule", action="append", metavar="RULE-JSON",
                    help='a policy rule for this task, ask or deny only (repeatable; docs/targets.md), e.g. '

@@ -26,7 +26,8 @@ def submit(client: Client, args: argparse.Namespace) -> int:
     given = {"model": args.model, "max_steps": args.max_steps, "max_duration": args.max_duration,
              "max_cost": args.max_cost, "max_input_tokens": args.max_input_tokens,
              "max_output_tokens": args.max_output_tokens,  # max_cost as typed: a decimal string stays exact
-             "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule), "key": args.key}
+             "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule), "key": args.key,
+             "repeat_limit": args.repeat_limit, "cycle_limit": args.cycle_limit, "on_stuck": args.on_stuck}
     files: dict[str, bytes] = {}
     if args.spec is not None or args.from_osworld is not None:
         fields, files = _spec_fields(args)
@@ -116,6 +117,10 @@ def show(client: Client, args: argparse.Namespace) -> int:
     print(f"{'budgets:':15}{describe_budgets(task)}")
     if task.get("held"):
         print(f"{'held:':15}{printable(task['held'])}")
+    guard = task.get("guard")
+    if guard is not None:
+        print(f"{'stuck guard:':15}repeat_limit {guard['repeat_limit']}, cycle_limit {guard['cycle_limit']}, "
+              f"on_stuck {guard['on_stuck']}")
     if task.get("spec") is not None:
         spec = task["spec"]
         print(f"{'spec:':15}{len(spec['setup'])} setup steps, {len(spec['checks'])} checks, "
@@ -216,6 +221,8 @@ def _describe(event: dict[str, Any]) -> str:
     if kind == "model_retry":
         then = "retrying" if data["retrying"] else "not retrying"
         return f"{prefix} step {data['step']}: the model answered HTTP {data['status']} (attempt {data['attempt']}), {then}"
+    if kind == "stuck":
+        return f"{prefix} stuck: {data['message']}"
     if kind == "approval_requested":
         what = describe_approval(data["checks"], data["actions"], data.get("targets"))
         return (f"{prefix} waiting for approval {data['approval_id']} ({data['kind']}): {what} "

@@ -3,7 +3,8 @@
 ``parse_spec(raw)`` checks every key before anything runs and returns a frozen
 :class:`Spec`; ``Spec.to_dict()`` is its normal form (every default written out),
 which parses back to an equal Spec. The task's own keys (``prompt``, ``seat``,
-``model``, ``max_steps``, ``max_duration``, the budgets, ``approval``, ``rules``) are checked by
+``model``, ``max_steps``, ``max_duration``, the budgets, ``approval``, ``rules``, and the stuck
+guard's ``repeat_limit``, ``cycle_limit``, ``on_stuck``) are checked by
 the socket protocol's ``submit`` checks, so a limit has one bounds check whether it
 comes from ``cuctl submit --max-steps`` or from a spec.
 """
@@ -24,7 +25,8 @@ from cud.spec.setup import SetupStep, parse_step
 __all__ = ("ANY_SEAT", "Collect", "Spec", "TASK_KEYS", "TOP_KEYS", "parse_spec")
 
 #: The keys a spec shares with ``submit`` (and checks the same way).
-TASK_KEYS = ("prompt", "seat", "model", "max_steps", "max_duration", *BUDGET_TASK_KEYS, "approval", "rules")
+TASK_KEYS = ("prompt", "seat", "model", "max_steps", "max_duration", *BUDGET_TASK_KEYS, "approval", "rules",
+             "repeat_limit", "cycle_limit", "on_stuck")
 TOP_KEYS = frozenset({*TASK_KEYS, "tags", "reset", "setup", "checks", "collect"})
 ANY_SEAT = "any"
 MAX_SETUP = 64
@@ -56,6 +58,9 @@ class Spec:
     max_output_tokens: int | None = None
     approval: str | None = None
     rules: tuple[dict[str, Any], ...] = ()  # checked by the daemon like `submit --rule`
+    repeat_limit: int | None = None  # None for these: the daemon's [guard]
+    cycle_limit: int | None = None
+    on_stuck: str | None = None
     tags: tuple[str, ...] = ()
     reset: bool = False
     setup: tuple[SetupStep, ...] = ()
@@ -68,7 +73,8 @@ class Spec:
                   "max_duration": self.max_duration, "max_cost": self.max_cost,
                   "max_input_tokens": self.max_input_tokens, "max_output_tokens": self.max_output_tokens,
                   "approval": self.approval,
-                  "rules": list(self.rules) if self.rules else None}
+                  "rules": list(self.rules) if self.rules else None, "repeat_limit": self.repeat_limit,
+                  "cycle_limit": self.cycle_limit, "on_stuck": self.on_stuck}
         return {k: value for k, value in fields.items() if value is not None}
 
     def judging(self) -> dict[str, Any]:

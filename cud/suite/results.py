@@ -35,13 +35,13 @@ from typing import Any
 from cud.budget import format_amount
 from cud.errors import ConfigError
 from cud.record.verdict import passed as task_passed
+from cud.views import FINAL_STATES
 
 __all__ = ("Attempt", "Results", "SpecRun", "wilson", "MAX_ATTEMPTS", "RESULTS_FILE")
 
 RESULTS_FILE = "results.json"
 #: An interrupted spec-run is submitted again once; the second attempt is judged whatever happens.
 MAX_ATTEMPTS = 2
-FINAL_STATES = ("succeeded", "failed", "cancelled", "interrupted", "budget_exceeded")
 #: z for a two-sided 95% interval.
 Z95 = 1.959963984540054
 

@@ -151,7 +151,7 @@ class Notifications:
                 return
             if "task_finished" in self._wanted:
                 self.emit(self._maker.task_event("task_finished", task))
-            if task["state"] in ("failed", "budget_exceeded") and "task_failed" in self._wanted:
+            if task["state"] in ("failed", "budget_exceeded", "stuck") and "task_failed" in self._wanted:
                 self.emit(self._maker.task_event("task_failed", task))
         except Exception:  # a notification must never undo or break what it reports
             log.exception("cannot make the notification of task %s's %s event", event["task_id"], kind)

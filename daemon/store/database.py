@@ -30,7 +30,7 @@ from cud.errors import ConfigError, NotFound, StorageFull, WrongState
 from cud.daemon.store.spec_files import StoredFiles
 from cud.daemon.store.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
 from cud.protocol import (EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, CostView, EventView,
-                          TaskView, UsageView, VerdictView)
+                          GuardView, TaskView, UsageView, VerdictView)
 from cud.spec import Spec
 
 __all__ = ()
@@ -178,7 +178,7 @@ class Store:
                max_duration: int | None = None, seat: str | None = None,
                rules: list[dict[str, Any]] | None = None, spec: Spec | None = None,
                files: Mapping[str, bytes] | None = None, key: str | None = None,
-               budgets: Mapping[str, Any] | None = None) -> TaskView:
+               budgets: Mapping[str, Any] | None = None, guard: GuardView | None = None) -> TaskView:
         """Queue a task; ``seat`` pins it there, else the first free seat takes it (one with a
         session if its ``spec`` needs one). ``key``, the idempotency key, is written in the same
         transaction; its unique index refuses a second task with a recorded key (the caller looks
@@ -191,13 +191,13 @@ class Store:
                 cur = db.execute(
                     "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
                     " submitter_name, created_at, seat, pinned, rules, spec, needs_session, idempotency_key, max_cost,"
-                    " max_input_tokens, max_output_tokens)"
-                    " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " max_input_tokens, max_output_tokens, guard)"
+                    " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None,
                      json.dumps(rules) if rules else None, None if spec is None else json.dumps(spec.judging()),
                      spec is not None and spec.needs_session, key,
                      None if max_cost is None else format_amount(max_cost), budgets.get("max_input_tokens"),
-                     budgets.get("max_output_tokens")),
+                     budgets.get("max_output_tokens"), None if guard is None else json.dumps(guard)),
                 )
                 task_id = int(cur.lastrowid or 0)
                 # One file's bytes at a time (a spool reads each when asked): they may be hundreds of MB together.

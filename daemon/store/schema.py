@@ -251,6 +251,12 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (day, currency)
     ) WITHOUT ROWID
     """,
+    # 10 (#30, the stuck guard, docs/stuck.md): the task's repeat_limit, cycle_limit and on_stuck
+    # (JSON, cud.protocol.GuardView; NULL for tasks from before: the daemon's [guard]). Its
+    # state and approval kind 'stuck' came with 9's rebuild.
+    """
+    ALTER TABLE tasks ADD COLUMN guard TEXT
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -286,6 +292,7 @@ def task_view(row: sqlite3.Row) -> TaskView:
         "cost": None if row["cost"] is None else json.loads(row["cost"]),
         "held": row["held"],
         "rules": [] if row["rules"] is None else json.loads(row["rules"]),
+        "guard": None if row["guard"] is None else json.loads(row["guard"]),
         "spec": None if row["spec"] is None else json.loads(row["spec"]),
         "verdict": None if row["verdict"] is None else json.loads(row["verdict"]),
         "artifacts": [] if row["artifacts"] is None else json.loads(row["artifacts"]),

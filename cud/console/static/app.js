@@ -465,7 +465,7 @@ function drawTask() {
   $("#task-verdict").hidden = !(task && task.verdict_words);
   $("#task-verdict-line").textContent = task && task.verdict_words ? `Verdict: ${task.verdict_words}` : "";
   $("#task-checks").replaceChildren(...(task ? task.check_words : []).map((line) => el("li", {}, line)));
-  const final = !task || ["succeeded", "failed", "cancelled", "interrupted", "budget_exceeded"].includes(task.state);
+  const final = !task || ["succeeded", "failed", "cancelled", "interrupted", "budget_exceeded", "stuck"].includes(task.state);
   $('[data-do="pause"]', section).disabled = final || task.state === "paused" || task.state === "queued";
   $('[data-do="resume"]', section).disabled = !task || task.state !== "paused";
   $('[data-do="cancel"]', section).disabled = final;

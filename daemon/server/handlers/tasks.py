@@ -117,11 +117,13 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         parse_rules("rules", rules, stricter_only=True, what="'submit' field" if spec is None else "spec key")
     except ConfigError as exc:
         raise (ProtocolError if spec is None else SpecError)(exc.message, **exc.details) from None
+    guard = config.guard.for_task({k: request[k] for k in ("repeat_limit", "cycle_limit", "on_stuck")  # type: ignore[literal-required]
+                                   if k in request})
     spool = await receive_spec_files(ctx, files)  # after every check: a refusal costs the client no upload
     try:
         task = daemon.store.submit(
             request["prompt"], model, max_steps, approval, peer.uid, peer.name,
-            max_duration, seat, rules, spec, spool, key, budgets,
+            max_duration, seat, rules, spec, spool, key, budgets, guard,
         )
     finally:
         if spool is not None:
