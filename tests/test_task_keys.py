@@ -100,7 +100,7 @@ def test_a_repeated_key_gives_the_same_task_and_nothing_new(daemon: Daemon, shor
     assert [t["id"] for t in daemon.call("list", key_prefix="suite-1/")] == [first["id"], made["id"]]
     assert daemon.call("list", key_prefix="suite-1_") == [] and daemon.call("list", key="suite-1") == []
     shown = cuctl(daemon.socket, "list", "--key-prefix", "suite-1/")
-    assert shown.returncode == 0 and shown.stdout.splitlines()[0].split()[5] == "KEY", shown.stdout
+    assert shown.returncode == 0 and shown.stdout.splitlines()[0].split()[-2:] == ["KEY", "PROMPT"], shown.stdout
     assert "suite-1/s.toml/1#1" in shown.stdout and "once" in shown.stdout
     assert "key:           suite-1/s.toml/1#1" in cuctl(daemon.socket, "show", str(made["id"])).stdout
     refused = cuctl(daemon.socket, "submit", "x", "--key", "two words")
