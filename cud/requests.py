@@ -16,6 +16,7 @@ __all__ = [
     "ShowRequest",
     "FollowRequest",
     "CancelRequest",
+    "InterruptRequest",
     "ApprovalsRequest",
     "ApproveRequest",
     "DenyRequest",
@@ -59,11 +60,17 @@ class SubmitRequest(TypedDict):
     spec: NotRequired[dict[str, Any]]
     #: The spec's files from the submitter's side: {name as the spec writes it: base64}.
     files: NotRequired[dict[str, str]]
+    #: The idempotency key: a submit whose key is already recorded queues nothing and replies with that
+    #: task (``"existing": true``); the key decides, whatever the rest of the request says.
+    key: NotRequired[str]
 
 
 class ListRequest(TypedDict):
     v: int
     type: Literal["list"]
+    #: Only the task with this idempotency key / the tasks whose key starts with this.
+    key: NotRequired[str]
+    key_prefix: NotRequired[str]
 
 
 class ShowRequest(TypedDict):
@@ -82,6 +89,16 @@ class CancelRequest(TypedDict):
     v: int
     type: Literal["cancel"]
     id: int
+
+
+class InterruptRequest(TypedDict):
+    """End a task that has not ended ``interrupted``, with ``reason`` kept (e.g. "retried as attempt 2 on
+    host-b"): a running one is stopped as ``cancel`` stops it, a queued one never runs."""
+
+    v: int
+    type: Literal["interrupt"]
+    id: int
+    reason: str
 
 
 class ApprovalsRequest(TypedDict):
@@ -258,6 +275,7 @@ Request = Union[
     ShowRequest,
     FollowRequest,
     CancelRequest,
+    InterruptRequest,
     ApprovalsRequest,
     ApproveRequest,
     DenyRequest,

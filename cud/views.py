@@ -158,6 +158,8 @@ class TaskView(TypedDict):
     verdict: VerdictView | None
     #: The files the spec's ``collect`` kept, in the task's record ([] if none).
     artifacts: list[ArtifactView]
+    #: The submission's idempotency key (``submit``'s ``key``); null: none was given.
+    key: str | None
 
 
 class Target(TypedDict):
@@ -214,6 +216,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "human_action",
     "resumed",
     "cancel_requested",
+    "interrupt_requested",
     "video_finished",
     "video_failed",
     "setup",

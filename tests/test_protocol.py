@@ -37,11 +37,13 @@ def test_encode_is_one_line_with_version_and_utf8() -> None:
 
 def test_round_trip_of_every_request_type() -> None:
     samples = {
-        "ping": {}, "list": {}, "approvals": {}, "screenshot": {"seat": "left-1"}, "seats": {},
+        "ping": {}, "list": {"key_prefix": "run-7/"}, "approvals": {}, "screenshot": {"seat": "left-1"}, "seats": {},
         "pause": {"id": 1}, "resume": {"id": 2}, "image": {"id": 3, "name": "step-0001.png"}, "artifact": {"id": 3, "path": "Desktop/notes.txt"},
         "act": {"id": 4, "action": {"type": "type", "text": "Grüße"}},
-        "submit": {"prompt": "p", "model": "m", "max_steps": 3, "approval": "actions", "seat": "a"},
+        "submit": {"prompt": "p", "model": "m", "max_steps": 3, "approval": "actions", "seat": "a",
+                   "key": "run-7/login.toml/1#2"},
         "show": {"id": 1}, "follow": {"id": 2}, "cancel": {"id": 3}, "approve": {"id": 4},
+        "interrupt": {"id": 8, "reason": "retried as attempt 2 on host-b, task 17"},
         "deny": {"id": 5, "reason": "no"}, "record": {"id": 6}, "video": {"id": 7}, "metrics": {},
         "inspect": {"x": 10, "y": 20, "seat": "left"}, "tree": {"app": "gedit", "depth": 3, "count": 50},
         "exec": {"seat": "s1", "argv": ["/bin/echo", "Grüße", ""], "timeout": 5, "cwd": "Desktop"},

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cud.daemon.store.database import SCHEMA_VERSION, Store
 
-from cud.errors import ConfigError, NotFound
+from cud.errors import ConfigError, NotFound, WrongState
 
 DATA = Path(__file__).parent / "data"
 
@@ -288,3 +288,27 @@ def test_a_spec_task_keeps_its_spec_and_files_and_ends_with_its_verdict(store: S
     assert store.events(task["id"])[-1]["data"]["score"] == 0.0
     store._db.execute("DELETE FROM tasks WHERE id = ?", (task["id"],))  # pruning takes its files too
     assert store.task_files(task["id"]) == {}
+
+
+def test_a_v7_database_upgrades_to_idempotency_keys_and_keeps_every_row(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    shutil.copy(DATA / "cud-v7.sqlite3", path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 7
+    store = Store(path)
+    try:
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        judged, running, queued = store.tasks()
+        assert judged["verdict"]["verdict"] == "passed" and judged["artifacts"][0]["path"] == "n.txt"
+        assert store.task_files(judged["id"]) == {"n.txt": b"hi", "want.txt": b"hi"}
+        # 8: tasks from before have no key, and many tasks may have none.
+        assert [t["key"] for t in (judged, running, queued)] == [None, None, None]
+        assert store.pending_approvals()[0]["task_id"] == running["id"]
+        keyed = store.submit("new", "m", 1, "safety", 0, "root", key="run-1/spec#1")
+        assert keyed["id"] == 4 and store.task_by_key("run-1/spec#1") == keyed
+        assert store.submit("no key", "m", 1, "safety", 0, "root")["key"] is None
+        with pytest.raises(WrongState, match="the key 'run-1/spec#1' is already recorded, for task 4"):
+            store.submit("again", "m", 1, "safety", 0, "root", key="run-1/spec#1")
+        assert len(store.tasks()) == 5 and store.tasks(key_prefix="run-1/") == [keyed]
+        assert store.recover() == [running["id"]]
+    finally:
+        store.close()

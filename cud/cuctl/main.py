@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rule", action="append", metavar="RULE-JSON",
                    help='a policy rule for this task, ask or deny only (repeatable; docs/targets.md), e.g. '
                         '\'{"action": "type", "app": "xterm", "decision": "ask"}\'')
+    p.add_argument("--key", metavar="KEY", help="an idempotency key (1-160 of A-Z a-z 0-9 . _ : @ / # + -): if a "
+                   "task has it already, nothing is queued and that task is the answer")
     p.add_argument("--wait", action="store_true", help="block until the task ends; print its final message")
     p = add("eval", "eval:eval_suite", "run a suite of task specs, repeated, and write its results (docs/suites.md)")
     p.add_argument("paths", nargs="*", metavar="PATH", help="spec files, or folders of them (*.toml, *.json)")
@@ -88,10 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-osworld", action="store_true", help="the PATHs are OSWorld task files (*.json), "
                    "converted as submit --from-osworld does (docs/osworld.md)")
     p.add_argument("--resume", metavar="DIR", help="go on with the suite in DIR: run only what is not yet judged")
-    add("list", "tasks:list_tasks", "list tasks")
+    p = add("list", "tasks:list_tasks", "list tasks")
+    p.add_argument("--key", metavar="KEY", help="only the task submitted with this idempotency key")
+    p.add_argument("--key-prefix", metavar="PREFIX", help="only the tasks whose idempotency key starts with PREFIX")
     add("show", "tasks:show", "show one task").add_argument("id", type=int, metavar="ID")
     add("follow", "progress:follow", "show a task's progress until it ends").add_argument("id", type=int, metavar="ID")
     add("cancel", "tasks:cancel", "cancel a task").add_argument("id", type=int, metavar="ID")
+    p = add("interrupt", "tasks:interrupt", "end a task that has not ended 'interrupted', with a reason")
+    p.add_argument("id", type=int, metavar="ID")
+    p.add_argument("--reason", metavar="TEXT", required=True, help="why, kept with the task (e.g. 'retried as "
+                                                                   "attempt 2 on host-b, task 17')")
     add("pause", "control:pause", "pause a task before its next screenshot").add_argument("id", type=int, metavar="ID")
     add("resume", "control:resume", "resume a paused task").add_argument("id", type=int, metavar="ID")
     p = add("act", "control:act", "act on a paused task's seat (recorded as a human action)")

@@ -143,6 +143,9 @@ class Progress:
         elif kind == "cancel_requested":
             self._line(f"cancel requested by {data['by']['name']}")
             self.doing = "cancelling"
+        elif kind == "interrupt_requested":
+            self._line(tasks.describe_event(event).split(f"task {self.id} ", 1)[-1])
+            self.doing = "interrupting"
         elif kind in ("setup", "check", "collected"):
             self.doing = {"setup": "setting up", "check": "checking"}.get(kind, self.doing)
             self._line(tasks.describe_event(event).split(f"task {self.id} ", 1)[-1], em=kind == "setup"

@@ -1,4 +1,4 @@
-"""cuctl submit / list / show / follow / cancel."""
+"""cuctl submit / list / show / follow / cancel / interrupt."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ __all__ = ()
 
 def submit(client: Client, args: argparse.Namespace) -> int:
     given = {"model": args.model, "max_steps": args.max_steps, "max_duration": args.max_duration,
-             "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule)}
+             "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule), "key": args.key}
     if args.spec is not None or args.from_osworld is not None:
         fields = _spec_fields(args)
         fields.update({k: value for k, value in given.items() if value is not None})
@@ -33,8 +33,10 @@ def submit(client: Client, args: argparse.Namespace) -> int:
         fields = {"prompt": args.prompt, **given}
     result = client.call("submit", **fields)
     task_id = result["id"]
+    if result.get("existing"):  # the key was recorded: this is the task it names, queued before
+        warn(f"task {task_id} already has the key {args.key!r} ({result['task']['state']}); nothing new was queued")
     if not args.wait:
-        emit_json({"id": task_id}) if args.json else print(task_id)
+        emit_json({"id": task_id, "existing": bool(result.get("existing"))}) if args.json else print(task_id)
         return 0
     if not args.json:
         warn(f"task {task_id} submitted; waiting for it to end")
@@ -70,13 +72,19 @@ def _rules(given: list[str] | None) -> list[Any] | None:
 
 
 def list_tasks(client: Client, args: argparse.Namespace) -> int:
-    tasks = client.call("list")
+    tasks = client.call("list", key=args.key, key_prefix=args.key_prefix)
     if args.json:
         emit_json(tasks)
         return 0
+    # KEY and REASON only when a listed task has one: most queues have neither.
+    keys = any(t.get("key") for t in tasks)
+    reasons = any(t.get("reason") for t in tasks)
     table(
-        ["ID", "STATE", "SEAT", "STEPS", "CREATED", "PROMPT"],
-        [[str(t["id"]), t["state"], _seat(t), str(t["steps"]), t["created_at"], short(t["prompt"], 50)]
+        ["ID", "STATE", "SEAT", "STEPS", "CREATED", *(["KEY"] if keys else []), "PROMPT",
+         *(["REASON"] if reasons else [])],
+        [[str(t["id"]), t["state"], _seat(t), str(t["steps"]), t["created_at"],
+          *([t.get("key") or "-"] if keys else []), short(t["prompt"], 50),
+          *([short(t.get("reason") or "-", 60)] if reasons else [])]
          for t in tasks],
     )
     return 0
@@ -88,8 +96,8 @@ def show(client: Client, args: argparse.Namespace) -> int:
         emit_json(task)
         return 0
     for key in ("id", "state", "prompt", "model", "approval", "steps", "max_steps", "max_duration", "final_message", "reason",
-                "created_at", "started_at", "finished_at"):
-        print(f"{key + ':':15}{'-' if task[key] is None else task[key]}")
+                "key", "created_at", "started_at", "finished_at"):
+        print(f"{key + ':':15}{'-' if task.get(key) is None else task[key]}")
     print(f"{'seat:':15}{_seat(task)}")
     print(f"{'submitter:':15}{task['submitter']['name']} (uid {task['submitter']['uid']})")
     error = task["error"]
@@ -135,6 +143,15 @@ def cancel(client: Client, args: argparse.Namespace) -> int:
         print(f"task {args.id} had already ended ({result['state_before']})")
     else:
         print(f"task {args.id}: cancel requested (was {result['state_before']}, now {result['state']})")
+    return 0
+
+
+def interrupt(client: Client, args: argparse.Namespace) -> int:
+    result = client.call("interrupt", id=args.id, reason=args.reason)
+    if args.json:
+        emit_json(result)
+    else:
+        print(f"task {args.id}: interrupt requested (was {result['state_before']}, now {result['state']})")
     return 0
 
 
@@ -191,6 +208,8 @@ def _describe(event: dict[str, Any]) -> str:
         return f"{prefix} approval {data['approval_id']} {data['outcome']}{by}{because}"
     if kind == "cancel_requested":
         return f"{prefix} cancel requested by {data['by']['name']}"
+    if kind == "interrupt_requested":
+        return f"{prefix} interrupt requested by {data['by']['name']}: {data['reason']}"
     if kind == "pause_requested":
         return f"{prefix} pause requested by {data['by']['name']} (lands before the next screenshot)"
     if kind == "paused":

@@ -139,6 +139,8 @@ def _header(task: dict[str, Any], all_steps: list[Step]) -> str:
         facts.append(("Error", f'<span class="error text">{escape(str(error.get("kind")))}: '
                                f'{escape(str(error.get("message")))}</span>'
                                + (f' <code>{escape(details)}</code>' if details != "{}" else "")))
+    if task.get("key"):  # records from before idempotency keys (and tasks without one) have none
+        facts.append(("Key", f'<span class="text">{escape(str(task["key"]))}</span>'))
     if task.get("reason"):
         facts.append(("Reason", f'<span class="text">{escape(str(task["reason"]))}</span>'))
     if task.get("verdict"):

@@ -115,6 +115,11 @@ class Seats:
         if (run := self.run_of(task_id)) is not None:
             run.cancel(reason)
 
+    def interrupt(self, task_id: int, reason: str) -> None:
+        """Stop a running task as :meth:`cancel` does, but it ends ``interrupted`` with ``reason``."""
+        if (run := self.run_of(task_id)) is not None:
+            run.cancel(reason, interrupted=True)
+
     async def stop(self, reason: str) -> None:
         if self._retry is not None:
             self._retry.cancel()

@@ -293,7 +293,7 @@ class Seat:
         self._stopping = True
         self._wake.set()
         if self.current is not None:
-            self.current.cancel(reason, stopping=True)
+            self.current.cancel(reason, interrupted=True)
 
     async def _run(self, task: TaskView) -> None:
         run = TaskRun(self, task)

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from cud.errors import ConfigError, NotFound, StorageFull
+from cud.errors import ConfigError, NotFound, StorageFull, WrongState
 from cud.daemon.store.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
 from cud.protocol import (EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, EventView, TaskView,
                           UsageView, VerdictView)
@@ -174,24 +174,38 @@ class Store:
     def submit(self, prompt: str, model: str, max_steps: int, approval: str, uid: int, name: str,
                max_duration: int | None = None, seat: str | None = None,
                rules: list[dict[str, Any]] | None = None, spec: Spec | None = None,
-               files: Mapping[str, bytes] | None = None) -> TaskView:
+               files: Mapping[str, bytes] | None = None, key: str | None = None) -> TaskView:
         """Queue a task; ``seat`` pins it there, else the first free seat takes it (one with a
-        session if its ``spec`` needs one)."""
-        with self._tx(durable=True) as db:
-            cur = db.execute(
-                "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
-                " submitter_name, created_at, seat, pinned, rules, spec, needs_session)"
-                " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None,
-                 json.dumps(rules) if rules else None, None if spec is None else json.dumps(spec.judging()),
-                 spec is not None and spec.needs_session),
-            )
-            task_id = int(cur.lastrowid or 0)
-            db.executemany("INSERT INTO task_files (task_id, name, data) VALUES (?, ?, ?)",
-                           [(task_id, file, data) for file, data in (files or {}).items()])
-            self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
-            self._audit(db, uid, name, "submit", task_id, "ok")
+        session if its ``spec`` needs one). ``key``, the idempotency key, is written in the same
+        transaction; its unique index refuses a second task with a recorded key (the caller looks
+        the key up first with :meth:`task_by_key`)."""
+        try:
+            with self._tx(durable=True) as db:
+                cur = db.execute(
+                    "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
+                    " submitter_name, created_at, seat, pinned, rules, spec, needs_session, idempotency_key)"
+                    " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None,
+                     json.dumps(rules) if rules else None, None if spec is None else json.dumps(spec.judging()),
+                     spec is not None and spec.needs_session, key),
+                )
+                task_id = int(cur.lastrowid or 0)
+                db.executemany("INSERT INTO task_files (task_id, name, data) VALUES (?, ?, ?)",
+                               [(task_id, file, data) for file, data in (files or {}).items()])
+                self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
+                self._audit(db, uid, name, "submit", task_id, "ok")
+        except sqlite3.IntegrityError:
+            known = None if key is None else self.task_by_key(key)
+            if known is None:
+                raise
+            raise WrongState(f"the key {key!r} is already recorded, for task {known['id']}; nothing was queued",
+                             key=key, id=known["id"]) from None
         return self.task(task_id)
+
+    def task_by_key(self, key: str) -> TaskView | None:
+        """The task submitted with this idempotency key, if one was."""
+        row = self._db.execute("SELECT * FROM tasks WHERE idempotency_key = ?", (key,)).fetchone()
+        return None if row is None else task_view(row)
 
     def task(self, task_id: int) -> TaskView:
         row = self._db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
@@ -199,8 +213,14 @@ class Store:
             raise NotFound(f"no task with id {task_id}", id=task_id)
         return task_view(row)
 
-    def tasks(self) -> list[TaskView]:
-        return [task_view(row) for row in self._db.execute("SELECT * FROM tasks ORDER BY id")]
+    def tasks(self, *, key: str | None = None, key_prefix: str | None = None) -> list[TaskView]:
+        """Every task, oldest first; only the one with idempotency key ``key`` / those whose key starts
+        with ``key_prefix``, if given."""
+        # substr, not LIKE: '_' is a key character and LIKE's wildcard.
+        rows = self._db.execute(
+            "SELECT * FROM tasks WHERE (?1 IS NULL OR idempotency_key = ?1)"
+            " AND (?2 IS NULL OR substr(idempotency_key, 1, length(?2)) = ?2) ORDER BY id", (key, key_prefix))
+        return [task_view(row) for row in rows]
 
     # -- counts for the metrics (cheap aggregate queries, run at scrape time) ----------
     def task_counts(self) -> dict[str, int]:
@@ -330,6 +350,26 @@ class Store:
                                                  "reason": reason})
             elif state not in FINAL_STATES:
                 self._event(db, task_id, "cancel_requested", {"by": {"uid": uid, "name": name}})
+        return str(state)
+
+    @_finishing
+    def interrupt(self, task_id: int, uid: int, name: str, reason: str) -> str:
+        """Record an ``interrupt``: a queued task ends ``interrupted`` here with ``reason``; one under way gets
+        an ``interrupt_requested`` event (its run ends it). Returns the state before; a task that had ended
+        is left as it was."""
+        with self._tx() as db:
+            row = db.execute("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no task with id {task_id}", id=task_id)
+            state = row["state"]
+            self._audit(db, uid, name, "interrupt", task_id, state)
+            if state == "queued":
+                db.execute("UPDATE tasks SET state = 'interrupted', reason = ?, finished_at = ? WHERE id = ?",
+                           (reason, now_iso(), task_id))
+                self._event(db, task_id, "end", {"state": "interrupted", "final_message": None, "error": None,
+                                                 "reason": reason})
+            elif state not in FINAL_STATES:
+                self._event(db, task_id, "interrupt_requested", {"by": {"uid": uid, "name": name}, "reason": reason})
         return str(state)
 
     @_finishing

@@ -150,6 +150,13 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (task_id, name)
     ) WITHOUT ROWID
     """,
+    # 8: a submission's idempotency key (docs/protocol.md): written with the task in one
+    # transaction; the unique index makes a second task with a recorded key impossible, whatever
+    # races in (NULLs, the tasks without a key, are distinct to SQLite).
+    """
+    ALTER TABLE tasks ADD COLUMN idempotency_key TEXT;
+    CREATE UNIQUE INDEX tasks_by_key ON tasks (idempotency_key) WHERE idempotency_key IS NOT NULL
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -183,6 +190,7 @@ def task_view(row: sqlite3.Row) -> TaskView:
         "spec": None if row["spec"] is None else json.loads(row["spec"]),
         "verdict": None if row["verdict"] is None else json.loads(row["verdict"]),
         "artifacts": [] if row["artifacts"] is None else json.loads(row["artifacts"]),
+        "key": row["idempotency_key"],
     }
 
 

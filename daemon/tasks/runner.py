@@ -108,7 +108,8 @@ class TaskRun:
         self.task = task
         self.policy = task["approval"]
         self.cancel_reason: str | None = None
-        self.stopping = False
+        #: The task ends ``interrupted``, not ``cancelled``, when stopped: the daemon stops, or an ``interrupt``.
+        self.ends_interrupted = False
         #: Set when the task ran past its max_duration: it then fails with this error.
         self.timed_out: TaskTimeout | None = None
         self.job: asyncio.Task[Any] | None = None
@@ -137,11 +138,12 @@ class TaskRun:
         self.before_end: Callable[[], Awaitable[None]] | None = None
 
     # -- control ------------------------------------------------------------------------
-    def cancel(self, reason: str, *, stopping: bool = False) -> None:
+    def cancel(self, reason: str, *, interrupted: bool = False) -> None:
+        """Stop the task; it ends ``cancelled`` with ``reason``, or ``interrupted`` if ``interrupted``."""
         if self.cancel_reason is not None:
             return
         self.cancel_reason = reason
-        self.stopping = stopping
+        self.ends_interrupted = interrupted
         self._resumed.set()  # a paused task ends too
         self.cancelled.set()
         self.seat.approvals.cancel_task(self.task["id"], reason)
@@ -252,7 +254,7 @@ class TaskRun:
         if self.timed_out is not None and state != "succeeded":
             return Ending("failed", error=self.timed_out.to_dict(), reason=self.cancel_reason)
         if self.cancel_reason is not None and state != "succeeded":
-            return Ending("interrupted" if self.stopping else "cancelled", error=error, reason=self.cancel_reason)
+            return Ending("interrupted" if self.ends_interrupted else "cancelled", error=error, reason=self.cancel_reason)
         return Ending(state, final, error)
 
     def end(self, ending: Ending, *, verdict: VerdictView | None = None,

@@ -1,4 +1,10 @@
-"""``submit``, ``list``, ``show``, ``follow`` and ``cancel``: the task queue."""
+"""``submit``, ``list``, ``show``, ``follow``, ``cancel`` and ``interrupt``: the task queue.
+
+A submit with an idempotency key (``key``) that is already recorded queues nothing and replies
+with that task and ``"existing": true``: the key decides, whatever else the request says (its
+prompt, spec or limits are not compared nor checked again), so a client that lost the reply, or
+lost the daemon, may send the same request again and never makes a second task.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +16,14 @@ from cud.daemon.targets.rules import parse_rules
 from cud.spec import Spec
 from cud.spec.wire import spec_from_request
 
-from cud.errors import AccessDenied, ConfigError, ProtocolError, SpecError, StorageFull
+from cud.errors import AccessDenied, ConfigError, ProtocolError, SpecError, StorageFull, WrongState
 from cud.protocol import (
     FINAL_STATES,
     POLICY_STRICTNESS,
     CancelRequest,
     EventView,
     FollowRequest,
+    InterruptRequest,
     ListRequest,
     ShowRequest,
     SubmitRequest,
@@ -43,6 +50,9 @@ def _at_most(request: SubmitRequest, field: str, limit: int, unit: str) -> int:
 async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     daemon, peer = ctx.daemon, ctx.peer
     daemon.policy.require_submit(peer, "submit tasks")
+    key = request.get("key")
+    if key is not None and (known := daemon.store.task_by_key(key)) is not None:
+        return {"id": known["id"], "task": known, "existing": True}
     config = daemon.config
     approval = request.get("approval", config.approval)
     if POLICY_STRICTNESS[approval] < POLICY_STRICTNESS[config.approval]:
@@ -71,11 +81,11 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         raise (ProtocolError if spec is None else SpecError)(exc.message, **exc.details) from None
     task = daemon.store.submit(
         request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name,
-        max_duration, seat, rules, spec, files,
+        max_duration, seat, rules, spec, files, key,
     )
     daemon.seats.dispatch()
     task = daemon.store.task(task["id"])  # dispatch may have started it
-    return {"id": task["id"], "task": task}
+    return {"id": task["id"], "task": task, "existing": False}
 
 
 def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, bytes]]:
@@ -102,7 +112,7 @@ def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, 
 
 
 async def list_tasks(ctx: Context, request: ListRequest) -> list[TaskView]:
-    return ctx.daemon.store.tasks()
+    return ctx.daemon.store.tasks(key=request.get("key"), key_prefix=request.get("key_prefix"))
 
 
 async def show(ctx: Context, request: ShowRequest) -> TaskView:
@@ -140,4 +150,19 @@ async def cancel(ctx: Context, request: CancelRequest) -> dict[str, Any]:
     before = daemon.store.cancel(task_id, peer.uid, peer.name)
     if before not in FINAL_STATES and before != "queued":
         daemon.seats.cancel(task_id, f"cancelled by {peer.name} (uid {peer.uid})")
+    return {"id": task_id, "state_before": before, "state": daemon.store.task(task_id)["state"]}
+
+
+async def interrupt(ctx: Context, request: InterruptRequest) -> dict[str, Any]:
+    """End a task that has not ended ``interrupted`` with the given reason (who asked is in the audit and
+    the ``interrupt_requested`` event): a queued one at once, one under way as ``cancel`` stops it."""
+    daemon, peer, task_id, reason = ctx.daemon, ctx.peer, request["id"], request["reason"]
+    task = daemon.store.task(task_id)
+    daemon.policy.require_own_task(peer, task, "interrupt")
+    if task["state"] in FINAL_STATES:
+        raise WrongState(f"task {task_id} has already ended ({task['state']}); only a task that has not ended can "
+                         "be interrupted", id=task_id, state=task["state"])
+    before = daemon.store.interrupt(task_id, peer.uid, peer.name, reason)
+    if before != "queued":
+        daemon.seats.interrupt(task_id, reason)
     return {"id": task_id, "state_before": before, "state": daemon.store.task(task_id)["state"]}
