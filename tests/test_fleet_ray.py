@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.support.daemon import ROOT
+from tests.support.netns import Netns
 from tests.support.ray_cluster import ADDRESS, Fleet
 from tests.support.recorder import wait_until
 
@@ -92,3 +93,102 @@ def test_a_suite_spreads_over_the_nodes_and_is_judged_like_a_local_run(fleet: Fl
     assert {r["seat"].split("/")[0] for r in runs} == set(MACHINES)  # every machine took some
     assert all((out / r["report"]).is_file() for r in runs)
     assert (out / "index.html").is_file() and (out / "j.xml").is_file()
+
+
+def retried(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The attempts that were retried (interrupted ones the suite went past), each with why."""
+    return [r for r in runs if r["state"] == "interrupted" and r["outcome"] == "retry"]
+
+
+def wait_running(fleet: Fleet, machine: str, prefix_of: Path, timeout: float = 120.0) -> None:
+    """Until ``machine``'s daemon runs a task of the suite writing into ``prefix_of`` (its results.json)."""
+    def running() -> bool:
+        if not (prefix_of / "results.json").exists():
+            return False
+        run_id = results_of(prefix_of)["suite"].get("fleet_run")
+        tasks = fleet.machines[machine].call("list", key_prefix=f"{run_id}/") if run_id else []
+        return any(t["state"] == "running" for t in tasks)
+
+    wait_until(running, timeout, f"a fleet task running on {machine}")
+
+
+def test_a_raylet_killed_mid_task_costs_one_retry_and_loses_nothing(fleet: Fleet) -> None:
+    suite = write_suite(fleet, "raylet", 6, "slow-done")
+    out = fleet.dir / "raylet-out"
+    log = fleet.dir / "raylet-cuctl.log"
+    driver = fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(suite), "--out", str(out), log=log)
+    wait_running(fleet, "w1", out)
+    os.kill(fleet.raylet(fleet.machines["w1"]), signal.SIGKILL)
+    assert driver.wait(timeout=600) in (0, 1), log.read_text()
+    runs = judged_once(fleet, results_of(out), 6)
+    lost = retried(runs)
+    assert lost and all(r["seat"].startswith("w1") for r in lost), runs
+    assert all("retried as attempt 2" in r["reason"] for r in lost), lost
+    assert {r["attempt"] for r in runs if r["judged"] and r["spec"] in {x["spec"] for x in lost}} == {2}
+    # On w1's daemon the lost attempts were ended by its agent, naming the retry to come.
+    run_id = results_of(out)["suite"]["fleet_run"]
+    orphans = [t for t in fleet.machines["w1"].call("list", key_prefix=f"{run_id}/") if t["state"] == "interrupted"]
+    assert orphans and all("retries it as attempt 2" in t["reason"] for t in orphans), orphans
+    fleet.wait_joined(fleet.machines["w1"])  # the agent joined again: the next test has three machines
+
+
+def test_a_daemon_killed_and_restarted_under_its_tasks(fleet: Fleet) -> None:
+    suite = write_suite(fleet, "restart", 6, "slow-done")
+    out = fleet.dir / "restart-out"
+    log = fleet.dir / "restart-cuctl.log"
+    driver = fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(suite), "--out", str(out), log=log)
+    machine = fleet.machines["w2"]
+    wait_running(fleet, "w2", out)
+    fleet.kill_daemon(machine)
+    fleet.start_daemon(machine)
+    assert driver.wait(timeout=600) in (0, 1), log.read_text()
+    runs = judged_once(fleet, results_of(out), 6)
+    lost = retried(runs)
+    assert lost and all(r["seat"].startswith("w2") for r in lost), runs
+    assert all("daemon stopped" in r["reason"] for r in lost), lost
+
+
+def test_a_detached_suite_outlives_its_driver_and_is_read_back_from_the_head(fleet: Fleet) -> None:
+    suite = write_suite(fleet, "detached", 6, "say-done")
+    log = fleet.dir / "detach-cuctl.log"
+    driver = fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(suite), "--detach", "--json", log=log)
+    job = wait_until(lambda: next((json.loads(line)["job"] for line in log.read_text().splitlines()
+                                   if line.startswith("{")), None), 180, "the job's id")
+    if driver.poll() is None:
+        os.kill(Netns.inner_pid(driver), signal.SIGKILL)  # the driver dropped: the suite goes on on the head
+    driver.wait(timeout=60)
+
+    def done() -> bool:
+        status = fleet.cuctl("fleet", "status", "--fleet", ADDRESS, job, "--json")
+        return status.returncode == 0 and json.loads(status.stdout)["done"]
+
+    wait_until(done, 600, f"{job} to finish")
+    out = fleet.dir / "detached-out"
+    back = fleet.cuctl("fleet", "results", "--fleet", ADDRESS, job, "--out", str(out))
+    assert back.returncode == 1, back.stderr  # two fail by design
+    runs = judged_once(fleet, results_of(out), 6)
+    assert Counter(r["outcome"] for r in runs) == {"passed": 4, "failed": 2}
+    assert all((out / r["report"]).is_file() for r in runs) and (out / "index.html").is_file()
+
+
+def test_a_seat_that_dies_is_withdrawn_and_comes_back(fleet: Fleet) -> None:
+    machine = fleet.machines["w3"]
+    wait_until(lambda: fleet.available("cud_seat") == 6.0, 120, "every seat free")
+    fleet.kill_xvfb(machine, "s2")
+    wait_until(lambda: fleet.available("cud_seat") == 5.0, 120, "w3's s2 withdrawn")
+    assert fleet.available("cud_seat_name:s2") == 2.0
+    fleet.restart_xvfb(machine, "s2")
+    wait_until(lambda: fleet.available("cud_seat") == 6.0, 120, "w3's s2 back")
+    assert fleet.available("cud_seat_name:s2") == 3.0
+
+
+def test_cud_imports_and_runs_without_ray() -> None:
+    """Without the fleet extra: cud, cuctl and cud run import; the fleet commands name the extra to install."""
+    hide = ("import sys; sys.modules['ray'] = None\n")
+    code = hide + ("import cud.daemon.main, cud.cuctl.main, cud.fleet.attempt, cud.daemon.fleet.cli\n"
+                   "from cud.cuctl.main import main\n"
+                   "sys.exit(main(['eval', '--fleet', '127.0.0.1:1', 'nowhere.toml']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2, done.stderr
+    assert "needs the fleet extra: pip install 'cud[fleet]'" in done.stderr, done.stderr

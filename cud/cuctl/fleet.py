@@ -40,6 +40,7 @@ def connect(address: str, what: str) -> Any:
 
 def eval_fleet(args: argparse.Namespace) -> int:
     """``cuctl eval --fleet``: the suite here (or, with --detach, as a Ray job on the head)."""
+    need_ray("cuctl eval --fleet")
     if args.seats or args.resume and args.detach:
         raise ConfigError("cuctl eval --fleet takes no --seats (a spec's seat picks one across the fleet), nor "
                           "--resume with --detach", key="fleet")

@@ -101,7 +101,8 @@ class FleetSuite(Suite):
 
     def _take(self, attempt: Attempt, outcome: dict[str, Any]) -> Attempt:
         """Write the attempts the registry knows of that results.json lacks (lost with a node), then this one."""
-        known = {a.attempt for a in self.results.attempts if a.spec == attempt.spec and a.repeat == attempt.repeat}
+        known = {a.attempt for a in self.results.attempts
+                 if a.spec == attempt.spec and a.repeat == attempt.repeat and a is not attempt}
         place = self.results.attempts.index(attempt)
         for entry in outcome["history"]:
             number = entry["attempt"]
