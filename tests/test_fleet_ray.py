@@ -31,6 +31,7 @@ SCENARIOS = {
     "default": {"name": "default", "steps": [{"message": "done"}]},
     "say-done": {"name": "say-done", "steps": [{"message": "done"}]},
     # Long enough for a fault to land while it runs.
+    "ask-first": {"name": "ask-first", "steps": [{"actions": [{"type": "wait"}]}, {"message": "done"}]},
     "slow-done": {"name": "slow-done", "steps": [{"actions": [{"type": "wait"}], "delay": 4},
                                                  {"message": "done", "delay": 4}]},
 }
@@ -173,13 +174,37 @@ def test_a_detached_suite_outlives_its_driver_and_is_read_back_from_the_head(fle
 
 def test_a_seat_that_dies_is_withdrawn_and_comes_back(fleet: Fleet) -> None:
     machine = fleet.machines["w3"]
-    wait_until(lambda: fleet.available("cud_seat") == 6.0, 120, "every seat free")
+    seats = ("cud_seat", "cud_seat_name:s2", "cud_seat_name:s1")
+    wait_until(lambda: fleet.available(*seats) == (6.0, 3.0, 3.0), 120, "every seat free")
     fleet.kill_xvfb(machine, "s2")
-    wait_until(lambda: fleet.available("cud_seat") == 5.0, 120, "w3's s2 withdrawn")
-    assert fleet.available("cud_seat_name:s2") == 2.0
+    wait_until(lambda: machine.call("seats")[1]["state"] == "unavailable", 60, "w3's s2 unavailable")
+    wait_until(lambda: fleet.available(*seats) == (5.0, 2.0, 3.0), 120, "w3's s2 withdrawn, nothing else")
     fleet.restart_xvfb(machine, "s2")
-    wait_until(lambda: fleet.available("cud_seat") == 6.0, 120, "w3's s2 back")
-    assert fleet.available("cud_seat_name:s2") == 3.0
+    wait_until(lambda: fleet.available(*seats) == (6.0, 3.0, 3.0), 120, "w3's s2 back")
+
+
+def test_an_approval_on_a_node_is_listed_and_answered_from_the_head(fleet: Fleet) -> None:
+    spec = fleet.dir / "ask.toml"
+    spec.write_text('prompt = "Wait, then say done."\nmodel = "scripted:ask-first"\napproval = "actions"\n'
+                    'reset = false\n[[checks]]\nanswer = "done"\n')
+    out = fleet.dir / "ask-cuctl.log"
+    driver = fleet.cuctl_popen("submit", "--fleet", ADDRESS, "--spec", str(spec), log=out)
+
+    def pending() -> list[dict[str, Any]]:
+        listed = fleet.cuctl("fleet", "approvals", "--fleet", ADDRESS, "--json")
+        assert listed.returncode == 0, listed.stderr
+        return json.loads(listed.stdout)
+
+    waiting = wait_until(pending, 300, "an approval on some node")
+    assert len(waiting) == 1 and waiting[0]["node"] in MACHINES
+    target = f"{waiting[0]['node']}:{waiting[0]['id']}"
+    shown = fleet.cuctl("fleet", "approvals", "--fleet", ADDRESS)
+    assert target in shown.stdout
+    answered = fleet.cuctl("fleet", "approve", "--fleet", ADDRESS, target)
+    assert answered.returncode == 0 and f"approval {target} approved" in answered.stdout, answered.stderr
+    assert driver.wait(timeout=300) == 0, out.read_text()
+    wrong = fleet.cuctl("fleet", "approve", "--fleet", ADDRESS, "nowhere:1")
+    assert wrong.returncode == 2 and "no fleet node named 'nowhere'" in wrong.stderr
 
 
 def test_cud_imports_and_runs_without_ray() -> None:

@@ -23,7 +23,8 @@ REGISTRY = "cud_fleet_registry"
 ray = need_ray("the fleet registry")
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+# Not restarted if its process dies: a registry that came back empty would number attempts from 1 again.
+@ray.remote(num_cpus=0)
 class Registry:
     def __init__(self) -> None:
         self.runs: dict[str, list[dict[str, Any]]] = {}  # run key -> attempts in order

@@ -187,8 +187,10 @@ class Fleet:
     def nodes(self) -> list[str]:
         return self.python("from cud.fleet.nodes import fleet_nodes\nprint(json.dumps(sorted(fleet_nodes())))")
 
-    def available(self, resource: str) -> float:
-        return self.python(f"print(json.dumps(ray.available_resources().get({resource!r}, 0.0)))")
+    def available(self, *resources: str) -> tuple[float, ...]:
+        """What of ``resources`` the cluster has free now (one driver, one view)."""
+        return tuple(self.python(f"free = ray.available_resources()\n"
+                                 f"print(json.dumps([free.get(r, 0.0) for r in {list(resources)!r}]))"))
 
     def cuctl(self, *args: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
         return self.ns.run([sys.executable, "-m", "cud.cuctl.main", *args], env=self.env, timeout=timeout,
