@@ -31,7 +31,8 @@ SCENARIOS = {
     "default": {"name": "default", "steps": [{"message": "done"}]},
     "say-done": {"name": "say-done", "steps": [{"message": "done"}]},
     # Long enough for a fault to land while it runs.
-    "ask-first": {"name": "ask-first", "steps": [{"actions": [{"type": "wait"}]}, {"message": "done"}]},
+    "ask-first": {"name": "ask-first", "steps": [{"actions": [{"type": "screenshot"}]},
+                                                 {"actions": [{"type": "type", "text": "m"}]}, {"message": "done"}]},
     "slow-done": {"name": "slow-done", "steps": [{"actions": [{"type": "wait"}], "delay": 4},
                                                  {"message": "done", "delay": 4}]},
 }
@@ -185,7 +186,7 @@ def test_a_seat_that_dies_is_withdrawn_and_comes_back(fleet: Fleet) -> None:
 
 def test_an_approval_on_a_node_is_listed_and_answered_from_the_head(fleet: Fleet) -> None:
     spec = fleet.dir / "ask.toml"
-    spec.write_text('prompt = "Wait, then say done."\nmodel = "scripted:ask-first"\napproval = "actions"\n'
+    spec.write_text('prompt = "Type m, then say done."\nmodel = "scripted:ask-first"\napproval = "actions"\n'
                     'reset = false\n[[checks]]\nanswer = "done"\n')
     out = fleet.dir / "ask-cuctl.log"
     driver = fleet.cuctl_popen("submit", "--fleet", ADDRESS, "--spec", str(spec), log=out)
