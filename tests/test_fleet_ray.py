@@ -208,6 +208,19 @@ def test_an_approval_on_a_node_is_listed_and_answered_from_the_head(fleet: Fleet
     assert wrong.returncode == 2 and "no fleet node named 'nowhere'" in wrong.stderr
 
 
+def test_leave_drains_the_node_and_it_leaves(fleet: Fleet) -> None:
+    machine = fleet.machines["w3"]
+    assert machine.agent is not None
+    left = fleet.ns.run([sys.executable, "-m", "cud.daemon.main", "fleet", "leave", "--socket", str(machine.socket)],
+                        env=fleet.env, timeout=300)
+    assert left.returncode == 0, left.stderr
+    assert machine.agent.wait(timeout=120) == 0, machine.log("agent")
+    wait_until(lambda: "w3" not in fleet.nodes(), 120, "w3 to leave the fleet")
+    again = fleet.ns.run([sys.executable, "-m", "cud.daemon.main", "fleet", "leave", "--socket", str(machine.socket)],
+                         env=fleet.env, timeout=60)
+    assert again.returncode == 2 and "no 'cud fleet join' runs" in again.stderr
+
+
 def test_cud_imports_and_runs_without_ray() -> None:
     """Without the fleet extra: cud, cuctl and cud run import; the fleet commands name the extra to install."""
     hide = ("import sys; sys.modules['ray'] = None\n")
