@@ -38,9 +38,6 @@ class Registry:
                          "state": "started", "retired": False, "at": time.time()})
         return len(attempts)
 
-    def submitted(self, run: str, attempt: int, task: int) -> None:
-        self.runs[run][attempt - 1]["task"] = task
-
     def finish(self, run: str, attempt: int, state: str, task: int | None) -> None:
         entry = self.runs[run][attempt - 1]
         entry["state"], entry["task"] = state, task if task is not None else entry["task"]
