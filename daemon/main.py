@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-steps", type=int, metavar="N", help="model turns per task, default and ceiling")
     run.add_argument("--max-duration", type=int, metavar="S",
                      help="seconds a task may run (approvals included), default and ceiling")
+    run.add_argument("--max-cost", metavar="AMOUNT",
+                     help="what a task may spend in [budget] currency, default and ceiling (docs/budgets.md)")
+    run.add_argument("--max-input-tokens", type=int, metavar="N", help="a task's input tokens, default and ceiling")
+    run.add_argument("--max-output-tokens", type=int, metavar="N", help="a task's output tokens, default and ceiling")
     run.add_argument("--metrics-textfile", metavar="PATH",
                      help=f"write the metrics there every {METRICS_INTERVAL:g} s ([metrics] interval), "
                           "for node_exporter's textfile collector")
@@ -80,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         "approval_timeout": args.approval_timeout,
         "max_steps": args.max_steps,
         "max_duration": args.max_duration,
+        "max_cost": args.max_cost,
+        "max_input_tokens": args.max_input_tokens,
+        "max_output_tokens": args.max_output_tokens,
         "metrics_textfile": args.metrics_textfile,
     }
     try:

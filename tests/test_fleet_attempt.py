@@ -26,7 +26,8 @@ from cud.cuctl.client import RemoteError
 from cud.errors import ConnectionFailed, ProtocolError
 from cud.fleet.attempt import INLINE_RECORD_LIMIT, AttemptOutcome, run_attempt
 from cud.scripted import ScriptedModel
-from tests.support.daemon import ROOT, Daemon, scenario
+from cud.spec import parse_spec
+from tests.support.daemon import ROOT, Daemon, cuctl, scenario
 from tests.support.recorder import wait_until
 from tests.support.xserver import start_xvfb
 
@@ -101,10 +102,11 @@ class Following:
 
 def test_an_attempt_is_judged_once_and_brings_its_record_back(daemon: Daemon) -> None:
     seen: list[Any] = []
-    first = run_attempt(daemon.socket, spec=ANSWER, files={}, key="run-1/answer/1#1", on_progress=seen.append)
+    first = run_attempt(daemon.socket, spec=ANSWER, files={}, key="run-1/answer/1#1", on_progress=seen.append,
+                        seat="default")
     assert (first.task["state"], first.task["verdict"]["verdict"], first.task["key"]) == \
         ("succeeded", "passed", "run-1/answer/1#1")
-    assert first.reattached is False and first.host == socket.gethostname()
+    assert first.reattached is False and first.host == socket.gethostname() and first.task["pinned"] is True
     assert [e["kind"] for e in seen][0] == "queued" and seen[-1]["kind"] == "end"
     record = first.record
     assert record.inline and record.report_html is not None and record.report_html.startswith(b"<!doctype html>")
@@ -168,14 +170,34 @@ def test_a_daemon_killed_while_an_attempt_is_queued_runs_it_after_its_restart(da
     holder = daemon.call("submit", prompt="hold the seat", model="scripted:approve")["id"]
     daemon.wait_approval(holder)
     key = "run-1/answer/1#2"
-    following = Following(daemon, ANSWER, key)
+    following = Following(daemon, parse_spec(ANSWER).to_dict(), key)  # a spec's normal form: seat "any"
     following.saw("queued")
     assert daemon.call("list", key=key)[0]["state"] == "queued"
     daemon.kill9()
     daemon.start()
     outcome = following.result()
     assert (outcome.task["state"], outcome.task["verdict"]["verdict"]) == ("succeeded", "passed")
+    assert outcome.task["pinned"] is False
     assert outcome.reattached is False and tasks_with(daemon, key) == [outcome.task["id"]]
     assert following.kinds.count("queued") == 1 and following.kinds[-1] == "end"
     assert daemon.task(holder)["state"] == "interrupted"
     wait_until(lambda: daemon.call("seats")[0]["state"] == "idle", 30, "the seat to be free")
+
+
+def test_a_recorded_video_comes_back_inline_within_the_limit_and_stays_past_it(start_daemon: Any,
+                                                                               short_tmp: Path) -> None:
+    moving = scenario({"actions": [{"type": "move", "x": 40, "y": 40}]}, {"message": "The answer is 42."})
+    daemon: Daemon = start_daemon(moving, config="[video]\nenabled = true\nfps = 2\n")
+    outcome = run_attempt(daemon.socket, spec=ANSWER, files={}, key="run-2/video/1#1")
+    record = outcome.record
+    assert outcome.task["verdict"]["verdict"] == "passed" and record.inline and record.video_name == "video.mp4"
+    saved = short_tmp / "v.mp4"
+    assert cuctl(daemon.socket, "video", str(outcome.task["id"]), "-o", str(saved)).returncode == 0
+    assert record.video == saved.read_bytes() and record.artifacts == {}
+    assert record.report_html is not None and b"<video" in record.report_html
+    # What counts: the page (which embeds the video again) and the video; one byte less and it stays.
+    assert record.bytes == len(record.report_html) + len(record.video)
+    kept = run_attempt(daemon.socket, spec=ANSWER, files={}, key="run-2/video/1#1", inline_limit=record.bytes - 1)
+    assert kept.reattached and not kept.record.inline and kept.record.video is None
+    exact = run_attempt(daemon.socket, spec=ANSWER, files={}, key="run-2/video/1#1", inline_limit=record.bytes)
+    assert exact.record.inline and exact.record.bytes == record.bytes

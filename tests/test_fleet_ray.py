@@ -74,8 +74,7 @@ def judged_once(fleet: Fleet, results: dict[str, Any], specs: int) -> list[dict[
         last[(run["spec"], run["repeat"])] = run
     assert len(last) == specs and all(r["judged"] for r in last.values()), runs
     assert all(r["state"] in FINAL for r in last.values()), [r for r in last.values() if r["state"] not in FINAL]
-    run_id = results["suite"]["fleet_run"]
-    tasks = [t for found in fleet.tasks(run_id + "/").values() for t in found]
+    tasks = [t for found in fleet.tasks(f"eval:{results['suite']['run']}/").values() for t in found]
     per_run = Counter(t["key"].rsplit("/a", 1)[0] for t in tasks if t["state"] in FINAL)
     assert len(per_run) == specs and set(per_run.values()) == {1}, per_run
     open_tasks = [t for t in tasks if t["state"] not in FINAL + ("interrupted",)]
@@ -107,8 +106,8 @@ def wait_running(fleet: Fleet, machine: str, prefix_of: Path, timeout: float = 1
     def running() -> bool:
         if not (prefix_of / "results.json").exists():
             return False
-        run_id = results_of(prefix_of)["suite"].get("fleet_run")
-        tasks = fleet.machines[machine].call("list", key_prefix=f"{run_id}/") if run_id else []
+        run_id = results_of(prefix_of)["suite"].get("run")
+        tasks = fleet.machines[machine].call("list", key_prefix=f"eval:{run_id}/") if run_id else []
         return any(t["state"] == "running" for t in tasks)
 
     wait_until(running, timeout, f"a fleet task running on {machine}")
@@ -128,8 +127,8 @@ def test_a_raylet_killed_mid_task_costs_one_retry_and_loses_nothing(fleet: Fleet
     assert all("retried as attempt 2" in r["reason"] for r in lost), lost
     assert {r["attempt"] for r in runs if r["judged"] and r["spec"] in {x["spec"] for x in lost}} == {2}
     # On w1's daemon the lost attempts were ended by its agent, naming the retry to come.
-    run_id = results_of(out)["suite"]["fleet_run"]
-    orphans = [t for t in fleet.machines["w1"].call("list", key_prefix=f"{run_id}/") if t["state"] == "interrupted"]
+    run_id = results_of(out)["suite"]["run"]
+    orphans = [t for t in fleet.machines["w1"].call("list", key_prefix=f"eval:{run_id}/") if t["state"] == "interrupted"]
     assert orphans and all("retries it as attempt 2" in t["reason"] for t in orphans), orphans
     fleet.wait_joined(fleet.machines["w1"])  # the agent joined again: the next test has three machines
 

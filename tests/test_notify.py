@@ -120,7 +120,7 @@ timeout = 60
     assert event["host"] == host
     assert event["approve_remote"] == f"cuctl --host ssh://{host} --socket {daemon.socket} approve {approval['id']}"
     assert event["deny_remote"] == f"cuctl --host ssh://{host} --socket {daemon.socket} deny {approval['id']}"
-    assert asked["env"] == {"CUD_EVENT": "approval_requested", "CUD_HOST": host, "CUD_TASK_ID": str(task_id),
+    assert asked["env"] == {"CUD_EVENT": "approval_requested", "CUD_HOSTNAME": host, "CUD_TASK_ID": str(task_id),
                             "CUD_SEAT": "default", "CUD_STATE": "awaiting_approval",
                             "CUD_APPROVAL_ID": str(approval["id"]), "CUD_APPROVE": event["approve"],
                             "CUD_DENY": event["deny"], "CUD_APPROVE_REMOTE": event["approve_remote"],

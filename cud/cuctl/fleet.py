@@ -70,15 +70,13 @@ def _detach(args: argparse.Namespace) -> int:
     from ray.job_submission import JobSubmissionClient
 
     from cud.fleet.job import suite_file
-    from cud.fleet.suite import new_run_id
 
     tags = names(args.tags, "--tags")
     repeat = 1 if args.repeat is None else args.repeat
     planned = plan(args.paths, tags, osworld=args.from_osworld)
     results = new_results(args, planned, tags, repeat)
-    run = new_run_id()
-    job = JOB_PREFIX + run
-    results.suite.update({"fleet": args.fleet, "fleet_run": run, "job": job})
+    job = JOB_PREFIX + results.suite["run"]
+    results.suite.update({"fleet": args.fleet, "job": job})
     connect(args.fleet, "cuctl eval --fleet --detach")
     dashboard = _dashboard[-1]
     if not dashboard:

@@ -61,14 +61,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("prompt", metavar="PROMPT", nargs="?")
     p.add_argument("--spec", metavar="FILE",
                    help="a task spec (TOML, or JSON if it ends in .json): prompt, setup, checks (docs/specs.md); "
-                        "--model, --max-steps, --max-duration, --approval, --seat and --rule replace its own")
+                        "--model, --max-steps, --max-duration, the budgets, --approval, --seat, --rule and the stuck "
+                        "guard's options replace its own")
     p.add_argument("--from-osworld", metavar="FILE.json",
                    help="one OSWorld task file, converted to a spec (docs/osworld.md); its download URLs are "
                         "fetched here, not by the seat; the options replace the spec's own as with --spec")
     p.add_argument("--model", metavar="M")
     p.add_argument("--max-steps", type=int, metavar="N")
     p.add_argument("--max-duration", type=int, metavar="S", help="seconds the task may run, approvals included")
+    p.add_argument("--max-cost", metavar="AMOUNT",
+                   help="what the task may spend, in the daemon's [budget] currency, e.g. 2.00 (docs/budgets.md)")
+    p.add_argument("--max-input-tokens", type=int, metavar="N", help="input tokens the task may use (docs/budgets.md)")
+    p.add_argument("--max-output-tokens", type=int, metavar="N",
+                   help="output tokens the task may use (docs/budgets.md)")
     p.add_argument("--approval", choices=("safety", "actions"))
+    p.add_argument("--repeat-limit", type=int, metavar="N",
+                   help="stuck after the same action on an unchanged screen N times in a row; 0: never "
+                        "(default: the daemon's [guard]; docs/stuck.md)")
+    p.add_argument("--cycle-limit", type=int, metavar="N",
+                   help="stuck after the same few screens come back in a cycle N rounds; 0: never")
+    p.add_argument("--on-stuck", choices=("ask", "fail"),
+                   help="when stuck: ask a person (an approval of kind stuck) or end the task as stuck")
     p.add_argument("--seat", metavar="NAME", help="run it on this seat only (default: the first free seat)")
     p.add_argument("--rule", action="append", metavar="RULE-JSON",
                    help='a policy rule for this task, ask or deny only (repeatable; docs/targets.md), e.g. '
@@ -91,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
     p.add_argument("--from-osworld", action="store_true", help="the PATHs are OSWorld task files (*.json), "
                    "converted as submit --from-osworld does (docs/osworld.md)")
+    p.add_argument("--max-cost", metavar="AMOUNT", help="what the whole suite may spend, in the daemon's [budget] "
+                   "currency: shared out as each task's max_cost; what is left unrun when it is spent "
+                   "(docs/budgets.md)")
     p.add_argument("--resume", metavar="DIR", help="go on with the suite in DIR: run only what is not yet judged")
     p.add_argument("--fleet", metavar="HOST:PORT", help="run the suite over the Ray fleet whose head is there "
                    "(docs/fleet-reference.md; needs cud[fleet])")

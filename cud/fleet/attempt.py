@@ -24,6 +24,8 @@ daemon away for longer than ``restart_wait`` is :class:`~cud.errors.ConnectionFa
 
 from __future__ import annotations
 
+import base64
+import binascii
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -34,11 +36,13 @@ from typing import Any, TypeVar
 from cud.cuctl.client import Client
 from cud.cuctl.dial import UnixDialer
 from cud.cuctl.export import fetch_record
-from cud.errors import ConnectionFailed
+from cud.errors import ConnectionFailed, SpecError
 from cud.protocol import EventView, TaskView, check_field
 from cud.record.html import render
 from cud.record.model import is_artifact, is_video
 from cud.spec import parse_spec
+from cud.spec.schema import ANY_SEAT
+from cud.spec.wire import file_pieces, submit_fields
 
 __all__ = ("INLINE_RECORD_LIMIT", "AttemptOutcome", "RecordRef", "run_attempt")
 
@@ -96,9 +100,11 @@ def run_attempt(socket_path: str | Path, *, spec: Mapping[str, Any], files: Mapp
                 inline_limit: int = INLINE_RECORD_LIMIT, restart_wait: float = 120.0) -> AttemptOutcome:
     """Submit ``spec`` (as a spec file gives it, docs/specs.md; its ``files`` as ``{name: base64}``) under
     ``key`` to the daemon at ``socket_path``, or re-attach to the task the key names; follow it to its end
-    (``on_progress`` gets each event once); return it with its record. ``seat`` pins it to that seat."""
+    (``on_progress`` gets each event once); return it with its record. ``seat`` pins it to that seat
+    (``"any"`` or None: the spec's own seat, if it names one, else the first free seat)."""
     check_field("submit", "key", key)  # a bad key is the caller's mistake: said here, before any dialling
-    fields = _submit_fields(spec, files, seat, key)
+    contents = _decoded(files)
+    fields = _submit_fields(spec, contents, seat, key)
     link = _Link(UnixDialer(Path(socket_path)), restart_wait)
     host = socket.gethostname()
     first: list[bool] = []  # the first submit answer's "existing"
@@ -113,7 +119,7 @@ def run_attempt(socket_path: str | Path, *, spec: Mapping[str, Any], files: Mapp
                 on_progress(event)
 
     def attach(client: Client) -> TaskView:
-        reply = client.call("submit", **fields)
+        reply = client.upload("submit", file_pieces(contents), **fields)  # the files follow as chunks, as cuctl's
         if not first:
             first.append(bool(reply["existing"]))
         task: TaskView = client.call("follow", on_event, wait_forever=True, id=reply["id"])
@@ -124,13 +130,22 @@ def run_attempt(socket_path: str | Path, *, spec: Mapping[str, Any], files: Mapp
     return AttemptOutcome(task=task, reattached=first[0], host=host, record=record)
 
 
-def _submit_fields(spec: Mapping[str, Any], files: Mapping[str, str], seat: str | None, key: str) -> dict[str, Any]:
+def _decoded(files: Mapping[str, str]) -> dict[str, bytes]:
+    """The spec's files from their base64 (how a fleet carries them), each refused by name if it is not."""
+    contents = {}
+    for name, text in files.items():
+        try:
+            contents[name] = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise SpecError(f"spec file {name!r} is not base64", key=f"files.{name}", value=str(text)[:40]) from None
+    return contents
+
+
+def _submit_fields(spec: Mapping[str, Any], files: Mapping[str, bytes], seat: str | None, key: str) -> dict[str, Any]:
     """``submit``'s fields for the spec, as ``cuctl submit --spec`` sends them (cud.spec.wire), with the key."""
     parsed = parse_spec(dict(spec))  # SpecError names a bad key here, as cuctl would
-    fields: dict[str, Any] = {**parsed.task_fields(), "spec": parsed.judging(), "key": key}
-    if files:
-        fields["files"] = dict(files)
-    if seat is not None:
+    fields: dict[str, Any] = {**submit_fields(parsed, files), "key": key}
+    if seat is not None and seat != ANY_SEAT:  # "any", as a spec writes it (Spec.to_dict), pins nothing
         fields["seat"] = seat
     return fields
 

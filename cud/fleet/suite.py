@@ -13,10 +13,7 @@ restarted under it) is run again once, as in a local suite, under a new attempt 
 from __future__ import annotations
 
 import base64
-import re
-import secrets
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -27,24 +24,12 @@ from cud.fleet.remote import submit_attempt
 from cud.suite.plan import Planned
 from cud.suite.results import Attempt, Results
 
-__all__ = ("FleetSuite", "new_run_id", "run_key")
+__all__ = ("FleetSuite",)
 
 ray = need_ray("cuctl eval --fleet")
 
 #: How long one look at the tasks in flight waits for one to end.
 WAIT_SECONDS = 0.5
-_UNSAFE = re.compile(r"[^A-Za-z0-9._:@#+-]+")
-
-
-def new_run_id() -> str:
-    """A suite's id, the first part of each of its keys: when, and 8 random hex digits."""
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(4)
-
-
-def run_key(run_id: str, index: int, spec: str, repeat: int) -> str:
-    """``RUN/SPEC/REPEAT``: SPEC is the spec's place in the suite and its file's stem in the key's characters."""
-    stem = _UNSAFE.sub("_", Path(spec).stem)[:40]
-    return f"{run_id}/{index}-{stem}/{repeat}"
 
 
 class FleetSuite(Suite):
@@ -56,13 +41,12 @@ class FleetSuite(Suite):
         self.slots = len(self.todo) + len(self.flying) + 1  # Ray queues them: all due are started
         self.refs: dict[Any, Attempt] = {}
         self.on_change = on_change
-        self.run_id: str = results.suite.setdefault("fleet_run", new_run_id())
         for attempt in self.flying:  # a resumed suite's in-flight runs: started again, the key re-attaches
             self.todo.append(attempt)
         self.flying = []
 
     def _key(self, attempt: Attempt) -> str:
-        return run_key(self.run_id, self.results.suite["specs"].index(attempt.spec), attempt.spec, attempt.repeat)
+        return self.results.spec_run_key(attempt.spec, attempt.repeat)  # the registry adds /aN, its attempt
 
     def _submit(self, attempt: Attempt) -> None:
         planned = self.specs[attempt.spec]

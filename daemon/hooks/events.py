@@ -106,6 +106,11 @@ class EventMaker:
             },
         }
 
+    def budget_event(self, task: TaskView, data: dict[str, Any]) -> dict[str, Any]:
+        """``budget_warning``: the task is at 80% of one of its budgets (docs/budgets.md); daemon numbers only."""
+        budget = {key: data.get(key) for key in ("budget", "limit", "used", "currency", "message")}
+        return {**self._base("budget_warning"), "task": _task(task), "budget": budget}
+
     def seat_event(self, event: str, name: str, where: str, error: str | None) -> dict[str, Any]:
         return {**self._base(event), "seat": {"name": name, "where": where, "error": error}}
 
@@ -161,6 +166,8 @@ def summary(event: dict[str, Any]) -> tuple[str, str]:
         lines += ["", f"On {event['host']}: {event['approve']}", f"On {event['host']}: {event['deny']}",
                   f"From elsewhere: {event['approve_remote']}"]
         return f"cud: {where} needs approval {approval['id']}", "\n".join(lines)
+    if kind == "budget_warning":
+        return f"cud: {where} is at 80% of its {event['budget']['budget']}", f"{event['budget']['message']}\n\n{prompt}"
     lines = [prompt]
     if task["error"]:
         lines.append(f"Error ({task['error']['kind']}): {task['error']['message']}")
@@ -180,6 +187,7 @@ def summary(event: dict[str, Any]) -> tuple[str, str]:
 
 
 _NTFY_TAGS = {"approval_requested": ["raising_hand"], "task_failed": ["x"], "seat_unavailable": ["warning"],
+              "budget_warning": ["moneybag"],
               "seat_recovered": ["white_check_mark"]}
 _NTFY_PRIORITY = {"approval_requested": 4, "task_failed": 4, "seat_unavailable": 4}
 
@@ -206,7 +214,8 @@ def slack_body(event: dict[str, Any]) -> dict[str, Any]:
 
 def command_env(event: dict[str, Any]) -> dict[str, str]:
     """The CUD_* variables of a command hook: ids, names and states only, never model text."""
-    env = {"CUD_EVENT": event["event"], "CUD_HOST": event["host"]}
+    # Not CUD_HOST: that is cuctl's own (the daemon to dial), and the hook's cuctl lines must stay local.
+    env = {"CUD_EVENT": event["event"], "CUD_HOSTNAME": event["host"]}
     if "task" in event:
         task = event["task"]
         env.update(CUD_TASK_ID=str(task["id"]), CUD_STATE=task["state"], CUD_SEAT=task["seat"] or "")
@@ -214,6 +223,8 @@ def command_env(event: dict[str, Any]) -> dict[str, str]:
             env.update(CUD_VERDICT=task["verdict"]["verdict"], CUD_SCORE=f"{task['verdict']['score']:g}")
     if "seat" in event:
         env["CUD_SEAT"] = event["seat"]["name"]
+    if "budget" in event:
+        env["CUD_BUDGET"] = str(event["budget"]["budget"])
     if "approval" in event:
         approval = event["approval"]
         env.update(CUD_APPROVAL_ID=str(approval["id"]), CUD_APPROVE=event["approve"], CUD_DENY=event["deny"],

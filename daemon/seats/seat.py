@@ -93,7 +93,8 @@ class Seat:
                                                timeout=parts.config.target_timeout)
         #: Its session (user, home, processes: docs/sessions.md); None for a seat without ``user``/``home``.
         self.session: SeatSession | None = session_for(spec.name, spec.user, spec.home, spec.home_template,
-                                                       spec.target_display, spec.session_bus)
+                                                       spec.target_display, spec.session_bus,
+                                                       spec.session_unit)
         self._client = parts.client
         self._api_key = parts.api_key
         self._on_free = on_free
@@ -147,14 +148,18 @@ class Seat:
         return text.replace(self._api_key, "[redacted]") if self._api_key else text
 
     # -- health ------------------------------------------------------------------------------
-    async def prepare(self, task: TaskView) -> bool:
-        """Return the session to a clean state before ``task`` (docs/sessions.md); False if that failed.
+    async def prepare(self, run: TaskRun) -> bool:
+        """Return the session to a clean state before ``run``'s task (docs/sessions.md); False if that failed.
 
         A reset that fails leaves the seat ``unavailable`` with the reason (every health
-        check tries the reset again) and puts ``task`` back in the queue: a pinned task
+        check tries the reset again) and puts the task back in the queue: a pinned task
         waits for the seat, another goes to a free seat. It never runs on a dirty seat.
+        A task cancelled or interrupted while the reset ran ends so instead: back in the
+        queue, the request would be forgotten and the task would run later. (A daemon that
+        stops requeues it: the task runs after the restart.)
         A seat without a session has nothing to reset.
         """
+        task = run.task
         if self.session is None:
             return True
         problem = await self._reset()
@@ -163,7 +168,10 @@ class Seat:
             assert report is not None
             self.store.add_event(task["id"], "reset", {"seat": self.name, **dataclasses.asdict(report)})
             return True
-        self.store.requeue(task["id"], self.name, problem)
+        if run.is_cancelled() and not self._stopping:
+            run.end(run.ending("failed"))  # a cancel (or interrupt) decides: the task ends so, with its reason
+        else:
+            self.store.requeue(task["id"], self.name, problem)
         return False
 
     async def _reset(self) -> str | None:
@@ -301,7 +309,7 @@ class Seat:
         recorder = None
         try:
             # A spec's task starts on a clean session; a reset that fails puts it back in the queue.
-            if task["spec"] is not None and task["spec"]["reset"] and not await self.prepare(task):
+            if task["spec"] is not None and task["spec"]["reset"] and not await self.prepare(run):
                 return
             recorder = recorder_for(self, task)
             if recorder is not None and await recorder.start():

@@ -42,6 +42,11 @@ from gi.repository import Gio, GLib
 Gio.bus_own_name(Gio.BusType.SESSION, "org.cud.SessionTest", Gio.BusNameOwnerFlags.NONE, None, None, None)
 GLib.MainLoop().run()
 """
+#: The seat's session bus. It looks like the sandbox's (sandbox/buses.py) and differs on purpose:
+#: it names a service directory (these tests activate org.cud.SessionTest as the seat's user; the
+#: sandbox's bus must activate nothing) and lets root in (the tests' daemon). The sandbox's scripts
+#: are standard-library programs that import their neighbours as top-level modules, so sharing the
+#: text would tie the test support to their import path for a dozen lines of XML.
 _BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
@@ -109,9 +114,11 @@ def _sentinel(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def session_seat(user: SeatUser, base: Path, config: str = "") -> Iterator[SessionSeat]:
+def session_seat(user: SeatUser, base: Path, config: str = "",
+                 env: dict[str, str] | None = None) -> Iterator[SessionSeat]:
     """The seat ``s1`` with ``user``'s session under ``base`` (0755), its daemon, bus and desktop; ``config``
-    is added to the daemon's config file."""
+    is added to the daemon's config file (right after the seat's table: bare keys are the seat's), ``env`` to
+    the daemon's environment."""
     _template(base / "template")
     make_home(base, user)
     _sentinel(base / "sentinel")
@@ -151,7 +158,8 @@ def session_seat(user: SeatUser, base: Path, config: str = "") -> Iterator[Sessi
                 home = "{base / 'home'}"
                 home_template = "{base / 'template'}"
                 """)
-            daemon = Daemon(desktop.display, url, workdir=daemon_dir, seats={}, config=seat_config + config)
+            daemon = Daemon(desktop.display, url, workdir=daemon_dir, seats={}, config=seat_config + config,
+                            extra_env=env)
             try:
                 daemon.start()
                 yield SessionSeat(base, user, desktop, daemon, bus, address)

@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from cud.budget import BUDGET_TASK_KEYS, format_amount, parse_amount
+from cud.daemon.config import Config
 from cud.daemon.server.handlers.base import Context
+from cud.daemon.server.handlers.spec_files import check_spec_file_sizes, receive_spec_files
 from cud.daemon.targets.rules import parse_rules
 from cud.spec import Spec
 from cud.spec.wire import spec_from_request
@@ -47,6 +50,39 @@ def _at_most(request: SubmitRequest, field: str, limit: int, unit: str) -> int:
     return value
 
 
+def _budgets(request: SubmitRequest, config: Config, model: str) -> dict[str, Any]:
+    """The task's budgets: its own, else the daemon's; never above the daemon's (None: no limit).
+
+    A money budget, and a daemon that caps the day's spend, need the model's price: a cost
+    nobody can compute cannot be held to a limit, so such a task is refused here, by name.
+    """
+    budgets: dict[str, Any] = {}
+    for key in BUDGET_TASK_KEYS:
+        limit = getattr(config, key)
+        given = request.get(key)
+        value = limit if given is None else parse_amount(given) if key == "max_cost" else int(given)  # type: ignore[call-overload]
+        if value is not None and limit is not None and value > limit:
+            shown = format_amount(value) if key == "max_cost" else value
+            ceiling = format_amount(limit) if key == "max_cost" else limit
+            raise ProtocolError(f"'submit' field {key!r} is {shown}, above the daemon's limit of {ceiling} "
+                                f"(its config key {key!r})", field=key, value=str(shown), limit=str(ceiling),
+                                config_key=key)
+        budgets[key] = value
+    if config.budget.price(model) is None:
+        needs = None
+        if request.get("max_cost") is not None:
+            needs = "'submit' field 'max_cost'"
+        elif budgets["max_cost"] is not None:
+            needs = "the daemon's config key 'max_cost'"
+        elif config.budget.daily_cost is not None:
+            needs = "the daemon's [budget] daily_cost"
+        if needs is not None:
+            raise ProtocolError(f"{needs} needs a price for model {model!r}, and the daemon's [budget.prices] has "
+                                "none: its cost could not be counted", field="model", value=model,
+                                config_key="budget.prices")
+    return budgets
+
+
 async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     daemon, peer = ctx.daemon, ctx.peer
     daemon.policy.require_submit(peer, "submit tasks")
@@ -65,6 +101,8 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         )
     max_steps = _at_most(request, "max_steps", config.max_steps, "")
     max_duration = _at_most(request, "max_duration", config.max_duration, " s")
+    model = request.get("model", config.model)
+    budgets = _budgets(request, config, model)
     seat = request.get("seat")
     if seat is not None:
         daemon.seats.get(seat)  # NotFound names the seats there are; an unavailable one is fine: it waits
@@ -79,22 +117,30 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         parse_rules("rules", rules, stricter_only=True, what="'submit' field" if spec is None else "spec key")
     except ConfigError as exc:
         raise (ProtocolError if spec is None else SpecError)(exc.message, **exc.details) from None
-    task = daemon.store.submit(
-        request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name,
-        max_duration, seat, rules, spec, files, key,
-    )
+    guard = config.guard.for_task({k: request[k] for k in ("repeat_limit", "cycle_limit", "on_stuck")  # type: ignore[literal-required]
+                                   if k in request})
+    spool = await receive_spec_files(ctx, files)  # after every check: a refusal costs the client no upload
+    try:
+        task = daemon.store.submit(
+            request["prompt"], model, max_steps, approval, peer.uid, peer.name,
+            max_duration, seat, rules, spec, spool, key, budgets, guard,
+        )
+    finally:
+        if spool is not None:
+            spool.close()
     daemon.seats.dispatch()
     task = daemon.store.task(task["id"])  # dispatch may have started it
     return {"id": task["id"], "task": task, "existing": False}
 
 
-def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, bytes]]:
-    """The spec the request carries, checked again here (the same code as cuctl's), and its files."""
+def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, int]]:
+    """The spec the request carries, checked again here (the same code as cuctl's), and its files' sizes."""
     if "spec" not in request:
         if "files" in request:
             raise ProtocolError("'submit' field 'files' comes only with a 'spec'", field="files")
         return None, {}
     spec, files = spec_from_request(request)
+    check_spec_file_sizes(files, ctx.daemon.config.sessions)
     acting = spec.in_session()
     if acting:
         # Setup steps, commands and files run code or touch files on the seat: the right to operate it.
