@@ -62,7 +62,7 @@ def submit_fleet(args: argparse.Namespace) -> int:
         raise ConfigError("cuctl submit --fleet needs --spec FILE", key="spec")
     ns = argparse.Namespace(paths=[args.spec], tags=None, repeat=None, model=args.model, out=None, junit=None,
                             from_osworld=False, resume=None, seats=None, detach=False, fleet=args.fleet,
-                            json=args.json)
+                            json=args.json, max_cost=args.max_cost)  # a suite of one: its cap is the task's
     return eval_fleet(ns)
 
 
