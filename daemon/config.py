@@ -24,6 +24,7 @@ from cud.daemon.config_values import (bad, int_in_range, positive_int, positive_
 from cud.daemon.config_values import table as checked_table
 from cud.daemon.budget.config import BudgetConfig, amount, load_budget, tokens
 from cud.daemon.model.history import History, load_history
+from cud.daemon.fleet.config import FleetConfig, load_fleet
 from cud.daemon.hooks.config import HookConfig, load_hooks
 from cud.daemon.targets.rules import Rule, parse_rules
 from cud.daemon.seats.config import SeatConfig, check_seat_places, load_seats
@@ -41,6 +42,7 @@ DEFAULT_MODEL = "gpt-5.4"
 #: The keys the loader accepts at the top level of the file (each table's own keys are its room's).
 TOP_KEYS = frozenset({
     "socket",
+    "fleet",  # cud fleet join's (daemon/fleet/config.py); the daemon itself does not use it
     "state_dir",
     "display",
     "vnc",
@@ -164,6 +166,8 @@ class Config:
     notify: tuple[HookConfig, ...] = ()
     #: What the seats' sessions move through the socket, and how long a command may run (docs/sessions.md).
     sessions: SessionLimits = SessionLimits()
+    #: ``[fleet]``: what ``cud fleet join`` reads (the daemon itself does not use it).
+    fleet: FleetConfig = FleetConfig()
     #: ``[guard]``: when a task's model is stuck, and what then (see cud.daemon.tasks.stuck).
     guard: GuardConfig = GuardConfig()
 
@@ -308,6 +312,8 @@ def load_config(
         kwargs["retention"] = Retention(**values)
     if "metrics" in merged or "metrics_textfile" in merged:  # the flag: only there, never in the file
         kwargs["metrics"] = _metrics(merged.get("metrics", {}), merged.get("metrics_textfile"))
+    if "fleet" in raw:
+        kwargs["fleet"] = load_fleet(raw["fleet"])
     if "target_timeout" in merged:
         kwargs["target_timeout"] = seconds_in_range("target_timeout", merged["target_timeout"], 0.01, 5)
     if "policy" in merged:

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 from cud.daemon.config import METRICS_INTERVAL, load_config
+from cud.daemon.fleet.cli import add_commands as add_fleet_commands
+from cud.daemon.fleet.cli import run as run_fleet
 from cud.daemon.store.state_lock import StateLock
 
 from cud.errors import ConfigError, CudError
@@ -51,11 +53,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"write the metrics there every {METRICS_INTERVAL:g} s ([metrics] interval), "
                           "for node_exporter's textfile collector")
     run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    add_fleet_commands(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "fleet":
+        logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        return run_fleet(args)
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level.upper(),

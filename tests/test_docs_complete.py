@@ -43,6 +43,7 @@ import pytest
 from cud.cuctl.main import build_parser as build_cuctl_parser
 from cud.daemon.budget.config import BUDGET_KEYS, PRICE_KEYS
 from cud.daemon.config import ACCESS_KEYS, METRICS_KEYS, POLICY_KEYS, RETENTION_KEYS, TOP_KEYS, load_config
+from cud.daemon.fleet.config import FLEET_KEYS
 from cud.daemon.hooks.config import EVENTS, HOOK_KEYS
 from cud.daemon.main import build_parser as build_daemon_parser
 from cud.daemon.model.history import HISTORY_KEYS
@@ -88,6 +89,7 @@ CONFIG_TABLES = (
     Table("[[notify]]", HOOK_KEYS, "notifications.md"),
     Table("[video]", VIDEO_KEYS, "video.md"),
     Table("[sessions]", SESSIONS_KEYS, "config.md"),
+    Table("[fleet]", FLEET_KEYS, "fleet-reference.md"),
     Table("[budget]", BUDGET_KEYS, "budgets.md"),
     Table("[budget.prices]", PRICE_KEYS, "budgets.md"),  # one table per model: [budget.prices."MODEL"]
     Table("[guard]", GUARD_KEYS, "stuck.md"),

@@ -44,7 +44,19 @@ RECONNECT_SECONDS = 120.0
 
 
 def eval_suite(client: Client, args: argparse.Namespace) -> int:
-    tags = _names(args.tags, "--tags")
+    results, planned, folder = start_results(args)
+    chosen = names(args.seats, "--seats") or results.suite.get("seats")
+    seats = _seats(client, chosen, planned)
+    results.suite["seats"] = chosen
+    results.save(folder)
+    suite = Suite(client, results, {p.name: p for p in planned}, folder, chosen, seats)
+    suite.run()
+    return finish(results, folder, args)
+
+
+def start_results(args: argparse.Namespace) -> tuple[Results, list[Planned], Path]:
+    """The suite asked for (or the one ``--resume DIR`` names), its specs checked, and its output folder made."""
+    tags = names(args.tags, "--tags")
     if args.resume:
         if (args.paths or tags or args.repeat is not None or args.out or args.model or args.from_osworld
                 or args.max_cost is not None):
@@ -67,19 +79,22 @@ def eval_suite(client: Client, args: argparse.Namespace) -> int:
         except FileExistsError:
             raise ConfigError(f"--out {str(folder)!r} already exists; give a new folder (or --resume it)",
                               key="out", value=str(folder)) from None
-        results = Results({"paths": list(args.paths), "specs": [p.name for p in planned],
-                           "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
-                           "model": args.model, "osworld": args.from_osworld,
-                           "max_cost": None if args.max_cost is None else
-                           format_amount(SuiteBudget(args.max_cost).cap),
-                           "seats": None, "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-    chosen = _names(args.seats, "--seats") or results.suite.get("seats")
-    seats = _seats(client, chosen, planned)
-    results.suite["seats"] = chosen
+        results = new_results(args, planned, tags, repeat)
     (folder / "reports").mkdir(exist_ok=True)
-    results.save(folder)
-    suite = Suite(client, results, {p.name: p for p in planned}, folder, chosen, seats)
-    suite.run()
+    return results, planned, folder
+
+
+def new_results(args: argparse.Namespace, planned: list[Planned], tags: list[str], repeat: int) -> Results:
+    """A new suite's results: how it was asked for, no attempt yet."""
+    return Results({"paths": list(args.paths), "specs": [p.name for p in planned],
+                    "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
+                    "model": args.model, "osworld": args.from_osworld,
+                    "max_cost": None if args.max_cost is None else format_amount(SuiteBudget(args.max_cost).cap),
+                    "seats": None, "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+
+def finish(results: Results, folder: Path, args: argparse.Namespace) -> int:
+    """JUnit (``--junit``), the index, the table (or ``--json``); the exit status: 0 when every spec-run passed."""
     if args.junit:
         write_junit(results, Path(args.junit))
     write_index(results, folder)
@@ -94,7 +109,7 @@ def eval_suite(client: Client, args: argparse.Namespace) -> int:
     return 0 if all(r.last.judged and r.last.passed for r in runs) else 1
 
 
-def _names(text: str | None, option: str) -> list[str]:
+def names(text: str | None, option: str) -> list[str]:
     names = [n.strip() for n in (text or "").split(",") if n.strip()]
     if text is not None and not names:
         raise ConfigError(f"{option} needs one name or more, comma-separated, got {text!r}", key=option)

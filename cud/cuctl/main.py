@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key", metavar="KEY", help="an idempotency key (1-160 of A-Z a-z 0-9 . _ : @ / # + -): if a "
                    "task has it already, nothing is queued and that task is the answer")
     p.add_argument("--wait", action="store_true", help="block until the task ends; print its final message")
+    p.add_argument("--fleet", metavar="HOST:PORT", help="run the spec on the Ray fleet whose head is there, as a "
+                   "suite of one (docs/fleet-reference.md; needs cud[fleet])")
     p = add("eval", "eval:eval_suite", "run a suite of task specs, repeated, and write its results (docs/suites.md)")
     p.add_argument("paths", nargs="*", metavar="PATH", help="spec files, or folders of them (*.toml, *.json)")
     p.add_argument("--repeat", type=int, metavar="N", help="run each spec N times (default 1)")
@@ -106,6 +108,29 @@ def build_parser() -> argparse.ArgumentParser:
                    "currency: shared out as each task's max_cost; what is left unrun when it is spent "
                    "(docs/budgets.md)")
     p.add_argument("--resume", metavar="DIR", help="go on with the suite in DIR: run only what is not yet judged")
+    p.add_argument("--fleet", metavar="HOST:PORT", help="run the suite over the Ray fleet whose head is there "
+                   "(docs/fleet-reference.md; needs cud[fleet])")
+    p.add_argument("--detach", action="store_true", help="with --fleet: run the suite as a Ray job on the head and "
+                   "print its JOB id (cuctl fleet status|results JOB)")
+    fleet = add("fleet", "fleet:status", "a Ray fleet's suites and approvals (docs/fleet-reference.md)")
+    verbs = fleet.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
+
+    def verb(name: str, func: str, help: str) -> argparse.ArgumentParser:
+        v = verbs.add_parser(name, help=help, parents=[common(False)])
+        v.set_defaults(func=func)
+        v.add_argument("--fleet", metavar="HOST:PORT", required=True, help="the fleet's head (Ray's GCS address)")
+        return v
+
+    verb("status", "fleet:status", "how a detached suite stands").add_argument("job", metavar="JOB")
+    v = verb("results", "fleet:results", "a detached suite's results.json, reports, table, index (and JUnit)")
+    v.add_argument("job", metavar="JOB")
+    v.add_argument("--out", metavar="DIR", help="the folder to write them in (default: JOB)")
+    v.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
+    verb("approvals", "fleet:approvals", "what waits for approval on every node")
+    verb("approve", "fleet:approve", "approve NODE:ID").add_argument("id", metavar="NODE:ID")
+    v = verb("deny", "fleet:deny", "deny NODE:ID")
+    v.add_argument("id", metavar="NODE:ID")
+    v.add_argument("--reason", metavar="TEXT")
     p = add("list", "tasks:list_tasks", "list tasks")
     p.add_argument("--key", metavar="KEY", help="only the task submitted with this idempotency key")
     p.add_argument("--key-prefix", metavar="PREFIX", help="only the tasks whose idempotency key starts with PREFIX")
@@ -199,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "dial-stdio":
             return dial_stdio.run(args.host, args.socket)
+        if args.command == "fleet" or getattr(args, "fleet", None):  # a Ray cluster, not one daemon
+            from cud.cuctl import fleet
+
+            run = {"eval": fleet.eval_fleet, "submit": fleet.submit_fleet}.get(args.command) or _command(args.func)
+            return int(run(args))  # type: ignore[call-arg]
         with Client(dialer_for(args.host, args.socket)) as client:
             return int(_command(args.func)(client, args))
     except CudError as exc:

@@ -170,12 +170,20 @@ class Results:
         # (a file from before keys gets one now: only its later submissions are protected).
         self.suite.setdefault("run", secrets.token_hex(6))
 
-    def key_of(self, attempt: Attempt) -> str:
-        """The idempotency key of ``attempt``'s submission: ``eval:RUN/SPEC-INDEX/REPEAT/aATTEMPT``.
+    def key_prefix(self) -> str:
+        """What every key of this suite's tasks starts with (``cuctl list --key-prefix``)."""
+        return f"eval:{self.suite['run']}/"
+
+    def spec_run_key(self, spec: str, repeat: int) -> str:
+        """``eval:RUN/SPEC-INDEX/REPEAT``: a spec-run's keys without the attempt (a fleet's registry numbers those).
 
         The spec's index, not its name: a file name may hold characters a key may not.
         """
-        return f"eval:{self.suite['run']}/{self.suite['specs'].index(attempt.spec)}/{attempt.repeat}/a{attempt.attempt}"
+        return f"{self.key_prefix()}{self.suite['specs'].index(spec)}/{repeat}"
+
+    def key_of(self, attempt: Attempt) -> str:
+        """The idempotency key of ``attempt``'s submission: ``eval:RUN/SPEC-INDEX/REPEAT/aATTEMPT``."""
+        return f"{self.spec_run_key(attempt.spec, attempt.repeat)}/a{attempt.attempt}"
 
     def spec_runs(self) -> list[SpecRun]:
         """Every spec-run of the suite, in the suite's order, each with its attempts (none yet: one pending)."""
