@@ -158,7 +158,7 @@ def test_cluster_yaml_stays_on_a_private_network_with_the_dashboard_on_loopback(
     commands = "\n".join(str(c) for key, value in cluster.items() if key.endswith("_commands") for c in value)
     assert "0.0.0.0" not in commands
     (start,) = [c for c in cluster["head_start_ray_commands"] if " start " in c]
-    assert "--head" in start and "--dashboard-host=127.0.0.1" in start.split()
+    assert {"--head", "--dashboard-host=127.0.0.1", "--disable-usage-stats"} <= set(start.split())
 
 
 def test_cluster_yaml_installs_cud_with_the_fleet_extra_and_joins_workers_through_the_unit(
