@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from tests.support.daemon import ROOT
+from tests.support.units import SYSTEMD, unit_settings
 
 FLEET = ROOT / "examples" / "fleet"
 CRD = ROOT / "tests" / "data" / "kuberay" / "ray.io_rayclusters.yaml.gz"
@@ -159,6 +160,15 @@ def test_cluster_yaml_stays_on_a_private_network_with_the_dashboard_on_loopback(
     assert "0.0.0.0" not in commands
     (start,) = [c for c in cluster["head_start_ray_commands"] if " start " in c]
     assert {"--head", "--dashboard-host=127.0.0.1", "--disable-usage-stats"} <= set(start.split())
+    # Ray's token authentication: the head starts with it, its shells' drivers use it, and every VM
+    # gets the one token; a worker's as the credential cud-fleet.service loads.
+    assert start.startswith("export RAY_AUTH_MODE=token;")
+    assert any("export RAY_AUTH_MODE=token" in c for c in cluster["head_setup_commands"])
+    assert cluster["file_mounts"]["~/.ray/auth_token"] == "~/.ray/auth_token"
+    credential = next(c for c in unit_settings(SYSTEMD / "cud-fleet.service")["LoadCredential"]
+                      if c.startswith("ray-auth-token:"))
+    assert f"sudo install -m 0600 -o root -g root ~/.ray/auth_token {credential.partition(':')[2]}" in cluster[
+        "worker_setup_commands"]
 
 
 def test_cluster_yaml_installs_cud_with_the_fleet_extra_and_joins_workers_through_the_unit(
@@ -248,6 +258,7 @@ def test_raycluster_workers_run_displays_a_daemon_and_the_fleet_node(kube: dict[
 
 
 def test_raycluster_keeps_rays_ports_inside_the_cluster(kube: dict[str, dict[str, Any]]) -> None:
+    assert kube["RayCluster"]["spec"]["authOptions"] == {"mode": "token"}
     head = kube["RayCluster"]["spec"]["headGroupSpec"]
     assert head["serviceType"] == "ClusterIP"
     assert head["rayStartParams"]["dashboard-host"] == "127.0.0.1"

@@ -81,6 +81,10 @@ def test_the_fleet_unit_is_sandboxed_like_cud_service_but_for_what_ray_needs() -
     allowed = fleet["IPAddressAllow"][0].split()
     assert "localhost" in allowed and "0.0.0.0/0" not in allowed and "::/0" not in allowed
     assert unit_env(fleet)["RAY_USAGE_STATS_ENABLED"] == "0"
+    # Ray's token authentication, the token only as a credential (its path in the environment, never it).
+    assert unit_env(fleet)["RAY_AUTH_MODE"] == "token" and "RAY_AUTH_TOKEN" not in unit_env(fleet)
+    assert "ray-auth-token:/etc/cud/ray-auth-token" in fleet["LoadCredential"]
+    assert unit_env(fleet)["RAY_AUTH_TOKEN_PATH"] == "%d/ray-auth-token"
     assert "PrivateUsers" not in fleet and "PrivateNetwork" not in fleet  # SO_PEERCRED; the pool is on the network
 
 
