@@ -341,6 +341,16 @@ def test_install_with_destdir_writes_only_there_and_names_final_paths(tmp_path: 
     assert (dest / "usr/local/share/doc/cud/docs/console-example.png").is_file()  # README's picture
 
 
+def test_install_refuses_extras_that_are_not_a_list_of_names(tmp_path: Path) -> None:
+    # EXTRAS becomes part of pip's requirement ("SRC[fleet]"): anything but names and commas is refused
+    # before anything is written, naming the value.
+    for bad in ("fleet]; rm -rf x", "fleet test", "../x"):
+        result = subprocess.run([str(SYSTEMD / "install.sh"), str(tmp_path / "dest"), "/usr/local"],
+                                env={**os.environ, "EXTRAS": bad}, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2 and f"got '{bad}'" in result.stderr, result
+        assert not (tmp_path / "dest").exists()
+
+
 def test_install_keeps_an_existing_config(tmp_path: Path) -> None:
     dest = tmp_path / "dest"
     (dest / "etc/cud").mkdir(parents=True)
