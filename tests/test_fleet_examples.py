@@ -255,6 +255,10 @@ def test_raycluster_workers_run_displays_a_daemon_and_the_fleet_node(kube: dict[
     for name, container in containers.items():
         if name.startswith("xvfb-"):
             assert "-auth" in container["command"] and "tcp" in container["command"]  # -nolisten tcp
+    # Kubernetes expands $(NAME) in a command and its args ($$ escapes a $): the only one meant is KubeRay's.
+    for container in pod["spec"]["containers"] + pod["spec"]["initContainers"]:
+        words = " ".join(container.get("command", []) + container.get("args", []))
+        assert set(re.findall(r"(?<!\$)\$\(([A-Za-z_]\w*)\)", words)) <= {"RAY_ADDRESS"}, container["name"]
 
 
 def test_raycluster_keeps_rays_ports_inside_the_cluster(kube: dict[str, dict[str, Any]]) -> None:
