@@ -305,6 +305,21 @@ def test_systemd_analyze_verify_accepts_cud_with_the_documented_three_seat_drop_
 
 
 @needs_analyze
+def test_systemd_analyze_verify_accepts_the_fleet_workers_drop_in_and_the_fleet_unit_beside_it(
+    prefix_install: Path, tmp_path: Path
+) -> None:
+    # examples/fleet/cluster.yaml installs seats.conf as cud.service's drop-in on every worker.
+    units = tmp_path / "units"
+    shutil.copytree(prefix_install / "lib/systemd/system", units)
+    (units / "cud.service.d").mkdir()
+    shutil.copy(ROOT / "examples" / "fleet" / "seats.conf", units / "cud.service.d" / "seats.conf")
+    for unit in ("cud.service", "cud-fleet.service"):
+        result = analyze_verify(units / unit)
+        assert result.returncode == 0 and not result.stderr.strip() and not result.stdout.strip(), (
+            f"{unit}: rc {result.returncode}\n{result.stdout}\n{result.stderr}")
+
+
+@needs_analyze
 def test_systemd_analyze_verify_catches_a_missing_binary(prefix_install: Path, tmp_path: Path) -> None:
     # The check above must be able to fail: the same unit naming a binary that is not there.
     broken = tmp_path / "cud.service"
