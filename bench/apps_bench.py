@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tests.support.apps import app_class
 from tests.support.apps.base import App
+from tests.support.control import DRAG_DWELL_SECONDS, DRAG_HOVERS, DRAG_MOVES
 from tests.support.desktop import start_desktop
 
 from .stats import table, typing_rate
@@ -29,7 +30,7 @@ APPS = ("chromium", "gtk")
 KINDS = (("x11", "X11 driver"), ("x11vnc", "VNC driver, x11vnc"), ("xvnc", "VNC driver, Xvnc"),
          ("xdotool", "xdotool type --delay 12"))
 #: How the xdotool anchor drags (tests/support/control.py), for the drag rows.
-XDOTOOL_DRAG = "xdotool, 20 moves + 0.5 s"
+XDOTOOL_DRAG = f"xdotool, {DRAG_MOVES} moves, {DRAG_HOVERS} hovers + {DRAG_DWELL_SECONDS} s"
 DRAGS = 8
 ASCII_TEXT = ("The quick brown fox jumps over the lazy dog 0123456789 ~!@#$%^&*()_+{}|:<>? " * 4)[:300]
 # At most 18 distinct characters a VNC server must borrow keycodes for (see cud.drivers.vnc).

@@ -15,16 +15,12 @@ after changing the console's look::
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from bench.demo_desktop import DemoDesktop, demo_desktop, seat_config, spec_fields
-from cud.scripted import ScriptedModel
+from bench.demo_desktop import DemoRun, make_picture
 from tests.support.browser import Browser
 from tests.support.console import Console
-from tests.support.daemon import ROOT, Daemon
 
 __all__ = ()
 
@@ -32,27 +28,17 @@ WIDTH, HEIGHT = 1280, 1500
 
 
 def main(argv: list[str]) -> int:
-    target = Path(argv[0]) if argv else ROOT / "docs" / "console-example.png"
-    work = Path(tempfile.mkdtemp(prefix="cud-example-", dir="/tmp"))
-    try:
-        with demo_desktop(work) as demo:
-            return _picture(demo, work, target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    return make_picture(argv, "console-example.png", _picture, approval_policy="actions")
 
 
-def _picture(demo: DemoDesktop, work: Path, target: Path) -> int:
-    model = ScriptedModel("demo")
-    daemon = Daemon(demo.display, model.start(), approval="actions", config=seat_config(demo), seats={})
+def _picture(run: DemoRun, target: Path) -> None:
+    approval, task_id = run.approval, run.task_id
+    assert approval["targets"][0]["element"]["name"] == "Line to send", approval  # the console names it
     console: Console | None = None
     browser: Browser | None = None
     try:
-        daemon.start()
-        task_id = daemon.call("submit", **spec_fields(work))["id"]
-        approval = daemon.wait_approval(task_id)
-        assert approval["targets"][0]["element"]["name"] == "Line to send", approval  # the console names it
-        console = Console(daemon.socket, work)
-        browser = Browser(work)
+        console = Console(run.daemon.socket, run.work)
+        browser = Browser(run.work)
         watched = browser.open(console.url, width=WIDTH, height=HEIGHT)
         page = watched.page
         page.locator(f'article.approval[data-id="{approval["id"]}"]').wait_for()
@@ -68,14 +54,11 @@ def _picture(demo: DemoDesktop, work: Path, target: Path) -> int:
         problems = watched.report.problems() + watched.report.foreign(console.origin)
         assert not problems, problems
         print(f"{target}: the console at {WIDTH} px wide during approval {approval['id']} of task {task_id}")
-        return 0
     finally:
         if browser is not None:
             browser.close()
         if console is not None:
             console.stop()
-        daemon.cleanup()
-        model.stop()
 
 
 if __name__ == "__main__":

@@ -1,30 +1,36 @@
-"""The desktop both example pictures are made on, and the task spec they run on it.
+"""The desktop both example pictures are made on, the task spec they run on it, and the run itself.
 
 A private Xvfb with openbox, a session bus with at-spi2-core's accessibility bus under it,
 and the sandbox's GTK demo app on that bus, so that what the model's actions touch has a
 name ("Line to send", a text field in "cud demo") in approvals, events and the report.
-Everything is stopped by pid on the way out.
+``make_picture`` is both pictures' ``main``: a private temp folder, that desktop, the daemon
+recording video with the scripted model playing ``demo``, and the demo submitted up to its
+first approval; the picture's own function takes it from there. Everything is stopped by pid
+and removed on the way out.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cud.scripted import ScriptedModel
 from cud.spec.load import load_spec
 from cud.spec.wire import submit_fields
 from tests.support.a11y import A11yBus, a11y_env, start_a11y_bus
 from tests.support.apps.reporting import SYSTEM_PYTHON
-from tests.support.daemon import ROOT
+from tests.support.daemon import ROOT, Daemon
 from tests.support.desktop import Desktop, start_desktop
 from tests.support.recorder import wait_until
 from tests.support.xserver import stop_process
 
-__all__ = ("DemoDesktop", "demo_desktop", "seat_config", "spec_fields")
+__all__ = ("DemoDesktop", "DemoRun", "demo_desktop", "make_picture", "seat_config", "spec_fields")
 
 GREETING = "Hello from cud — ✓ ü €"  # what the bundled ``demo`` scenario types
 
@@ -93,3 +99,40 @@ def demo_desktop(work: Path) -> Iterator[DemoDesktop]:
             if app is not None:
                 stop_process(app)
             bus.stop()
+
+
+@dataclass
+class DemoRun:
+    """The demo submitted as a task on ``daemon``, its first approval (``approval``) pending."""
+
+    demo: DemoDesktop
+    work: Path
+    daemon: Daemon
+    task_id: int
+    approval: dict[str, Any]
+
+
+def make_picture(argv: list[str], default: str, picture: Callable[[DemoRun, Path], None], *,
+                 approval_policy: str | None = None, model_seconds: float = 0.0) -> int:
+    """Run the demo up to its first approval and hand it to ``picture`` with the PNG's path.
+
+    The path is ``argv[0]`` or ``docs/<default>``. ``approval_policy`` is the daemon's
+    ``--approval`` (its default if None); ``model_seconds`` is the scripted model's think
+    before each answer.
+    """
+    target = Path(argv[0]) if argv else ROOT / "docs" / default
+    work = Path(tempfile.mkdtemp(prefix="cud-example-", dir="/tmp"))
+    try:
+        with demo_desktop(work) as demo:
+            model = ScriptedModel("demo", latency=model_seconds)
+            daemon = Daemon(demo.display, model.start(), approval=approval_policy, config=seat_config(demo), seats={})
+            try:
+                daemon.start()
+                task_id = daemon.call("submit", **spec_fields(work))["id"]
+                picture(DemoRun(demo, work, daemon, task_id, daemon.wait_approval(task_id)), target)
+                return 0
+            finally:
+                daemon.cleanup()
+                model.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

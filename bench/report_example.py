@@ -15,17 +15,14 @@ changing the report's look::
 from __future__ import annotations
 
 import io
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from PIL import Image
 
-from bench.demo_desktop import DemoDesktop, demo_desktop, seat_config, spec_fields
-from cud.scripted import ScriptedModel
+from bench.demo_desktop import DemoRun, make_picture
 from tests.support.browser import Browser
-from tests.support.daemon import ROOT, Daemon, cuctl
+from tests.support.daemon import cuctl
 
 __all__ = ()
 
@@ -54,52 +51,37 @@ LAST_FRAME = """(async () => {
 
 
 def main(argv: list[str]) -> int:
-    target = Path(argv[0]) if argv else ROOT / "docs" / "report-example.png"
-    work = Path(tempfile.mkdtemp(prefix="cud-example-", dir="/tmp"))
-    try:
-        with demo_desktop(work) as demo:
-            return _picture(demo, work, target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    return make_picture(argv, "report-example.png", _picture, model_seconds=MODEL_SECONDS)
 
 
-def _picture(demo: DemoDesktop, work: Path, target: Path) -> int:
-    model = ScriptedModel("demo", latency=MODEL_SECONDS)
-    daemon = Daemon(demo.display, model.start(), config=seat_config(demo), seats={})
+def _picture(run: DemoRun, target: Path) -> None:
+    daemon, task_id, work = run.daemon, run.task_id, run.work
+    assert cuctl(daemon.socket, "approve", str(run.approval["id"])).returncode == 0
+    task = daemon.wait_state(task_id, "succeeded", "failed")
+    assert task["state"] == "succeeded", task
+    assert task["verdict"]["verdict"] == "passed", task["verdict"]
+    page = work / "report.html"
+    made = cuctl(daemon.socket, "report", str(task_id), "-o", str(page))
+    assert made.returncode == 0, made.stderr
+    browser = Browser(work)
     try:
-        daemon.start()
-        task_id = daemon.call("submit", **spec_fields(work))["id"]
-        approval = daemon.wait_approval(task_id)
-        assert cuctl(daemon.socket, "approve", str(approval["id"])).returncode == 0
-        task = daemon.wait_state(task_id, "succeeded", "failed")
-        assert task["state"] == "succeeded", task
-        assert task["verdict"]["verdict"] == "passed", task["verdict"]
-        page = work / "report.html"
-        made = cuctl(daemon.socket, "report", str(task_id), "-o", str(page))
-        assert made.returncode == 0, made.stderr
-        browser = Browser(work)
+        # Tall enough at first that the player (at most 80% of the window's height) is full width.
+        watched = browser.open(page.as_uri(), width=WIDTH, height=1600)
         try:
-            # Tall enough at first that the player (at most 80% of the window's height) is full width.
-            watched = browser.open(page.as_uri(), width=WIDTH, height=1600)
-            try:
-                seen = watched.page.evaluate(LAST_FRAME)
-                watched.page.evaluate("window.scrollTo(0, 0)")
-                shot = watched.page.screenshot(clip={"x": 0, "y": 0, "width": WIDTH, "height": seen["bottom"] + 16},
-                                               full_page=True)
-                problems = watched.report.problems()
-            finally:
-                watched.close()
+            seen = watched.page.evaluate(LAST_FRAME)
+            watched.page.evaluate("window.scrollTo(0, 0)")
+            shot = watched.page.screenshot(clip={"x": 0, "y": 0, "width": WIDTH, "height": seen["bottom"] + 16},
+                                           full_page=True)
+            problems = watched.report.problems()
         finally:
-            browser.close()
-        assert not problems, problems
-        image = Image.open(io.BytesIO(shot)).convert("RGB")
-        image.save(target, optimize=True)
-        print(f"{target}: {image.size[0]}x{image.size[1]}, report of task {task_id} ({seen['images']} screenshots, "
-              f"a video of {seen['duration']:.1f} s)")
-        return 0
+            watched.close()
     finally:
-        daemon.cleanup()
-        model.stop()
+        browser.close()
+    assert not problems, problems
+    image = Image.open(io.BytesIO(shot)).convert("RGB")
+    image.save(target, optimize=True)
+    print(f"{target}: {image.size[0]}x{image.size[1]}, report of task {task_id} ({seen['images']} screenshots, "
+          f"a video of {seen['duration']:.1f} s)")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ import pytest
 from PIL import Image
 
 from cud.drivers.x11 import X11Driver
+from cud.spec.load import load_spec
+from cud.spec.wire import submit_fields
 from tests.support.browser import CHROMIUM, Browser, Watched
 from tests.support.console import Console
 from tests.support.daemon import Daemon, cuctl, scenario
@@ -454,3 +456,28 @@ def test_every_seat_is_shown_and_the_console_stops_cleanly_under_an_open_page(st
         watched.close()
     finally:
         small.stop()
+
+
+def test_a_judged_task_shows_its_verdict_and_checks_on_the_page(start_daemon, open_console, browser: Browser,
+                                                                 tmp_path: Path) -> None:
+    daemon = start_daemon(scenario({"message": "done"}))
+    spec = tmp_path / "judged.toml"
+    spec.write_text('prompt = "say done"\nreset = false\n'
+                    '[[checks]]\nname = "said done"\nanswer = "done"\n'
+                    '[[checks]]\nname = "said <nope>"\nanswer = "re:^nope$"\n')
+    task_id = daemon.call("submit", **submit_fields(*load_spec(spec)))["id"]
+    daemon.wait_state(task_id, "succeeded")
+    console = open_console(daemon)
+    watched = _open(browser, console)
+    row = watched.page.locator(f'#tasks tr[data-id="{task_id}"]')
+    row.locator(".verdict.failed").wait_for()
+    assert row.locator(".verdict").inner_text() == "failed 0.50"
+    row.click()
+    watched.page.wait_for_selector("#task-verdict:not([hidden])")
+    line = watched.page.locator("#task-verdict-line").inner_text()
+    assert line.startswith("Verdict: failed, score 0.50: 1 of 2 checks passed"), line
+    checks = watched.page.locator("#task-checks li").all_inner_texts()
+    assert len(checks) == 2 and checks[0].startswith("✓ said done (answer)"), checks
+    assert checks[1].startswith("✗ said <nope> (answer)"), checks  # model-free text, shown as text
+    _clean(watched, console)
+    watched.close()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import tempfile
 from pathlib import Path
 
+import pytest
+
+from daemon.server.systemd_notify import Notifier
 from tests.support.daemon import Daemon, scenario
 from tests.support.recorder import Recorder, wait_until
 
@@ -78,4 +82,16 @@ def test_ready_watchdog_while_a_task_runs_and_stopping(start_daemon) -> None:
     finally:
         listener.close()
         address.unlink(missing_ok=True)
+        folder.rmdir()
+
+
+def test_a_notify_socket_that_is_gone_is_logged_under_the_module_s_name(caplog: pytest.LogCaptureFixture) -> None:
+    """systemd restarting (nothing bound at NOTIFY_SOCKET) is a warning from cud.systemd_notify, not an error."""
+    folder = Path(tempfile.mkdtemp(prefix="cud-n-", dir="/tmp"))
+    try:
+        caplog.set_level(logging.WARNING, logger="cud.systemd_notify")
+        Notifier({"NOTIFY_SOCKET": str(folder / "gone")}).ready("serving")
+        assert [(r.name, r.getMessage().split(":")[0]) for r in caplog.records] == [
+            ("cud.systemd_notify", "sd_notify READY failed")]
+    finally:
         folder.rmdir()

@@ -15,6 +15,8 @@ import base64
 import os
 import pwd
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +32,8 @@ from cud.cuctl.client import Client
 from cud.errors import CudError
 from cud.daemon.session.sweep import session_pids
 from cud.daemon.session.user import SeatUser
+from cud.spec.load import load_spec
+from cud.spec.wire import submit_fields
 from tests.support.daemon import cuctl, json_out
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers, tree_hash
@@ -256,5 +260,38 @@ def test_a_failed_reset_makes_the_seat_unavailable_until_a_reset_succeeds(seat: 
     finally:
         os.chown(seat.home, seat.user.uid, seat.user.gid)
     # The health checks try the reset again; the seat takes work when one succeeds.
+    wait_until(lambda: json_out(cuctl(sock, "--json", "seats"))[0]["state"] == "idle", 60, "the seat to be clean")
+    assert_clean(seat, tree_hash(seat.sentinel))
+
+
+
+def test_a_cancel_during_a_reset_that_fails_ends_the_task_cancelled(seat: SessionSeat, tmp_path: Path) -> None:
+    """Back in the queue, the cancel would be forgotten and the task would run on the next clean seat."""
+    sock = seat.daemon.socket
+    spec = tmp_path / "spec.toml"
+    spec.write_text('prompt = "never reaches the model"\nreset = true\n')
+    # A file system mounted in the home: the reset empties it (slowly: many files), then cannot
+    # remove the mount point, and fails.
+    mount = seat.home / "mounted"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,nr_inodes=200k", "cud-test", str(mount)], check=True)
+    try:
+        for i in range(100):
+            folder = mount / f"d{i}"
+            folder.mkdir()
+            for j in range(600):
+                (folder / f"f{j}").touch()
+        with Client(sock, timeout=60) as client:
+            task = client.call("submit", **submit_fields(*load_spec(spec)))["id"]
+            while client.call("show", id=task)["state"] == "queued":
+                pass
+            client.call("cancel", id=task)
+            wait_until(lambda: client.call("show", id=task)["state"] not in ("queued", "running"), 60,
+                       "the reset to fail")
+            view = client.call("show", id=task)
+        assert view["state"] == "cancelled", view
+        assert "cancelled by" in (view["reason"] or ""), view
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
     wait_until(lambda: json_out(cuctl(sock, "--json", "seats"))[0]["state"] == "idle", 60, "the seat to be clean")
     assert_clean(seat, tree_hash(seat.sentinel))

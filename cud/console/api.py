@@ -32,6 +32,7 @@ from cud.record.html import MEDIA_TYPES
 from cud.record.html import render
 from cud.record.model import describe_action
 from cud.record.overlay import svg_overlay
+from cud.record.verdict import check_line, verdict_line
 from cud.record.video import VIDEO_TYPES, event_moment
 
 __all__ = ("IMAGES", "LINK", "VIDEOS", "WATCH", "routes")
@@ -153,8 +154,16 @@ async def state(request: web.Request) -> web.Response:
                                             strict=False)]} for a in out["approvals"]]
     tasks = sorted(out["tasks"], key=lambda t: t["id"], reverse=True)
     watch.track(tasks)
-    out["tasks"] = [{**t, "doing": watch.now.get(t["id"])} for t in tasks[:MAX_TASKS]]
+    out["tasks"] = [{**t, "doing": watch.now.get(t["id"]), **_verdict_words(t)} for t in tasks[:MAX_TASKS]]
     return _json(out)
+
+
+def _verdict_words(task: dict[str, Any]) -> dict[str, Any]:
+    """A judged task's verdict and checks in the words of ``cuctl show`` (the page words none itself)."""
+    verdict = task.get("verdict")
+    if not verdict:
+        return {"verdict_words": None, "check_words": []}
+    return {"verdict_words": verdict_line(verdict), "check_words": [check_line(c) for c in verdict.get("checks", [])]}
 
 
 @routes.get("/api/seats/{seat}/screen.png")

@@ -27,7 +27,7 @@ def cut(text: str, width: int) -> str:
     """``text`` in at most ``width`` characters: whole if it fits, else cut after a whole word, with "…".
 
     The one shortening of text for people (cuctl's columns and lines, the phrases of
-    :mod:`cud.targets` and :mod:`cud.record.model`, the report); whitespace is kept as it is.
+    :mod:`cud.target_phrases` and :mod:`cud.record.model`, the report); whitespace is kept as it is.
     """
     if len(text) <= width:
         return text

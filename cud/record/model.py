@@ -17,7 +17,7 @@ from typing import Any
 
 from cud.cuctl.output import cut
 from cud.protocol import USAGE_KEYS
-from cud.targets import target_phrase
+from cud.target_phrases import target_phrase
 
 #: Actions whose phrase ends "at (x, y)": what they touch goes before it.
 _AT_POINT = {"click", "double_click", "move", "scroll"}

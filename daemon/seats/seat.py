@@ -147,14 +147,17 @@ class Seat:
         return text.replace(self._api_key, "[redacted]") if self._api_key else text
 
     # -- health ------------------------------------------------------------------------------
-    async def prepare(self, task: TaskView) -> bool:
-        """Return the session to a clean state before ``task`` (docs/sessions.md); False if that failed.
+    async def prepare(self, run: TaskRun) -> bool:
+        """Return the session to a clean state before ``run``'s task (docs/sessions.md); False if that failed.
 
         A reset that fails leaves the seat ``unavailable`` with the reason (every health
-        check tries the reset again) and puts ``task`` back in the queue: a pinned task
+        check tries the reset again) and puts the task back in the queue: a pinned task
         waits for the seat, another goes to a free seat. It never runs on a dirty seat.
+        A task cancelled while the reset ran ends cancelled instead: back in the queue,
+        the cancel would be forgotten and the task would run later.
         A seat without a session has nothing to reset.
         """
+        task = run.task
         if self.session is None:
             return True
         problem = await self._reset()
@@ -163,7 +166,10 @@ class Seat:
             assert report is not None
             self.store.add_event(task["id"], "reset", {"seat": self.name, **dataclasses.asdict(report)})
             return True
-        self.store.requeue(task["id"], self.name, problem)
+        if run.is_cancelled() and not run.stopping:
+            run.end(run.ending("failed"))  # a cancel decides: the task ends cancelled, with its reason
+        else:
+            self.store.requeue(task["id"], self.name, problem)
         return False
 
     async def _reset(self) -> str | None:
@@ -301,7 +307,7 @@ class Seat:
         recorder = None
         try:
             # A spec's task starts on a clean session; a reset that fails puts it back in the queue.
-            if task["spec"] is not None and task["spec"]["reset"] and not await self.prepare(task):
+            if task["spec"] is not None and task["spec"]["reset"] and not await self.prepare(run):
                 return
             recorder = recorder_for(self, task)
             if recorder is not None and await recorder.start():

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 __all__ = ()
 
-log = logging.getLogger("cud.notify")
+log = logging.getLogger("cud.systemd_notify")  # not "cud.notify": that reads as the [[notify]] hooks
 
 
 class Notifier:

@@ -19,7 +19,7 @@ from cud.daemon.targets.lookup import TargetResolver
 from cud.errors import ApprovalError, PolicyDenied
 from cud.protocol import Target
 from cud.record.model import describe_action
-from cud.targets import identity, identity_phrase
+from cud.target_phrases import identity, identity_phrase
 
 __all__ = ("TargetGate",)
 

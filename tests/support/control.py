@@ -24,11 +24,25 @@ __all__ = ("Xdotool",)
 #: xdotool's own pause between the clicks of a double-click, in ms (a person's ~100 ms).
 DOUBLE_CLICK_DELAY_MS = 80
 TYPE_DELAY_MS = 12
-#: A drag as xdotool users script one (and as dropped every time in Chromium, GTK and Qt):
-#: the path in this many small moves, DRAG_MOVE_SECONDS apart, then a pause before the release.
+#: A drag as a careful xdotool user scripts one: the path in this many small moves,
+#: DRAG_MOVE_SECONDS apart; then, at the end point, DRAG_HOVERS times 1 pixel off it and back,
+#: each move DRAG_HOVER_SECONDS after the one before; then a pause before the release.
+#:
+#: Why the hover: an XDND source sends the target a position only when the pointer moves
+#: (Chromium also repeats the last one every 350 ms), and drops only if the target's answer to
+#: its last position accepted. Chromium answers a position with what the page said about the
+#: one before (the page's ``dragover`` runs asynchronously), and Blink fires only ``dragenter``
+#: at the position that enters an element, its ``dragover`` at the next one. A path whose last
+#: move is the first inside the drop zone therefore reaches the release with the answer "no":
+#: measured, CUD_TEST_DRAG_SEED=2863358408's 3-point drag entered the zone on its last move, got
+#: one repeated position 350 ms later, and Chromium cancelled the drop at the release (500 ms);
+#: 5 of 48 random drags failed so, each the same way, and none with the hover. More path moves
+#: only make such paths rarer (40 moves still failed on fresh seeds).
 DRAG_MOVES = 20
 DRAG_MOVE_SECONDS = 0.02
-DRAG_DWELL_SECONDS = 0.5
+DRAG_HOVERS = 3
+DRAG_HOVER_SECONDS = 0.08
+DRAG_DWELL_SECONDS = 0.2
 
 
 #: X's own keysym names (what xdotool reads back with XStringToKeysym): "Control_L", "F5", "a", "space".
@@ -56,6 +70,13 @@ def _small_moves(path: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
         moves += [(round(a[0] + (b[0] - a[0]) * i / count), round(a[1] + (b[1] - a[1]) * i / count))
                   for i in range(1, count + 1)]
     return moves
+
+
+def _hover(end: tuple[int, int]) -> list[tuple[int, int]]:
+    """The moves over ``end``: DRAG_HOVERS times 1 pixel left of it (right at the screen's left edge) and back."""
+    x, y = end
+    off = (x - 1, y) if x > 0 else (x + 1, y)
+    return [off, end] * DRAG_HOVERS
 
 
 class Xdotool:
@@ -95,6 +116,8 @@ class Xdotool:
             args = [*self._keys_down(keys), "mousemove", str(x0), str(y0), "mousedown", "1"]
             for x, y in _small_moves(step.path):
                 args += ["sleep", str(DRAG_MOVE_SECONDS), "mousemove", str(x), str(y)]
+            for x, y in _hover(step.path[-1]):
+                args += ["sleep", str(DRAG_HOVER_SECONDS), "mousemove", str(x), str(y)]
             self._run(*args, "sleep", str(DRAG_DWELL_SECONDS), "mouseup", "1", *self._keys_up(keys))
         elif isinstance(step, A.Scroll):
             args = [*self._keys_down(keys), "mousemove", str(step.x), str(step.y)]

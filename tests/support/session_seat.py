@@ -42,6 +42,11 @@ from gi.repository import Gio, GLib
 Gio.bus_own_name(Gio.BusType.SESSION, "org.cud.SessionTest", Gio.BusNameOwnerFlags.NONE, None, None, None)
 GLib.MainLoop().run()
 """
+#: The seat's session bus. It looks like the sandbox's (sandbox/buses.py) and differs on purpose:
+#: it names a service directory (these tests activate org.cud.SessionTest as the seat's user; the
+#: sandbox's bus must activate nothing) and lets root in (the tests' daemon). The sandbox's scripts
+#: are standard-library programs that import their neighbours as top-level modules, so sharing the
+#: text would tie the test support to their import path for a dozen lines of XML.
 _BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>

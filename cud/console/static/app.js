@@ -367,6 +367,8 @@ function drawTasks(tasks, error) {
       el("td", {}, el("span", { class: `state ${t.state}` }, t.state)),
       el("td", {}, t.seat || "*"),
       el("td", {}, `${t.steps}/${t.max_steps}`),
+      el("td", {}, t.verdict ? el("span", { class: `verdict ${t.verdict.verdict}`, title: t.verdict_words },
+        `${t.verdict.verdict} ${Number(t.verdict.score).toFixed(2)}`) : ""),
       el("td", { class: "prompt" }, t.prompt),
       el("td", {}, t.doing || ""));
     row.addEventListener("click", () => select(t.id));
@@ -456,6 +458,9 @@ function drawTask() {
   const section = $("#task");
   $("#task-title").textContent = task ? `Task ${task.id} · ${task.state} · seat ${task.seat || "*"}` : `Task ${selected}`;
   $("#task-prompt").textContent = task ? task.prompt : "";
+  $("#task-verdict").hidden = !(task && task.verdict_words);
+  $("#task-verdict-line").textContent = task && task.verdict_words ? `Verdict: ${task.verdict_words}` : "";
+  $("#task-checks").replaceChildren(...(task ? task.check_words : []).map((line) => el("li", {}, line)));
   const final = !task || ["succeeded", "failed", "cancelled", "interrupted"].includes(task.state);
   $('[data-do="pause"]', section).disabled = final || task.state === "paused" || task.state === "queued";
   $('[data-do="resume"]', section).disabled = !task || task.state !== "paused";

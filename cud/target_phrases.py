@@ -1,5 +1,7 @@
 """Say in words what an action touches: the phrase cuctl approvals, follow, the console and the report show.
 
+(Words only: finding what an action touches is the daemon's, in ``daemon/targets/``.)
+
 :func:`cud.record.model.describe_action` puts it into the action's own phrase:
 
 ``click "Delete account" (push button) in "Settings – Chromium" (chromium, pid 4121) at (530, 191)``
