@@ -73,7 +73,8 @@ def test_the_fleet_unit_is_sandboxed_like_cud_service_but_for_what_ray_needs() -
         else:
             assert fleet.get(key) == cud[key], f"cud-fleet.service {key}={fleet.get(key)}, cud.service {cud[key]}"
     assert fleet["SystemCallFilter"] == ["@system-service", "~@privileged"]
-    # Ray writes exactly its session directory in a private /tmp, and nothing else.
+    # Ray writes exactly its session directory in a private /tmp (the agent its pid file in RuntimeDirectory=),
+    # and nothing else.
     assert fleet["PrivateTmp"] == ["yes"] and fleet["ProtectSystem"] == ["strict"]
     assert not {"ReadWritePaths", "StateDirectory", "BindPaths", "BindReadOnlyPaths"} & set(fleet)
     # Ray's TCP, to private networks only; and it never reports its usage anywhere.
@@ -91,11 +92,16 @@ def test_the_fleet_unit_is_sandboxed_like_cud_service_but_for_what_ray_needs() -
 def test_the_fleet_unit_joins_after_cud_and_drains_on_stop_as_its_own_user() -> None:
     cud, fleet = unit_settings(SYSTEMD / "cud.service"), unit_settings(SYSTEMD / "cud-fleet.service")
     assert "cud.service" in fleet["Requires"] and "cud.service" in " ".join(fleet["After"]).split()
-    # The daemon's config (its [fleet] table) and the daemon's socket, as cud.service names them.
+    # The daemon's config (its [fleet] table) and the daemon's socket, as cud.service names them, through a
+    # link in the unit's own runtime directory: the agent writes its pid file beside the path it is given, and
+    # /run/cud is the daemon's (RuntimeDirectory= is the one place there this unit may write).
     run = cud["ExecStart"][0].split()
     config, socket = run[run.index("--config") + 1], run[run.index("--socket") + 1]
-    assert fleet["ExecStart"] == [f"/usr/local/bin/cud fleet join --config {config} --socket {socket}"]
-    assert fleet["ExecStop"] == [f"/usr/local/bin/cud fleet leave --socket {socket}"]
+    assert fleet["RuntimeDirectory"] == ["cud-fleet"] and fleet["RuntimeDirectoryMode"] == ["0700"]
+    link = "/run/cud-fleet/" + socket.rsplit("/", 1)[1]
+    assert fleet["ExecStartPre"] == [f"/bin/ln -sfn {socket} {link}"]
+    assert fleet["ExecStart"] == [f"/usr/local/bin/cud fleet join --config {config} --socket {link}"]
+    assert fleet["ExecStop"] == [f"/usr/local/bin/cud fleet leave --socket {link}"]
     assert fleet["Restart"] == ["on-failure"] and fleet["WantedBy"] == ["multi-user.target"]
     # Not the daemon's own user (who may do everything): a user of its own, in group cud to reach /run/cud.
     assert fleet["User"] == ["cud-fleet"] and fleet["Group"] == ["cud-fleet"] and fleet["SupplementaryGroups"] == ["cud"]
