@@ -8,7 +8,7 @@ DESTDIR ?=
 .PHONY: help setup test bench report-example console-example sandbox-up sandbox-down sandbox-status demo install clean
 
 help:
-	@echo "make setup          create $(VENV) and install cud with its test extra"
+	@echo "make setup          create $(VENV) and install cud with its test and fleet extras"
 	@echo "make test           run the whole test suite (starts its own Xvfb/VNC servers)"
 	@echo "make bench          measure cud against scrot, xdotool, Pillow and vncdotool"
 	@echo "make report-example remake docs/report-example.png from a real run of the demo task"
@@ -22,7 +22,7 @@ help:
 $(PY): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,fleet]'
 	@touch $(PY)
 
 setup: $(PY)

@@ -70,10 +70,15 @@ class DemoDesktop:
         return self.desktop.display
 
 
+#: Prices for the pictures only, so the report and the console show a cost (docs/budgets.md): made up
+#: for the example, not anyone's prices (cud ships none).
+EXAMPLE_PRICES = '\n[budget.prices."gpt-5.4"]\ninput = 2.50\ncached_input = 0.25\noutput = 15.00\n'
+
+
 def seat_config(demo: DemoDesktop, video: bool = True) -> str:
-    """The daemon's config: one seat on the demo's display and bus, and the video recorded."""
+    """The daemon's config: one seat on the demo's display and bus, the video recorded, example prices."""
     text = f'[[seats]]\nname = "default"\ndisplay = "{demo.display}"\nsession_bus = "{demo.bus.address}"\n'
-    return text + ("\n[video]\nenabled = true\n" if video else "")
+    return text + ("\n[video]\nenabled = true\n" if video else "") + EXAMPLE_PRICES
 
 
 def spec_fields(work: Path) -> dict[str, Any]:

@@ -135,6 +135,13 @@ class TaskTimeout(CudError):
     kind = "timeout"
 
 
+class TaskStuck(CudError):
+    """The model repeated itself on an unchanged screen, or cycled through screens (docs/stuck.md):
+    the task ends ``stuck``."""
+
+    kind = "stuck"
+
+
 class ModelRequestError(CudError):
     """The model's API refused a request in a way a setting fixes; the message names the setting."""
 
@@ -187,3 +194,10 @@ class SetupFailed(CudError):
     """A setup step of a task spec failed: the task fails with this, and the model was never asked."""
 
     kind = "setup_failed"
+
+
+class BudgetExceeded(CudError):
+    """A task reached one of its budgets (money or tokens, or the day's cap) and was ended: ``on_budget = "fail"``,
+    or the person asked denied more."""
+
+    kind = "budget_exceeded"

@@ -29,19 +29,23 @@ from cud.errors import ProtocolError
 from cud.request_checks import (  # noqa: F401 (re-exported: the protocol is one import for both sides)
     ARTIFACT_FILE_NAME,
     HUMAN_ACTIONS,
+    IDEMPOTENCY_KEY,
     MAX_ARGV_BYTES,
     MAX_ARGV_ITEMS,
     MAX_CLIPBOARD_TEXT,
+    MAX_CYCLE_LIMIT,
     MAX_DURATION_LIMIT,
     MAX_EXEC_SECONDS,
     MAX_FILE_LIMIT,
     MAX_ID,
     MAX_PATH_TEXT,
+    MAX_REPEAT_LIMIT,
     MAX_STEPS_LIMIT,
     MAX_TASK_RULES,
     MAX_TEXT,
     MAX_TREE_COUNT,
     MAX_TREE_DEPTH,
+    ON_STUCK,
     RECORD_FILE_NAME,
     REQUEST_TYPES,
     SCREENSHOT_FILE_NAME,
@@ -53,6 +57,7 @@ from cud.requests import (  # noqa: F401 (re-exported, as below)
     ApprovalsRequest,
     ApproveRequest,
     CancelRequest,
+    InterruptRequest,
     DenyRequest,
     ClipboardRequest,
     ExecRequest,
@@ -93,6 +98,7 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
     ApprovalView,
     ErrorInfo,
     EventView,
+    GuardView,
     Person,
     PingResult,
     RecordFile,
@@ -105,6 +111,7 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
     TaskView,
     USAGE_KEYS,
     UsageView,
+    CostView,
     VERDICTS,
     ArtifactView,
     CheckResultView,
@@ -170,7 +177,7 @@ class ChunkMessage(TypedDict):
 
 
 class ReadyMessage(TypedDict):
-    """The daemon takes the client's ``chunk`` messages now (after a ``put`` it has checked)."""
+    """The daemon takes the client's ``chunk`` messages now (after a ``put`` or a spec's ``submit`` it has checked)."""
 
     v: int
     type: Literal["ready"]

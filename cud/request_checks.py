@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any, cast
 
+from cud.budget import MAX_TOKENS_LIMIT, parse_amount
 from cud.errors import ProtocolError
 from cud.requests import Request
 from cud.views import APPROVAL_POLICIES, SEAT_NAME
@@ -18,19 +19,23 @@ from cud.views import APPROVAL_POLICIES, SEAT_NAME
 __all__ = [
     "ARTIFACT_FILE_NAME",
     "HUMAN_ACTIONS",
+    "IDEMPOTENCY_KEY",
     "MAX_ARGV_BYTES",
     "MAX_ARGV_ITEMS",
+    "MAX_CYCLE_LIMIT",
     "MAX_CLIPBOARD_TEXT",
     "MAX_DURATION_LIMIT",
     "MAX_EXEC_SECONDS",
     "MAX_FILE_LIMIT",
     "MAX_ID",
     "MAX_PATH_TEXT",
+    "MAX_REPEAT_LIMIT",
     "MAX_STEPS_LIMIT",
     "MAX_TASK_RULES",
     "MAX_TEXT",
     "MAX_TREE_COUNT",
     "MAX_TREE_DEPTH",
+    "ON_STUCK",
     "RECORD_FILE_NAME",
     "REQUEST_TYPES",
     "SCREENSHOT_FILE_NAME",
@@ -38,7 +43,7 @@ __all__ = [
     "parse_request",
 ]
 
-#: The largest file ``put``/``get`` may move (the daemon's [sessions] max_file_bytes caps it further).
+#: The largest file ``put``/``get`` may move, or a spec send (the daemon's [sessions] caps each further).
 MAX_FILE_LIMIT = 1 << 30
 #: The longest clipboard text a request may carry (JSON may escape a character into 6 bytes).
 MAX_CLIPBOARD_TEXT = 128 * 1024
@@ -56,6 +61,16 @@ MAX_ID = (1 << 63) - 1
 MAX_STEPS_LIMIT = 10_000
 #: The longest wall-clock limit a task may have, in seconds (a week).
 MAX_DURATION_LIMIT = 7 * 24 * 3600
+#: The stuck guard's limits (docs/stuck.md): the same action on an unchanged screen this many
+#: times, the same screens in a cycle this many rounds (0: that rule is off). Past these a
+#: guard stops nothing a task's max_steps would not stop first.
+MAX_REPEAT_LIMIT = 1000
+MAX_CYCLE_LIMIT = 20
+#: What a stuck task does: ask a person, or end as ``stuck``.
+ON_STUCK = ("ask", "fail")
+#: A submission's idempotency key (``submit``'s ``key``; docs/protocol.md): printable, no spaces or quotes, so
+#: a key fits a log line, a file name and a shell word as it is (a fleet's "RUN/SPEC/REPEAT#ATTEMPT").
+IDEMPOTENCY_KEY = re.compile(r"[A-Za-z0-9._:@/#+-]{1,160}")
 
 #: What a person may do on a paused task's seat (``act``): the model's input actions.
 HUMAN_ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type")
@@ -107,6 +122,14 @@ def _choice(*choices: str) -> Check:
     return check
 
 
+def _amount(kind: str, name: str, value: object) -> None:
+    """An amount of money (cud.budget): a JSON number, or a decimal string to keep it exact."""
+    try:
+        parse_amount(value)
+    except ValueError as exc:
+        raise _bad(kind, name, value, f"an amount of money: {exc}") from None
+
+
 def _seat_name(kind: str, name: str, value: object) -> None:
     if not isinstance(value, str) or not SEAT_NAME.fullmatch(value):
         raise _bad(kind, name, value, "a seat name (letters, digits, '_', '.', '-'; at most 32)")
@@ -125,6 +148,11 @@ MAX_TREE_COUNT = 5000
 MAX_TASK_RULES = 64
 
 
+def _key(kind: str, name: str, value: object) -> None:
+    if not isinstance(value, str) or not IDEMPOTENCY_KEY.fullmatch(value):
+        raise _bad(kind, name, value, "a key of 1 to 160 characters from A-Z a-z 0-9 . _ : @ / # + -")
+
+
 def _rules(kind: str, name: str, value: object) -> None:
     if not isinstance(value, list) or len(value) > MAX_TASK_RULES or not all(isinstance(r, dict) for r in value):
         raise _bad(kind, name, value, f"a list of at most {MAX_TASK_RULES} rule objects")
@@ -137,8 +165,10 @@ def _spec(kind: str, name: str, value: object) -> None:
 
 
 def _spec_files(kind: str, name: str, value: object) -> None:
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(d, str) for k, d in value.items()):
-        raise _bad(kind, name, value, "an object of file names to base64 contents")
+    # The sizes only: the bytes follow as ``chunk`` messages once the daemon says ``ready`` (as for ``put``).
+    if not isinstance(value, dict) or not all(isinstance(k, str) and type(n) is int and 0 <= n <= MAX_FILE_LIMIT
+                                              for k, n in value.items()):
+        raise _bad(kind, name, value, f"an object of file names to their sizes in bytes (0 to {MAX_FILE_LIMIT})")
 
 
 def _argv(kind: str, name: str, value: object) -> None:
@@ -177,16 +207,24 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "model": (_text(200), False),
         "max_steps": (_integer(1, MAX_STEPS_LIMIT), False),
         "max_duration": (_integer(1, MAX_DURATION_LIMIT), False),
+        "max_cost": (_amount, False),
+        "max_input_tokens": (_integer(1, MAX_TOKENS_LIMIT), False),
+        "max_output_tokens": (_integer(1, MAX_TOKENS_LIMIT), False),
         "approval": (_choice(*APPROVAL_POLICIES), False),
         "seat": (_seat_name, False),
         "rules": (_rules, False),
+        "repeat_limit": (_integer(0, MAX_REPEAT_LIMIT), False),
+        "cycle_limit": (_integer(0, MAX_CYCLE_LIMIT), False),
+        "on_stuck": (_choice(*ON_STUCK), False),
         "spec": (_spec, False),
         "files": (_spec_files, False),
+        "key": (_key, False),
     },
-    "list": {},
+    "list": {"key": (_key, False), "key_prefix": (_key, False)},
     "show": {"id": (_ID, True)},
     "follow": {"id": (_ID, True)},
     "cancel": {"id": (_ID, True)},
+    "interrupt": {"id": (_ID, True), "reason": (_text(4096), True)},
     "approvals": {},
     "approve": {"id": (_ID, True)},
     "deny": {"id": (_ID, True), "reason": (_text(4096, blank=True), False)},

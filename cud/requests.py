@@ -16,6 +16,7 @@ __all__ = [
     "ShowRequest",
     "FollowRequest",
     "CancelRequest",
+    "InterruptRequest",
     "ApprovalsRequest",
     "ApproveRequest",
     "DenyRequest",
@@ -50,20 +51,35 @@ class SubmitRequest(TypedDict):
     model: NotRequired[str]
     max_steps: NotRequired[int]
     max_duration: NotRequired[int]
+    #: The task's budgets (docs/budgets.md); the daemon's config keys of the same names are the default and ceiling.
+    max_cost: NotRequired[str | float | int]  # an exact decimal string, or a number
+    max_input_tokens: NotRequired[int]
+    max_output_tokens: NotRequired[int]
     approval: NotRequired[ApprovalPolicy]
     #: Pin the task to this seat; without it the first free seat takes it.
     seat: NotRequired[str]
     #: Policy rules for this task, ``ask``/``deny`` only (cud.daemon.targets.rules): stricter than the daemon's.
     rules: NotRequired[list[dict[str, Any]]]
+    #: The stuck guard for this task (docs/stuck.md); each the daemon's [guard] value if not given.
+    repeat_limit: NotRequired[int]
+    cycle_limit: NotRequired[int]
+    on_stuck: NotRequired[Literal["ask", "fail"]]
     #: A task spec's setup, checks and collect (docs/specs.md; checked by cud.spec.wire on both sides).
     spec: NotRequired[dict[str, Any]]
-    #: The spec's files from the submitter's side: {name as the spec writes it: base64}.
-    files: NotRequired[dict[str, str]]
+    #: The sizes of the spec's files from the submitter's side, {name as the spec writes it: bytes}; their
+    #: bytes follow, in this order, as ``chunk`` messages once the daemon says ``ready`` (as for ``put``).
+    files: NotRequired[dict[str, int]]
+    #: The idempotency key: a submit whose key is already recorded queues nothing and replies with that
+    #: task (``"existing": true``); the key decides, whatever the rest of the request says.
+    key: NotRequired[str]
 
 
 class ListRequest(TypedDict):
     v: int
     type: Literal["list"]
+    #: Only the task with this idempotency key / the tasks whose key starts with this.
+    key: NotRequired[str]
+    key_prefix: NotRequired[str]
 
 
 class ShowRequest(TypedDict):
@@ -82,6 +98,16 @@ class CancelRequest(TypedDict):
     v: int
     type: Literal["cancel"]
     id: int
+
+
+class InterruptRequest(TypedDict):
+    """End a task that has not ended ``interrupted``, with ``reason`` kept (e.g. "retried as attempt 2 on
+    host-b"): a running one is stopped as ``cancel`` stops it, a queued one never runs."""
+
+    v: int
+    type: Literal["interrupt"]
+    id: int
+    reason: str
 
 
 class ApprovalsRequest(TypedDict):
@@ -258,6 +284,7 @@ Request = Union[
     ShowRequest,
     FollowRequest,
     CancelRequest,
+    InterruptRequest,
     ApprovalsRequest,
     ApproveRequest,
     DenyRequest,

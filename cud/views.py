@@ -25,7 +25,8 @@ __all__ = [
 SEAT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 
 TaskState = Literal[
-    "queued", "running", "awaiting_approval", "paused", "succeeded", "failed", "cancelled", "interrupted"
+    "queued", "running", "awaiting_approval", "paused", "succeeded", "failed", "cancelled", "interrupted",
+    "budget_exceeded", "stuck",
 ]
 TASK_STATES: tuple[TaskState, ...] = (
     "queued",
@@ -36,8 +37,13 @@ TASK_STATES: tuple[TaskState, ...] = (
     "failed",
     "cancelled",
     "interrupted",
+    "budget_exceeded",
+    "stuck",
 )
-FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
+#: budget_exceeded: a task ended at one of its budgets (docs/budgets.md), on_budget "fail" or a person's no.
+#: stuck: the model repeated itself on an unchanged screen (docs/stuck.md), on_stuck "fail" or a person's no.
+FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "interrupted", "budget_exceeded",
+                                          "stuck"})
 #: A task under way: it holds a seat (and a dead daemon leaves it interrupted).
 LIVE_STATES: frozenset[str] = frozenset({"running", "awaiting_approval", "paused"})
 
@@ -46,7 +52,8 @@ APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = ("safety", "actions")
 #: Stricter policies come later: a submitter may only move right in this tuple.
 POLICY_STRICTNESS = {"safety": 0, "actions": 1}
 
-ApprovalKind = Literal["safety", "action"]
+#: budget: a task reached a budget and asks for more (docs/budgets.md); stuck: the model repeats itself (docs/stuck.md).
+ApprovalKind = Literal["safety", "action", "budget", "stuck"]
 ApprovalState = Literal["pending", "approved", "denied", "timed_out", "cancelled", "interrupted"]
 
 #: An accessibility element's states (AtspiStateType, in bit order: at-spi2-core's atspi-constants.h),
@@ -88,6 +95,16 @@ class UsageView(TypedDict):
     output_tokens: int
 
 
+class CostView(TypedDict):
+    """What a task (or a step) cost, priced by the daemon's [budget.prices] (docs/budgets.md)."""
+
+    #: The exact decimal amount ("0.003125"), never a float; null when unknown.
+    amount: str | None
+    currency: str
+    #: Why the amount is unknown ("no price for model X"); null when it is known.
+    unknown: str | None
+
+
 Verdict = Literal["passed", "failed"]
 VERDICTS: tuple[Verdict, ...] = ("passed", "failed")
 
@@ -127,6 +144,12 @@ class ArtifactView(TypedDict):
     error: str | None
 
 
+class GuardView(TypedDict):
+    repeat_limit: int
+    cycle_limit: int
+    on_stuck: Literal["ask", "fail"]
+
+
 class TaskView(TypedDict):
     id: int
     state: TaskState
@@ -135,6 +158,11 @@ class TaskView(TypedDict):
     max_steps: int
     #: Seconds the task may run, approvals included (null: the daemon's max_duration).
     max_duration: int | None
+    #: The task's budgets (docs/budgets.md): money (an exact decimal string) and tokens; null: none.
+    #: A person's approval at the line raises them.
+    max_cost: str | None
+    max_input_tokens: int | None
+    max_output_tokens: int | None
     approval: ApprovalPolicy
     #: The seat it runs or ran on; while queued, the seat it is pinned to (null: any).
     seat: str | None
@@ -150,14 +178,22 @@ class TaskView(TypedDict):
     finished_at: str | None
     #: What the task sent the model so far (null: it has made no request yet).
     usage: UsageView | None
+    #: What the model's answers cost so far (null: none yet), updated with each answer.
+    cost: CostView | None
+    #: Why a queued task waits although a seat may be free (the day's cap, [budget] daily_cost); else null.
+    held: str | None
     #: The submitter's policy rules for this task ([] if none), as submitted.
     rules: list[dict[str, Any]]
+    #: The stuck guard the task runs with (docs/stuck.md); None for tasks from before it: the daemon's [guard].
+    guard: GuardView | None
     #: A spec's tags, reset, setup, checks and collect in their normal form (docs/specs.md); null: a prompt only.
     spec: dict[str, Any] | None
     #: How the spec's checks judged the task; null until judged, and for a task without checks.
     verdict: VerdictView | None
     #: The files the spec's ``collect`` kept, in the task's record ([] if none).
     artifacts: list[ArtifactView]
+    #: The submission's idempotency key (``submit``'s ``key``); null: none was given.
+    key: str | None
 
 
 class Target(TypedDict):
@@ -207,13 +243,18 @@ EVENT_KINDS: tuple[str, ...] = (
     "step",
     "model_retry",
     "diagnostic",
+    "stuck",
     "approval_requested",
     "approval_decided",
+    "budget_warning",
+    "budget_reached",
+    "budget_extended",
     "pause_requested",
     "paused",
     "human_action",
     "resumed",
     "cancel_requested",
+    "interrupt_requested",
     "video_finished",
     "video_failed",
     "setup",

@@ -14,6 +14,7 @@ import os
 import pwd
 import tomllib
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,15 @@ from typing import Any
 from cud.daemon.config_values import (bad, int_in_range, positive_int, positive_number, read_secret_file,
                                       seconds_in_range, string)
 from cud.daemon.config_values import table as checked_table
+from cud.daemon.budget.config import BudgetConfig, amount, load_budget, tokens
 from cud.daemon.model.history import History, load_history
+from cud.daemon.fleet.config import FleetConfig, load_fleet
 from cud.daemon.hooks.config import HookConfig, load_hooks
 from cud.daemon.targets.rules import Rule, parse_rules
 from cud.daemon.seats.config import SeatConfig, check_seat_places, load_seats
 from cud.daemon.session.config import SessionLimits, load_session_limits
 from cud.daemon.video.config import VideoConfig, load_video
+from cud.daemon.tasks.guard_config import GuardConfig, load_guard
 from cud.errors import ConfigError
 from cud.protocol import MAX_DURATION_LIMIT
 
@@ -38,6 +42,7 @@ DEFAULT_MODEL = "gpt-5.4"
 #: The keys the loader accepts at the top level of the file (each table's own keys are its room's).
 TOP_KEYS = frozenset({
     "socket",
+    "fleet",  # cud fleet join's (daemon/fleet/config.py); the daemon itself does not use it
     "state_dir",
     "display",
     "vnc",
@@ -48,6 +53,7 @@ TOP_KEYS = frozenset({
     "user",
     "home",
     "home_template",
+    "session_unit",
     "seats",
     "model",
     "api_key_file",
@@ -57,6 +63,10 @@ TOP_KEYS = frozenset({
     "approval_timeout",
     "max_steps",
     "max_duration",
+    "max_cost",
+    "max_input_tokens",
+    "max_output_tokens",
+    "budget",
     "wait_seconds",
     "settle_timeout",
     "driver_timeout",
@@ -72,6 +82,7 @@ TOP_KEYS = frozenset({
     "target_timeout",
     "video",
     "sessions",
+    "guard",
 })
 #: The keys of ``[access]``, ``[retention]``, ``[metrics]`` and ``[policy]``, the tables checked here.
 ACCESS_KEYS = frozenset({"submit_users", "submit_groups", "approve_users", "approve_groups", "operate_users",
@@ -124,6 +135,12 @@ class Config:
     max_steps: int = 50
     #: Seconds a task may run, approvals included: the default and the ceiling per task.
     max_duration: int = 3600
+    #: A task's budgets (docs/budgets.md): each task's default and ceiling; None: no limit.
+    max_cost: Decimal | None = None
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    #: ``[budget]``: the currency, the price table, the day's cap, what happens at the line.
+    budget: BudgetConfig = BudgetConfig()
     wait_seconds: float = 1.0
     settle_timeout: float = 2.0
     #: Seconds any one driver call may go without an answer from the display.
@@ -149,6 +166,10 @@ class Config:
     notify: tuple[HookConfig, ...] = ()
     #: What the seats' sessions move through the socket, and how long a command may run (docs/sessions.md).
     sessions: SessionLimits = SessionLimits()
+    #: ``[fleet]``: what ``cud fleet join`` reads (the daemon itself does not use it).
+    fleet: FleetConfig = FleetConfig()
+    #: ``[guard]``: when a task's model is stuck, and what then (see cud.daemon.tasks.stuck).
+    guard: GuardConfig = GuardConfig()
 
 
 def default_socket(env: Mapping[str, str] | None = None) -> Path:
@@ -261,6 +282,13 @@ def load_config(
         kwargs["max_steps"] = positive_int("max_steps", merged["max_steps"])
     if "max_duration" in merged:
         kwargs["max_duration"] = int_in_range("max_duration", merged["max_duration"], 1, MAX_DURATION_LIMIT)
+    if "max_cost" in merged:
+        kwargs["max_cost"] = amount("max_cost", merged["max_cost"])
+    for key in ("max_input_tokens", "max_output_tokens"):
+        if key in merged:
+            kwargs[key] = tokens(key, merged[key])
+    if "budget" in merged:
+        kwargs["budget"] = load_budget(merged["budget"])
     if "wait_seconds" in merged:
         kwargs["wait_seconds"] = positive_number("wait_seconds", merged["wait_seconds"], allow_zero=True)
     if "settle_timeout" in merged:
@@ -284,12 +312,16 @@ def load_config(
         kwargs["retention"] = Retention(**values)
     if "metrics" in merged or "metrics_textfile" in merged:  # the flag: only there, never in the file
         kwargs["metrics"] = _metrics(merged.get("metrics", {}), merged.get("metrics_textfile"))
+    if "fleet" in raw:
+        kwargs["fleet"] = load_fleet(raw["fleet"])
     if "target_timeout" in merged:
         kwargs["target_timeout"] = seconds_in_range("target_timeout", merged["target_timeout"], 0.01, 5)
     if "policy" in merged:
         kwargs["rules"] = parse_rules("policy.rules", checked_table("policy", merged["policy"], POLICY_KEYS).get("rules", []))
     if "video" in merged:
         kwargs["video"] = load_video(merged["video"])
+    if "guard" in merged:
+        kwargs["guard"] = load_guard(merged["guard"])
     if "request" in merged:
         # Imported here: it builds validators from the openai SDK's types, which a config
         # without [request] (and `cud --help`) should not pay for.

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 from cud.daemon.config import METRICS_INTERVAL, load_config
+from cud.daemon.fleet.cli import add_commands as add_fleet_commands
+from cud.daemon.fleet.cli import run as run_fleet
 from cud.daemon.store.state_lock import StateLock
 
 from cud.errors import ConfigError, CudError
@@ -43,15 +45,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-steps", type=int, metavar="N", help="model turns per task, default and ceiling")
     run.add_argument("--max-duration", type=int, metavar="S",
                      help="seconds a task may run (approvals included), default and ceiling")
+    run.add_argument("--max-cost", metavar="AMOUNT",
+                     help="what a task may spend in [budget] currency, default and ceiling (docs/budgets.md)")
+    run.add_argument("--max-input-tokens", type=int, metavar="N", help="a task's input tokens, default and ceiling")
+    run.add_argument("--max-output-tokens", type=int, metavar="N", help="a task's output tokens, default and ceiling")
     run.add_argument("--metrics-textfile", metavar="PATH",
                      help=f"write the metrics there every {METRICS_INTERVAL:g} s ([metrics] interval), "
                           "for node_exporter's textfile collector")
     run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    add_fleet_commands(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "fleet":
+        logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        return run_fleet(args)
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level.upper(),
@@ -74,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         "approval_timeout": args.approval_timeout,
         "max_steps": args.max_steps,
         "max_duration": args.max_duration,
+        "max_cost": args.max_cost,
+        "max_input_tokens": args.max_input_tokens,
+        "max_output_tokens": args.max_output_tokens,
         "metrics_textfile": args.metrics_textfile,
     }
     try:

@@ -55,6 +55,8 @@ _STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60
 _REQUEST_BUCKETS = (2**10, 2**14, 2**16, 2**18, 2**19, 2**20, 2**21, 2**22, 2**23, 2**24, 2**25, 2**26)
 #: Token kinds of the model's usage, as the step events carry them.
 _TOKENS = {"input": "input_tokens", "cached": "cached_tokens", "output": "output_tokens"}
+#: The budget events the metrics count, by their ``kind`` label.
+_BUDGET_EVENTS = {"budget_warning": "warning", "budget_reached": "reached", "budget_extended": "extended"}
 # Approvals: a person answers in seconds to minutes; the default timeout is 600 s.
 _WAIT_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
@@ -82,6 +84,12 @@ class _StateCollector(Collector):
         for verdict in VERDICTS:
             judged.add_metric([verdict], verdicts.get(verdict, 0))
         yield judged
+        cost = CounterMetricFamily("cud_cost", "What the tasks the database holds cost, by model and currency "
+                                   "(priced by [budget.prices]; exact sums, shown as floats; retention pruning "
+                                   "lowers it)", labels=["model", "currency"])
+        for (model, currency), amount in sorted(self._store.cost_by_model().items()):
+            cost.add_metric([model, currency], float(amount))
+        yield cost
         pending = GaugeMetricFamily("cud_approvals_pending", "Approvals waiting for a decision")
         pending.add_metric([], self._store.pending_approval_count())
         yield pending
@@ -119,6 +127,9 @@ class Metrics:
                                ["kind", "result"], registry=self.registry)
         self._setup = Counter("cud_spec_setup_steps", "Setup steps of task specs run, by kind and result (ok, "
                               "failed)", ["kind", "result"], registry=self.registry)
+        self._budget = Counter("cud_budget_events", "Budget events (docs/budgets.md), by kind (warning, reached, "
+                               "extended) and budget (max_cost, max_input_tokens, max_output_tokens, daily_cost)",
+                               ["kind", "budget"], registry=self.registry)
         for part in _PARTS:  # every part and kind from the start, so a rate() has its zero
             self._steps.labels(part)
         for kind in _TOKENS:
@@ -142,6 +153,8 @@ class Metrics:
                 self._images.inc(max(0, int(data.get("images", 0))))
                 for kind, key in _TOKENS.items():
                     self._tokens.labels(kind).inc(max(0, int(data.get(key, 0))))
+        elif event["kind"] in _BUDGET_EVENTS:
+            self._budget.labels(_BUDGET_EVENTS[event["kind"]], str(data.get("budget"))).inc()
         elif event["kind"] == "check":
             self._checks.labels(str(data["kind"]), "passed" if data["passed"] else "failed").inc()
         elif event["kind"] == "setup":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .actions import plan
 
@@ -106,6 +106,11 @@ class Driver(abc.ABC):
         ``screenshot()`` this driver returned (what the model and an approver saw);
         otherwise from the screen as it is now. Equal bytes mean an unchanged target.
         """
+
+    @abc.abstractmethod
+    def fingerprint(self) -> Any:
+        """The fingerprint (:class:`cud.drivers.frames.Fingerprinter`) of the frame behind the last
+        ``screenshot()``: a small array, one hash per tile, that a task's stuck guard keeps."""
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -38,7 +38,7 @@ from cud.errors import ActionRejected, ConfigError, DisplayUnavailable, DriverEr
 from . import actions as A
 from .base import Driver
 from .drag_motion import drag_motion
-from .frames import patch, settle
+from .frames import Fingerprinter, patch, settle
 from .png import PngEncoder, PngSettings
 from .vnc_client import RAWMODE, Address, Connection, Event
 from .vnc_keyboard import SHIFT_L, SHIFTS, Batch, VncKeyboard
@@ -103,6 +103,7 @@ class VNCDriver(Driver):
         self._conn: Connection | None = None
         self._encoder = PngEncoder(png)
         self._last_frame: np.ndarray | None = None
+        self._fingerprinter = Fingerprinter()
         self._acted = False
         #: Last pointer position sent (RFB pointer events always carry one).
         self._pointer: tuple[int, int] | None = None
@@ -323,6 +324,13 @@ class VNCDriver(Driver):
             raise DriverError("no screenshot has been taken on this driver yet", server=self.server)
         height, width = frame.shape[:2]
         return patch(frame.reshape(-1), width, height, x, y, radius)
+
+    def fingerprint(self) -> np.ndarray:
+        frame = self._last_frame
+        if frame is None:
+            raise DriverError("no screenshot has been taken on this driver yet", server=self.server)
+        height, width = frame.shape[:2]
+        return self._fingerprinter(frame.reshape(-1), width, height)
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

@@ -29,7 +29,7 @@ from . import actions as A
 from .base import Driver
 from .deadline import Deadline, probe_x_server, shut_down_fd
 from .drag_motion import drag_motion
-from .frames import patch, settle
+from .frames import Fingerprinter, patch, settle
 from .keys import KEYMAP_SETTLE_SECONDS
 from .png import PngEncoder, PngSettings
 from .x11_keyboard import Keyboard
@@ -178,6 +178,7 @@ class X11Driver(Driver):
         self._conn: _Connection | None = None
         self._encoder = PngEncoder(png)
         self._last_frame: Any = None
+        self._fingerprinter = Fingerprinter()
         # Input was sent since the last screenshot: the next one waits for the screen to
         # settle. True at first too: we do not know what happened before we came.
         self._acted = True
@@ -391,6 +392,12 @@ class X11Driver(Driver):
                 raise DriverError("no screenshot has been taken on this driver yet", display=self.display)
             width, height = frame.size
             return patch(frame.raw, width, height, x, y, radius)
+
+    def fingerprint(self) -> Any:
+        frame = self._last_frame
+        if frame is None:
+            raise DriverError("no screenshot has been taken on this driver yet", display=self.display)
+        return self._fingerprinter(frame.raw, *frame.size)
 
     def close(self) -> None:
         if self._conn is not None:

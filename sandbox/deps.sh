@@ -39,6 +39,7 @@ gir1.2-gtk-3.0
 python3-pyqt5
 systemd
 util-linux
+iproute2
 openssh-client
 openssh-server
 sshfs
@@ -71,7 +72,9 @@ xdg-utils
 # python3-pyqt5                 the conformance suite's Qt 5 probe (xcb platform, Debian's python3)
 # systemd                       systemd-analyze and systemd-sysusers for the unit tests
 # util-linux                    setpriv, for the other-uid socket tests, and the video recorder's
-#                               --pdeathsig KILL (no ffmpeg outlives the daemon)
+#                               --pdeathsig KILL (no ffmpeg outlives the daemon); unshare and nsenter: the
+#                               fleet tests' network namespace (tests/support/netns.py)
+# iproute2                      ip, which brings lo up in that namespace
 # openssh-client                ssh, which cuctl --host runs; ssh-keygen for the tests' keys
 # openssh-server                sshd: the ssh tests start their own on 127.0.0.1 (never the system's)
 # sshfs                         a real network filesystem (over that sshd) that a state directory on is refused

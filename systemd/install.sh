@@ -7,7 +7,8 @@
 #   PREFIX/lib/cud/cud-xauth   the display units' cookie helper
 #   PREFIX/lib/cud/session-bus.conf, accessibility.conf   cud-bus@.service's bus configs
 #   UNITDIR                    cud.service xvfb@.service x11vnc@.service xvnc@.service cud-bus@.service
-#                              cud-fleet.service
+#                              cud-session@.service cud-fleet.service
+#   POLKITRULESDIR/50-cud-session.rules   lets user cud stop/start the seats' session units
 #   SYSUSERSDIR/cud.conf, TMPFILESDIR/cud.conf
 #   SYSCONFDIR/cud/cud.toml    the example config, only if there is none yet
 #   PREFIX/share/doc/cud/      README.md, docs/ (the reference pages) and cud.toml.example
@@ -18,7 +19,7 @@
 # --no-index --find-links DIR), EXTRAS (cud's optional extras, comma-separated:
 # EXTRAS=fleet on a machine in a fleet, for cud-fleet.service), UNITDIR
 # (PREFIX/lib/systemd/system), SYSUSERSDIR (PREFIX/lib/sysusers.d), TMPFILESDIR (PREFIX/lib/tmpfiles.d),
-# SYSCONFDIR (/etc). systemd reads units, sysusers and tmpfiles from
+# SYSCONFDIR (/etc), POLKITRULESDIR (SYSCONFDIR/polkit-1/rules.d). systemd reads units, sysusers and tmpfiles from
 # /usr/local/lib and /usr/lib, so other prefixes need UNITDIR etc. set, e.g.
 # to /etc/systemd/system.
 set -eu
@@ -47,6 +48,7 @@ sysconfdir=${SYSCONFDIR:-/etc}
 unitdir=${UNITDIR:-$prefix/lib/systemd/system}
 sysusersdir=${SYSUSERSDIR:-$prefix/lib/sysusers.d}
 tmpfilesdir=${TMPFILESDIR:-$prefix/lib/tmpfiles.d}
+polkitrulesdir=${POLKITRULESDIR:-$sysconfdir/polkit-1/rules.d}
 venv=$prefix/lib/cud/venv
 say() { printf 'install: %s\n' "$*"; }
 
@@ -89,13 +91,18 @@ install -m 0644 "$here/cud-accessibility.conf" "$destdir$prefix/lib/cud/accessib
 # -- systemd --------------------------------------------------------------------------------
 say "units in $unitdir"
 mkdir -p "$destdir$unitdir" "$destdir$sysusersdir" "$destdir$tmpfilesdir"
-for unit in cud.service xvfb@.service x11vnc@.service xvnc@.service cud-bus@.service cud-fleet.service; do
+for unit in cud.service xvfb@.service x11vnc@.service xvnc@.service cud-bus@.service cud-session@.service \
+            cud-fleet.service; do
     rewrite "$here/$unit" > "$destdir$unitdir/$unit"
     chmod 0644 "$destdir$unitdir/$unit"
 done
 rewrite "$here/cud.sysusers.conf" > "$destdir$sysusersdir/cud.conf"
 rewrite "$here/cud.tmpfiles.conf" > "$destdir$tmpfilesdir/cud.conf"
 chmod 0644 "$destdir$sysusersdir/cud.conf" "$destdir$tmpfilesdir/cud.conf"
+# What cud's user may ask systemd for, for [[seats]] session_unit: stop and start
+# cud-session@N.service and its command units (the rule's comment says more).
+mkdir -p "$destdir$polkitrulesdir"
+install -m 0644 "$here/cud-session.rules" "$destdir$polkitrulesdir/50-cud-session.rules"
 
 # -- config and docs ------------------------------------------------------------------------
 docdir=$prefix/share/doc/cud

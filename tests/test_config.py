@@ -13,11 +13,13 @@ from hypothesis import strategies as st
 
 from cud.daemon import config as top
 from cud.daemon.config import default_socket, load_config, resolve_api_key
+from cud.daemon.budget import config as budget
 from cud.daemon.hooks import config as hooks
 from cud.daemon.model import history
 from cud.daemon.seats import config as seats
 from cud.daemon.seats.config import SeatConfig
 from cud.daemon.targets.rules import RULE_KEYS
+from cud.daemon.tasks.guard_config import GUARD_KEYS
 from cud.daemon.video import config as video
 from cud.errors import ConfigError
 
@@ -98,6 +100,11 @@ max_age_days = 0.5
         ("[retention]\nmax_tasks = -5", "'retention.max_tasks' must be a positive integer, got -5"),
         ("vnc_password_file = '/x'", "'vnc_password_file' needs 'vnc'"),
         ("display = [", "not valid TOML"),
+        ("[guard]\nrepeat_limit = -1", "'guard.repeat_limit' must be an integer from 0 to 1000, got -1"),
+        ("[guard]\ncycle_limit = 21", "'guard.cycle_limit' must be an integer from 0 to 20, got 21"),
+        ("[guard]\ncycle_limit = 2.5", "'guard.cycle_limit' must be an integer from 0 to 20, got 2.5"),
+        ("[guard]\non_stuck = 'pray'", "'guard.on_stuck' must be 'ask' or 'fail', got 'pray'"),
+        ("[guard]\nrepeat_limt = 3", "unknown config key 'guard.repeat_limt'; did you mean 'repeat_limit'?"),
     ],
 )
 def test_every_bad_value_names_key_and_value(tmp_path: Path, text: str, needle: str) -> None:
@@ -118,6 +125,9 @@ TABLES = {
     "notify[0]": ("[[notify]]", hooks.HOOK_KEYS),
     "video": ("[video]", video.VIDEO_KEYS),
     "history": ("[history]", history.HISTORY_KEYS),
+    "budget": ("[budget]", budget.BUDGET_KEYS),
+    'budget.prices."m"': ('[budget.prices."m"]', budget.PRICE_KEYS),
+    "guard": ("[guard]", GUARD_KEYS),
 }
 
 
@@ -134,6 +144,7 @@ def _unknown_key_error(table: str, typo: str) -> ConfigError:
     ("", "max_step", "max_steps"), ("", "dispaly", "display"), ("access", "submit_user", "submit_users"),
     ("video", "enabeld", "enabled"), ("seats[0]", "dispaly", "display"), ("notify[0]", "evnets", "events"),
     ("policy.rules[0]", "actoin", "action"), ("policy", "rule", "rules"), ("history", "mdoe", "mode"),
+    ("budget", "daily_cots", "daily_cost"), ('budget.prices."m"', "ouptut", "output"),
 ])
 def test_a_misspelt_key_of_any_table_gets_did_you_mean(table: str, typo: str, meant: str) -> None:
     error = _unknown_key_error(table, typo)

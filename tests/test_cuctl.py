@@ -73,7 +73,7 @@ def test_every_command_and_its_exit_code(start_daemon, recorder: Recorder, capsy
     assert code == 0 and json.loads(out)["peer"] == {"uid": 0, "name": "root"}
 
     code, out, _ = run(capsys, "submit", "type x", "--json")
-    assert code == 0 and json.loads(out) == {"id": 1}
+    assert code == 0 and json.loads(out) == {"id": 1, "existing": False}
     approval = daemon.wait_approval(1)
     code, out, _ = run(capsys, "approvals")
     assert code == 0 and out.splitlines()[0].split() == ["ID", "TASK", "SEAT", "KIND", "CREATED", "WHAT"]

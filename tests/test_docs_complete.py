@@ -41,7 +41,9 @@ from pathlib import Path
 import pytest
 
 from cud.cuctl.main import build_parser as build_cuctl_parser
+from cud.daemon.budget.config import BUDGET_KEYS, PRICE_KEYS
 from cud.daemon.config import ACCESS_KEYS, METRICS_KEYS, POLICY_KEYS, RETENTION_KEYS, TOP_KEYS, load_config
+from cud.daemon.fleet.config import FLEET_KEYS
 from cud.daemon.hooks.config import EVENTS, HOOK_KEYS
 from cud.daemon.main import build_parser as build_daemon_parser
 from cud.daemon.model.history import HISTORY_KEYS
@@ -49,6 +51,7 @@ from cud.daemon.model.request_params import LOOP_OWNED
 from cud.daemon.seats.config import SEAT_KEYS
 from cud.daemon.targets.rules import RULE_KEYS
 from cud.daemon.session.config import SESSIONS_KEYS
+from cud.daemon.tasks.guard_config import GUARD_KEYS
 from cud.daemon.video.config import VIDEO_KEYS
 from cud.errors import ConfigError
 from cud.scripted import ScriptedModel
@@ -86,6 +89,10 @@ CONFIG_TABLES = (
     Table("[[notify]]", HOOK_KEYS, "notifications.md"),
     Table("[video]", VIDEO_KEYS, "video.md"),
     Table("[sessions]", SESSIONS_KEYS, "config.md"),
+    Table("[fleet]", FLEET_KEYS, "fleet-reference.md"),
+    Table("[budget]", BUDGET_KEYS, "budgets.md"),
+    Table("[budget.prices]", PRICE_KEYS, "budgets.md"),  # one table per model: [budget.prices."MODEL"]
+    Table("[guard]", GUARD_KEYS, "stuck.md"),
 )
 #: The commands that print a table: what docs/cuctl.md says their columns are must be what they print.
 TABLE_COMMANDS = ("list", "seats", "approvals")

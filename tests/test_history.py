@@ -219,7 +219,7 @@ store = false
 context_management = [{ type = "compaction", compact_threshold = 3000 }]
 """
     daemon = start_daemon(scenario(*[{"actions": [{"type": "wait"}]}] * 8, {"message": "done"}), config=config)
-    task_id = daemon.call("submit", prompt="compact me")["id"]
+    task_id = daemon.call("submit", prompt="compact me", repeat_limit=0)["id"]  # 8 waits on a still screen
     assert daemon.wait_state(task_id, "succeeded")["state"] == "succeeded"
     requests = daemon.model.requests  # type: ignore[attr-defined]
     seen: set[str] = set()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,10 +115,16 @@ timeout = 60
     assert Path(approval["screenshot"]).is_file()
     assert event["approve"] == f"cuctl --socket {daemon.socket} approve {approval['id']}"
     assert event["deny"] == f"cuctl --socket {daemon.socket} deny {approval['id']}"
-    assert asked["env"] == {"CUD_EVENT": "approval_requested", "CUD_TASK_ID": str(task_id), "CUD_SEAT": "default",
-                            "CUD_STATE": "awaiting_approval", "CUD_APPROVAL_ID": str(approval["id"]),
-                            "CUD_APPROVE": event["approve"], "CUD_DENY": event["deny"],
-                            "CUD_SCREENSHOT": approval["screenshot"]}
+    # From another machine (a fleet's head): the same line through ssh to this host, by the name events carry.
+    host = socket.gethostname()
+    assert event["host"] == host
+    assert event["approve_remote"] == f"cuctl --host ssh://{host} --socket {daemon.socket} approve {approval['id']}"
+    assert event["deny_remote"] == f"cuctl --host ssh://{host} --socket {daemon.socket} deny {approval['id']}"
+    assert asked["env"] == {"CUD_EVENT": "approval_requested", "CUD_HOSTNAME": host, "CUD_TASK_ID": str(task_id),
+                            "CUD_SEAT": "default", "CUD_STATE": "awaiting_approval",
+                            "CUD_APPROVAL_ID": str(approval["id"]), "CUD_APPROVE": event["approve"],
+                            "CUD_DENY": event["deny"], "CUD_APPROVE_REMOTE": event["approve_remote"],
+                            "CUD_DENY_REMOTE": event["deny_remote"], "CUD_SCREENSHOT": approval["screenshot"]}
     assert ended["event"]["task"]["state"] == "succeeded" and ended["env"]["CUD_STATE"] == "succeeded"
     assert ended["event"]["task"]["final_message"] == "typed " + text
     # The argument went as written, the daemon's API key did not go at all, and nothing ran the model's text.
@@ -174,6 +181,8 @@ events = ["approval_requested", "task_finished"]
     assert len(ntfy) == 2 and all(hit.body["topic"] == "cud-topic" for hit in ntfy)
     assert ntfy[0].body["title"] == f"cud: task {task_id} on seat default needs approval {approval['id']}"
     assert check["message"] in ntfy[0].body["message"] and asked["approve"] in ntfy[0].body["message"]
+    assert f"From elsewhere: {asked['approve_remote']}" in ntfy[0].body["message"]
+    assert f"On {asked['host']}: {asked['approve']}" in ntfy[0].body["message"]
     assert ntfy[0].body["priority"] == 4
     assert ntfy[1].body["title"].startswith(f"cud: task {task_id} on seat default succeeded after ")
     assert all(hit.headers["Authorization"] == "Bearer tk-secret-0123" for hit in ntfy)

@@ -174,7 +174,8 @@ def test_downloads_are_bounded_http_only_and_failures_name_the_url(server: str) 
     for url, why in [(f"{server}/big", "larger than"), (f"{server}/missing", "Not Found"),
                      ("file:///etc/passwd", "only http and https"), (f"{server}/elsewhere", "not http or https")]:
         message = refused(task([{"type": "download", "parameters": {"files": [{"url": url, "path": "~/a"}]}}]),
-                          repr(url), why, "config[0].parameters.files[0].url", fetch=fetch_url)
+                          repr(url), why, "config[0].parameters.files[0].url",
+                          fetch=lambda url: fetch_url(url, limit=256 * 1024))
         assert "Traceback" not in message
 
 
@@ -253,7 +254,8 @@ def test_submit_takes_one_of_spec_and_from_osworld_and_no_prompt_beside_it(tmp_p
 
     path = tmp_path / "t.json"
     path.write_text(json.dumps(task([{"type": "sleep", "parameters": {"seconds": 1}}])))
-    fields = _spec_fields(Namespace(prompt=None, spec=None, from_osworld=str(path)))
+    fields, files = _spec_fields(Namespace(prompt=None, spec=None, from_osworld=str(path)))
+    assert files == {}
     assert fields["prompt"] == "do it" and fields["spec"]["setup"] == [{"sleep": 1.0}]
     with pytest.raises(ConfigError, match="--spec or --from-osworld, not both"):
         _spec_fields(Namespace(prompt=None, spec="a.toml", from_osworld=str(path)))

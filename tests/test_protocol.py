@@ -37,11 +37,13 @@ def test_encode_is_one_line_with_version_and_utf8() -> None:
 
 def test_round_trip_of_every_request_type() -> None:
     samples = {
-        "ping": {}, "list": {}, "approvals": {}, "screenshot": {"seat": "left-1"}, "seats": {},
+        "ping": {}, "list": {"key_prefix": "run-7/"}, "approvals": {}, "screenshot": {"seat": "left-1"}, "seats": {},
         "pause": {"id": 1}, "resume": {"id": 2}, "image": {"id": 3, "name": "step-0001.png"}, "artifact": {"id": 3, "path": "Desktop/notes.txt"},
         "act": {"id": 4, "action": {"type": "type", "text": "Grüße"}},
-        "submit": {"prompt": "p", "model": "m", "max_steps": 3, "approval": "actions", "seat": "a"},
+        "submit": {"prompt": "p", "model": "m", "max_steps": 3, "approval": "actions", "seat": "a",
+                   "key": "run-7/login.toml/1#2"},
         "show": {"id": 1}, "follow": {"id": 2}, "cancel": {"id": 3}, "approve": {"id": 4},
+        "interrupt": {"id": 8, "reason": "retried as attempt 2 on host-b, task 17"},
         "deny": {"id": 5, "reason": "no"}, "record": {"id": 6}, "video": {"id": 7}, "metrics": {},
         "inspect": {"x": 10, "y": 20, "seat": "left"}, "tree": {"app": "gedit", "depth": 3, "count": 50},
         "exec": {"seat": "s1", "argv": ["/bin/echo", "Grüße", ""], "timeout": 5, "cwd": "Desktop"},
@@ -91,6 +93,9 @@ def test_decode_names_what_is_wrong(line: bytes, needle: str) -> None:
         ({"type": "submit", "prompt": "a\x00b"}, "NUL"),
         ({"type": "submit", "prompt": "p", "approval": "none"}, "'approval' must be one of 'safety', 'actions', got 'none'"),
         ({"type": "submit", "prompt": "p", "max_steps": -1}, "'max_steps' must be an integer from 1"),
+        ({"type": "submit", "prompt": "p", "repeat_limit": 1001}, "'repeat_limit' must be an integer from 0 to 1000, got 1001"),
+        ({"type": "submit", "prompt": "p", "cycle_limit": -1}, "'cycle_limit' must be an integer from 0 to 20, got -1"),
+        ({"type": "submit", "prompt": "p", "on_stuck": "pray"}, "'on_stuck' must be one of 'ask', 'fail', got 'pray'"),
         ({"type": "submit", "prompt": "x" * 70_000}, "70000 characters long"),
         ({"type": "deny", "id": 1, "reason": 5}, "'reason' must be a string"),
         ({"type": "exec", "seat": "s", "argv": []}, "'argv' must be a list of 1 to 4096 strings"),

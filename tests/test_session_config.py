@@ -1,4 +1,4 @@
-"""``[[seats]] user``, ``home`` and ``home_template``, and the homes a reset must never touch, refused by name."""
+"""``[[seats]] user``, ``home``, ``home_template`` and ``session_unit``, and the homes a reset must never touch, refused by name."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cud.daemon.config import load_config
+from cud.daemon.seats.config import load_seats
 from cud.daemon.session.places import SYSTEM_DIRS, SYSTEM_TREES, Place, check_places
 from cud.daemon.session.user import SeatUser
 from cud.errors import ConfigError
@@ -48,6 +49,7 @@ def test_a_seat_with_a_session(base: Path, user: SeatUser) -> None:
                                            home_template=str(template)) + seat("two", ":2")), env={})
     one, two = loaded.seats
     assert (one.user, one.home, one.home_template) == (user, home, template)
+    assert one.session_unit is None  # without it, cud ends the session's processes itself
     assert user.uid != 0 and (two.user, two.home) == (None, None)
     # One seat may say it in top-level keys, as its display and session_bus; errors then name the key alone.
     path = base / "one.toml"
@@ -69,6 +71,11 @@ def test_a_seat_with_a_session(base: Path, user: SeatUser) -> None:
     ({"user": "{user}"}, "'seats[0].user' needs 'seats[0].home'"),
     ({"home": "{base}/h"}, "'seats[0].home' needs 'seats[0].user'"),
     ({"home_template": "{base}"}, "'seats[0].home_template' needs 'seats[0].user' and 'seats[0].home'"),
+    ({"session_unit": "cud-session@1.service"}, "'seats[0].session_unit' needs 'seats[0].user' and 'seats[0].home'"),
+    ({"user": "{user}", "home": "{base}/h", "session_unit": "cud-session@.service"},
+     "'seats[0].session_unit' must be a systemd service unit's name"),
+    ({"user": "{user}", "home": "{base}/h", "session_unit": "cud-session@1.socket"}, "got 'cud-session@1.socket'"),
+    ({"user": "{user}", "home": "{base}/h", "session_unit": 1}, "'seats[0].session_unit' must be a non-empty string"),
     ({"user": "{user}", "home": "relative/home"}, "must be an absolute path"),
     ({"user": "{user}", "home": "/"}, "'seats[0].home' = '/' is refused: '/' is a system directory"),
     ({"user": "{user}", "home": "/etc"}, "'/etc' is a system directory"),
@@ -149,3 +156,32 @@ def test_no_home_that_a_reset_must_not_touch_passes(roots: list[str], tails: lis
         assert os.path.commonpath([home, daemon_home]) != home
         for other in real[index + 1:]:
             assert os.path.commonpath([home, other]) not in (home, other)
+
+
+_UNIT_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_.\\-"
+_UNIT_PART = st.text(alphabet=_UNIT_CHARS, min_size=1, max_size=40)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.one_of(st.builds(lambda a, b: f"{a}@{b}.service", _UNIT_PART, _UNIT_PART),
+                      st.builds(lambda a: f"{a}.service", _UNIT_PART), st.text(max_size=60)))
+@example(name="cud-session@1.service")
+@example(name="cud-session@.service")
+@example(name="cud session@1.service")
+@example(name="cud-session@1.service\n")
+@example(name="@1.service")
+@example(name="cud-session@1@2.service")
+def test_session_unit_names_are_systemds_service_names(base: Path, user: SeatUser, name: str) -> None:
+    head, _at, instance = name.removesuffix(".service").partition("@")
+    valid = (name.endswith(".service") and len(name) <= 255 and bool(head) and (not _at or bool(instance))
+             and all(c in _UNIT_CHARS for c in head + instance))
+    # The seat tables as TOML gives them (any string: TOML's own escaping is not what is tested).
+    table = {"seats": [{"name": "one", "display": ":1", "user": user.name, "home": str(base / "h"),
+                        "session_unit": name}]}
+    if valid:
+        assert load_seats(table, {}, {})[0].session_unit == name
+    else:
+        with pytest.raises(ConfigError) as refused:
+            load_seats(table, {}, {})
+        assert "'seats[0].session_unit' must be a systemd service unit's name" in refused.value.message \
+            or "'seats[0].session_unit' must be a non-empty string" in refused.value.message

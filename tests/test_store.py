@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cud.daemon.store.database import SCHEMA_VERSION, Store
 
-from cud.errors import ConfigError, NotFound
+from cud.errors import ConfigError, NotFound, WrongState
 
 DATA = Path(__file__).parent / "data"
 
@@ -264,6 +264,34 @@ def test_a_v6_database_upgrades_to_specs_and_keeps_every_row(tmp_path: Path) -> 
         store.close()
 
 
+def test_a_v7_database_upgrades_to_the_stuck_guard_and_keeps_every_row_and_id(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    shutil.copy(DATA / "cud-v7.sqlite3", path)
+    store = Store(path)
+    try:
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        judged, running, queued = store.tasks()
+        assert [t["id"] for t in (judged, running, queued)] == [1, 2, 3]
+        assert judged["verdict"]["verdict"] == "passed" and store.task_files(1) == {"n.txt": b"hi", "want.txt": b"hi"}
+        assert [t["guard"] for t in (judged, running, queued)] == [None] * 3  # the daemon's [guard] applies
+        (approval,) = store.pending_approvals()
+        assert approval["task_id"] == running["id"] and approval["targets"] == [None]
+        # Both tables were rebuilt for the state and kind 'stuck': their ids go on where they were.
+        stuck = store.submit("new", "m", 1, "safety", 0, "root", key="k-1",
+                             guard={"repeat_limit": 3, "cycle_limit": 2, "on_stuck": "ask"})
+        assert stuck["id"] == 4 and stuck["guard"] == {"repeat_limit": 3, "cycle_limit": 2, "on_stuck": "ask"}
+        store.start(stuck["id"], "default")
+        asked = store.create_approval(stuck["id"], "stuck", [], [{"type": "wait"}], 1, None, 60)
+        assert asked["id"] == approval["id"] + 1 and asked["kind"] == "stuck"
+        store.finish(stuck["id"], "stuck", error={"kind": "stuck", "message": "m", "details": {}})
+        assert store.task(stuck["id"])["state"] == "stuck"
+        with pytest.raises(WrongState):  # the idempotency key's unique index survived the rebuild
+            store.submit("again", "m", 1, "safety", 0, "root", key="k-1")
+        assert store._db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    finally:
+        store.close()
+
+
 def test_a_spec_task_keeps_its_spec_and_files_and_ends_with_its_verdict(store: Store) -> None:
     from cud.spec import parse_spec
 
@@ -288,3 +316,57 @@ def test_a_spec_task_keeps_its_spec_and_files_and_ends_with_its_verdict(store: S
     assert store.events(task["id"])[-1]["data"]["score"] == 0.0
     store._db.execute("DELETE FROM tasks WHERE id = ?", (task["id"],))  # pruning takes its files too
     assert store.task_files(task["id"]) == {}
+
+
+def test_a_v7_database_upgrades_to_idempotency_keys_and_keeps_every_row(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    shutil.copy(DATA / "cud-v7.sqlite3", path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 7
+    store = Store(path)
+    try:
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        judged, running, queued = store.tasks()
+        assert judged["verdict"]["verdict"] == "passed" and judged["artifacts"][0]["path"] == "n.txt"
+        assert store.task_files(judged["id"]) == {"n.txt": b"hi", "want.txt": b"hi"}
+        # 8: tasks from before have no key, and many tasks may have none.
+        assert [t["key"] for t in (judged, running, queued)] == [None, None, None]
+        assert store.pending_approvals()[0]["task_id"] == running["id"]
+        keyed = store.submit("new", "m", 1, "safety", 0, "root", key="run-1/spec#1")
+        assert keyed["id"] == 4 and store.task_by_key("run-1/spec#1") == keyed
+        assert store.submit("no key", "m", 1, "safety", 0, "root")["key"] is None
+        with pytest.raises(WrongState, match="the key 'run-1/spec#1' is already recorded, for task 4"):
+            store.submit("again", "m", 1, "safety", 0, "root", key="run-1/spec#1")
+        assert len(store.tasks()) == 5 and store.tasks(key_prefix="run-1/") == [keyed]
+        assert store.recover() == [running["id"]]
+    finally:
+        store.close()
+
+
+def test_a_v6_database_takes_budgets_and_their_states_after_the_upgrade(tmp_path: Path) -> None:
+    """Migration 9 (#30) rebuilds tasks and approvals for the new state and kind: every row, id and
+    id sequence survives, and the new columns, state, kind and the day's spend work."""
+    from decimal import Decimal
+
+    path = tmp_path / "old.sqlite3"
+    shutil.copy(DATA / "cud-v6.sqlite3", path)
+    store = Store(path)
+    try:
+        old = store.tasks()
+        assert [(t["max_cost"], t["cost"], t["held"]) for t in old] == [(None, None, None)] * len(old)
+        before = store.pending_approvals()[0]
+        task = store.submit("p", "m", 1, "safety", 0, "root",
+                            budgets={"max_cost": Decimal("0.50"), "max_output_tokens": 10})
+        assert task["id"] > max(t["id"] for t in old) and (task["max_cost"], task["max_output_tokens"]) == ("0.5", 10)
+        approval = store.create_approval(task["id"], "budget", [{"id": "b", "code": "max_cost", "message": "m"}], [],
+                                         1, None, 60, [])
+        assert approval["id"] > before["id"] and approval["kind"] == "budget"
+        view = {"amount": "0.1", "currency": "USD", "unknown": None}
+        for _ in range(10):  # ten tenths are one, exactly
+            store.add_cost(task["id"], view, "2026-12-02", Decimal("0.1"))
+        assert store.day_spend("2026-12-02", "USD") == Decimal(1) and store.day_spend("2026-12-03", "USD") == 0
+        store.finish(task["id"], "budget_exceeded", error={"kind": "budget_exceeded", "message": "m", "details": {}})
+        assert store.task(task["id"])["state"] == "budget_exceeded" and store.task(task["id"])["cost"] == view
+        assert store.approval(approval["id"])["state"] == "cancelled"
+        assert store.cost_by_model() == {("m", "USD"): Decimal("0.1")}
+    finally:
+        store.close()

@@ -243,5 +243,32 @@ def test_a_suite_whose_cuctl_was_killed_resumes_following_its_tasks_not_submitti
     data = results(out)
     assert len(data["runs"]) == 4 and all(r["judged"] and r["attempt"] == 1 for r in data["runs"])
     assert [r["task_id"] for r in data["runs"]][:len(flying)] == flying  # followed, not submitted again
-    new = {t["id"] for t in seats.daemon.call("list")} - before
-    assert new == {r["task_id"] for r in data["runs"]} - set(flying)
+    counted = {r["task_id"] for r in data["runs"]}
+    assert {t["id"] for t in seats.daemon.call("list")} - before == counted - before  # nothing else submitted
+    # A run submitted just before the kill, its id not yet in results.json, was taken back by its key:
+    # every task of the suite is one the suite counts.
+    assert {t["id"] for t in seats.daemon.call("list", key_prefix=f"eval:{data['suite']['run']}/")} == counted
+
+
+def test_a_submission_made_again_after_a_lost_reply_is_the_task_the_daemon_has(seats: SpecSeat,
+                                                                               tmp_path: Path) -> None:
+    (seats.specs / "once").mkdir()
+    seats.write("once/once.toml", 'prompt = "Say done."\nmodel = "scripted:say-done"\n[[checks]]\nanswer = "done"\n')
+    out = tmp_path / "out"
+    assert eval_(seats, str(seats.specs / "once"), "--out", str(out)).returncode == 0
+    data = results(out)
+    (run,) = data["runs"]
+    assert run["judged"]
+    first = seats.daemon.task(run["task_id"])
+    assert first["key"] == f"eval:{data['suite']['run']}/0/0/a1", first
+    # As if cuctl had died after the daemon took the submission and before it heard the reply:
+    # results.json does not know the task. Resumed, the suite submits it again, with the same key.
+    run.update(task_id=None, state="pending", verdict=None, judged=False, outcome=None)
+    (out / "results.json").write_text(json.dumps(data))
+    before = {t["id"] for t in seats.daemon.call("list")}
+    done = eval_(seats, "--resume", str(out))
+    assert done.returncode == 0, done.stderr
+    assert {t["id"] for t in seats.daemon.call("list")} == before  # no second task
+    (again,) = results(out)["runs"]
+    assert again["task_id"] == first["id"] and again["judged"] and again["outcome"] == "passed", again
+    assert [t["id"] for t in seats.daemon.call("list", key_prefix=f"eval:{data['suite']['run']}/")] == [first["id"]]

@@ -69,3 +69,40 @@ def test_results_json_round_trips_and_a_bad_one_is_named(tmp_path: Path) -> None
     (tmp_path / "results.json").write_text("{}")
     with pytest.raises(ConfigError, match="is not a cuctl eval results file"):
         Results.load(tmp_path)
+
+
+def test_a_suites_cost_sums_every_attempt_exactly_and_an_unknown_one_makes_it_unknown() -> None:
+    from cud.suite.results import total_cost
+
+    def ran(spec: str, amount: str | None, attempt: int = 1) -> Attempt:
+        cost = {"amount": amount, "currency": "USD", "unknown": None if amount else "no price for model 'x'"}
+        return Attempt(spec, 0, attempt, task_id=attempt, state="succeeded", cost=cost)
+
+    tenths = [ran("a.toml", "0.1", n) for n in range(1, 11)]  # ten tenths: 1 exactly, as floats never sum
+    assert total_cost(tenths) == {"amount": "1", "currency": "USD", "unknown": None}
+    assert total_cost([*tenths, ran("b.toml", None)])["unknown"] == "no price for model 'x'"
+    assert total_cost([Attempt("a.toml", 0, 1)]) is None  # nothing answered yet
+    results = Results({"specs": ["a.toml"], "repeat": 1}, tenths)
+    assert results.summary()["specs"][0]["cost"]["amount"] == "1" and results.summary()["total"]["cost"]["amount"] == "1"
+
+
+def test_a_suites_cap_is_shared_out_and_never_overcommitted() -> None:
+    from decimal import Decimal
+
+    from cud.suite.budget import SuiteBudget
+
+    budget = SuiteBudget("10")
+    # Nothing spent: 10 shared by the 3 tasks about to start (cut down, never above the share).
+    assert budget.grant([], 3, None) == Decimal("3.333333")
+    assert budget.grant([], 1, "2.5") == Decimal("2.5")  # the spec's own max_cost is the most
+    flying = Attempt("a.toml", 0, 1, task_id=1, state="running", grant="6",
+                     cost={"amount": "1", "currency": "USD", "unknown": None})
+    ended = Attempt("b.toml", 0, 1, task_id=2, state="succeeded", grant="3",
+                    cost={"amount": "0.5", "currency": "USD", "unknown": None})
+    # In flight a task holds its grant (6), ended one what it spent (0.5): 3.5 left.
+    assert budget.committed([flying, ended]) == Decimal("6.5") and budget.grant([flying, ended], 1, None) == Decimal("3.5")
+    approved_past = Attempt("a.toml", 0, 1, task_id=1, state="running", grant="6",
+                            cost={"amount": "9.75", "currency": "USD", "unknown": None})  # a person said yes at 6
+    assert budget.grant([approved_past, ended], 1, None) is None
+    with pytest.raises(ConfigError, match="--max-cost must be an amount of money"):
+        SuiteBudget("lots")

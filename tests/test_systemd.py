@@ -19,7 +19,8 @@ import pytest
 from tests.support.daemon import ROOT
 from tests.support.units import SYSTEMD, run_install, unit_env, unit_settings
 
-UNITS = ("cud.service", "xvfb@.service", "x11vnc@.service", "xvnc@.service", "cud-bus@.service", "cud-fleet.service")
+UNITS = ("cud.service", "xvfb@.service", "x11vnc@.service", "xvnc@.service", "cud-bus@.service",
+         "cud-session@.service", "cud-fleet.service")
 #: The sandboxing keys of cud.service that cud-fleet.service differs from, each for a reason its comments give
 #: ("Not KEY" there): Ray reads /proc's system files, sets its workers' priority, and wants more descriptors.
 FLEET_DEVIATIONS = {"ProcSubset": "Not ProcSubset=pid", "SystemCallFilter": "Not ~@resources",
@@ -245,7 +246,7 @@ def test_install_into_a_prefix_gives_working_commands_and_rewritten_units(prefix
 
 @needs_analyze
 @pytest.mark.parametrize("unit", UNITS)
-def test_systemd_analyze_verify_accepts_every_installed_unit(prefix_install: Path, unit: str) -> None:
+def test_systemd_analyze_verify_accepts_every_installed_unit(prefix_install: Path, unit: str, tmp_path: Path) -> None:
     # Verified where install.sh put it: there the Exec binaries exist (systemd-analyze
     # checks that), where the source tree's /usr/local paths would not.
     path = prefix_install / "lib/systemd/system" / unit
@@ -255,6 +256,10 @@ def test_systemd_analyze_verify_accepts_every_installed_unit(prefix_install: Pat
     )
     if unit in ("cud.service", "cud-fleet.service"):
         assert exposure(path) <= 2.0
+    if unit == "cud-session@.service":  # rated as an instance: what runs in it is the seat's user's
+        instance = tmp_path / "cud-session@1.service"
+        shutil.copy(path, instance)
+        assert exposure(instance) <= 1.0
 
 
 def docs_systemd_block(language: str) -> str:
@@ -352,6 +357,8 @@ def test_install_with_destdir_writes_only_there_and_names_final_paths(tmp_path: 
     assert (venv / "bin/cud").read_text().startswith("#!/usr/local/lib/cud/venv/bin/python")
     assert os.readlink(dest / "usr/local/bin/cud") == "../lib/cud/venv/bin/cud"
     assert (dest / "etc/cud/cud.toml").exists()
+    rule = dest / "etc/polkit-1/rules.d/50-cud-session.rules"
+    assert rule.read_text() == (SYSTEMD / "cud-session.rules").read_text()
     assert sorted(p.name for p in dest.iterdir()) == ["etc", "usr"]
     # The pages the units' Documentation= names are installed where they say, beside the README.
     for unit in dest.joinpath("usr/local/lib/systemd/system").iterdir():

@@ -523,6 +523,21 @@ def test_target_patch_tracks_changes_since_the_last_screenshot(driver: VNCDriver
     assert driver.target_patch(30, 10, 16, from_last_screenshot=True) == before
 
 
+def test_the_fingerprint_of_the_last_screenshot_changes_in_the_tiles_that_changed(driver: VNCDriver,
+                                                                                  seat: Seat) -> None:
+    driver.screenshot()
+    first = driver.fingerprint()
+    assert len(first) == -(-WIDTH // 32) * -(-HEIGHT // 32) and (driver.fingerprint() == first).all()
+    driver.type({"type": "type", "text": "MMMM"})
+    seat.recorder.wait_text("MMMM")
+    wait_until(lambda: driver.target_patch(30, 10, 16, from_last_screenshot=False)
+               != driver.target_patch(30, 10, 16, from_last_screenshot=True), 10, "the text on the screen")
+    assert (driver.fingerprint() == first).all()  # still the last screenshot's
+    driver.screenshot()
+    changed = (driver.fingerprint() != first).nonzero()[0]
+    assert 0 < len(changed) < len(first) // 10, changed  # the text's tiles, not the screen
+
+
 def test_a_desktop_size_change_moves_the_bounds(tmp_path: Path) -> None:
     vnc = start_xvnc(tmp_path, width=WIDTH, height=HEIGHT)
     drv = VNCDriver(vnc.server, vnc.password)

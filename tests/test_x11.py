@@ -256,6 +256,22 @@ def test_target_patch_tracks_changes_since_the_last_screenshot(driver: X11Driver
     assert driver.target_patch(30, 10, 16, from_last_screenshot=True) != before
 
 
+def test_the_fingerprint_of_the_last_screenshot_changes_in_the_tiles_that_changed(driver: X11Driver,
+                                                                                  recorder: Recorder) -> None:
+    driver.screenshot()
+    first = driver.fingerprint()
+    width, height = driver.screen_size
+    assert len(first) == -(-width // 32) * -(-height // 32) and (driver.fingerprint() == first).all()
+    driver.type({"type": "type", "text": "MMMM"})
+    recorder.wait_text("MMMM")
+    wait_until(lambda: driver.target_patch(30, 10, 16, from_last_screenshot=False)
+               != driver.target_patch(30, 10, 16, from_last_screenshot=True), 10, "the text on the screen")
+    assert (driver.fingerprint() == first).all()  # still the last screenshot's
+    driver.screenshot()
+    changed = (driver.fingerprint() != first).nonzero()[0]
+    assert 0 < len(changed) < len(first) // 10, changed  # the text's tiles, not the screen
+
+
 @pytest.mark.parametrize("call", ["click", "screenshot", "connect"])
 def test_a_stopped_x_server_times_out_naming_the_call_and_the_next_call_works(
         xvfb: XServer, recorder: Recorder, call: str) -> None:

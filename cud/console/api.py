@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 from PIL import Image
 
+from cud.budget import describe_cost
 from cud.console.link import Link
 from cud.console.security import Handler, refusal
 from cud.console.watch import Watch
@@ -154,7 +155,9 @@ async def state(request: web.Request) -> web.Response:
                                             strict=False)]} for a in out["approvals"]]
     tasks = sorted(out["tasks"], key=lambda t: t["id"], reverse=True)
     watch.track(tasks)
-    out["tasks"] = [{**t, "doing": watch.now.get(t["id"]), **_verdict_words(t)} for t in tasks[:MAX_TASKS]]
+    # The cost in words here, by the one formatter cuctl uses too (exact decimals; none in the page's script).
+    out["tasks"] = [{**t, "doing": watch.now.get(t["id"]), **_verdict_words(t),
+                     "cost_text": describe_cost(t.get("cost")) if t.get("cost") else ""} for t in tasks[:MAX_TASKS]]
     return _json(out)
 
 

@@ -48,6 +48,8 @@ def doing(event: dict[str, Any], before: str) -> str:
         return "resumed" + (f" by {by}" if by else "")
     if kind == "cancel_requested":
         return "cancelling"
+    if kind == "interrupt_requested":
+        return "interrupting"
     if kind == "end":
         return f"ended {data.get('state')}"
     return before

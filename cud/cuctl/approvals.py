@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, short, table
 from cud.record.model import describe_approval
 
-__all__ = ()
+__all__ = ("approval_rows",)
 
 
 def list_approvals(client: Client, args: argparse.Namespace) -> int:
@@ -16,6 +17,12 @@ def list_approvals(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(pending)
         return 0
+    table(["ID", "TASK", "SEAT", "KIND", "CREATED", "WHAT"], approval_rows(pending))
+    return 0
+
+
+def approval_rows(pending: list[dict[str, Any]]) -> list[list[str]]:
+    """A table row for each pending approval (also ``cuctl fleet approvals``')."""
     rows = []
     for a in pending:
         # What it touches is what the approver decides on: shown whole, up to a long line (on a
@@ -23,8 +30,7 @@ def list_approvals(client: Client, args: argparse.Namespace) -> int:
         what = describe_approval(a["checks"], a["actions"], a.get("targets"), 200)
         rows.append([str(a["id"]), str(a["task_id"]), a.get("seat") or "-", a["kind"], a["created_at"],
                      short(what, 240)])
-    table(["ID", "TASK", "SEAT", "KIND", "CREATED", "WHAT"], rows)
-    return 0
+    return rows
 
 
 def approve(client: Client, args: argparse.Namespace) -> int:

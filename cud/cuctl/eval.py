@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from cud.budget import describe_cost, format_amount
 from cud.cuctl.chunks import Chunks
 from cud.cuctl.client import Client, RemoteError
 from cud.cuctl.export import fetch_record
@@ -27,7 +28,8 @@ from cud.cuctl.progress import live_terminal
 from cud.cuctl.report import write_private
 from cud.errors import ConfigError, ConnectionFailed, CudError
 from cud.record.html import render
-from cud.spec.wire import submit_fields
+from cud.spec.wire import file_pieces, submit_fields
+from cud.suite.budget import SuiteBudget
 from cud.suite.index import write_index
 from cud.suite.junit import write_junit
 from cud.suite.plan import Planned, plan, reload
@@ -42,10 +44,23 @@ RECONNECT_SECONDS = 120.0
 
 
 def eval_suite(client: Client, args: argparse.Namespace) -> int:
-    tags = _names(args.tags, "--tags")
+    results, planned, folder = start_results(args)
+    chosen = names(args.seats, "--seats") or results.suite.get("seats")
+    seats = _seats(client, chosen, planned)
+    results.suite["seats"] = chosen
+    results.save(folder)
+    suite = Suite(client, results, {p.name: p for p in planned}, folder, chosen, seats)
+    suite.run()
+    return finish(results, folder, args)
+
+
+def start_results(args: argparse.Namespace) -> tuple[Results, list[Planned], Path]:
+    """The suite asked for (or the one ``--resume DIR`` names), its specs checked, and its output folder made."""
+    tags = names(args.tags, "--tags")
     if args.resume:
-        if args.paths or tags or args.repeat is not None or args.out or args.model or args.from_osworld:
-            raise ConfigError("cuctl eval --resume DIR takes no PATH, --repeat, --tags, --model, --out or "
+        if (args.paths or tags or args.repeat is not None or args.out or args.model or args.from_osworld
+                or args.max_cost is not None):
+            raise ConfigError("cuctl eval --resume DIR takes no PATH, --repeat, --tags, --model, --out, --max-cost or "
                               "--from-osworld: the suite "
                               "is the one DIR's results.json describes", key="resume")
         folder = Path(args.resume)
@@ -64,17 +79,22 @@ def eval_suite(client: Client, args: argparse.Namespace) -> int:
         except FileExistsError:
             raise ConfigError(f"--out {str(folder)!r} already exists; give a new folder (or --resume it)",
                               key="out", value=str(folder)) from None
-        results = Results({"paths": list(args.paths), "specs": [p.name for p in planned],
-                           "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
-                           "model": args.model, "osworld": args.from_osworld,
-                           "seats": None, "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-    chosen = _names(args.seats, "--seats") or results.suite.get("seats")
-    seats = _seats(client, chosen, planned)
-    results.suite["seats"] = chosen
+        results = new_results(args, planned, tags, repeat)
     (folder / "reports").mkdir(exist_ok=True)
-    results.save(folder)
-    suite = Suite(client, results, {p.name: p for p in planned}, folder, chosen, seats)
-    suite.run()
+    return results, planned, folder
+
+
+def new_results(args: argparse.Namespace, planned: list[Planned], tags: list[str], repeat: int) -> Results:
+    """A new suite's results: how it was asked for, no attempt yet."""
+    return Results({"paths": list(args.paths), "specs": [p.name for p in planned],
+                    "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
+                    "model": args.model, "osworld": args.from_osworld,
+                    "max_cost": None if args.max_cost is None else format_amount(SuiteBudget(args.max_cost).cap),
+                    "seats": None, "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+
+def finish(results: Results, folder: Path, args: argparse.Namespace) -> int:
+    """JUnit (``--junit``), the index, the table (or ``--json``); the exit status: 0 when every spec-run passed."""
     if args.junit:
         write_junit(results, Path(args.junit))
     write_index(results, folder)
@@ -89,7 +109,7 @@ def eval_suite(client: Client, args: argparse.Namespace) -> int:
     return 0 if all(r.last.judged and r.last.passed for r in runs) else 1
 
 
-def _names(text: str | None, option: str) -> list[str]:
+def names(text: str | None, option: str) -> list[str]:
     names = [n.strip() for n in (text or "").split(",") if n.strip()]
     if text is not None and not names:
         raise ConfigError(f"{option} needs one name or more, comma-separated, got {text!r}", key=option)
@@ -118,6 +138,8 @@ class Suite:
                  chosen: list[str] | None, seats: list[str]) -> None:
         self.client, self.results, self.specs, self.folder = client, results, specs, folder
         self.chosen, self.slots = chosen, len(seats)
+        cap = results.suite.get("max_cost")
+        self.budget = None if cap is None else SuiteBudget(cap)
         self.started = time.monotonic()
         self.live = live_terminal(sys.stderr)
         self.total = len(results.spec_runs())
@@ -156,7 +178,27 @@ class Suite:
             attempt = self._next()
             if attempt is None:
                 return
+            if self.budget is not None:
+                spec_cost = self.specs[attempt.spec].spec.max_cost
+                grant = self.budget.grant(self.results.attempts, min(self.slots - len(self.flying),
+                                                                     len(self.todo) + 1), spec_cost)
+                if grant is None:
+                    self.todo.appendleft(attempt)
+                    if not self.flying:  # nothing in flight gives any back: the rest is not run
+                        self._not_run()
+                    return
+                attempt.grant = format_amount(grant)
             self._submit(attempt)
+
+    def _not_run(self) -> None:
+        assert self.budget is not None
+        why = f"not submitted: the suite's {self.budget.words(self.results.attempts)}"
+        while self.todo:
+            attempt = self.todo.popleft()
+            attempt.state, attempt.error = "refused", {"kind": "budget_exceeded", "message": why}
+            if attempt not in self.results.attempts:
+                self.results.attempts.append(attempt)
+            self._ended(attempt)
 
     def _next(self) -> Attempt | None:
         """The first attempt to submit that has a free seat (with --seats, each run is pinned to one)."""
@@ -180,16 +222,19 @@ class Suite:
         fields: dict[str, Any] = submit_fields(planned.spec, planned.files)
         if self.results.suite.get("model"):
             fields["model"] = self.results.suite["model"]  # --model: as cuctl submit --spec --model
+        if attempt.grant is not None:
+            fields["max_cost"] = attempt.grant  # the spec's own, or less (cud.suite.budget)
+        fields["key"] = self.results.key_of(attempt)  # made again after a lost reply: the same task
         seat = self._seat_for(attempt)
         if isinstance(seat, str):
             fields["seat"] = attempt.seat = seat
         if attempt not in self.results.attempts:
             self.results.attempts.append(attempt)
         try:
-            attempt.task_id = self.client.call("submit", **fields)["id"]
+            attempt.task_id = self._call_submit(attempt, planned, fields)
             attempt.state = "queued"
         except ConnectionFailed:
-            self.todo.appendleft(attempt)  # not known to be submitted: submitted again once the daemon is back
+            self.todo.appendleft(attempt)  # not known to be submitted: submitted again (same key) once it is back
             raise
         except RemoteError as exc:  # refused (rights, a seat without a session): it would be refused again
             attempt.state, attempt.error = "refused", {"kind": exc.kind, "message": exc.message}
@@ -197,6 +242,17 @@ class Suite:
             return
         self.flying.append(attempt)
         self.results.save(self.folder)
+
+    def _call_submit(self, attempt: Attempt, planned: Planned, fields: dict[str, Any]) -> int:
+        try:
+            return int(self.client.upload("submit", file_pieces(planned.files), **fields)["id"])
+        except RemoteError as exc:
+            limit = exc.details.get("limit")
+            if attempt.grant is None or exc.details.get("field") != "max_cost" or limit is None:
+                raise
+        # The grant was above the daemon's own ceiling (its config key max_cost): the ceiling it is.
+        attempt.grant = fields["max_cost"] = str(limit)
+        return int(self.client.upload("submit", file_pieces(planned.files), **fields)["id"])
 
     # -- watching -------------------------------------------------------------------------------
     def _look(self) -> None:
@@ -287,14 +343,16 @@ def _clock(seconds: float) -> str:
 
 
 def print_table(summary: dict[str, Any]) -> None:
-    """Per spec: runs, passes, the pass rate with its 95% Wilson interval, mean steps, tokens and seconds."""
+    """Per spec: runs, passes, the pass rate with its 95% Wilson interval, mean steps, tokens and seconds, and what
+    its tasks cost together (every attempt)."""
     def row(r: dict[str, Any]) -> list[str]:
         rate = "-" if r["pass_rate"] is None else \
             f"{r['pass_rate']:.0%} [{r['interval95'][0]:.0%}-{r['interval95'][1]:.0%}]"
         return [r["spec"], str(r["runs"]), str(r["passed"]), str(r["failed"]), rate,
                 "-" if r["mean_steps"] is None else f"{r['mean_steps']:.1f}",
                 "-" if r["mean_tokens"] is None else f"{r['mean_tokens']:,.0f}",
-                "-" if r["mean_seconds"] is None else f"{r['mean_seconds']:.1f}"]
+                "-" if r["mean_seconds"] is None else f"{r['mean_seconds']:.1f}",
+                "-" if r.get("cost") is None else describe_cost(r["cost"])]
 
-    table(["SPEC", "RUNS", "PASSED", "FAILED", "PASS RATE [95% CI]", "STEPS", "TOKENS", "SECONDS"],
+    table(["SPEC", "RUNS", "PASSED", "FAILED", "PASS RATE [95% CI]", "STEPS", "TOKENS", "SECONDS", "COST"],
           [row(r) for r in summary["specs"]] + [row(summary["total"])])

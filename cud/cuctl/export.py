@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from cud.cuctl.chunks import decode_base64
 from cud.cuctl.client import Client
@@ -17,12 +17,26 @@ from cud.record.model import Record
 __all__ = ("fetch_record",)
 
 
-def fetch_record(client: Client, task_id: int) -> Record:
-    """The task's record as the daemon streams it, checked against the totals in its reply."""
+class _Oversized(Exception):
+    """The record passed ``max_bytes`` while streaming (fetch_record's own signal, never seen outside)."""
+
+
+@overload
+def fetch_record(client: Client, task_id: int) -> Record: ...
+@overload
+def fetch_record(client: Client, task_id: int, *, max_bytes: int) -> Record | None: ...
+def fetch_record(client: Client, task_id: int, *, max_bytes: int | None = None) -> Record | None:
+    """The task's record as the daemon streams it, checked against the totals in its reply.
+
+    With ``max_bytes``: None as soon as its files pass that many bytes, without reading the rest
+    (the connection is then of no further use: close it). Without: never None.
+    """
     events: list[dict[str, Any]] = []
     parts: dict[str, list[bytes]] = {}
+    received = 0
 
     def on_message(message: Any) -> None:
+        nonlocal received
         kind = message.get("type")
         if kind == "event":
             events.append(message["event"])
@@ -33,10 +47,16 @@ def fetch_record(client: Client, task_id: int) -> Record:
                 raise ProtocolError(f"file {message['name']!r} arrived out of order: offset {message['offset']}, "
                                     f"expected {have}", name=message["name"])
             chunks.append(decode_base64(message["data"], f"file {message['name']!r}", name=message["name"]))
+            received += len(chunks[-1])
+            if max_bytes is not None and received > max_bytes:
+                raise _Oversized
         else:
             raise ProtocolError(f"unexpected {kind!r} message in a record")
 
-    result = client.call("record", on_message, id=task_id)
+    try:
+        result = client.call("record", on_message, id=task_id)
+    except _Oversized:
+        return None
     files = {name: b"".join(chunks) for name, chunks in parts.items()}
     if len(events) != result["events"]:
         raise ProtocolError(f"record of task {task_id} arrived with {len(events)} events, "

@@ -61,19 +61,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("prompt", metavar="PROMPT", nargs="?")
     p.add_argument("--spec", metavar="FILE",
                    help="a task spec (TOML, or JSON if it ends in .json): prompt, setup, checks (docs/specs.md); "
-                        "--model, --max-steps, --max-duration, --approval, --seat and --rule replace its own")
+                        "--model, --max-steps, --max-duration, the budgets, --approval, --seat, --rule and the stuck "
+                        "guard's options replace its own")
     p.add_argument("--from-osworld", metavar="FILE.json",
                    help="one OSWorld task file, converted to a spec (docs/osworld.md); its download URLs are "
                         "fetched here, not by the seat; the options replace the spec's own as with --spec")
     p.add_argument("--model", metavar="M")
     p.add_argument("--max-steps", type=int, metavar="N")
     p.add_argument("--max-duration", type=int, metavar="S", help="seconds the task may run, approvals included")
+    p.add_argument("--max-cost", metavar="AMOUNT",
+                   help="what the task may spend, in the daemon's [budget] currency, e.g. 2.00 (docs/budgets.md)")
+    p.add_argument("--max-input-tokens", type=int, metavar="N", help="input tokens the task may use (docs/budgets.md)")
+    p.add_argument("--max-output-tokens", type=int, metavar="N",
+                   help="output tokens the task may use (docs/budgets.md)")
     p.add_argument("--approval", choices=("safety", "actions"))
+    p.add_argument("--repeat-limit", type=int, metavar="N",
+                   help="stuck after the same action on an unchanged screen N times in a row; 0: never "
+                        "(default: the daemon's [guard]; docs/stuck.md)")
+    p.add_argument("--cycle-limit", type=int, metavar="N",
+                   help="stuck after the same few screens come back in a cycle N rounds; 0: never")
+    p.add_argument("--on-stuck", choices=("ask", "fail"),
+                   help="when stuck: ask a person (an approval of kind stuck) or end the task as stuck")
     p.add_argument("--seat", metavar="NAME", help="run it on this seat only (default: the first free seat)")
     p.add_argument("--rule", action="append", metavar="RULE-JSON",
                    help='a policy rule for this task, ask or deny only (repeatable; docs/targets.md), e.g. '
                         '\'{"action": "type", "app": "xterm", "decision": "ask"}\'')
+    p.add_argument("--key", metavar="KEY", help="an idempotency key (1-160 of A-Z a-z 0-9 . _ : @ / # + -): if a "
+                   "task has it already, nothing is queued and that task is the answer")
     p.add_argument("--wait", action="store_true", help="block until the task ends; print its final message")
+    p.add_argument("--fleet", metavar="HOST:PORT", help="run the spec on the Ray fleet whose head is there, as a "
+                   "suite of one (docs/fleet-reference.md; needs cud[fleet])")
     p = add("eval", "eval:eval_suite", "run a suite of task specs, repeated, and write its results (docs/suites.md)")
     p.add_argument("paths", nargs="*", metavar="PATH", help="spec files, or folders of them (*.toml, *.json)")
     p.add_argument("--repeat", type=int, metavar="N", help="run each spec N times (default 1)")
@@ -87,11 +104,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
     p.add_argument("--from-osworld", action="store_true", help="the PATHs are OSWorld task files (*.json), "
                    "converted as submit --from-osworld does (docs/osworld.md)")
+    p.add_argument("--max-cost", metavar="AMOUNT", help="what the whole suite may spend, in the daemon's [budget] "
+                   "currency: shared out as each task's max_cost; what is left unrun when it is spent "
+                   "(docs/budgets.md)")
     p.add_argument("--resume", metavar="DIR", help="go on with the suite in DIR: run only what is not yet judged")
-    add("list", "tasks:list_tasks", "list tasks")
+    p.add_argument("--fleet", metavar="HOST:PORT", help="run the suite over the Ray fleet whose head is there "
+                   "(docs/fleet-reference.md; needs cud[fleet])")
+    p.add_argument("--detach", action="store_true", help="with --fleet: run the suite as a Ray job on the head and "
+                   "print its JOB id (cuctl fleet status|results JOB)")
+    fleet = add("fleet", "fleet:status", "a Ray fleet's suites and approvals (docs/fleet-reference.md)")
+    verbs = fleet.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
+
+    def verb(name: str, func: str, help: str) -> argparse.ArgumentParser:
+        v = verbs.add_parser(name, help=help, parents=[common(False)])
+        v.set_defaults(func=func)
+        v.add_argument("--fleet", metavar="HOST:PORT", required=True, help="the fleet's head (Ray's GCS address)")
+        return v
+
+    verb("status", "fleet:status", "how a detached suite stands").add_argument("job", metavar="JOB")
+    v = verb("results", "fleet:results", "a detached suite's results.json, reports, table, index (and JUnit)")
+    v.add_argument("job", metavar="JOB")
+    v.add_argument("--out", metavar="DIR", help="the folder to write them in (default: JOB)")
+    v.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
+    verb("approvals", "fleet:approvals", "what waits for approval on every node")
+    verb("approve", "fleet:approve", "approve NODE:ID").add_argument("id", metavar="NODE:ID")
+    v = verb("deny", "fleet:deny", "deny NODE:ID")
+    v.add_argument("id", metavar="NODE:ID")
+    v.add_argument("--reason", metavar="TEXT")
+    p = add("list", "tasks:list_tasks", "list tasks")
+    p.add_argument("--key", metavar="KEY", help="only the task submitted with this idempotency key")
+    p.add_argument("--key-prefix", metavar="PREFIX", help="only the tasks whose idempotency key starts with PREFIX")
     add("show", "tasks:show", "show one task").add_argument("id", type=int, metavar="ID")
     add("follow", "progress:follow", "show a task's progress until it ends").add_argument("id", type=int, metavar="ID")
     add("cancel", "tasks:cancel", "cancel a task").add_argument("id", type=int, metavar="ID")
+    p = add("interrupt", "tasks:interrupt", "end a task that has not ended 'interrupted', with a reason")
+    p.add_argument("id", type=int, metavar="ID")
+    p.add_argument("--reason", metavar="TEXT", required=True, help="why, kept with the task (e.g. 'retried as "
+                                                                   "attempt 2 on host-b, task 17')")
     add("pause", "control:pause", "pause a task before its next screenshot").add_argument("id", type=int, metavar="ID")
     add("resume", "control:resume", "resume a paused task").add_argument("id", type=int, metavar="ID")
     p = add("act", "control:act", "act on a paused task's seat (recorded as a human action)")
@@ -175,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "dial-stdio":
             return dial_stdio.run(args.host, args.socket)
+        if args.command == "fleet" or getattr(args, "fleet", None):  # a Ray cluster, not one daemon
+            from cud.cuctl import fleet
+
+            run = {"eval": fleet.eval_fleet, "submit": fleet.submit_fleet}.get(args.command) or _command(args.func)
+            return int(run(args))  # type: ignore[call-arg]
         with Client(dialer_for(args.host, args.socket)) as client:
             return int(_command(args.func)(client, args))
     except CudError as exc:

@@ -21,6 +21,7 @@ import time
 from datetime import datetime
 from typing import Any, TextIO
 
+from cud.budget import describe_cost
 from cud.cuctl import tasks
 from cud.cuctl.client import Client
 from cud.cuctl.output import printable, short, terminal_columns
@@ -121,7 +122,8 @@ class Progress:
             what = ", ".join(describe_action(a.get("action"), a.get("target"), 40) for a in done[:3])
             what += f" (+{len(done) - 3} more)" if len(done) > 3 else ""
             what = what or ("took a screenshot" if data.get("screenshot") else "answered")
-            self._line(f"step {data['step']}: {what} ({data.get('total_ms', 0) / 1000:.1f} s; {describe_usage(data)})")
+            self._line(f"step {data['step']}: {what} ({data.get('total_ms', 0) / 1000:.1f} s; {describe_usage(data)}; "
+                       f"{describe_cost(data.get('total_cost'))} so far)")
             self.doing = "waiting for the model"
         elif kind == "approval_requested":
             approval = data["approval_id"]
@@ -143,6 +145,9 @@ class Progress:
         elif kind == "cancel_requested":
             self._line(f"cancel requested by {data['by']['name']}")
             self.doing = "cancelling"
+        elif kind == "interrupt_requested":
+            self._line(tasks.describe_event(event).split(f"task {self.id} ", 1)[-1])
+            self.doing = "interrupting"
         elif kind in ("setup", "check", "collected"):
             self.doing = {"setup": "setting up", "check": "checking"}.get(kind, self.doing)
             self._line(tasks.describe_event(event).split(f"task {self.id} ", 1)[-1], em=kind == "setup"

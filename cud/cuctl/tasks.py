@@ -1,4 +1,4 @@
-"""cuctl submit / list / show / follow / cancel."""
+"""cuctl submit / list / show / follow / cancel / interrupt."""
 
 from __future__ import annotations
 
@@ -8,33 +8,41 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cud.budget import describe_budgets, describe_cost
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
+from cud.protocol import FINAL_STATES
 from cud.record.model import describe, describe_action, describe_approval, describe_usage
 from cud.record.verdict import artifact_line, check_line, passed, verdict_line
 from cud.spec.load import load_spec
 from cud.spec.osworld import load_osworld
-from cud.spec.wire import submit_fields
+from cud.spec.wire import file_pieces, submit_fields
 
 __all__ = ()
 
 
 def submit(client: Client, args: argparse.Namespace) -> int:
     given = {"model": args.model, "max_steps": args.max_steps, "max_duration": args.max_duration,
-             "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule)}
+             "max_cost": args.max_cost, "max_input_tokens": args.max_input_tokens,
+             "max_output_tokens": args.max_output_tokens,  # max_cost as typed: a decimal string stays exact
+             "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule), "key": args.key,
+             "repeat_limit": args.repeat_limit, "cycle_limit": args.cycle_limit, "on_stuck": args.on_stuck}
+    files: dict[str, bytes] = {}
     if args.spec is not None or args.from_osworld is not None:
-        fields = _spec_fields(args)
+        fields, files = _spec_fields(args)
         fields.update({k: value for k, value in given.items() if value is not None})
     elif args.prompt is None:
         raise ConfigError("cuctl submit needs a PROMPT, a spec file with --spec FILE, or an OSWorld task with "
                           "--from-osworld FILE", key="prompt")
     else:
         fields = {"prompt": args.prompt, **given}
-    result = client.call("submit", **fields)
+    result = client.upload("submit", file_pieces(files), **fields)  # a spec's files follow its checks as chunks
     task_id = result["id"]
+    if result.get("existing"):  # the key was recorded: this is the task it names, queued before
+        warn(f"task {task_id} already has the key {args.key!r} ({result['task']['state']}); nothing new was queued")
     if not args.wait:
-        emit_json({"id": task_id}) if args.json else print(task_id)
+        emit_json({"id": task_id, "existing": bool(result.get("existing"))}) if args.json else print(task_id)
         return 0
     if not args.json:
         warn(f"task {task_id} submitted; waiting for it to end")
@@ -42,8 +50,8 @@ def submit(client: Client, args: argparse.Namespace) -> int:
     return _ended(task, args.json)
 
 
-def _spec_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """``--spec FILE`` or ``--from-osworld FILE``: the spec and its files as submit's fields (a PROMPT beside it
+def _spec_fields(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """``--spec FILE`` or ``--from-osworld FILE``: the spec as submit's fields, and its files (a PROMPT beside it
     would be ambiguous, and so would both)."""
     option, given = ("--spec", args.spec) if args.spec is not None else ("--from-osworld", args.from_osworld)
     if args.spec is not None and args.from_osworld is not None:
@@ -53,7 +61,7 @@ def _spec_fields(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(f"cuctl submit takes a PROMPT or {option}, not both (the spec has its prompt); got "
                           f"{short(args.prompt, 40)!r} and {option} {given!r}", key="prompt")
     spec, files = load_spec(Path(given)) if args.spec is not None else load_osworld(Path(given))
-    return submit_fields(spec, files)
+    return submit_fields(spec, files), files
 
 
 def _rules(given: list[str] | None) -> list[Any] | None:
@@ -70,15 +78,25 @@ def _rules(given: list[str] | None) -> list[Any] | None:
 
 
 def list_tasks(client: Client, args: argparse.Namespace) -> int:
-    tasks = client.call("list")
+    tasks = client.call("list", key=args.key, key_prefix=args.key_prefix)
     if args.json:
         emit_json(tasks)
         return 0
+    # KEY and REASON only when a listed task has one: most queues have neither.
+    keys = any(t.get("key") for t in tasks)
+    reasons = any(t.get("reason") for t in tasks)
     table(
-        ["ID", "STATE", "SEAT", "STEPS", "CREATED", "PROMPT"],
-        [[str(t["id"]), t["state"], _seat(t), str(t["steps"]), t["created_at"], short(t["prompt"], 50)]
+        ["ID", "STATE", "SEAT", "STEPS", "COST", "CREATED", *(["KEY"] if keys else []), "PROMPT",
+         *(["REASON"] if reasons else [])],
+        [[str(t["id"]), t["state"] + (" (held)" if t.get("held") else ""), _seat(t), str(t["steps"]),
+          describe_cost(t.get("cost")) if t.get("cost") else "-", t["created_at"],
+          *([t.get("key") or "-"] if keys else []), short(t["prompt"], 50),
+          *([short(t.get("reason") or "-", 60)] if reasons else [])]
          for t in tasks],
     )
+    for t in tasks:  # why a queued task waits (the day's cap): after the table, whole
+        if t.get("held"):
+            print(printable(f"task {t['id']} {t['held']}"))
     return 0
 
 
@@ -88,13 +106,21 @@ def show(client: Client, args: argparse.Namespace) -> int:
         emit_json(task)
         return 0
     for key in ("id", "state", "prompt", "model", "approval", "steps", "max_steps", "max_duration", "final_message", "reason",
-                "created_at", "started_at", "finished_at"):
-        print(f"{key + ':':15}{'-' if task[key] is None else task[key]}")
+                "key", "created_at", "started_at", "finished_at"):
+        print(f"{key + ':':15}{'-' if task.get(key) is None else task[key]}")
     print(f"{'seat:':15}{_seat(task)}")
     print(f"{'submitter:':15}{task['submitter']['name']} (uid {task['submitter']['uid']})")
     error = task["error"]
     print(f"{'error:':15}{'-' if error is None else error['kind'] + ': ' + error['message']}")
     print(f"{'model usage:':15}{describe_usage(task.get('usage'))}")
+    print(f"{'cost:':15}{describe_cost(task.get('cost'))}")
+    print(f"{'budgets:':15}{describe_budgets(task)}")
+    if task.get("held"):
+        print(f"{'held:':15}{printable(task['held'])}")
+    guard = task.get("guard")
+    if guard is not None:
+        print(f"{'stuck guard:':15}repeat_limit {guard['repeat_limit']}, cycle_limit {guard['cycle_limit']}, "
+              f"on_stuck {guard['on_stuck']}")
     if task.get("spec") is not None:
         spec = task["spec"]
         print(f"{'spec:':15}{len(spec['setup'])} setup steps, {len(spec['checks'])} checks, "
@@ -131,10 +157,19 @@ def cancel(client: Client, args: argparse.Namespace) -> int:
     result = client.call("cancel", id=args.id)
     if args.json:
         emit_json(result)
-    elif result["state_before"] in ("succeeded", "failed", "cancelled", "interrupted"):
+    elif result["state_before"] in FINAL_STATES:
         print(f"task {args.id} had already ended ({result['state_before']})")
     else:
         print(f"task {args.id}: cancel requested (was {result['state_before']}, now {result['state']})")
+    return 0
+
+
+def interrupt(client: Client, args: argparse.Namespace) -> int:
+    result = client.call("interrupt", id=args.id, reason=args.reason)
+    if args.json:
+        emit_json(result)
+    else:
+        print(f"task {args.id}: interrupt requested (was {result['state_before']}, now {result['state']})")
     return 0
 
 
@@ -177,10 +212,17 @@ def _describe(event: dict[str, Any]) -> str:
     if kind == "step":
         return (f"{prefix} step {data['step']} done in {data['total_ms']:.0f} ms "
                 f"(model {data['model_ms']:.0f}, driver {data['driver_ms']:.0f}, cud {data['overhead_ms']:.0f}); "
-                f"{describe_usage(data)}")
+                f"{describe_usage(data)}; cost {describe_cost(data.get('cost'))}, "
+                f"{describe_cost(data.get('total_cost'))} so far")
+    if kind in ("budget_warning", "budget_reached", "budget_extended"):
+        what = {"budget_warning": "at 80% of its budget", "budget_reached": "at its budget",
+                "budget_extended": "budget raised"}[kind]
+        return f"{prefix} {what} ({data['budget']}): {data['message']}"
     if kind == "model_retry":
         then = "retrying" if data["retrying"] else "not retrying"
         return f"{prefix} step {data['step']}: the model answered HTTP {data['status']} (attempt {data['attempt']}), {then}"
+    if kind == "stuck":
+        return f"{prefix} stuck: {data['message']}"
     if kind == "approval_requested":
         what = describe_approval(data["checks"], data["actions"], data.get("targets"))
         return (f"{prefix} waiting for approval {data['approval_id']} ({data['kind']}): {what} "
@@ -191,6 +233,8 @@ def _describe(event: dict[str, Any]) -> str:
         return f"{prefix} approval {data['approval_id']} {data['outcome']}{by}{because}"
     if kind == "cancel_requested":
         return f"{prefix} cancel requested by {data['by']['name']}"
+    if kind == "interrupt_requested":
+        return f"{prefix} interrupt requested by {data['by']['name']}: {data['reason']}"
     if kind == "pause_requested":
         return f"{prefix} pause requested by {data['by']['name']} (lands before the next screenshot)"
     if kind == "paused":

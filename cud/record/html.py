@@ -23,6 +23,7 @@ from typing import Any
 
 from PIL import Image
 
+from cud.budget import describe_budgets, describe_cost
 from cud.cuctl.output import short
 from cud.record.model import Approval, Record, Step, describe_action, describe_usage, seconds_between, steps
 from cud.record.html_video import STYLE as VIDEO_STYLE
@@ -50,7 +51,7 @@ h2 { font-size: 17px; margin: 0 0 8px; }
 h2 a { color: inherit; text-decoration: none; }
 .state { display: inline-block; padding: 1px 9px; border-radius: 10px; font-size: 14px; color: #fff;
          background: #6b7280; vertical-align: 2px; }
-.state.succeeded { background: #16803c; } .state.failed { background: #c0262d; }
+.state.succeeded { background: #16803c; } .state.failed, .state.budget_exceeded { background: #c0262d; }
 .state.running, .state.awaiting_approval { background: #b45309; } .state.queued { background: #4b5563; }
 .state.cancelled, .state.interrupted { background: #6d28d9; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 3px 14px; margin: 0 0 12px; }
@@ -139,6 +140,8 @@ def _header(task: dict[str, Any], all_steps: list[Step]) -> str:
         facts.append(("Error", f'<span class="error text">{escape(str(error.get("kind")))}: '
                                f'{escape(str(error.get("message")))}</span>'
                                + (f' <code>{escape(details)}</code>' if details != "{}" else "")))
+    if task.get("key"):  # records from before idempotency keys (and tasks without one) have none
+        facts.append(("Key", f'<span class="text">{escape(str(task["key"]))}</span>'))
     if task.get("reason"):
         facts.append(("Reason", f'<span class="text">{escape(str(task["reason"]))}</span>'))
     if task.get("verdict"):
@@ -147,6 +150,8 @@ def _header(task: dict[str, Any], all_steps: list[Step]) -> str:
         facts.append(("Tags", escape(", ".join(task["spec"]["tags"]))))
     facts.append(("Totals", _totals(all_steps)))
     facts.append(("Model usage", f'<span class="totals">{escape(describe_usage(task.get("usage")))}</span>'))
+    facts.append(("Cost", f'<span class="totals">{escape(describe_cost(task.get("cost")))}</span> (budgets: '
+                          f'{escape(describe_budgets(task))})'))
     rows = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in facts)
     state = str(task["state"])
     return (f'<header><h1>Task {int(task["id"])} <span class="state {escape(state)}">{escape(state)}</span></h1>'
@@ -223,7 +228,11 @@ def _step(record: Record, step: Step, video: Video | None = None) -> str:
             f'cud {t.get("overhead_ms", 0):.1f} ms</p>'
         )
     if step.usage:
-        right.append(f'<p class="timings usage">{escape(describe_usage(step.usage))}</p>')
+        cost = f"; cost {describe_cost(step.cost)}" if step.cost is not None else ""
+        right.append(f'<p class="timings usage">{escape(describe_usage(step.usage) + cost)}</p>')
+    for budget in step.budgets:
+        right.append(f'<p class="budget {escape(str(budget["kind"]))}">{escape(str(budget["kind"]))}: '
+                     f'{escape(str(budget.get("message")))}</p>')
     return (f'<section class="step" id="step-{n}"><h2><a href="#step-{n}">Step {n}</a>{when}</h2>'
             f'<div class="body"><div>{"".join(left)}</div><div>{"".join(right)}</div></div></section>')
 

@@ -82,6 +82,9 @@ class Step:
     timings: dict[str, float]  # total_ms, model_ms, driver_ms, approval_ms, overhead_ms (ended steps)
     at: str | None  # when the step ended (or its last event)
     usage: dict[str, int] = dataclasses.field(default_factory=dict)  # see cud.protocol.UsageView (ended steps)
+    cost: dict[str, Any] | None = None  # what its answers cost (cud.protocol.CostView; ended steps)
+    #: Its budget events (budget_warning, budget_reached, budget_extended), each {"kind", **data}.
+    budgets: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 def steps(record: Record) -> list[Step]:
@@ -91,6 +94,7 @@ def steps(record: Record) -> list[Step]:
     pending_actions: list[dict[str, Any]] = []
     pending_approvals: list[Approval] = []
     pending_diagnostics: list[dict[str, Any]] = []
+    pending_budgets: list[dict[str, Any]] = []
     last_at: str | None = None
     last_screenshot: str | None = None
     for event in record.events:
@@ -113,6 +117,8 @@ def steps(record: Record) -> list[Step]:
                 decided.reason, decided.decided_at = data.get("reason"), event["at"]
         elif kind == "diagnostic":
             pending_diagnostics.append(data)
+        elif kind.startswith("budget_"):
+            pending_budgets.append({"kind": kind, **data})
         elif kind == "step":
             out.append(Step(
                 number=int(data["step"]), ended=True, saw=data.get("saw"), screenshot=data.get("screenshot"),
@@ -123,20 +129,21 @@ def steps(record: Record) -> list[Step]:
                                                      "overhead_ms") if isinstance(data.get(k), (int, float))},
                 at=event["at"],
                 usage={k: int(data[k]) for k in USAGE_KEYS if isinstance(data.get(k), int)},
+                cost=data.get("cost") if isinstance(data.get("cost"), dict) else None, budgets=pending_budgets,
             ))
             last_screenshot = data.get("screenshot") or last_screenshot
-            pending_actions, pending_approvals, pending_diagnostics = [], [], []
+            pending_actions, pending_approvals, pending_diagnostics, pending_budgets = [], [], [], []
         elif kind == "end":
             for approval in approvals.values():  # the store cancels pending approvals without an event
                 if approval.outcome is None:
                     approval.outcome, approval.decided_at = "cancelled", event["at"]
                     approval.reason = f"the task ended ({data.get('state')})"
         last_at = event["at"]
-    if pending_actions or pending_approvals or pending_diagnostics:
+    if pending_actions or pending_approvals or pending_diagnostics or pending_budgets:
         out.append(Step(
             number=(out[-1].number if out else 0) + 1, ended=False, saw=last_screenshot, screenshot=None,
             messages=[], actions=pending_actions, approvals=pending_approvals,
-            diagnostics=pending_diagnostics, timings={}, at=last_at,
+            diagnostics=pending_diagnostics, timings={}, at=last_at, budgets=pending_budgets,
         ))
     return out
 

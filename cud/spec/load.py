@@ -2,13 +2,14 @@
 
 A file ending in ``.json`` is JSON; any other is TOML. Files the spec names
 (setup ``src``, check ``equals``) are read relative to the spec file's folder,
-each within :data:`cud.spec.wire.MAX_FILE_BYTES`.
+each within :data:`cud.spec.wire.MAX_SPEC_FILE_BYTES` (the daemon's ``[sessions]`` may allow less).
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from cud.errors import SpecError
 from cud.spec.schema import Spec, parse_spec
 from cud.spec.values import join
-from cud.spec.wire import MAX_FILE_BYTES, check_sizes
+from cud.spec.wire import MAX_SPEC_FILE_BYTES
 
 __all__ = ("load_spec",)
 
@@ -40,22 +41,23 @@ def load_spec(path: Path) -> tuple[Spec, dict[str, bytes]]:
         raise SpecError(f"spec file {str(path)!r} is not valid {kind}: {exc}", key="", value=str(path)) from None
     _no_dates("", raw)
     spec = parse_spec(raw)
-    files = {name: _read(path.parent, name, key) for name, key in spec.local_files().items()}
-    check_sizes(files)
-    return spec, files
+    return spec, {name: _read(path.parent, name, key) for name, key in spec.local_files().items()}
 
 
 def _read(folder: Path, name: str, key: str) -> bytes:
     where = folder / name  # an absolute name stays itself
     try:
         with open(where, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+            # Its size first, so a file far too large is refused without being read.
+            too_large = os.fstat(fh.fileno()).st_size > MAX_SPEC_FILE_BYTES
+            data = b"" if too_large else fh.read(MAX_SPEC_FILE_BYTES + 1)
     except OSError as exc:
         raise SpecError(f"spec key {key!r} names {name!r}, which cannot be read ({str(where)!r}: {exc.strerror})",
                         key=key, value=repr(name)) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise SpecError(f"spec key {key!r} names {name!r}, which is larger than the {MAX_FILE_BYTES} bytes a "
-                        f"spec's file may have (MAX_FILE_BYTES)", key=key, value=repr(name), limit=MAX_FILE_BYTES)
+    if too_large or len(data) > MAX_SPEC_FILE_BYTES:
+        raise SpecError(f"spec key {key!r} names {name!r}, which is larger than the {MAX_SPEC_FILE_BYTES} bytes "
+                        f"a spec's file may have (MAX_SPEC_FILE_BYTES)", key=key, value=repr(name),
+                        limit=MAX_SPEC_FILE_BYTES)
     return data
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from cud.errors import SpecError
 from cud.spec import values as v
 from cud.spec.schema import Spec, parse_spec
-from cud.spec.wire import MAX_FILE_BYTES, check_sizes
+from cud.spec.wire import MAX_SPEC_FILE_BYTES
 
 __all__ = ("OSWORLD_HOME", "OsworldSpec", "convert_osworld", "fetch_url", "load_osworld")
 
@@ -103,7 +103,7 @@ class _NoOtherSchemes(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def fetch_url(url: str, *, limit: int = MAX_FILE_BYTES, seconds: float = FETCH_SECONDS) -> bytes:
+def fetch_url(url: str, *, limit: int = MAX_SPEC_FILE_BYTES, seconds: float = FETCH_SECONDS) -> bytes:
     """GET ``url`` (http or https only, redirects too) within ``limit`` bytes and ``seconds``; SpecError says why not."""
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
         raise SpecError(f"cannot fetch {url!r}: only http and https URLs are fetched", key="url", value=url)
@@ -117,7 +117,7 @@ def fetch_url(url: str, *, limit: int = MAX_FILE_BYTES, seconds: float = FETCH_S
                 size += len(chunk)
                 if size > limit:
                     raise SpecError(f"{url!r} is larger than the {limit} bytes a spec's file may have "
-                                    f"(MAX_FILE_BYTES)", key="url", value=url, limit=limit)
+                                    f"(MAX_SPEC_FILE_BYTES)", key="url", value=url, limit=limit)
                 if time.monotonic() > deadline:
                     raise SpecError(f"fetching {url!r} took more than {seconds:g} s", key="url", value=url)
                 chunks.append(chunk)
@@ -163,7 +163,6 @@ class _Converter:
             spec["tags"].append(raw["id"])
         spec.files = self.files
         try:
-            check_sizes(self.files)
             parse_spec(dict(spec))  # what the converter made must be a spec: refused here, not on the seat
         except SpecError as exc:
             raise self.refuse(exc.details.get("key", ""), exc.details.get("value"),

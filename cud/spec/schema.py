@@ -3,7 +3,8 @@
 ``parse_spec(raw)`` checks every key before anything runs and returns a frozen
 :class:`Spec`; ``Spec.to_dict()`` is its normal form (every default written out),
 which parses back to an equal Spec. The task's own keys (``prompt``, ``seat``,
-``model``, ``max_steps``, ``max_duration``, ``approval``, ``rules``) are checked by
+``model``, ``max_steps``, ``max_duration``, the budgets, ``approval``, ``rules``, and the stuck
+guard's ``repeat_limit``, ``cycle_limit``, ``on_stuck``) are checked by
 the socket protocol's ``submit`` checks, so a limit has one bounds check whether it
 comes from ``cuctl submit --max-steps`` or from a spec.
 """
@@ -14,6 +15,7 @@ import dataclasses
 import re
 from typing import Any
 
+from cud.budget import BUDGET_TASK_KEYS, format_amount, parse_amount
 from cud.errors import ProtocolError, SpecError
 from cud.protocol import check_field
 from cud.spec import values as v
@@ -23,7 +25,8 @@ from cud.spec.setup import SetupStep, parse_step
 __all__ = ("ANY_SEAT", "Collect", "Spec", "TASK_KEYS", "TOP_KEYS", "parse_spec")
 
 #: The keys a spec shares with ``submit`` (and checks the same way).
-TASK_KEYS = ("prompt", "seat", "model", "max_steps", "max_duration", "approval", "rules")
+TASK_KEYS = ("prompt", "seat", "model", "max_steps", "max_duration", *BUDGET_TASK_KEYS, "approval", "rules",
+             "repeat_limit", "cycle_limit", "on_stuck")
 TOP_KEYS = frozenset({*TASK_KEYS, "tags", "reset", "setup", "checks", "collect"})
 ANY_SEAT = "any"
 MAX_SETUP = 64
@@ -50,8 +53,14 @@ class Spec:
     model: str | None = None  # None for these: the daemon's
     max_steps: int | None = None
     max_duration: int | None = None
+    max_cost: str | None = None  # an exact decimal string (cud.budget), however the spec wrote it
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
     approval: str | None = None
     rules: tuple[dict[str, Any], ...] = ()  # checked by the daemon like `submit --rule`
+    repeat_limit: int | None = None  # None for these: the daemon's [guard]
+    cycle_limit: int | None = None
+    on_stuck: str | None = None
     tags: tuple[str, ...] = ()
     reset: bool = False
     setup: tuple[SetupStep, ...] = ()
@@ -61,8 +70,11 @@ class Spec:
     def task_fields(self) -> dict[str, Any]:
         """The ``submit`` request's own fields for this spec (those given)."""
         fields = {"prompt": self.prompt, "seat": self.seat, "model": self.model, "max_steps": self.max_steps,
-                  "max_duration": self.max_duration, "approval": self.approval,
-                  "rules": list(self.rules) if self.rules else None}
+                  "max_duration": self.max_duration, "max_cost": self.max_cost,
+                  "max_input_tokens": self.max_input_tokens, "max_output_tokens": self.max_output_tokens,
+                  "approval": self.approval,
+                  "rules": list(self.rules) if self.rules else None, "repeat_limit": self.repeat_limit,
+                  "cycle_limit": self.cycle_limit, "on_stuck": self.on_stuck}
         return {k: value for k, value in fields.items() if value is not None}
 
     def judging(self) -> dict[str, Any]:
@@ -109,7 +121,8 @@ def parse_spec(raw: object) -> Spec:
         except ProtocolError as exc:
             raise SpecError(exc.message.replace("'submit' field", "spec key", 1), key=key,
                             value=v.shown(table[key])) from None
-        task[key] = tuple(table[key]) if key == "rules" else table[key]
+        task[key] = (tuple(table[key]) if key == "rules" else format_amount(parse_amount(table[key]))
+                     if key == "max_cost" else table[key])
     tags = tuple(_tag(v.join("tags", i), t) for i, t in enumerate(v.items("tags", table.get("tags", []), MAX_TAGS,
                                                                            empty=True)))
     setup = tuple(parse_step(v.join("setup", i), s)

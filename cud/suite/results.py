@@ -12,6 +12,10 @@ and the retry is a second attempt of the same spec-run. A spec-run is judged by 
 - ``interrupted`` is not final: the spec-run is re-run **once**; an interrupted retry is judged
   failed ("interrupted twice").
 
+Every attempt is submitted under an idempotency key (:meth:`Results.key_of`): a submission whose
+reply was lost, made again, re-attaches to the task the daemon already has instead of queueing a
+second one that the suite would not count.
+
 A run **passed** when its task succeeded and its verdict, if it has one, passed: what
 ``cuctl submit --spec --wait`` exits 0 for.
 """
@@ -21,20 +25,23 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from cud.budget import format_amount
 from cud.errors import ConfigError
 from cud.record.verdict import passed as task_passed
+from cud.views import FINAL_STATES
 
 __all__ = ("Attempt", "Results", "SpecRun", "wilson", "MAX_ATTEMPTS", "RESULTS_FILE")
 
 RESULTS_FILE = "results.json"
 #: An interrupted spec-run is submitted again once; the second attempt is judged whatever happens.
 MAX_ATTEMPTS = 2
-FINAL_STATES = ("succeeded", "failed", "cancelled", "interrupted")
 #: z for a two-sided 95% interval.
 Z95 = 1.959963984540054
 
@@ -68,6 +75,8 @@ class Attempt:
     checks: list[dict[str, Any]] = field(default_factory=list)  # {name, kind, weight, passed, why}
     steps: int = 0
     usage: dict[str, Any] | None = None
+    cost: dict[str, Any] | None = None  # what its task cost (cud.protocol.CostView)
+    grant: str | None = None  # the max_cost it was submitted with under --max-cost (cud.suite.budget)
     error: dict[str, Any] | None = None
     reason: str | None = None
     created_at: str | None = None
@@ -105,6 +114,7 @@ class Attempt:
         self.checks = [{k: c.get(k) for k in ("name", "kind", "weight", "passed", "why")}
                        for c in verdict.get("checks", [])]
         self.usage, self.error, self.reason = task.get("usage"), task.get("error"), task.get("reason")
+        self.cost = task.get("cost")
         self.created_at, self.started_at, self.finished_at = (task.get("created_at"), task.get("started_at"),
                                                                task.get("finished_at"))
         self.queued_seconds = _between(self.created_at, self.started_at)
@@ -152,8 +162,28 @@ class SpecRun:
 class Results:
     """Everything results.json holds: how the suite was asked for, and every attempt."""
 
-    suite: dict[str, Any]  # paths, specs, repeat, tags, seats, started_at
+    suite: dict[str, Any]  # run, paths, specs, repeat, tags, seats, started_at
     attempts: list[Attempt] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # The suite's own name in its tasks' keys; results.json keeps it, so --resume uses the same
+        # (a file from before keys gets one now: only its later submissions are protected).
+        self.suite.setdefault("run", secrets.token_hex(6))
+
+    def key_prefix(self) -> str:
+        """What every key of this suite's tasks starts with (``cuctl list --key-prefix``)."""
+        return f"eval:{self.suite['run']}/"
+
+    def spec_run_key(self, spec: str, repeat: int) -> str:
+        """``eval:RUN/SPEC-INDEX/REPEAT``: a spec-run's keys without the attempt (a fleet's registry numbers those).
+
+        The spec's index, not its name: a file name may hold characters a key may not.
+        """
+        return f"{self.key_prefix()}{self.suite['specs'].index(spec)}/{repeat}"
+
+    def key_of(self, attempt: Attempt) -> str:
+        """The idempotency key of ``attempt``'s submission: ``eval:RUN/SPEC-INDEX/REPEAT/aATTEMPT``."""
+        return f"{self.spec_run_key(attempt.spec, attempt.repeat)}/a{attempt.attempt}"
 
     def spec_runs(self) -> list[SpecRun]:
         """Every spec-run of the suite, in the suite's order, each with its attempts (none yet: one pending)."""
@@ -170,7 +200,9 @@ class Results:
         runs = self.spec_runs()
         for spec in self.suite["specs"]:
             per_spec.append(_row(spec, [r.last for r in runs if r.spec == spec]))
+            per_spec[-1]["cost"] = total_cost([a for a in self.attempts if a.spec == spec])
         total = _row("total", [r.last for r in runs])
+        total["cost"] = total_cost(self.attempts)
         total["interrupted_attempts"] = sum(1 for a in self.attempts if a.state == "interrupted")
         return {"specs": per_spec, "total": total}
 
@@ -194,6 +226,19 @@ class Results:
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"--resume {str(folder)!r}: {str(path)!r} is not a cuctl eval results file ({exc})",
                               path=str(path)) from None
+
+
+def total_cost(attempts: list[Attempt]) -> dict[str, Any] | None:
+    """What these attempts' tasks cost together, every attempt counted (a retried one cost money too), as a
+    CostView: exact (Decimal), unknown if any task's is, None if none has answered yet."""
+    costs = [a.cost for a in attempts if a.cost]
+    if not costs:
+        return None
+    unknown = next((c for c in costs if c.get("amount") is None), None)
+    if unknown is not None:
+        return {"amount": None, "currency": unknown.get("currency"), "unknown": unknown.get("unknown")}
+    amount = sum((Decimal(str(c["amount"])) for c in costs), Decimal(0))
+    return {"amount": format_amount(amount), "currency": costs[0].get("currency"), "unknown": None}
 
 
 def _row(name: str, last: list[Attempt]) -> dict[str, Any]:

@@ -24,7 +24,8 @@ from cud.errors import ConfigError
 __all__ = ("EVENTS", "FORMATS", "HOOK_KEYS", "HookConfig", "load_hooks", "ntfy_split", "read_header_value")
 
 #: The events a hook may ask for, in the order the docs list them.
-EVENTS = ("approval_requested", "task_finished", "task_failed", "seat_unavailable", "seat_recovered")
+EVENTS = ("approval_requested", "task_finished", "task_failed", "budget_warning", "seat_unavailable",
+          "seat_recovered")
 #: What a webhook's body looks like: the event itself, an ntfy message, a Slack-compatible message.
 FORMATS = ("json", "ntfy", "slack")
 #: At most this many hooks: each has its own workers and queue.

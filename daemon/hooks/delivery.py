@@ -136,10 +136,14 @@ class Notifications:
     def _on_store_event(self, event: EventView) -> None:
         # Called after every commit, on the loop, by the write that caused it: never raise into it.
         kind = event["kind"]
-        if kind != "approval_requested" and kind != "end":
+        if kind not in ("approval_requested", "end", "budget_warning"):
             return
         try:
             task = self._store.task(event["task_id"])
+            if kind == "budget_warning":
+                if "budget_warning" in self._wanted:
+                    self.emit(self._maker.budget_event(task, event["data"]))
+                return
             if kind == "approval_requested":
                 if "approval_requested" in self._wanted:
                     approval = self._store.approval(int(event["data"]["approval_id"]))
@@ -147,7 +151,7 @@ class Notifications:
                 return
             if "task_finished" in self._wanted:
                 self.emit(self._maker.task_event("task_finished", task))
-            if task["state"] == "failed" and "task_failed" in self._wanted:
+            if task["state"] in ("failed", "budget_exceeded", "stuck") and "task_failed" in self._wanted:
                 self.emit(self._maker.task_event("task_failed", task))
         except Exception:  # a notification must never undo or break what it reports
             log.exception("cannot make the notification of task %s's %s event", event["task_id"], kind)

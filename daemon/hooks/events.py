@@ -3,7 +3,9 @@
 Model text (the prompt, a safety check's message, typed text, a final message) is data
 here: it goes into JSON strings and message bodies, cut to a bound, and never into a
 command line, a header or a template. The ``cuctl`` lines are made of the daemon's own
-numbers and socket path, quoted for a POSIX shell.
+numbers, host name and socket path, quoted for a POSIX shell: ``approve``/``deny`` work in any
+shell on the daemon's host, ``approve_remote``/``deny_remote`` name the host (``--host
+ssh://HOST``) so they work from another machine, e.g. a fleet's head.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def _task(task: TaskView) -> dict[str, Any]:
         "prompt_truncated": len(task["prompt"]) > PROMPT_CHARS,
         "steps": task["steps"],
         "submitter": task["submitter"]["name"],
+        "key": task.get("key"),  # its idempotency key: which attempt of a fleet's spec it is
     }
 
 
@@ -55,9 +58,11 @@ class EventMaker:
     def _base(self, event: str) -> dict[str, Any]:
         return {"event": event, "at": now_iso(), "host": self.host}
 
-    def cuctl(self, verb: str, approval_id: int) -> str:
-        # --socket always: the line then works from any shell on this host, whatever its $CUD_SOCKET.
-        return shlex.join(["cuctl", "--socket", str(self.socket), verb, str(approval_id)])
+    def cuctl(self, verb: str, approval_id: int, *, remote: bool = False) -> str:
+        # --socket always: the line then works from any shell on this host, whatever its $CUD_SOCKET;
+        # remote: through ssh to this host by name, as the person's own ssh reaches it.
+        host = ["--host", f"ssh://{self.host}"] if remote else []
+        return shlex.join(["cuctl", *host, "--socket", str(self.socket), verb, str(approval_id)])
 
     def approval_event(self, approval: ApprovalView, task: TaskView) -> dict[str, Any]:
         shot = approval["screenshot"]
@@ -83,6 +88,8 @@ class EventMaker:
             "approval": record,
             "approve": self.cuctl("approve", approval["id"]),
             "deny": self.cuctl("deny", approval["id"]),
+            "approve_remote": self.cuctl("approve", approval["id"], remote=True),
+            "deny_remote": self.cuctl("deny", approval["id"], remote=True),
         }
 
     def task_event(self, event: str, task: TaskView) -> dict[str, Any]:
@@ -98,6 +105,11 @@ class EventMaker:
                 "verdict": _verdict(task),
             },
         }
+
+    def budget_event(self, task: TaskView, data: dict[str, Any]) -> dict[str, Any]:
+        """``budget_warning``: the task is at 80% of one of its budgets (docs/budgets.md); daemon numbers only."""
+        budget = {key: data.get(key) for key in ("budget", "limit", "used", "currency", "message")}
+        return {**self._base("budget_warning"), "task": _task(task), "budget": budget}
 
     def seat_event(self, event: str, name: str, where: str, error: str | None) -> dict[str, Any]:
         return {**self._base(event), "seat": {"name": name, "where": where, "error": error}}
@@ -151,8 +163,11 @@ def summary(event: dict[str, Any]) -> tuple[str, str]:
             lines.append("Action: " + "; ".join(approval["action_words"]))
         if approval["screenshot"]:
             lines.append(f"Screenshot: {approval['screenshot']}")
-        lines += ["", event["approve"], event["deny"]]
+        lines += ["", f"On {event['host']}: {event['approve']}", f"On {event['host']}: {event['deny']}",
+                  f"From elsewhere: {event['approve_remote']}"]
         return f"cud: {where} needs approval {approval['id']}", "\n".join(lines)
+    if kind == "budget_warning":
+        return f"cud: {where} is at 80% of its {event['budget']['budget']}", f"{event['budget']['message']}\n\n{prompt}"
     lines = [prompt]
     if task["error"]:
         lines.append(f"Error ({task['error']['kind']}): {task['error']['message']}")
@@ -172,6 +187,7 @@ def summary(event: dict[str, Any]) -> tuple[str, str]:
 
 
 _NTFY_TAGS = {"approval_requested": ["raising_hand"], "task_failed": ["x"], "seat_unavailable": ["warning"],
+              "budget_warning": ["moneybag"],
               "seat_recovered": ["white_check_mark"]}
 _NTFY_PRIORITY = {"approval_requested": 4, "task_failed": 4, "seat_unavailable": 4}
 
@@ -198,7 +214,8 @@ def slack_body(event: dict[str, Any]) -> dict[str, Any]:
 
 def command_env(event: dict[str, Any]) -> dict[str, str]:
     """The CUD_* variables of a command hook: ids, names and states only, never model text."""
-    env = {"CUD_EVENT": event["event"]}
+    # Not CUD_HOST: that is cuctl's own (the daemon to dial), and the hook's cuctl lines must stay local.
+    env = {"CUD_EVENT": event["event"], "CUD_HOSTNAME": event["host"]}
     if "task" in event:
         task = event["task"]
         env.update(CUD_TASK_ID=str(task["id"]), CUD_STATE=task["state"], CUD_SEAT=task["seat"] or "")
@@ -206,9 +223,12 @@ def command_env(event: dict[str, Any]) -> dict[str, str]:
             env.update(CUD_VERDICT=task["verdict"]["verdict"], CUD_SCORE=f"{task['verdict']['score']:g}")
     if "seat" in event:
         env["CUD_SEAT"] = event["seat"]["name"]
+    if "budget" in event:
+        env["CUD_BUDGET"] = str(event["budget"]["budget"])
     if "approval" in event:
         approval = event["approval"]
-        env.update(CUD_APPROVAL_ID=str(approval["id"]), CUD_APPROVE=event["approve"], CUD_DENY=event["deny"])
+        env.update(CUD_APPROVAL_ID=str(approval["id"]), CUD_APPROVE=event["approve"], CUD_DENY=event["deny"],
+                   CUD_APPROVE_REMOTE=event["approve_remote"], CUD_DENY_REMOTE=event["deny_remote"])
         if approval["screenshot"]:
             env["CUD_SCREENSHOT"] = approval["screenshot"]
     return env

@@ -19,7 +19,7 @@ import contextvars
 import dataclasses
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import openai
@@ -79,17 +79,22 @@ class ModelRequests:
 
     def __init__(self, history: History, max_retries: int, *,
                  on_start: Callable[[], None], on_end: Callable[[float, Any, Sent], None],
-                 on_retry: Callable[[int, int, bool], None]) -> None:
+                 on_retry: Callable[[int, int, bool], None],
+                 before: Callable[[], Awaitable[None]] | None = None) -> None:
         self.history = history
         self.max_retries = max_retries
         self._shaper = shaper_for(history)
         self._on_start, self._on_end, self._on_retry = on_start, on_end, on_retry
+        #: Awaited before each request goes out (a task's budgets: it may wait for a person, or raise).
+        self._before = before
 
     def wrap(self, client: AsyncOpenAI) -> AsyncOpenAI:
         wrapped = client.with_options()  # a shallow copy sharing the connection pool
         original = wrapped.responses.create
 
         async def create(**kwargs: Any) -> Any:
+            if self._before is not None:
+                await self._before()
             items = kwargs["input"]
             send, extra = self._shaper.request(items)
             images, image_data = image_stats(send)

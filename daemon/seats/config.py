@@ -17,6 +17,7 @@ command line override the file's seats as a whole.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,11 +38,14 @@ DEFAULT_SEAT = "default"
 MAX_SEATS = 64
 #: The keys of a ``[[seats]]`` table.
 SEAT_KEYS = frozenset({"name", "display", "vnc", "vnc_password_file", "vnc_horizontal_scroll", "session_bus",
-                       "x_display", "user", "home", "home_template"})
+                       "x_display", "user", "home", "home_template", "session_unit"})
 #: Where a seat's targets are read (docs/targets.md): its session bus, and for a VNC seat the X display it mirrors.
 _TARGET_KEYS = ("session_bus", "x_display")
 #: A seat's session (docs/sessions.md); like the target keys, top-level keys of a one-seat config too.
-_SESSION_KEYS = ("user", "home", "home_template")
+_SESSION_KEYS = ("user", "home", "home_template", "session_unit")
+#: A service unit's name as systemd spells it (systemd.unit(5)): a template's instance must be given.
+_SERVICE_NAME = re.compile(r"[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.service")
+_MAX_UNIT_NAME = 255
 _HORIZONTAL_SCROLL = ("auto", "buttons", "shift")
 
 
@@ -61,6 +65,8 @@ class SeatConfig:
     user: SeatUser | None = None
     home: Path | None = None
     home_template: Path | None = None
+    #: The systemd unit that is the seat's session (docs/sessions.md#under-systemd); None: cud's own process groups.
+    session_unit: str | None = None
 
     @property
     def target_display(self) -> str | None:
@@ -119,9 +125,10 @@ def _session(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
         missing = "home" if given == ["user"] else "user"
         raise ConfigError(f"config key '{prefix}{given[0]}' needs '{prefix}{missing}': a seat's session has both",
                           key=f"{prefix}{missing}")
-    if "home_template" in table and not given:
-        raise ConfigError(f"config key '{prefix}home_template' needs '{prefix}user' and '{prefix}home'",
-                          key=f"{prefix}home_template")
+    for key in ("home_template", "session_unit"):
+        if key in table and not given:
+            raise ConfigError(f"config key '{prefix}{key}' needs '{prefix}user' and '{prefix}home'",
+                              key=f"{prefix}{key}")
     if not given:
         return {}
     user = table["user"]
@@ -133,7 +140,18 @@ def _session(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
     }
     if "home_template" in table:
         out["home_template"] = _absolute(f"{prefix}home_template", table["home_template"])
+    if "session_unit" in table:
+        out["session_unit"] = check_service_unit(f"{prefix}session_unit", table["session_unit"])
     return out
+
+
+def check_service_unit(key: str, value: object) -> str:
+    """A systemd service's name (``cud-session@1.service``); a template needs its instance."""
+    text = string(key, value)
+    if len(text) > _MAX_UNIT_NAME or not _SERVICE_NAME.fullmatch(text):
+        raise bad(key, value, "a systemd service unit's name like 'cud-session@1.service' (a template with its "
+                              "instance)")
+    return text
 
 
 def _absolute(key: str, value: object) -> Path:

@@ -10,9 +10,13 @@ running before it hands it over, so no two seats can take the same task.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Iterator
+from datetime import UTC, datetime, time, timedelta
 
+from cud.budget import format_money
+from cud.daemon.budget.guard import today
 from cud.daemon.config import read_secret_file
 from cud.daemon.tasks.runner import TaskRun
 from cud.daemon.seats.seat import FULL_DISK_RETRY, Seat, SeatParts
@@ -50,9 +54,11 @@ def _open_driver(spec: SeatConfig, parts: SeatParts) -> object:
 class Seats:
     def __init__(self, parts: SeatParts) -> None:
         self.store = parts.store
+        self.budget = parts.config.budget
         self._seats = {spec.name: Seat(spec, parts, _open_driver(spec, parts), self.dispatch)
                        for spec in parts.config.seats}
         self._retry: asyncio.TimerHandle | None = None
+        self._new_day: asyncio.TimerHandle | None = None
 
     def __iter__(self) -> Iterator[Seat]:
         return iter(self._seats.values())
@@ -86,7 +92,13 @@ class Seats:
             log.warning("seats %s are unavailable at start-up; they are checked every few seconds", down)
 
     def dispatch(self) -> None:
-        """Hand the oldest task each free seat may run to that seat."""
+        """Hand the oldest task each free seat may run to that seat (none while the day's cap is reached)."""
+        held = self._day_capped()
+        if self.budget.daily_cost is not None:
+            with contextlib.suppress(StorageFull):  # only words for list and show; starting (or not) matters
+                self.store.hold_queued(held)
+        if held is not None:
+            return
         for seat in self:
             if not seat.free:
                 continue
@@ -103,6 +115,29 @@ class Seats:
                 return
             seat.assign(self.store.task(task["id"]))
 
+    def _day_capped(self) -> str | None:
+        """Why no task may start now: the day's spend reached ``[budget] daily_cost`` (then dispatch runs
+        again when the next UTC day begins); None if tasks may start."""
+        cap = self.budget.daily_cost
+        if cap is None:
+            return None
+        day = today()
+        spent = self.store.day_spend(day, self.budget.currency)
+        if spent < cap:
+            return None
+        if self._new_day is None:
+            now = datetime.now(UTC)
+            midnight = datetime.combine(now.date() + timedelta(days=1), time(), UTC)
+            self._new_day = asyncio.get_running_loop().call_later((midnight - now).total_seconds() + 1,
+                                                                  self._next_day)
+        return (f"waiting: the day's spend ({day}, UTC) is {format_money(spent, self.budget.currency)} of "
+                f"{format_money(cap, self.budget.currency)} ([budget] daily_cost); tasks start again when the "
+                "next day begins")
+
+    def _next_day(self) -> None:
+        self._new_day = None
+        self.dispatch()
+
     def _retry_dispatch(self) -> None:
         self._retry = None
         self.dispatch()
@@ -115,9 +150,15 @@ class Seats:
         if (run := self.run_of(task_id)) is not None:
             run.cancel(reason)
 
+    def interrupt(self, task_id: int, reason: str) -> None:
+        """Stop a running task as :meth:`cancel` does, but it ends ``interrupted`` with ``reason``."""
+        if (run := self.run_of(task_id)) is not None:
+            run.cancel(reason, interrupted=True)
+
     async def stop(self, reason: str) -> None:
-        if self._retry is not None:
-            self._retry.cancel()
+        for timer in (self._retry, self._new_day):
+            if timer is not None:
+                timer.cancel()
         for seat in self:
             await seat.stop(reason)
 

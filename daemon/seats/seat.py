@@ -93,7 +93,8 @@ class Seat:
                                                timeout=parts.config.target_timeout)
         #: Its session (user, home, processes: docs/sessions.md); None for a seat without ``user``/``home``.
         self.session: SeatSession | None = session_for(spec.name, spec.user, spec.home, spec.home_template,
-                                                       spec.target_display, spec.session_bus)
+                                                       spec.target_display, spec.session_bus,
+                                                       spec.session_unit)
         self._client = parts.client
         self._api_key = parts.api_key
         self._on_free = on_free
@@ -153,8 +154,9 @@ class Seat:
         A reset that fails leaves the seat ``unavailable`` with the reason (every health
         check tries the reset again) and puts the task back in the queue: a pinned task
         waits for the seat, another goes to a free seat. It never runs on a dirty seat.
-        A task cancelled while the reset ran ends cancelled instead: back in the queue,
-        the cancel would be forgotten and the task would run later.
+        A task cancelled or interrupted while the reset ran ends so instead: back in the
+        queue, the request would be forgotten and the task would run later. (A daemon that
+        stops requeues it: the task runs after the restart.)
         A seat without a session has nothing to reset.
         """
         task = run.task
@@ -166,8 +168,8 @@ class Seat:
             assert report is not None
             self.store.add_event(task["id"], "reset", {"seat": self.name, **dataclasses.asdict(report)})
             return True
-        if run.is_cancelled() and not run.stopping:
-            run.end(run.ending("failed"))  # a cancel decides: the task ends cancelled, with its reason
+        if run.is_cancelled() and not self._stopping:
+            run.end(run.ending("failed"))  # a cancel (or interrupt) decides: the task ends so, with its reason
         else:
             self.store.requeue(task["id"], self.name, problem)
         return False
@@ -299,7 +301,7 @@ class Seat:
         self._stopping = True
         self._wake.set()
         if self.current is not None:
-            self.current.cancel(reason, stopping=True)
+            self.current.cancel(reason, interrupted=True)
 
     async def _run(self, task: TaskView) -> None:
         run = TaskRun(self, task)

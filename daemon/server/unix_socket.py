@@ -167,7 +167,7 @@ class Server:
             writer.write(encode(message))
             await asyncio.wait_for(writer.drain(), self.write_timeout)
 
-        # A request that takes the client's chunks (``put``) and fails part-way leaves the rest of
+        # A request that takes the client's chunks (``put``, a spec's ``submit``) and fails part-way leaves the rest of
         # them on the line, where they would be read as requests: its connection ends after the reply.
         receiving = False
 

@@ -27,6 +27,7 @@ from cud.daemon.session import clipboard
 from cud.daemon.session.home import SeatHome
 from cud.daemon.session.reset import ResetReport, reset_session
 from cud.daemon.session.sweep import SEAT_MARK
+from cud.daemon.session.unit import SessionUnit
 from cud.daemon.session.user import SeatUser
 from cud.errors import PathRefused, SessionError
 
@@ -67,7 +68,8 @@ class SessionPlaces:
 class SeatSession:
     """One per seat that has ``user`` and ``home``: what runs there, and its files."""
 
-    def __init__(self, seat: str, user: SeatUser, home: Path, places: SessionPlaces) -> None:
+    def __init__(self, seat: str, user: SeatUser, home: Path, places: SessionPlaces,
+                 unit: SessionUnit | None = None) -> None:
         self.seat = seat
         self.user = user.name
         self.account = user
@@ -78,6 +80,8 @@ class SeatSession:
         self._runtime: Path | None = None
         self._cookie_copied: int | None = None
         self._launched: set[int] = set()
+        #: The systemd unit that is the session (``session_unit``): commands run as its transient units.
+        self.unit = unit
 
     # -- environment ---------------------------------------------------------------------
     @property
@@ -173,6 +177,9 @@ class SeatSession:
         """Run ``argv`` as the seat's user in its session, in ``cwd`` (default: the home), bounded by ``timeout``."""
         items = self._argv(argv)
         where = self._cwd(cwd)
+        if self.unit is not None:
+            return await self._run_in_unit(self.unit, items, where, timeout=timeout, stdin=stdin,
+                                           max_output=max_output)
         # Pipes of our own, not asyncio's: its wait() also waits for its pipes to close, which
         # a child left running in the background (holding them) would put off for ever.
         pipes = [os.pipe(), os.pipe()]
@@ -212,6 +219,43 @@ class SeatSession:
         return Completed(tuple(items), None if timed_out else proc.returncode, bytes(outputs[0]), bytes(outputs[1]),
                          timed_out, cut[0])
 
+    async def _run_in_unit(self, unit: SessionUnit, items: list[str], where: str, *, timeout: float,
+                           stdin: bytes | None, max_output: int) -> Completed:
+        """:meth:`run` as a transient unit of the session's systemd unit (cud.daemon.session.unit)."""
+        pipes = [os.pipe(), os.pipe(), os.pipe()]  # stdin, stdout, stderr
+        try:
+            command = await unit.start(items, env=self.env, cwd=where, stdin=pipes[0][0], stdout=pipes[1][1],
+                                       stderr=pipes[2][1])
+        except BaseException:
+            for fd in (pipes[0][1], pipes[1][0], pipes[2][0]):
+                os.close(fd)
+            raise
+        finally:  # the command's ends: systemd holds its own copies now
+            for fd in (pipes[0][0], pipes[1][1], pipes[2][1]):
+                os.close(fd)
+        cut = [False]
+        outputs = [bytearray(), bytearray()]
+        files = [os.fdopen(pipes[i][0], "rb", buffering=0) for i in (1, 2)]
+        readers = [asyncio.ensure_future(_read_capped(file, kept, max_output, cut))
+                   for file, kept in zip(files, outputs)]
+        feeder = asyncio.ensure_future(_feed_pipe(pipes[0][1], stdin or b""))
+        timed_out = False
+        try:
+            await asyncio.wait_for(asyncio.shield(command.wait()), timeout)
+        except asyncio.TimeoutError:
+            timed_out = True
+        finally:
+            if command.returncode is None:  # the timeout, or the caller gave up: the unit's whole cgroup
+                await command.kill()
+            _done, pending = await asyncio.wait(readers, timeout=_DRAIN_TIMEOUT)
+            for task in (*pending, feeder):
+                task.cancel()
+            await asyncio.gather(*readers, feeder, return_exceptions=True)
+            for file in files:
+                file.close()
+        return Completed(tuple(items), None if timed_out else command.returncode, bytes(outputs[0]),
+                         bytes(outputs[1]), timed_out, cut[0])
+
     async def launch(self, argv: Sequence[str], *, cwd: str | None = None) -> int:
         """Start ``argv`` detached in the session (its own session, output to the runtime dir's log); its pid."""
         items = self._argv(argv)
@@ -221,6 +265,11 @@ class SeatSession:
         try:
             if os.geteuid() == 0:
                 os.fchown(fd, self.account.uid, self.account.gid)
+            if self.unit is not None:
+                with open(os.devnull, "rb") as nothing:
+                    command = await self.unit.start(items, env=self.env, cwd=where, stdin=nothing.fileno(),
+                                                    stdout=fd, stderr=fd)
+                return await command.main_pid()  # ended at the next reset, by systemd
             proc = await self._spawn(items, where, stdin=asyncio.subprocess.DEVNULL, stdout=fd, stderr=fd)
         finally:
             os.close(fd)
@@ -270,6 +319,8 @@ class SeatSession:
     def close(self) -> None:
         """The daemon is stopping: nothing of the session's is kept in the runtime directory."""
         self.clear_runtime()
+        if self.unit is not None:
+            self.unit.close()
 
 
 async def _read_capped(pipe: typing.BinaryIO, kept: bytearray, cap: int, cut: list[bool]) -> None:
@@ -300,10 +351,28 @@ async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
     proc.stdin.close()
 
 
+async def _feed_pipe(fd: int, data: bytes) -> None:
+    """Write ``data`` to the pipe ``fd`` and close it (a reader that went away ends the writing)."""
+    loop = asyncio.get_running_loop()
+    pipe = os.fdopen(fd, "wb", buffering=0)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    try:
+        if data:
+            writer.write(data)
+            await writer.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        transport.close()
+
+
 def session_for(seat: str, user: SeatUser | None, home: Path | None, template: Path | None, display: str | None,
-                session_bus: str | None) -> SeatSession | None:
-    """The session of a seat configured with ``user`` and ``home`` (None without them)."""
+                session_bus: str | None, session_unit: str | None = None) -> SeatSession | None:
+    """The session of a seat configured with ``user`` and ``home`` (None without them); with ``session_unit``,
+    a systemd unit holds it (cud.daemon.session.unit)."""
     if user is None or home is None:
         return None
     cookie = os.environ.get("XAUTHORITY") or os.path.expanduser("~/.Xauthority")
-    return SeatSession(seat, user, home, SessionPlaces(display, session_bus, template, Path(cookie)))
+    unit = None if session_unit is None else SessionUnit(seat, session_unit, user.name)
+    return SeatSession(seat, user, home, SessionPlaces(display, session_bus, template, Path(cookie)), unit)

@@ -4,9 +4,11 @@ In order, each step with a deadline; a step that cannot finish fails the reset w
 :class:`~cud.errors.SessionError` naming what is left (the seat then becomes
 ``unavailable`` with that reason, and no task runs on it):
 
-1. **Processes.** Every process of the seat's user but the session's own buses
+1. **Processes.** With a session unit (``session_unit``), systemd stops it and starts
+   it again (:mod:`cud.daemon.session.unit`): every command's cgroup goes with it. Then,
+   and without a unit, every process of the seat's user but the session's own buses
    (:mod:`cud.daemon.session.sweep`): whatever setsid, nohup, a double fork or D-Bus
-   activation started.
+   activation started (with a unit: only what escaped it).
 2. **X clients.** Every client on the seat's display that is the user's or has a
    window on screen, the window manager excepted, is disconnected (``XKillClient``)
    until none is left: an application started by someone else (the sandbox's demo
@@ -35,7 +37,7 @@ import time
 from typing import TYPE_CHECKING
 
 from cud.daemon.session import xclients
-from cud.daemon.session.sweep import end_processes
+from cud.daemon.session.sweep import SEAT_MARK, end_processes, infrastructure, session_pids
 from cud.errors import CudError, SessionError
 
 if TYPE_CHECKING:
@@ -57,6 +59,21 @@ class ResetReport:
     #: Entries (files, directories, links...) of the home after the copy.
     home_entries: int
     seconds: float
+
+
+async def _end_session(session: SeatSession) -> tuple[int, frozenset[int]]:
+    """Step 1: with a session unit, systemd stops it (every command unit's cgroup with it) and starts it again;
+    then, and without one, the uid sweep ends what is left (with a unit: what escaped it, such as services D-Bus
+    activation started outside it)."""
+    uid, mark = session.account.uid, session.account.is_self
+    before = 0
+    if session.unit is not None:
+        _bus, spare = await infrastructure(session.places.session_bus)
+        before = len(session_pids(uid, f"{SEAT_MARK}={session.seat}".encode() if mark else None, spare))
+        await session.unit.restart(RESET_TIMEOUT)
+    swept, spared = await end_processes(uid, seat=session.seat, session_bus=session.places.session_bus, marked=mark,
+                                        timeout=RESET_TIMEOUT)
+    return max(before, swept), spared
 
 
 async def _end_x_clients(session: SeatSession, spared: frozenset[int]) -> int:
@@ -159,9 +176,7 @@ async def reset_session(session: SeatSession) -> ResetReport:
     """Steps 1 to 5 of the module's text, in order; SessionError naming what is left if one fails."""
     started = time.monotonic()
     try:
-        processes, spared = await end_processes(session.account.uid, seat=session.seat,
-                                                session_bus=session.places.session_bus,
-                                                marked=session.account.is_self, timeout=RESET_TIMEOUT)
+        processes, spared = await _end_session(session)
         x_clients = await _end_x_clients(session, spared)
         await _clear_clipboard(session)
         await asyncio.to_thread(_empty_home, session)

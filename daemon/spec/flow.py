@@ -8,8 +8,8 @@
   check runs.
 * The model's part is the SDK's loop, unchanged (:meth:`cud.daemon.tasks.runner.TaskRun.play`).
 * The checks run whatever the model did (it answered, gave up, hit a limit, was cancelled),
-  so the record says what state it left; not when the daemon is stopping (the task is
-  then ``interrupted``) and not when setup did not finish.
+  so the record says what state it left; not when the daemon is stopping or an ``interrupt``
+  request stops it (the task is then ``interrupted``) and not when setup did not finish.
 * ``collect`` keeps its files; the verdict and the files are recorded with the task's end.
 
 Every step, check and collected file is an event of the task (``setup``, ``check``,
@@ -82,7 +82,7 @@ async def run_spec_task(seat: Seat, run: TaskRun, client: AsyncOpenAI) -> None:
         if not await run.interruptible(judging()):
             # Stopped while judging (each check is bounded, but a daemon stopping or a person
             # cancelling does not wait for the rest): half a verdict would mislead, so none.
-            state = "interrupted" if run.stopping else "cancelled"
+            state = "interrupted" if run.ends_interrupted else "cancelled"
             run.end(Ending(state, ending.final_message, ending.error, run.cancel_reason))
             return
         run.end(ending, verdict=judge(results, ending.state), artifacts=artifacts if spec.collect.files else None)

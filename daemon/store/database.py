@@ -21,13 +21,16 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from cud.errors import ConfigError, NotFound, StorageFull
+from cud.budget import format_amount
+from cud.errors import ConfigError, NotFound, StorageFull, WrongState
+from cud.daemon.store.spec_files import StoredFiles
 from cud.daemon.store.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
-from cud.protocol import (EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, EventView, TaskView,
-                          UsageView, VerdictView)
+from cud.protocol import (EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, CostView, EventView,
+                          GuardView, TaskView, UsageView, VerdictView)
 from cud.spec import Spec
 
 __all__ = ()
@@ -174,24 +177,46 @@ class Store:
     def submit(self, prompt: str, model: str, max_steps: int, approval: str, uid: int, name: str,
                max_duration: int | None = None, seat: str | None = None,
                rules: list[dict[str, Any]] | None = None, spec: Spec | None = None,
-               files: Mapping[str, bytes] | None = None) -> TaskView:
+               files: Mapping[str, bytes] | None = None, key: str | None = None,
+               budgets: Mapping[str, Any] | None = None, guard: GuardView | None = None) -> TaskView:
         """Queue a task; ``seat`` pins it there, else the first free seat takes it (one with a
-        session if its ``spec`` needs one)."""
-        with self._tx(durable=True) as db:
-            cur = db.execute(
-                "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
-                " submitter_name, created_at, seat, pinned, rules, spec, needs_session)"
-                " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None,
-                 json.dumps(rules) if rules else None, None if spec is None else json.dumps(spec.judging()),
-                 spec is not None and spec.needs_session),
-            )
-            task_id = int(cur.lastrowid or 0)
-            db.executemany("INSERT INTO task_files (task_id, name, data) VALUES (?, ?, ?)",
-                           [(task_id, file, data) for file, data in (files or {}).items()])
-            self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
-            self._audit(db, uid, name, "submit", task_id, "ok")
+        session if its ``spec`` needs one). ``key``, the idempotency key, is written in the same
+        transaction; its unique index refuses a second task with a recorded key (the caller looks
+        the key up first with :meth:`task_by_key`). ``budgets``: max_cost (a Decimal),
+        max_input_tokens, max_output_tokens, each None for none."""
+        budgets = budgets or {}
+        max_cost = budgets.get("max_cost")
+        try:
+            with self._tx(durable=True) as db:
+                cur = db.execute(
+                    "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
+                    " submitter_name, created_at, seat, pinned, rules, spec, needs_session, idempotency_key, max_cost,"
+                    " max_input_tokens, max_output_tokens, guard)"
+                    " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None,
+                     json.dumps(rules) if rules else None, None if spec is None else json.dumps(spec.judging()),
+                     spec is not None and spec.needs_session, key,
+                     None if max_cost is None else format_amount(max_cost), budgets.get("max_input_tokens"),
+                     budgets.get("max_output_tokens"), None if guard is None else json.dumps(guard)),
+                )
+                task_id = int(cur.lastrowid or 0)
+                # One file's bytes at a time (a spool reads each when asked): they may be hundreds of MB together.
+                db.executemany("INSERT INTO task_files (task_id, name, data) VALUES (?, ?, ?)",
+                               ((task_id, file, files[file]) for file in (files or {})))
+                self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
+                self._audit(db, uid, name, "submit", task_id, "ok")
+        except sqlite3.IntegrityError:
+            known = None if key is None else self.task_by_key(key)
+            if known is None:
+                raise
+            raise WrongState(f"the key {key!r} is already recorded, for task {known['id']}; nothing was queued",
+                             key=key, id=known["id"]) from None
         return self.task(task_id)
+
+    def task_by_key(self, key: str) -> TaskView | None:
+        """The task submitted with this idempotency key, if one was."""
+        row = self._db.execute("SELECT * FROM tasks WHERE idempotency_key = ?", (key,)).fetchone()
+        return None if row is None else task_view(row)
 
     def task(self, task_id: int) -> TaskView:
         row = self._db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
@@ -199,8 +224,14 @@ class Store:
             raise NotFound(f"no task with id {task_id}", id=task_id)
         return task_view(row)
 
-    def tasks(self) -> list[TaskView]:
-        return [task_view(row) for row in self._db.execute("SELECT * FROM tasks ORDER BY id")]
+    def tasks(self, *, key: str | None = None, key_prefix: str | None = None) -> list[TaskView]:
+        """Every task, oldest first; only the one with idempotency key ``key`` / those whose key starts
+        with ``key_prefix``, if given."""
+        # substr, not LIKE: '_' is a key character and LIKE's wildcard.
+        rows = self._db.execute(
+            "SELECT * FROM tasks WHERE (?1 IS NULL OR idempotency_key = ?1)"
+            " AND (?2 IS NULL OR substr(idempotency_key, 1, length(?2)) = ?2) ORDER BY id", (key, key_prefix))
+        return [task_view(row) for row in rows]
 
     # -- counts for the metrics (cheap aggregate queries, run at scrape time) ----------
     def task_counts(self) -> dict[str, int]:
@@ -236,16 +267,15 @@ class Store:
             ).fetchone()
         return None if row is None else task_view(row)
 
-    def task_files(self, task_id: int) -> dict[str, bytes]:
+    def task_files(self, task_id: int) -> StoredFiles:
         """The files a task's spec brought from the submitter's side, by the names the spec gives them."""
-        rows = self._db.execute("SELECT name, data FROM task_files WHERE task_id = ?", (task_id,)).fetchall()
-        return {row["name"]: bytes(row["data"]) for row in rows}
+        return StoredFiles(self._db, task_id)
 
     @_finishing
     def start(self, task_id: int, seat: str) -> None:
         with self._tx() as db:
             db.execute(
-                "UPDATE tasks SET state = 'running', started_at = ?, seat = ? WHERE id = ? AND state = 'queued'",
+                "UPDATE tasks SET state = 'running', started_at = ?, seat = ?, held = NULL WHERE id = ? AND state = 'queued'",
                 (now_iso(), seat, task_id),
             )
             self._event(db, task_id, "running", {"seat": seat})
@@ -274,6 +304,49 @@ class Store:
             if usage is not None:
                 db.execute("UPDATE tasks SET usage = ? WHERE id = ?", (json.dumps(usage), task_id))
             return self._event(db, task_id, kind, data)
+
+    # -- budgets (docs/budgets.md) --------------------------------------------------------------
+    @_finishing
+    def add_cost(self, task_id: int, total: CostView, day: str, amount: Decimal | None) -> None:
+        """Record a model answer's cost: the task's total so far, and ``amount`` added to ``day``'s spend
+        (in ``total``'s currency; None: unknown, nothing to add)."""
+        with self._tx() as db:
+            db.execute("UPDATE tasks SET cost = ? WHERE id = ?", (json.dumps(total), task_id))
+            if amount is not None:
+                row = db.execute("SELECT amount FROM spend WHERE day = ? AND currency = ?",
+                                 (day, total["currency"])).fetchone()
+                spent = format_amount((Decimal(row["amount"]) if row else Decimal(0)) + amount)
+                db.execute("INSERT INTO spend (day, currency, amount) VALUES (?, ?, ?) ON CONFLICT (day, currency)"
+                           " DO UPDATE SET amount = excluded.amount", (day, total["currency"], spent))
+
+    def day_spend(self, day: str, currency: str) -> Decimal:
+        """What every task spent on ``day`` (UTC, YYYY-MM-DD) in ``currency``, priced answers only."""
+        row = self._db.execute("SELECT amount FROM spend WHERE day = ? AND currency = ?", (day, currency)).fetchone()
+        return Decimal(row["amount"]) if row else Decimal(0)
+
+    def cost_by_model(self) -> dict[tuple[str, str], Decimal]:
+        """What the tasks the database holds cost, by (model, currency), for the metrics."""
+        totals: dict[tuple[str, str], Decimal] = {}
+        for row in self._db.execute("SELECT model, json_extract(cost, '$.currency') AS currency,"
+                                    " json_extract(cost, '$.amount') AS amount FROM tasks"
+                                    " WHERE json_extract(cost, '$.amount') IS NOT NULL"):
+            key = (row["model"], row["currency"])
+            totals[key] = totals.get(key, Decimal(0)) + Decimal(str(row["amount"]))
+        return totals
+
+    @_finishing
+    def raise_budget(self, task_id: int, key: str, limit: str | int, data: dict[str, Any]) -> None:
+        """A person allowed more: the task's ``key`` (max_cost, max_input_tokens, max_output_tokens) is now
+        ``limit``; the ``budget_extended`` event carries ``data``."""
+        assert key in ("max_cost", "max_input_tokens", "max_output_tokens")
+        with self._tx() as db:
+            db.execute(f"UPDATE tasks SET {key} = ? WHERE id = ?", (limit, task_id))
+            self._event(db, task_id, "budget_extended", data)
+
+    def hold_queued(self, reason: str | None) -> None:
+        """Say why queued tasks wait although a seat may be free (None: they no longer do)."""
+        with self._tx() as db:
+            db.execute("UPDATE tasks SET held = ? WHERE state = 'queued' AND held IS NOT ?", (reason, reason))
 
     @_finishing
     def finish(
@@ -321,15 +394,32 @@ class Store:
             state = row["state"]
             self._audit(db, uid, name, "cancel", task_id, state)
             if state == "queued":
-                reason = f"cancelled by {name} (uid {uid}) before it started"
-                db.execute(
-                    "UPDATE tasks SET state = 'cancelled', reason = ?, finished_at = ? WHERE id = ?",
-                    (reason, now_iso(), task_id),
-                )
-                self._event(db, task_id, "end", {"state": "cancelled", "final_message": None, "error": None,
-                                                 "reason": reason})
+                self._end_queued(db, task_id, "cancelled", f"cancelled by {name} (uid {uid}) before it started")
             elif state not in FINAL_STATES:
                 self._event(db, task_id, "cancel_requested", {"by": {"uid": uid, "name": name}})
+        return str(state)
+
+    def _end_queued(self, db: sqlite3.Connection, task_id: int, state: str, reason: str) -> None:
+        """End a task that never started (``cancel``, ``interrupt``): it needs no seat to stop it."""
+        db.execute("UPDATE tasks SET state = ?, reason = ?, finished_at = ? WHERE id = ?",
+                   (state, reason, now_iso(), task_id))
+        self._event(db, task_id, "end", {"state": state, "final_message": None, "error": None, "reason": reason})
+
+    @_finishing
+    def interrupt(self, task_id: int, uid: int, name: str, reason: str) -> str:
+        """Record an ``interrupt``: a queued task ends ``interrupted`` here with ``reason``; one under way gets
+        an ``interrupt_requested`` event (its run ends it). Returns the state before; a task that had ended
+        is left as it was."""
+        with self._tx() as db:
+            row = db.execute("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no task with id {task_id}", id=task_id)
+            state = row["state"]
+            self._audit(db, uid, name, "interrupt", task_id, state)
+            if state == "queued":
+                self._end_queued(db, task_id, "interrupted", reason)
+            elif state not in FINAL_STATES:
+                self._event(db, task_id, "interrupt_requested", {"by": {"uid": uid, "name": name}, "reason": reason})
         return str(state)
 
     @_finishing
@@ -467,8 +557,8 @@ class Store:
         """Delete finished tasks beyond the newest ``max_tasks`` or older than ``max_age_days``."""
         cutoff = time.time() - max_age_days * 86400
         finished = self._db.execute(
-            "SELECT id, finished_at FROM tasks WHERE state IN ('succeeded', 'failed', 'cancelled', 'interrupted')"
-            " ORDER BY id DESC"
+            f"SELECT id, finished_at FROM tasks WHERE state IN ({', '.join('?' * len(FINAL_STATES))}) ORDER BY id DESC",
+            sorted(FINAL_STATES),
         ).fetchall()
         doomed = [
             int(row["id"])

@@ -150,6 +150,113 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (task_id, name)
     ) WITHOUT ROWID
     """,
+    # 8: a submission's idempotency key (docs/protocol.md): written with the task in one
+    # transaction; the unique index makes a second task with a recorded key impossible, whatever
+    # races in (NULLs, the tasks without a key, are distinct to SQLite).
+    """
+    ALTER TABLE tasks ADD COLUMN idempotency_key TEXT;
+    CREATE UNIQUE INDEX tasks_by_key ON tasks (idempotency_key) WHERE idempotency_key IS NOT NULL
+    """,
+    # 9 (#30, budgets): a task's budgets and what it cost,
+    # the day's spend, and the new final state 'budget_exceeded' and approval kind 'budget'
+    # (with #30's 'stuck' state and kind, so one rebuild serves both). SQLite cannot change a
+    # CHECK, so both tables are rebuilt as in 4, keeping every id and both id sequences.
+    # ``max_cost`` and ``cost`` hold exact decimals (cud.budget): ``max_cost`` a decimal string,
+    # ``cost`` JSON (cud.protocol.CostView); ``held``: why a queued task waits (the day's cap).
+    # ``spend``: the day's spend (UTC day, currency), a decimal string summed in Python.
+    """
+    CREATE TABLE tasks_v9 (
+        id                INTEGER PRIMARY KEY AUTOINCREMENT,
+        state             TEXT NOT NULL CHECK (state IN ('queued', 'running', 'awaiting_approval', 'paused',
+                                                         'succeeded', 'failed', 'cancelled', 'interrupted',
+                                                         'budget_exceeded', 'stuck')),
+        prompt            TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        max_steps         INTEGER NOT NULL,
+        approval          TEXT NOT NULL CHECK (approval IN ('safety', 'actions')),
+        submitter_uid     INTEGER NOT NULL,
+        submitter_name    TEXT NOT NULL,
+        steps             INTEGER NOT NULL DEFAULT 0,
+        final_message     TEXT,
+        error             TEXT,
+        reason            TEXT,
+        created_at        TEXT NOT NULL,
+        started_at        TEXT,
+        finished_at       TEXT,
+        max_duration      INTEGER,
+        seat              TEXT,
+        pinned            INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1)),
+        usage             TEXT,
+        rules             TEXT,
+        spec              TEXT,
+        needs_session     INTEGER NOT NULL DEFAULT 0 CHECK (needs_session IN (0, 1)),
+        verdict           TEXT,
+        artifacts         TEXT,
+        max_cost          TEXT,
+        max_input_tokens  INTEGER,
+        max_output_tokens INTEGER,
+        cost              TEXT,
+        held              TEXT,
+        idempotency_key   TEXT
+    );
+    INSERT INTO tasks_v9 (id, state, prompt, model, max_steps, approval, submitter_uid, submitter_name, steps,
+                          final_message, error, reason, created_at, started_at, finished_at, max_duration, seat,
+                          pinned, usage, rules, spec, needs_session, verdict, artifacts, idempotency_key)
+        SELECT id, state, prompt, model, max_steps, approval, submitter_uid, submitter_name, steps, final_message,
+               error, reason, created_at, started_at, finished_at, max_duration, seat, pinned, usage, rules, spec,
+               needs_session, verdict, artifacts, idempotency_key FROM tasks;
+    INSERT INTO sqlite_sequence (name, seq)
+        SELECT 'tasks_v9', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'tasks_v9');
+    UPDATE sqlite_sequence
+        SET seq = MAX(seq, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'tasks'), 0))
+        WHERE name = 'tasks_v9';
+    DROP TABLE tasks;
+    ALTER TABLE tasks_v9 RENAME TO tasks;
+    CREATE INDEX tasks_by_state ON tasks (state, id);
+    CREATE UNIQUE INDEX tasks_by_key ON tasks (idempotency_key) WHERE idempotency_key IS NOT NULL;
+    CREATE TABLE approvals_v9 (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id         INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+        kind            TEXT NOT NULL CHECK (kind IN ('safety', 'action', 'budget', 'stuck')),
+        state           TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied', 'timed_out',
+                                                       'cancelled', 'interrupted')),
+        checks          TEXT NOT NULL,
+        actions         TEXT NOT NULL,
+        step            INTEGER NOT NULL,
+        screenshot      TEXT,
+        created_at      TEXT NOT NULL,
+        deadline_at     TEXT,
+        decided_at      TEXT,
+        decided_by_uid  INTEGER,
+        decided_by_name TEXT,
+        reason          TEXT,
+        targets         TEXT NOT NULL DEFAULT '[]'
+    );
+    INSERT INTO approvals_v9 (id, task_id, kind, state, checks, actions, step, screenshot, created_at, deadline_at,
+                              decided_at, decided_by_uid, decided_by_name, reason, targets)
+        SELECT id, task_id, kind, state, checks, actions, step, screenshot, created_at, deadline_at, decided_at,
+               decided_by_uid, decided_by_name, reason, targets FROM approvals;
+    INSERT INTO sqlite_sequence (name, seq)
+        SELECT 'approvals_v9', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'approvals_v9');
+    UPDATE sqlite_sequence
+        SET seq = MAX(seq, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'approvals'), 0))
+        WHERE name = 'approvals_v9';
+    DROP TABLE approvals;
+    ALTER TABLE approvals_v9 RENAME TO approvals;
+    CREATE INDEX approvals_by_state ON approvals (state, id);
+    CREATE TABLE spend (
+        day      TEXT NOT NULL,
+        currency TEXT NOT NULL,
+        amount   TEXT NOT NULL,
+        PRIMARY KEY (day, currency)
+    ) WITHOUT ROWID
+    """,
+    # 10 (#30, the stuck guard, docs/stuck.md): the task's repeat_limit, cycle_limit and on_stuck
+    # (JSON, cud.protocol.GuardView; NULL for tasks from before: the daemon's [guard]). Its
+    # state and approval kind 'stuck' came with 9's rebuild.
+    """
+    ALTER TABLE tasks ADD COLUMN guard TEXT
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -178,11 +285,18 @@ def task_view(row: sqlite3.Row) -> TaskView:
         "created_at": row["created_at"],
         "started_at": row["started_at"],
         "finished_at": row["finished_at"],
+        "max_cost": row["max_cost"],
+        "max_input_tokens": row["max_input_tokens"],
+        "max_output_tokens": row["max_output_tokens"],
         "usage": None if row["usage"] is None else json.loads(row["usage"]),
+        "cost": None if row["cost"] is None else json.loads(row["cost"]),
+        "held": row["held"],
         "rules": [] if row["rules"] is None else json.loads(row["rules"]),
+        "guard": None if row["guard"] is None else json.loads(row["guard"]),
         "spec": None if row["spec"] is None else json.loads(row["spec"]),
         "verdict": None if row["verdict"] is None else json.loads(row["verdict"]),
         "artifacts": [] if row["artifacts"] is None else json.loads(row["artifacts"]),
+        "key": row["idempotency_key"],
     }
 
 

@@ -133,11 +133,8 @@ class StepRecord:
         counts["request_bytes"] += sent_bytes
         counts["images"] += images
         counts["image_bytes"] += image_bytes
-        if usage is not None:
-            details = getattr(usage, "input_tokens_details", None)
-            counts["input_tokens"] += int(getattr(usage, "input_tokens", 0) or 0)
-            counts["cached_tokens"] += int(getattr(details, "cached_tokens", 0) or 0)
-            counts["output_tokens"] += int(getattr(usage, "output_tokens", 0) or 0)
+        for key, count in tokens_of(usage).items():
+            counts[key] += count
 
     def finish(self, ended: float) -> dict[str, Any]:
         total = (ended - self.started) * 1000
@@ -156,6 +153,14 @@ class StepRecord:
                                      - self.paused_ms), 3),
             **self.usage,
         }
+
+
+def tokens_of(usage: Any) -> dict[str, int]:
+    """The token counts of one answer's ``usage`` (the SDK's object; None: no counts)."""
+    details = getattr(usage, "input_tokens_details", None)
+    return {"input_tokens": int(getattr(usage, "input_tokens", 0) or 0),
+            "cached_tokens": int(getattr(details, "cached_tokens", 0) or 0),
+            "output_tokens": int(getattr(usage, "output_tokens", 0) or 0)}
 
 
 class TaskUsage:

@@ -83,6 +83,7 @@ class TargetResolver:
         self._bus_down_until = 0.0
         self._bus_down_reason = ""
         self._warming: asyncio.Task[str | None] | None = None
+        self._warming_since = 0.0
         #: Applications (by pid) that overran a lookup: (until when they are not asked, why).
         self._slow: dict[int, tuple[float, str]] = {}
 
@@ -109,7 +110,26 @@ class TargetResolver:
     def warm_soon(self) -> None:
         """Start :meth:`warm` in the background (a task's start never waits for it)."""
         if self._warming is None or self._warming.done():
-            self._warming = asyncio.get_running_loop().create_task(self.warm())
+            self._warming = asyncio.get_running_loop().create_task(self.warm(self._connect_budget))
+            self._warming_since = time.monotonic()
+
+    @property
+    def _connect_budget(self) -> float:
+        """Seconds connecting may take: CONNECT_TIMEOUT, or a lookup's whole budget if that is longer."""
+        return max(CONNECT_TIMEOUT, self.timeout)
+
+    async def _connected(self) -> None:
+        """Wait for :meth:`warm` if it is under way, for what is left of its budget (``_connect_budget``).
+
+        A model's first output may be an action, right as its task starts: its lookup would
+        otherwise find the bus still connecting and name no element (nor could an approval).
+        """
+        warming = self._warming
+        if warming is None or warming.done() or asyncio.current_task() is warming:
+            return
+        left = self._connect_budget - (time.monotonic() - self._warming_since)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(warming), max(left, 0.0))
 
     async def warm(self, timeout: float = CONNECT_TIMEOUT) -> str | None:
         """Connect to the accessibility bus and list its applications ahead of the first action.
@@ -153,6 +173,7 @@ class TargetResolver:
     # -- the lookup ----------------------------------------------------------------
     async def _bounded(self, target: dict[str, Any], element: Callable[[WindowInfo | None], Any],
                        window_call: str = "window_at") -> Target:
+        await self._connected()
         started = time.monotonic()
         notes: list[str] = []
         window: WindowInfo | None = None

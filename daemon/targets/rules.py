@@ -30,6 +30,7 @@ from typing import Any, Literal
 from cud.daemon.config_values import table as checked_table
 from cud.errors import ConfigError
 from cud.protocol import HUMAN_ACTIONS
+from cud.spec.matching import compile_regex
 
 __all__ = ("RULE_KEYS", "Rule", "Verdict", "decide", "first_match", "parse_rules")
 
@@ -81,7 +82,7 @@ def _pattern(key: str, value: object) -> Pattern:
                           key=key, value=repr(value))
     if value.startswith("re:"):
         try:
-            regex = re.compile(value[3:], re.IGNORECASE)
+            regex = compile_regex(value[3:], re.IGNORECASE)
         except re.error as exc:
             raise ConfigError(f"config key {key!r} is {value!r}: not a regular expression ({exc})", key=key,
                               value=repr(value)) from None

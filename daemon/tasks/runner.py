@@ -8,8 +8,8 @@ is one call of ``AsyncComputerToolset.run`` whose callbacks are wired to the dae
 * ``cancelled`` -> ``cuctl cancel`` and shutdown;
 * ``on_diagnostic`` -> the task's event log.
 
-A thin wrapper around the driver times every call and records each screenshot
-the model is about to receive; the wrapper around ``responses.create``
+A thin wrapper around the driver (:mod:`cud.daemon.tasks.recording_driver`) times
+every call and records each screenshot the model is about to receive; the wrapper around ``responses.create``
 (:mod:`cud.daemon.model.client`) shapes what is sent and times and meters the
 model. Whatever is left of a step is the daemon's own overhead.
 """
@@ -20,23 +20,25 @@ import asyncio
 import contextlib
 import copy
 import dataclasses
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import openai
+from cud.daemon.budget.guard import BudgetGuard
+from cud.daemon.tasks.recording_driver import RecordingDriver
 from cud.daemon.tasks.screen_binding import ScreenWatch
+from cud.daemon.tasks.stuck import Stuck, StuckGuard
 from cud.daemon.model.client import ModelRequests, Sent
 from cud.daemon.targets.rules import parse_rules
 from cud.daemon.targets.gate import TargetGate
-from cud.daemon.store.trajectory import StepRecord, TaskUsage, ms_since
+from cud.daemon.store.trajectory import StepRecord, TaskUsage, ms_since, tokens_of
 from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
-from cud.errors import ApprovalError, CudError, TaskTimeout
-from cud.protocol import HUMAN_ACTIONS, ArtifactView, TaskView, VerdictView
+from cud.errors import ApprovalError, BudgetExceeded, CudError, TaskStuck, TaskTimeout
+from cud.protocol import ArtifactView, TaskView, VerdictView
 
 if TYPE_CHECKING:
     from cud.daemon.seats.seat import Seat
@@ -45,55 +47,17 @@ __all__ = ()
 
 log = logging.getLogger("cud.runner")
 
-_ACTIONS = (*HUMAN_ACTIONS, "wait")  # the model's actions: a person's, and waiting
 _POINTER = {"click", "double_click", "move", "scroll", "drag"}
 _HARMLESS = {"screenshot", "wait"}
 #: Half-width of the square compared to bind an approval to the screen the approver saw.
 BINDING_RADIUS = 16
 
 
-class RecordingDriver:
-    """The AsyncComputerDriver the SDK sees: the real driver, timed, with screenshots recorded."""
-
-    def __init__(self, driver: Any, run: TaskRun) -> None:
-        self._driver = driver
-        self._run = run
-        self._takes_cancelled = {
-            name: "cancelled" in inspect.signature(getattr(driver, name)).parameters
-            for name in (*_ACTIONS, "screenshot")
-        }
-        for name in _ACTIONS:
-            setattr(self, name, self._action_method(name))
-
-    def _action_method(self, name: str) -> Callable[..., Awaitable[None]]:
-        async def method(action: Any, cancelled: Callable[[], bool] | None = None) -> None:
-            started = time.monotonic()
-            try:
-                await self._invoke(name, action, cancelled=cancelled)
-            finally:
-                self._run.on_driver_call(name, action, ms_since(started))
-
-        method.__name__ = name
-        return method
-
-    async def _invoke(self, name: str, *args: Any, cancelled: Callable[[], bool] | None) -> Any:
-        fn = getattr(self._driver, name)
-        if self._takes_cancelled[name]:
-            return await fn(*args, cancelled=cancelled)
-        return await fn(*args)
-
-    async def screenshot(self, cancelled: Callable[[], bool] | None = None) -> Any:
-        started = time.monotonic()
-        shot = await self._invoke("screenshot", cancelled=cancelled)
-        self._run.on_screenshot(shot, ms_since(started))
-        return shot
-
-
 @dataclasses.dataclass(frozen=True)
 class Ending:
     """How the model's part of a task ended: what :meth:`TaskRun.end` records."""
 
-    state: str  # succeeded, failed, cancelled or interrupted
+    state: str  # succeeded, failed, cancelled, interrupted or stuck
     final_message: str | None = None
     error: dict[str, Any] | None = None
     reason: str | None = None
@@ -108,9 +72,12 @@ class TaskRun:
         self.task = task
         self.policy = task["approval"]
         self.cancel_reason: str | None = None
-        self.stopping = False
+        #: The task ends ``interrupted``, not ``cancelled``, when stopped: the daemon stops, or an ``interrupt``.
+        self.ends_interrupted = False
         #: Set when the task ran past its max_duration: it then fails with this error.
         self.timed_out: TaskTimeout | None = None
+        #: Set when the task ended at a budget (cud.daemon.budget.guard): it then ends budget_exceeded.
+        self.over_budget: BudgetExceeded | None = None
         self.job: asyncio.Task[Any] | None = None
         self.in_model = False
         self.step: StepRecord | None = None
@@ -119,6 +86,9 @@ class TaskRun:
         self._covered = 0  # actions still covered by the approval just granted
         self._bound = False  # those actions are bound to the screen the approver saw
         self._watch: ScreenWatch | None = None  # what changed by itself around their targets
+        #: The stuck guard: the task's own [guard] values, else the daemon's (tasks from before it).
+        self.guard_settings = task.get("guard") or seat.config.guard.for_task({})
+        self.guard = StuckGuard(self.guard_settings["repeat_limit"], self.guard_settings["cycle_limit"])
         #: What each action touches, the rules on it, the element identities approvals bound.
         self.gate = TargetGate(seat.targets, seat.config.rules,
                                parse_rules("rules", task.get("rules") or [], stricter_only=True))
@@ -130,6 +100,7 @@ class TaskRun:
         self.cancelled = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self.usage = TaskUsage()
+        self.budget = BudgetGuard(self)
         #: Awaited once, before the first action or approval of the task (the seat's video has its
         #: first frame then, so every step and approval has its moment in it).
         self.before_acting: Callable[[], Awaitable[None]] | None = None
@@ -137,11 +108,12 @@ class TaskRun:
         self.before_end: Callable[[], Awaitable[None]] | None = None
 
     # -- control ------------------------------------------------------------------------
-    def cancel(self, reason: str, *, stopping: bool = False) -> None:
+    def cancel(self, reason: str, *, interrupted: bool = False) -> None:
+        """Stop the task; it ends ``cancelled`` with ``reason``, or ``interrupted`` if ``interrupted``."""
         if self.cancel_reason is not None:
             return
         self.cancel_reason = reason
-        self.stopping = stopping
+        self.ends_interrupted = interrupted
         self._resumed.set()  # a paused task ends too
         self.cancelled.set()
         self.seat.approvals.cancel_task(self.task["id"], reason)
@@ -204,7 +176,8 @@ class TaskRun:
         }
         config = self.seat.config
         requests = ModelRequests(config.history, config.max_retries, on_start=self.on_model_start,
-                                 on_end=self.on_model_end, on_retry=self.on_model_retry)
+                                 on_end=self.on_model_end, on_retry=self.on_model_retry,
+                                 before=self.budget.before_request)
         self.job = asyncio.create_task(
             toolset.run(
                 requests.wrap(client),
@@ -223,6 +196,8 @@ class TaskRun:
         except asyncio.CancelledError:
             if self.cancel_reason is None:
                 raise  # not ours: the daemon itself is being torn down
+        except TaskStuck as exc:
+            state, error = "stuck", exc.to_dict()
         except ComputerUseError as exc:
             if self.cancel_reason is None:
                 error = {"kind": "computer_use", "message": self.seat.redact(str(exc)), "details": {}}
@@ -251,8 +226,10 @@ class TaskRun:
         """How the task ends, given how its work ended: a cancel or the time limit decide unless it succeeded."""
         if self.timed_out is not None and state != "succeeded":
             return Ending("failed", error=self.timed_out.to_dict(), reason=self.cancel_reason)
+        if self.over_budget is not None and self.cancel_reason is None:
+            return Ending("budget_exceeded", error=self.over_budget.to_dict(), reason=self.over_budget.message)
         if self.cancel_reason is not None and state != "succeeded":
-            return Ending("interrupted" if self.stopping else "cancelled", error=error, reason=self.cancel_reason)
+            return Ending("interrupted" if self.ends_interrupted else "cancelled", error=error, reason=self.cancel_reason)
         return Ending(state, final, error)
 
     def end(self, ending: Ending, *, verdict: VerdictView | None = None,
@@ -275,8 +252,10 @@ class TaskRun:
         self.in_model = False
         assert self.step is not None
         self.step.model_ms += model_ms
-        self.step.add_request(sent.bytes, sent.attempts, sent.images, sent.image_bytes,
-                              getattr(response, "usage", None))
+        usage = getattr(response, "usage", None)
+        self.step.add_request(sent.bytes, sent.attempts, sent.images, sent.image_bytes, usage)
+        if usage is not None:
+            self.budget.answered(tokens_of(usage))
         if response is not None:
             self.step.messages = [
                 part.text
@@ -297,6 +276,7 @@ class TaskRun:
             return
         self.steps = step.number
         record = step.finish(ended or time.monotonic())
+        record.update(self.budget.costs(record))
         self.usage.add(record)
         self.store.add_event(self.task["id"], "step", record, steps=step.number, usage=self.usage.as_dict())
 
@@ -383,6 +363,9 @@ class TaskRun:
             return False
         await self._before_acting()
         plain = _plain(action)
+        stuck = self.guard.act(plain) if self.guard.active else None
+        if stuck is not None and not await self._stuck(stuck):
+            return False
         target = await self.gate.look(plain)
         verdict = self.gate.verdict(plain)  # a deny rule raises here: the action never runs
         asks = verdict.decision == "ask" if verdict is not None else self.policy == "actions" and kind not in _HARMLESS
@@ -403,17 +386,34 @@ class TaskRun:
             await self._check_binding(action)
         return True
 
+    async def _stuck(self, stuck: Stuck) -> bool:
+        """The ``stuck`` event, then a person's word (on_stuck "ask") or the task's end as ``stuck``.
+        True if the model may go on; False if the task was cancelled meanwhile."""
+        self.store.add_event(self.task["id"], "stuck", stuck.as_event())
+        what = {"rule": stuck.rule, "times": stuck.times, "period": stuck.period, "action": stuck.action}
+        if self.guard_settings["on_stuck"] != "ask":
+            raise TaskStuck(f"{stuck.message}; the task was stopped (its on_stuck is 'fail')", **what)
+        check = {"id": "stuck", "code": "stuck", "message": f"{stuck.message}; let it continue?"}
+        try:
+            return await self._ask("stuck", [check], [stuck.action], [None], bind=False)
+        except ApprovalError as exc:  # denied or timed out: a person did not let it go on
+            raise TaskStuck(f"{stuck.message}; {exc.message}", **what) from None
+
     async def _ask(self, kind: str, checks: list[dict[str, Any]], actions: list[dict[str, Any]],
-                   targets: list[Any]) -> bool:
-        """Create an approval and wait for it. True if approved, False if the task was cancelled."""
+                   targets: list[Any], *, bind: bool = True) -> bool:
+        """Create an approval and wait for it. True if approved, False if the task was cancelled.
+
+        ``bind``: the actions run bound to the screen the approver saw (a stuck approval binds nothing).
+        """
         assert self.step is not None
+        await self._screen_for_approver()
         started = time.monotonic()
         timeout = self.seat.config.approval_timeout
         approval = self.store.create_approval(
             self.task["id"], kind, checks, actions, self.step.number, self.last_screenshot, timeout, targets
         )
         # While the approver looks, learn what changes by itself around the targets.
-        points = [p for a in actions for p in _targets(a)]
+        points = [p for a in actions for p in _targets(a)] if bind else []
         watch = ScreenWatch(self.seat.driver, points, BINDING_RADIUS) if points and self.last_screenshot else None
         if watch is not None:
             await watch.start()
@@ -443,6 +443,16 @@ class TaskRun:
             id=approval["id"],
             outcome=outcome,
         )
+
+    async def _screen_for_approver(self) -> None:
+        """A model that acts before it has looked (its first output an action): the approver is shown
+        the screen as it is now, and the approval binds to that frame, as to the model's own screenshot."""
+        if self.last_screenshot is not None:
+            return
+        assert self.step is not None
+        shot = await self.seat.driver.call("screenshot")
+        self.last_screenshot = self.seat.trajectories.save_screenshot(self.task["id"], self.step.number,
+                                                                      shot["image_url"], "-approval")
 
     async def _check_binding(self, action: Any) -> None:
         """Refuse an approved pointer action if the screen around its target changed since it was shown."""

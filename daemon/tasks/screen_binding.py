@@ -17,6 +17,10 @@ watch keeps sampling until the square matches, or until it has watched for
 ``OBSERVE_SECONDS`` in all and ``CONFIRM_SECONDS`` since the check began — long
 enough for any of those carets to blink back. A square that is mostly
 volatile (``MAX_VOLATILE``) is refused: something animates under the target.
+
+:func:`changed_outside_volatile` is the one answer to "did the screen change?"
+given what changes by itself: the binding asks it about a target's pixels, the
+stuck guard (:mod:`cud.daemon.tasks.stuck`) about a whole screen's tiles.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ("ScreenWatch",)
+__all__ = ("MAX_VOLATILE", "ScreenWatch", "changed_outside_volatile")
 
 #: Seconds between samples while an approval waits (a full-screen grab and a memcmp each).
 SAMPLE_INTERVAL = 0.05
@@ -41,32 +45,39 @@ CONFIRM_SECONDS = 0.6
 MAX_VOLATILE = 0.5
 
 
+def changed_outside_volatile(reference: np.ndarray, now: np.ndarray, volatile: np.ndarray) -> bool:
+    """Whether ``now`` differs from ``reference`` where the screen does not change by itself.
+
+    Both are arrays of cells (a target's pixels, a screen's tiles); ``volatile`` marks
+    the cells seen changing by themselves. A different shape (a resized screen) is a
+    change, and so is a mostly volatile area: something animates there.
+    """
+    if now.shape != reference.shape or volatile.shape != reference.shape:
+        return True
+    if volatile.size and volatile.mean() > MAX_VOLATILE:
+        return True
+    return bool(((now != reference) & ~volatile).any())
+
+
 class _Target:
     def __init__(self, point: tuple[int, int], approved: bytes) -> None:
         self.point = point
-        self.approved = np.frombuffer(approved, np.uint8)
+        self.approved = np.frombuffer(approved, np.uint32)  # one cell a 4-byte pixel
         self.last = self.approved
-        self.changes = np.zeros(len(self.approved) // 4, np.uint8)
+        self.changes = np.zeros(len(self.approved), np.uint8)
 
     def observe(self, now: bytes) -> None:
-        frame = np.frombuffer(now, np.uint8)
+        frame = np.frombuffer(now, np.uint32)
         if frame.shape != self.approved.shape:  # the screen was resized: nothing lines up any more
             self.last = frame
             return
         if self.last.shape == frame.shape:
-            changed = (frame != self.last).reshape(-1, 4).any(axis=1)
-            np.minimum(self.changes + changed, 2, out=self.changes)
+            np.minimum(self.changes + (frame != self.last), 2, out=self.changes)
         self.last = frame
 
     def changed(self) -> bool:
         """Whether the square differs from the approved one in a pixel that does not change by itself."""
-        if self.last.shape != self.approved.shape:
-            return True
-        volatile = self.changes >= 2
-        if volatile.mean() > MAX_VOLATILE:
-            return True
-        differs = (self.last != self.approved).reshape(-1, 4).any(axis=1)
-        return bool((differs & ~volatile).any())
+        return changed_outside_volatile(self.approved, self.last, self.changes >= 2)
 
 
 class ScreenWatch:

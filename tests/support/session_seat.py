@@ -114,9 +114,11 @@ def _sentinel(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def session_seat(user: SeatUser, base: Path, config: str = "") -> Iterator[SessionSeat]:
+def session_seat(user: SeatUser, base: Path, config: str = "",
+                 env: dict[str, str] | None = None) -> Iterator[SessionSeat]:
     """The seat ``s1`` with ``user``'s session under ``base`` (0755), its daemon, bus and desktop; ``config``
-    is added to the daemon's config file."""
+    is added to the daemon's config file (right after the seat's table: bare keys are the seat's), ``env`` to
+    the daemon's environment."""
     _template(base / "template")
     make_home(base, user)
     _sentinel(base / "sentinel")
@@ -156,7 +158,8 @@ def session_seat(user: SeatUser, base: Path, config: str = "") -> Iterator[Sessi
                 home = "{base / 'home'}"
                 home_template = "{base / 'template'}"
                 """)
-            daemon = Daemon(desktop.display, url, workdir=daemon_dir, seats={}, config=seat_config + config)
+            daemon = Daemon(desktop.display, url, workdir=daemon_dir, seats={}, config=seat_config + config,
+                            extra_env=env)
             try:
                 daemon.start()
                 yield SessionSeat(base, user, desktop, daemon, bus, address)

@@ -136,11 +136,14 @@ function approvalCard(a) {
   const side = el("div", { class: "side" });
   if (task) side.append(el("p", { class: "prompt text" }, el("span", { class: "label" }, "Task: "), task.prompt));
   if (a.checks.length) {
-    side.append(el("p", { class: "label" }, "Safety checks:"), el("ul", { class: "checks" },
+    // A budget approval (docs/budgets.md) asks for more money or tokens, not about an action.
+    side.append(el("p", { class: "label" }, a.kind === "budget" ? "Budget:" : "Safety checks:"), el("ul", { class: "checks" },
       ...a.checks.map((c) => el("li", {}, el("b", {}, c.code || "check"), `: ${c.message || ""}`))));
   }
-  side.append(el("p", { class: "label" }, a.words.length === 1 ? "The action to run:" : "The actions to run:"));
-  side.append(el("ol", { class: "actions" }, ...a.words.map((w) => el("li", {}, el("code", {}, w)))));
+  if (a.words.length) {
+    side.append(el("p", { class: "label" }, a.words.length === 1 ? "The action to run:" : "The actions to run:"));
+    side.append(el("ol", { class: "actions" }, ...a.words.map((w) => el("li", {}, el("code", {}, w)))));
+  }
   let picture;
   if (a.screenshot) {
     const path = `/api/tasks/${a.task_id}/images/${encodeURIComponent(a.screenshot)}`;
@@ -369,8 +372,9 @@ function drawTasks(tasks, error) {
       el("td", {}, `${t.steps}/${t.max_steps}`),
       el("td", {}, t.verdict ? el("span", { class: `verdict ${t.verdict.verdict}`, title: t.verdict_words },
         `${t.verdict.verdict} ${Number(t.verdict.score).toFixed(2)}`) : ""),
+      el("td", { class: "cost" }, t.cost_text || ""),
       el("td", { class: "prompt" }, t.prompt),
-      el("td", {}, t.doing || ""));
+      el("td", {}, t.doing || t.held || ""));
     row.addEventListener("click", () => select(t.id));
     return row;
   }));
@@ -461,7 +465,7 @@ function drawTask() {
   $("#task-verdict").hidden = !(task && task.verdict_words);
   $("#task-verdict-line").textContent = task && task.verdict_words ? `Verdict: ${task.verdict_words}` : "";
   $("#task-checks").replaceChildren(...(task ? task.check_words : []).map((line) => el("li", {}, line)));
-  const final = !task || ["succeeded", "failed", "cancelled", "interrupted"].includes(task.state);
+  const final = !task || ["succeeded", "failed", "cancelled", "interrupted", "budget_exceeded", "stuck"].includes(task.state);
   $('[data-do="pause"]', section).disabled = final || task.state === "paused" || task.state === "queued";
   $('[data-do="resume"]', section).disabled = !task || task.state !== "paused";
   $('[data-do="cancel"]', section).disabled = final;

@@ -22,6 +22,7 @@ HANDLERS: dict[str, Handler] = {
     "show": tasks.show,
     "follow": tasks.follow,
     "cancel": tasks.cancel,
+    "interrupt": tasks.interrupt,
     "approvals": approvals.list_approvals,
     "approve": approvals.approve,
     "deny": approvals.deny,

@@ -19,7 +19,7 @@ from typing import Any
 from cud.daemon.server.handlers.base import Context
 from cud.daemon.session.processes import SeatSession
 
-from cud.errors import CudError, ProtocolError, SessionError
+from cud.errors import CudError, SessionError
 from cud.protocol import (CHUNK_BYTES, ClipboardRequest, ExecRequest, GetRequest, PutRequest, ResetRequest,
                           chunk_message, ready_message)
 
@@ -64,14 +64,7 @@ async def put(ctx: Context, request: PutRequest) -> dict[str, Any]:
                        limit=limit)
     with session.home.open_write(path, mode=request.get("mode")) as fd:
         await ctx.send(dict(ready_message()))
-        received = 0
-        while received < size:
-            chunk = await ctx.receive()
-            if not chunk or received + len(chunk) > size:
-                raise ProtocolError(f"the chunks for {path!r} do not add up to the {size} bytes announced",
-                                    path=path, size=size)
-            await asyncio.to_thread(_write_all, fd, chunk)
-            received += len(chunk)
+        await ctx.receive_exactly(size, lambda chunk: asyncio.to_thread(_write_all, fd, chunk), repr(path))
     log.info("put %r (%d bytes) into seat %s by %s", path, size, request["seat"], _who(ctx))
     return {"seat": request["seat"], "path": _shown(session, path), "bytes": size}
 

@@ -1,22 +1,32 @@
-"""``submit``, ``list``, ``show``, ``follow`` and ``cancel``: the task queue."""
+"""``submit``, ``list``, ``show``, ``follow``, ``cancel`` and ``interrupt``: the task queue.
+
+A submit with an idempotency key (``key``) that is already recorded queues nothing and replies
+with that task and ``"existing": true``: the key decides, whatever else the request says (its
+prompt, spec or limits are not compared nor checked again), so a client that lost the reply, or
+lost the daemon, may send the same request again and never makes a second task.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+from cud.budget import BUDGET_TASK_KEYS, format_amount, parse_amount
+from cud.daemon.config import Config
 from cud.daemon.server.handlers.base import Context
+from cud.daemon.server.handlers.spec_files import check_spec_file_sizes, receive_spec_files
 from cud.daemon.targets.rules import parse_rules
 from cud.spec import Spec
 from cud.spec.wire import spec_from_request
 
-from cud.errors import AccessDenied, ConfigError, ProtocolError, SpecError, StorageFull
+from cud.errors import AccessDenied, ConfigError, ProtocolError, SpecError, StorageFull, WrongState
 from cud.protocol import (
     FINAL_STATES,
     POLICY_STRICTNESS,
     CancelRequest,
     EventView,
     FollowRequest,
+    InterruptRequest,
     ListRequest,
     ShowRequest,
     SubmitRequest,
@@ -40,9 +50,45 @@ def _at_most(request: SubmitRequest, field: str, limit: int, unit: str) -> int:
     return value
 
 
+def _budgets(request: SubmitRequest, config: Config, model: str) -> dict[str, Any]:
+    """The task's budgets: its own, else the daemon's; never above the daemon's (None: no limit).
+
+    A money budget, and a daemon that caps the day's spend, need the model's price: a cost
+    nobody can compute cannot be held to a limit, so such a task is refused here, by name.
+    """
+    budgets: dict[str, Any] = {}
+    for key in BUDGET_TASK_KEYS:
+        limit = getattr(config, key)
+        given = request.get(key)
+        value = limit if given is None else parse_amount(given) if key == "max_cost" else int(given)  # type: ignore[call-overload]
+        if value is not None and limit is not None and value > limit:
+            shown = format_amount(value) if key == "max_cost" else value
+            ceiling = format_amount(limit) if key == "max_cost" else limit
+            raise ProtocolError(f"'submit' field {key!r} is {shown}, above the daemon's limit of {ceiling} "
+                                f"(its config key {key!r})", field=key, value=str(shown), limit=str(ceiling),
+                                config_key=key)
+        budgets[key] = value
+    if config.budget.price(model) is None:
+        needs = None
+        if request.get("max_cost") is not None:
+            needs = "'submit' field 'max_cost'"
+        elif budgets["max_cost"] is not None:
+            needs = "the daemon's config key 'max_cost'"
+        elif config.budget.daily_cost is not None:
+            needs = "the daemon's [budget] daily_cost"
+        if needs is not None:
+            raise ProtocolError(f"{needs} needs a price for model {model!r}, and the daemon's [budget.prices] has "
+                                "none: its cost could not be counted", field="model", value=model,
+                                config_key="budget.prices")
+    return budgets
+
+
 async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     daemon, peer = ctx.daemon, ctx.peer
     daemon.policy.require_submit(peer, "submit tasks")
+    key = request.get("key")
+    if key is not None and (known := daemon.store.task_by_key(key)) is not None:
+        return {"id": known["id"], "task": known, "existing": True}
     config = daemon.config
     approval = request.get("approval", config.approval)
     if POLICY_STRICTNESS[approval] < POLICY_STRICTNESS[config.approval]:
@@ -55,6 +101,8 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         )
     max_steps = _at_most(request, "max_steps", config.max_steps, "")
     max_duration = _at_most(request, "max_duration", config.max_duration, " s")
+    model = request.get("model", config.model)
+    budgets = _budgets(request, config, model)
     seat = request.get("seat")
     if seat is not None:
         daemon.seats.get(seat)  # NotFound names the seats there are; an unavailable one is fine: it waits
@@ -69,22 +117,30 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         parse_rules("rules", rules, stricter_only=True, what="'submit' field" if spec is None else "spec key")
     except ConfigError as exc:
         raise (ProtocolError if spec is None else SpecError)(exc.message, **exc.details) from None
-    task = daemon.store.submit(
-        request["prompt"], request.get("model", config.model), max_steps, approval, peer.uid, peer.name,
-        max_duration, seat, rules, spec, files,
-    )
+    guard = config.guard.for_task({k: request[k] for k in ("repeat_limit", "cycle_limit", "on_stuck")  # type: ignore[literal-required]
+                                   if k in request})
+    spool = await receive_spec_files(ctx, files)  # after every check: a refusal costs the client no upload
+    try:
+        task = daemon.store.submit(
+            request["prompt"], model, max_steps, approval, peer.uid, peer.name,
+            max_duration, seat, rules, spec, spool, key, budgets, guard,
+        )
+    finally:
+        if spool is not None:
+            spool.close()
     daemon.seats.dispatch()
     task = daemon.store.task(task["id"])  # dispatch may have started it
-    return {"id": task["id"], "task": task}
+    return {"id": task["id"], "task": task, "existing": False}
 
 
-def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, bytes]]:
-    """The spec the request carries, checked again here (the same code as cuctl's), and its files."""
+def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, int]]:
+    """The spec the request carries, checked again here (the same code as cuctl's), and its files' sizes."""
     if "spec" not in request:
         if "files" in request:
             raise ProtocolError("'submit' field 'files' comes only with a 'spec'", field="files")
         return None, {}
     spec, files = spec_from_request(request)
+    check_spec_file_sizes(files, ctx.daemon.config.sessions)
     acting = spec.in_session()
     if acting:
         # Setup steps, commands and files run code or touch files on the seat: the right to operate it.
@@ -102,7 +158,7 @@ def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, 
 
 
 async def list_tasks(ctx: Context, request: ListRequest) -> list[TaskView]:
-    return ctx.daemon.store.tasks()
+    return ctx.daemon.store.tasks(key=request.get("key"), key_prefix=request.get("key_prefix"))
 
 
 async def show(ctx: Context, request: ShowRequest) -> TaskView:
@@ -140,4 +196,19 @@ async def cancel(ctx: Context, request: CancelRequest) -> dict[str, Any]:
     before = daemon.store.cancel(task_id, peer.uid, peer.name)
     if before not in FINAL_STATES and before != "queued":
         daemon.seats.cancel(task_id, f"cancelled by {peer.name} (uid {peer.uid})")
+    return {"id": task_id, "state_before": before, "state": daemon.store.task(task_id)["state"]}
+
+
+async def interrupt(ctx: Context, request: InterruptRequest) -> dict[str, Any]:
+    """End a task that has not ended ``interrupted`` with the given reason (who asked is in the audit and
+    the ``interrupt_requested`` event): a queued one at once, one under way as ``cancel`` stops it."""
+    daemon, peer, task_id, reason = ctx.daemon, ctx.peer, request["id"], request["reason"]
+    task = daemon.store.task(task_id)
+    daemon.policy.require_own_task(peer, task, "interrupt")
+    if task["state"] in FINAL_STATES:
+        raise WrongState(f"task {task_id} has already ended ({task['state']}); only a task that has not ended can "
+                         "be interrupted", id=task_id, state=task["state"])
+    before = daemon.store.interrupt(task_id, peer.uid, peer.name, reason)
+    if before != "queued":
+        daemon.seats.interrupt(task_id, reason)
     return {"id": task_id, "state_before": before, "state": daemon.store.task(task_id)["state"]}

@@ -1,0 +1,140 @@
+"""A suite over the fleet: ``cuctl eval --fleet`` (needs Ray).
+
+The loop is ``cuctl eval``'s (:class:`cud.cuctl.eval.Suite`: the same results.json, progress,
+table, JUnit and index); what differs is where a spec-run goes. Every spec-run that is due is
+started at once as a fleet task (:func:`cud.fleet.remote.submit_attempt`): Ray queues it until a
+node has a free matching seat, so a slow machine holds nothing back. When a task ends, every
+attempt the registry numbered for that spec-run is written to results.json: an attempt lost with
+its node appears as ``interrupted`` with why ("its Ray node died; retried as attempt 2 on n3"),
+the retry after it. A run whose last attempt its daemon ended ``interrupted`` (the daemon
+restarted under it) is run again once, as in a local suite, under a new attempt number and key.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cud.cuctl.eval import Suite
+from cud.cuctl.report import write_private
+from cud.fleet import need_ray
+from cud.fleet.remote import submit_attempt
+from cud.suite.plan import Planned
+from cud.suite.results import Attempt, Results
+
+__all__ = ("FleetSuite",)
+
+ray = need_ray("cuctl eval --fleet")
+
+#: How long one look at the tasks in flight waits for one to end.
+WAIT_SECONDS = 0.5
+
+
+class FleetSuite(Suite):
+    """:class:`Suite` with fleet tasks for submits and Ray's ready list for looks; ``on_change`` sees results."""
+
+    def __init__(self, results: Results, specs: dict[str, Planned], folder: Path,
+                 on_change: Callable[[Results], None] | None = None) -> None:
+        super().__init__(None, results, specs, folder, None, [])  # type: ignore[arg-type]
+        self.slots = len(self.todo) + len(self.flying) + 1  # Ray queues them: all due are started
+        self.refs: dict[Any, Attempt] = {}
+        self.on_change = on_change
+        for attempt in self.flying:  # a resumed suite's in-flight runs: started again, the key re-attaches
+            self.todo.append(attempt)
+        self.flying = []
+
+    def _key(self, attempt: Attempt) -> str:
+        return self.results.spec_run_key(attempt.spec, attempt.repeat)  # the registry adds /aN, its attempt
+
+    def _submit(self, attempt: Attempt) -> None:
+        planned = self.specs[attempt.spec]
+        spec = planned.spec.to_dict()
+        if planned.spec.seat is None:
+            del spec["seat"]  # to_dict writes "any"; submit takes no seat for that
+        if self.results.suite.get("model"):
+            spec["model"] = self.results.suite["model"]
+        files = {name: base64.b64encode(data).decode("ascii") for name, data in planned.files.items()}
+        if attempt not in self.results.attempts:
+            self.results.attempts.append(attempt)
+        attempt.state = "queued"
+        self.refs[submit_attempt(self._key(attempt), spec, files)] = attempt
+        self.flying.append(attempt)
+        self._save()
+
+    def _look(self) -> None:
+        if not self.refs:
+            return
+        ready, rest = ray.wait(list(self.refs), num_returns=1, timeout=WAIT_SECONDS)
+        if ready and rest:
+            ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+        for ref in ready:
+            attempt = self.refs.pop(ref)
+            self.flying.remove(attempt)
+            try:
+                outcome = ray.get(ref)
+            except ray.exceptions.RayError as exc:  # retries spent (nodes kept dying), or the task itself failed
+                attempt.state, attempt.error = "failed", {"kind": "fleet", "message": _first_line(exc)}
+                self._ended(attempt)
+                continue
+            final = self._take(attempt, outcome)
+            if final.ended and not final.judged:  # its daemon interrupted it: once more, as a local suite does
+                self.todo.appendleft(Attempt(final.spec, final.repeat, final.attempt + 1))
+            self._ended(final)
+
+    def _take(self, attempt: Attempt, outcome: dict[str, Any]) -> Attempt:
+        """Write the attempts the registry knows of that results.json lacks (lost with a node), then this one."""
+        known = {a.attempt for a in self.results.attempts
+                 if a.spec == attempt.spec and a.repeat == attempt.repeat and a is not attempt}
+        place = self.results.attempts.index(attempt)
+        for entry in outcome["history"]:
+            number = entry["attempt"]
+            if number in known or number >= outcome["attempt"]:
+                continue
+            lost = Attempt(attempt.spec, attempt.repeat, number, task_id=entry["task"], seat=entry["node"],
+                           state="interrupted",
+                           reason=f"its Ray node {entry['node']} was lost mid-task; retried as attempt "
+                                  f"{outcome['attempt']} on {outcome['node']}")
+            self.results.attempts.insert(place, lost)
+            place += 1
+        attempt.attempt = outcome["attempt"]
+        if "refused" in outcome:
+            attempt.state, attempt.error = "refused", outcome["refused"]
+            attempt.seat = outcome["node"]
+            return attempt
+        attempt.task_id = outcome["task"]["id"]
+        attempt.update(outcome["task"])
+        attempt.seat = f"{outcome['node']}/{attempt.seat}" if attempt.seat else outcome["node"]
+        self._keep(attempt, outcome["record"])
+        return attempt
+
+    def _keep(self, attempt: Attempt, record: dict[str, Any]) -> None:
+        """The report and video the task brought back (an inline record), else where they stay: what
+        ``cuctl --host ssh://HOST report ID`` needs to fetch them."""
+        name = f"{attempt.seat.replace('/', '-') if attempt.seat else 'node'}-task-{attempt.task_id}"
+        if record.get("inline"):
+            attempt.report = f"reports/{name}.html"
+            write_private(str(self.folder / attempt.report), record["report_html"])
+            if record.get("video") is not None:
+                attempt.video = f"reports/{name}-{record['video_name']}"
+                write_private(str(self.folder / attempt.video), record["video"])
+        else:
+            attempt.report = f"ssh://{record['host']} task {record['task']}"
+
+    def _keep_record(self, attempt: Attempt) -> None:  # cuctl eval's fetch: the record came with the outcome
+        raise AssertionError("a fleet suite's records come back with its tasks")
+
+    def _save(self) -> None:
+        self.results.save(self.folder)
+        if self.on_change is not None:
+            self.on_change(self.results)
+
+    def _ended(self, attempt: Attempt) -> None:
+        super()._ended(attempt)
+        if self.on_change is not None:
+            self.on_change(self.results)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]

@@ -1,0 +1,34 @@
+"""The stuck guard's tests' application: forms/busy_gtk.py (menus, an entry, a download, a long list
+and a long document) on a desktop, reporting through the files of apps/reporting.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .apps.base import Rect
+from .apps.reporting import SYSTEM_PYTHON, ReportingApp
+
+__all__ = ("BusyApp",)
+
+FORMS = Path(__file__).with_name("forms")
+
+
+class BusyApp(ReportingApp):
+    name = "busy-gtk"
+    capabilities = frozenset()
+
+    def argv(self) -> list[str]:
+        return [SYSTEM_PYTHON, str(FORMS / "busy_gtk.py")]
+
+    def region(self, name: str) -> Rect:
+        """A widget's screen rectangle: entry, download, still, list, doc, or menu:TITLE."""
+        x, y, w, h = self._state()["regions"][name]
+        return x, y, w, h
+
+    def centre(self, name: str) -> tuple[int, int]:
+        x, y, w, h = self.region(name)
+        return x + w // 2, y + h // 2
+
+    def reset(self) -> None:
+        """Entry empty, list and document at the top, no menu open, no download, focus on Download."""
+        self.command("reset")

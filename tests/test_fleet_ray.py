@@ -1,0 +1,232 @@
+"""Fleets on Ray (#29), end to end on a real cluster: a head and three worker machines, each with its own
+daemon and two Xvfb seats, all inside one network namespace the module makes (tests/support/ray_cluster.py).
+
+A suite of 12 specs runs over the fleet and is judged as a local run; then the faults: a worker's raylet
+killed mid-task, a worker's daemon killed and restarted, the suite's driver dropped (``--detach``). After
+each, every spec-run is judged exactly once, counted in every daemon's records by its key prefix, and the
+results list the retries. A seat that dies is withdrawn from the pool and comes back. Without the fleet
+extra, cud still imports and runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.daemon import ROOT
+from tests.support.netns import Netns
+from tests.support.ray_cluster import ADDRESS, Fleet
+from tests.support.recorder import wait_until
+
+SCENARIOS = {
+    "default": {"name": "default", "steps": [{"message": "done"}]},
+    "say-done": {"name": "say-done", "steps": [{"message": "done"}]},
+    # Long enough for a fault to land while it runs.
+    "ask-first": {"name": "ask-first", "steps": [{"actions": [{"type": "screenshot"}]},
+                                                 {"actions": [{"type": "type", "text": "m"}]}, {"message": "done"}]},
+    "slow-done": {"name": "slow-done", "steps": [{"actions": [{"type": "wait"}], "delay": 4},
+                                                 {"message": "done", "delay": 4}]},
+}
+MACHINES = ("w1", "w2", "w3")
+FINAL = ("succeeded", "failed", "cancelled")
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[Fleet]:
+    cluster = Fleet(SCENARIOS)
+    try:
+        cluster.start({name: {"seats": 2} for name in MACHINES})
+        yield cluster
+    finally:
+        left = cluster.stop()
+        assert not left, f"Ray or cud processes outlived the namespace: {left}"
+
+
+def write_suite(fleet: Fleet, name: str, count: int, scenario: str) -> Path:
+    """``count`` specs, every third one failing its check by design."""
+    folder = fleet.dir / name
+    folder.mkdir()
+    for i in range(count):
+        check = 'answer = "re:finished"' if i % 3 == 2 else 'answer = "done"'
+        (folder / f"t{i:02d}.toml").write_text(f'prompt = "Task {i} of {name}."\nmodel = "scripted:{scenario}"\nreset = false\n'
+                                               f'[[checks]]\n{check}\n')
+    return folder
+
+
+def results_of(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "results.json").read_text())
+
+
+def judged_once(fleet: Fleet, results: dict[str, Any], specs: int) -> list[dict[str, Any]]:
+    """Every spec-run judged once in results.json and exactly once across every daemon's records; the runs."""
+    runs = results["runs"]
+    last = {}
+    for run in runs:
+        last[(run["spec"], run["repeat"])] = run
+    assert len(last) == specs and all(r["judged"] for r in last.values()), runs
+    assert all(r["state"] in FINAL for r in last.values()), [r for r in last.values() if r["state"] not in FINAL]
+    tasks = [t for found in fleet.tasks(f"eval:{results['suite']['run']}/").values() for t in found]
+    per_run = Counter(t["key"].rsplit("/a", 1)[0] for t in tasks if t["state"] in FINAL)
+    assert len(per_run) == specs and set(per_run.values()) == {1}, per_run
+    open_tasks = [t for t in tasks if t["state"] not in FINAL + ("interrupted",)]
+    assert not open_tasks, open_tasks
+    return runs
+
+
+def test_a_suite_spreads_over_the_nodes_and_is_judged_like_a_local_run(fleet: Fleet) -> None:
+    suite = write_suite(fleet, "spread", 12, "say-done")
+    out = fleet.dir / "spread-out"
+    done = fleet.cuctl("eval", "--fleet", ADDRESS, str(suite), "--out", str(out), "--junit", str(out / "j.xml"))
+    assert done.returncode == 1, done.stderr  # four specs fail by design
+    assert "PASS RATE" in done.stdout and "total" in done.stdout
+    results = results_of(out)
+    runs = judged_once(fleet, results, 12)
+    assert Counter(r["outcome"] for r in runs) == {"passed": 8, "failed": 4}
+    assert {r["seat"].split("/")[0] for r in runs} == set(MACHINES)  # every machine took some
+    assert all((out / r["report"]).is_file() for r in runs)
+    assert (out / "index.html").is_file() and (out / "j.xml").is_file()
+
+
+def retried(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The attempts that were retried (interrupted ones the suite went past), each with why."""
+    return [r for r in runs if r["state"] == "interrupted" and r["outcome"] == "retry"]
+
+
+def wait_running(fleet: Fleet, machine: str, prefix_of: Path, timeout: float = 120.0) -> None:
+    """Until ``machine``'s daemon runs a task of the suite writing into ``prefix_of`` (its results.json)."""
+    def running() -> bool:
+        if not (prefix_of / "results.json").exists():
+            return False
+        run_id = results_of(prefix_of)["suite"].get("run")
+        tasks = fleet.machines[machine].call("list", key_prefix=f"eval:{run_id}/") if run_id else []
+        return any(t["state"] == "running" for t in tasks)
+
+    wait_until(running, timeout, f"a fleet task running on {machine}")
+
+
+def test_a_raylet_killed_mid_task_costs_one_retry_and_loses_nothing(fleet: Fleet) -> None:
+    suite = write_suite(fleet, "raylet", 6, "slow-done")
+    out = fleet.dir / "raylet-out"
+    log = fleet.dir / "raylet-cuctl.log"
+    driver = fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(suite), "--out", str(out), log=log)
+    wait_running(fleet, "w1", out)
+    os.kill(fleet.raylet(fleet.machines["w1"]), signal.SIGKILL)
+    assert driver.wait(timeout=600) in (0, 1), log.read_text()
+    runs = judged_once(fleet, results_of(out), 6)
+    lost = retried(runs)
+    assert lost and all(r["seat"].startswith("w1") for r in lost), runs
+    assert all("retried as attempt 2" in r["reason"] for r in lost), lost
+    assert {r["attempt"] for r in runs if r["judged"] and r["spec"] in {x["spec"] for x in lost}} == {2}
+    # On w1's daemon the lost attempts were ended by its agent, naming the retry to come.
+    run_id = results_of(out)["suite"]["run"]
+    orphans = [t for t in fleet.machines["w1"].call("list", key_prefix=f"eval:{run_id}/") if t["state"] == "interrupted"]
+    assert orphans and all("retries it as attempt 2" in t["reason"] for t in orphans), orphans
+    fleet.wait_joined(fleet.machines["w1"])  # the agent joined again: the next test has three machines
+
+
+def test_a_daemon_killed_and_restarted_under_its_tasks(fleet: Fleet) -> None:
+    suite = write_suite(fleet, "restart", 6, "slow-done")
+    out = fleet.dir / "restart-out"
+    log = fleet.dir / "restart-cuctl.log"
+    driver = fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(suite), "--out", str(out), log=log)
+    machine = fleet.machines["w2"]
+    wait_running(fleet, "w2", out)
+    fleet.kill_daemon(machine)
+    fleet.start_daemon(machine)
+    assert driver.wait(timeout=600) in (0, 1), log.read_text()
+    runs = judged_once(fleet, results_of(out), 6)
+    lost = retried(runs)
+    assert lost and all(r["seat"].startswith("w2") for r in lost), runs
+    assert all("daemon stopped" in r["reason"] for r in lost), lost
+
+
+def test_a_detached_suite_outlives_its_driver_and_is_read_back_from_the_head(fleet: Fleet) -> None:
+    suite = write_suite(fleet, "detached", 6, "say-done")
+    log = fleet.dir / "detach-cuctl.log"
+    driver = fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(suite), "--detach", "--json", log=log)
+    job = wait_until(lambda: next((json.loads(line)["job"] for line in log.read_text().splitlines()
+                                   if line.startswith("{")), None), 180, "the job's id")
+    if driver.poll() is None:
+        os.kill(Netns.inner_pid(driver), signal.SIGKILL)  # the driver dropped: the suite goes on on the head
+    driver.wait(timeout=60)
+
+    def done() -> bool:
+        status = fleet.cuctl("fleet", "status", "--fleet", ADDRESS, job, "--json")
+        return status.returncode == 0 and json.loads(status.stdout)["done"]
+
+    wait_until(done, 600, f"{job} to finish")
+    out = fleet.dir / "detached-out"
+    back = fleet.cuctl("fleet", "results", "--fleet", ADDRESS, job, "--out", str(out))
+    assert back.returncode == 1, back.stderr  # two fail by design
+    runs = judged_once(fleet, results_of(out), 6)
+    assert Counter(r["outcome"] for r in runs) == {"passed": 4, "failed": 2}
+    assert all((out / r["report"]).is_file() for r in runs) and (out / "index.html").is_file()
+
+
+def test_a_seat_that_dies_is_withdrawn_and_comes_back(fleet: Fleet) -> None:
+    machine = fleet.machines["w3"]
+    seats = ("cud_seat", "cud_seat_name:s2", "cud_seat_name:s1")
+    wait_until(lambda: fleet.available(*seats) == (6.0, 3.0, 3.0), 120, "every seat free")
+    fleet.kill_xvfb(machine, "s2")
+    wait_until(lambda: machine.call("seats")[1]["state"] == "unavailable", 60, "w3's s2 unavailable")
+    wait_until(lambda: fleet.available(*seats) == (5.0, 2.0, 3.0), 120, "w3's s2 withdrawn, nothing else")
+    fleet.restart_xvfb(machine, "s2")
+    wait_until(lambda: fleet.available(*seats) == (6.0, 3.0, 3.0), 120, "w3's s2 back")
+
+
+def test_an_approval_on_a_node_is_listed_and_answered_from_the_head(fleet: Fleet) -> None:
+    spec = fleet.dir / "ask.toml"
+    spec.write_text('prompt = "Type m, then say done."\nmodel = "scripted:ask-first"\napproval = "actions"\n'
+                    'reset = false\n[[checks]]\nanswer = "done"\n')
+    out = fleet.dir / "ask-cuctl.log"
+    driver = fleet.cuctl_popen("submit", "--fleet", ADDRESS, "--spec", str(spec), log=out)
+
+    def pending() -> list[dict[str, Any]]:
+        listed = fleet.cuctl("fleet", "approvals", "--fleet", ADDRESS, "--json")
+        assert listed.returncode == 0, listed.stderr
+        return json.loads(listed.stdout)
+
+    waiting = wait_until(pending, 300, "an approval on some node")
+    assert len(waiting) == 1 and waiting[0]["node"] in MACHINES
+    target = f"{waiting[0]['node']}:{waiting[0]['id']}"
+    shown = fleet.cuctl("fleet", "approvals", "--fleet", ADDRESS)
+    assert target in shown.stdout
+    answered = fleet.cuctl("fleet", "approve", "--fleet", ADDRESS, target)
+    assert answered.returncode == 0 and f"approval {target} approved" in answered.stdout, answered.stderr
+    assert driver.wait(timeout=300) == 0, out.read_text()
+    wrong = fleet.cuctl("fleet", "approve", "--fleet", ADDRESS, "nowhere:1")
+    assert wrong.returncode == 2 and "no fleet node named 'nowhere'" in wrong.stderr
+
+
+def test_leave_drains_the_node_and_it_leaves(fleet: Fleet) -> None:
+    machine = fleet.machines["w3"]
+    assert machine.agent is not None
+    left = fleet.ns.run([sys.executable, "-m", "cud.daemon.main", "fleet", "leave", "--socket", str(machine.socket)],
+                        env=fleet.env, timeout=300)
+    assert left.returncode == 0, left.stderr
+    assert machine.agent.wait(timeout=120) == 0, machine.log("agent")
+    wait_until(lambda: "w3" not in fleet.nodes(), 120, "w3 to leave the fleet")
+    again = fleet.ns.run([sys.executable, "-m", "cud.daemon.main", "fleet", "leave", "--socket", str(machine.socket)],
+                         env=fleet.env, timeout=60)
+    assert again.returncode == 2 and "no 'cud fleet join' runs" in again.stderr
+
+
+def test_cud_imports_and_runs_without_ray() -> None:
+    """Without the fleet extra: cud, cuctl and cud run import; the fleet commands name the extra to install."""
+    hide = ("import sys; sys.modules['ray'] = None\n")
+    code = hide + ("import cud.daemon.main, cud.cuctl.main, cud.fleet.attempt, cud.daemon.fleet.cli\n"
+                   "from cud.cuctl.main import main\n"
+                   "sys.exit(main(['eval', '--fleet', '127.0.0.1:1', 'nowhere.toml']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2, done.stderr
+    assert "needs the fleet extra: pip install 'cud[fleet]'" in done.stderr, done.stderr

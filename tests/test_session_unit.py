@@ -1,0 +1,321 @@
+"""A seat's session as a systemd unit (``session_unit``), against a real systemd.
+
+The systemd is the real system manager (Debian's), PID 1 of its own namespaces
+(tests/support/private_systemd.py), with the project's ``systemd/cud-session@.service``
+installed as written plus a drop-in naming the test's seat user (the unit says
+``User=cud-seat-%i``; the tests make throwaway users instead). cud talks to it over its
+real system bus (dbus-daemon, started by that systemd) with the daemon's own code; the polkit
+rule (systemd/cud-session.rules) is decided by a real polkitd started by that systemd too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cud.daemon.session.processes import SeatSession, session_for
+from cud.daemon.session.sweep import session_pids
+from cud.daemon.session.unit import SessionUnit
+from cud.daemon.session.user import SeatUser
+from cud.errors import SessionError
+from tests.support.daemon import cuctl, json_out
+from tests.support.private_systemd import PrivateSystemd, private_systemd
+from tests.support.recorder import wait_until
+from tests.support.seat_users import SeatUsers, make_home, tree_hash
+from tests.support.session_seat import SessionSeat, session_seat, windows
+from tests.support.units import SYSTEMD
+
+SEAT = "s1"  # tests/support/session_seat.py's seat
+UNIT = "cud-session@7.service"
+
+
+@pytest.fixture(scope="module")
+def systemd() -> Iterator[PrivateSystemd]:
+    with private_systemd() as made:
+        shutil.copy(SYSTEMD / "cud-session@.service", made.units / "cud-session@.service")
+        yield made
+
+
+@pytest.fixture(scope="module")
+def user(seat_users: SeatUsers, systemd: PrivateSystemd) -> SeatUser:
+    made = seat_users.make()
+    drop_in = systemd.units / f"{UNIT}.d"
+    drop_in.mkdir()
+    (drop_in / "user.conf").write_text(f"[Service]\nUser={made.name}\n")
+    systemd.reload()
+    return made
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="cud-unit-", dir="/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def session(systemd: PrivateSystemd, user: SeatUser, base: Path, unit: str = UNIT) -> SeatSession:
+    template = base / "template"
+    (template / "Desktop").mkdir(parents=True)
+    (template / "Desktop" / "notes.txt").write_text("hello\n")
+    made = session_for(SEAT, user, make_home(base, user), template, None, None, unit)
+    assert made is not None and made.unit is not None
+    made.unit = SessionUnit(SEAT, unit, user.name, bus_address=systemd.bus_address)
+    return made
+
+
+def own_pids(user: SeatUser) -> list[int]:
+    return session_pids(user.uid)
+
+
+#: Shell lines that leave a process behind in every way a command can detach from its parent.
+DETACHING = [
+    "setsid sleep 1000 </dev/null >/dev/null 2>&1 &",
+    "nohup sleep 1001 </dev/null >/dev/null 2>&1 &",
+    "(sleep 1002 </dev/null >/dev/null 2>&1 &) &",  # double fork: reparented away from the command
+    "(setsid sh -c 'trap \"\" TERM HUP; exec sleep 1003' </dev/null >/dev/null 2>&1 &)",
+]
+
+
+def test_stopping_and_starting_the_unit_ends_what_the_commands_daemonised(systemd: PrivateSystemd, user: SeatUser,
+                                                                          base: Path) -> None:
+    async def scenario() -> None:
+        seat = session(systemd, user, base)
+        try:
+            await seat.unit.restart(10)  # the session is open
+            done = await seat.run(["/bin/sh", "-c", "\n".join([*DETACHING, "echo started; id -un"])], timeout=20)
+            assert done.exit_code == 0 and done.stdout.split() == [b"started", user.name.encode()], done
+            pid = await seat.launch(["/bin/sh", "-c", "sleep 1004 & exec sleep 1005"])
+            assert pid > 0
+            # 4 detached sleeps and the launched pair (its background sleep may still be starting).
+            await asyncio.to_thread(wait_until, lambda: len(own_pids(user)) >= 6, 10, f"6 processes of {user.name}")
+            # Only systemd acts here: the unit is stopped, every command unit with it (PartOf=).
+            await seat.unit.restart(10)
+            assert own_pids(user) == [], f"processes left after stopping {UNIT}: {own_pids(user)}"
+            state = systemd.systemctl("is-active", UNIT)
+            assert state.stdout.strip() == "active", state
+        finally:
+            seat.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_command_unit_reports_exit_status_output_stdin_and_its_timeout(systemd: PrivateSystemd, user: SeatUser,
+                                                                         base: Path) -> None:
+    async def scenario() -> None:
+        seat = session(systemd, user, base)
+        try:
+            await seat.unit.restart(10)
+            done = await seat.run(["/bin/sh", "-c", "cat; echo err >&2; pwd; exit 3"], timeout=20, stdin=b"in\n")
+            assert (done.exit_code, done.stdout, done.stderr) == (3, f"in\n{seat.home.root}\n".encode(), b"err\n")
+            big = await seat.run(["/usr/bin/head", "-c", "100000", "/dev/zero"], timeout=20, max_output=1000)
+            assert big.exit_code == 0 and len(big.stdout) == 1000 and big.truncated
+            slow = await seat.run(["/bin/sh", "-c", "sleep 1006 & sleep 1007"], timeout=1)
+            assert slow.timed_out and slow.exit_code is None
+            # The timeout killed the command's whole unit, what it forked too.
+            assert own_pids(user) == [], own_pids(user)
+            env = await seat.run(["/usr/bin/env"], timeout=20)
+            lines = set(env.stdout.decode().splitlines())
+            assert f"CUD_SEAT={SEAT}" in lines and f"HOME={seat.home.root}" in lines
+            with pytest.raises(SessionError, match="did not start"):
+                await seat.run(["/nonexistent/program"], timeout=20)
+            # A run the session's end interrupts (the unit stopped under it) ends killed, not timed out.
+            running = asyncio.ensure_future(seat.run(["/bin/sleep", "1009"], timeout=60))
+            await asyncio.to_thread(wait_until, lambda: own_pids(user), 10, "the sleep to run")
+            assert systemd.systemctl("stop", UNIT).returncode == 0
+            ended = await running
+            assert (ended.exit_code, ended.timed_out) == (-9, False), ended
+        finally:
+            seat.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_reset_through_the_unit_leaves_the_seat_clean(systemd: PrivateSystemd, user: SeatUser,
+                                                          base: Path) -> None:
+    async def scenario() -> None:
+        seat = session(systemd, user, base)
+        try:
+            await seat.reset()
+            await seat.run(["/bin/sh", "-c", "\n".join(["echo dirty > Desktop/notes.txt; mkfifo f; ln -s /etc e",
+                                                      *DETACHING])], timeout=20)
+            await seat.launch(["/bin/sleep", "1008"])
+            assert own_pids(user)
+            report = await seat.reset()
+            assert report.processes >= 5
+            assert own_pids(user) == []
+            assert tree_hash(seat.home.root) == tree_hash(base / "template")
+            assert systemd.systemctl("is-active", UNIT).stdout.strip() == "active"
+        finally:
+            seat.close()
+
+    asyncio.run(scenario())
+
+
+def test_commands_do_not_start_while_the_session_unit_is_stopped(systemd: PrivateSystemd, user: SeatUser,
+                                                                 base: Path) -> None:
+    async def scenario() -> None:
+        seat = session(systemd, user, base)
+        try:
+            await seat.unit.restart(10)
+            assert systemd.systemctl("stop", UNIT).returncode == 0
+            with pytest.raises(SessionError, match="did not start"):
+                await seat.run(["/bin/true"], timeout=20)  # Requisite=: never outside the session
+        finally:
+            seat.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_unit_of_another_user_or_missing_is_refused_and_fails_the_reset(systemd: PrivateSystemd, user: SeatUser,
+                                                                          base: Path) -> None:
+    other = "cud-session@8.service"
+    (systemd.units / f"{other}.d").mkdir(exist_ok=True)
+    (systemd.units / f"{other}.d" / "user.conf").write_text("[Service]\nUser=nobody\n")
+    systemd.reload()
+
+    async def scenario() -> None:
+        wrong = session(systemd, user, base, other)
+        try:
+            with pytest.raises(SessionError, match=r"User=nobody, not the seat's user"):
+                await wrong.reset()
+            assert systemd.systemctl("is-active", other).stdout.strip() != "active"  # never started
+        finally:
+            wrong.close()
+        missing = SessionUnit(SEAT, "cud-nothing@1.service", user.name, bus_address=systemd.bus_address)
+        try:
+            with pytest.raises(SessionError, match="is not-found in systemd"):
+                await missing.restart(10)
+        finally:
+            missing.close()
+        unreachable = SessionUnit(SEAT, UNIT, user.name, bus_address="unix:path=/nonexistent/bus")
+        with pytest.raises(SessionError, match="cannot reach systemd"):
+            await unreachable.restart(10)
+
+    asyncio.run(scenario())
+
+
+# -- the whole path: a daemon whose seat's session is the unit --------------------------------------
+@pytest.fixture(scope="module")
+def seat(systemd: PrivateSystemd, user: SeatUser) -> Iterator[SessionSeat]:
+    base = Path(tempfile.mkdtemp(prefix="cud-unit-seat-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        with session_seat(user, base, config=f'session_unit = "{UNIT}"\n',
+                          env={"DBUS_SYSTEM_BUS_ADDRESS": systemd.bus_address}) as made:
+            yield made
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def cgroups_of(pids: list[int]) -> dict[int, str]:
+    """The cgroup of each of ``pids`` still alive (a short-lived one, xclip -o, may be gone by now)."""
+    found = {}
+    for pid in pids:
+        try:
+            found[pid] = Path(f"/proc/{pid}/cgroup").read_text().strip().rpartition(":")[2]
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def test_the_daemon_runs_exec_and_the_clipboard_in_the_unit_and_its_reset_restarts_it(
+        systemd: PrivateSystemd, seat: SessionSeat) -> None:
+    sock = seat.daemon.socket
+    assert cuctl(sock, "reset", SEAT).returncode == 0
+    assert systemd.systemctl("is-active", UNIT).stdout.strip() == "active"
+    script = "\n".join(["xterm -title in-the-unit &", *DETACHING, "cat /proc/self/cgroup"])
+    done = cuctl(sock, "exec", SEAT, "--", "/bin/sh", "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert "/system.slice/cud-cmd-" in done.stdout, done.stdout  # the command's own unit
+    assert cuctl(sock, "clipboard", SEAT, "set", "in a unit ✓").returncode == 0  # xclip's child outlives xclip
+    assert cuctl(sock, "clipboard", SEAT, "get").stdout == "in a unit ✓"
+    wait_until(lambda: windows(seat.desktop.display), 30, "the xterm's window")
+    spare = frozenset({seat.bus.pid})
+    wait_until(lambda: len(session_pids(seat.user.uid, spare=spare)) >= 6, 10, "the detached sleeps, xterm, xclip")
+    left = session_pids(seat.user.uid, spare=spare)
+    groups = cgroups_of(left)
+    assert len(groups) >= 6 and all("/system.slice/cud-cmd-" in group for group in groups.values()), groups
+    assert cuctl(sock, "reset", SEAT).returncode == 0
+    assert session_pids(seat.user.uid, spare=spare) == []
+    assert windows(seat.desktop.display) == []
+    assert tree_hash(seat.home) == tree_hash(seat.template)
+    assert cuctl(sock, "clipboard", SEAT, "get").stdout == ""
+    assert systemd.systemctl("is-active", UNIT).stdout.strip() == "active"
+
+
+def test_a_unit_that_fails_to_start_leaves_the_seat_unavailable_until_it_starts(
+        systemd: PrivateSystemd, seat: SessionSeat) -> None:
+    sock = seat.daemon.socket
+    broken = systemd.units / f"{UNIT}.d" / "broken.conf"
+    broken.write_text("[Service]\nExecStartPre=/bin/false\n")
+    systemd.reload()
+    try:
+        failed = cuctl(sock, "reset", SEAT)
+        assert failed.returncode == 2
+        assert "the reset of seat 's1' failed" in failed.stderr
+        assert f"StartUnit of its session unit '{UNIT}' ended 'failed'" in failed.stderr, failed.stderr
+        view = json_out(cuctl(sock, "--json", "seats"))[0]
+        assert view["state"] == "unavailable" and UNIT in view["error"]
+    finally:
+        broken.unlink()
+        systemd.reload()
+    # The health checks try the reset again; the seat takes work when one succeeds.
+    wait_until(lambda: json_out(cuctl(sock, "--json", "seats"))[0]["state"] == "idle", 60, "the seat to be clean")
+    assert systemd.systemctl("is-active", UNIT).stdout.strip() == "active"
+
+
+# -- the polkit rule, decided by a real polkitd -------------------------------------------------------
+def test_the_polkit_rule_lets_cuds_user_stop_and_start_session_units_and_nothing_else(
+        systemd: PrivateSystemd, user: SeatUser, seat_users: SeatUsers) -> None:
+    # The rule names the user `cud`; here the test's throwaway user stands for it. polkitd (Debian's) runs
+    # in the tests' systemd, with the rule bound over /etc/polkit-1/rules.d in its mount namespace only.
+    daemon_user, stranger = seat_users.make(), seat_users.make()
+    rules = Path(tempfile.mkdtemp(prefix="cud-polkit-rules-", dir="/tmp"))
+    try:
+        rules.chmod(0o755)
+        rule = (SYSTEMD / "cud-session.rules").read_text()
+        assert 'subject.user != "cud"' in rule
+        (rules / "50-cud-session.rules").write_text(rule.replace('subject.user != "cud"',
+                                                                 f'subject.user != "{daemon_user.name}"'))
+        shutil.copy("/usr/lib/systemd/system/polkit.service", systemd.units / "polkit.service")
+        bound = subprocess.run(["nsenter", "-t", str(systemd.pid), "-m", "mount", "--bind", str(rules),
+                                "/etc/polkit-1/rules.d"], capture_output=True, text=True)
+        assert bound.returncode == 0, bound.stderr
+        systemd.reload()
+        started = systemd.systemctl("start", "polkit.service")
+        assert started.returncode == 0, started.stderr
+
+        def manager(caller: SeatUser, *args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(["nsenter", "-t", str(systemd.pid), "-m", "-p", "setpriv", f"--reuid={caller.uid}",
+                                   f"--regid={caller.gid}", "--clear-groups", "busctl", "--system", "call",
+                                   "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                   "org.freedesktop.systemd1.Manager", *args], capture_output=True, text=True,
+                                  timeout=60)
+
+        for verb in ("StopUnit", "StartUnit"):
+            done = manager(daemon_user, verb, "ss", UNIT, "replace")
+            assert done.returncode == 0 and "/job/" in done.stdout, (verb, done.stderr)
+            refused = manager(stranger, verb, "ss", UNIT, "replace")  # the same call, by a user the rule does not name
+            assert refused.returncode != 0 and "authentication required" in refused.stderr.lower(), refused
+        other = manager(daemon_user, "StopUnit", "ss", "dbus.service", "replace")
+        assert other.returncode != 0 and "authentication required" in other.stderr.lower(), other
+        # systemd 252 asks polkit about StartTransientUnit without the unit's name: the rule cannot grant it
+        # (docs/sessions.md says so: the daemon then runs as root).
+        transient = manager(daemon_user, "StartTransientUnit", "ssa(sv)a(sa(sv))", "cud-cmd-0123456789abcdef.service",
+                            "fail", "1", "ExecStart", "a(sasb)", "1", "/bin/true", "1", "/bin/true", "false", "0")
+        assert transient.returncode != 0 and "authentication required" in transient.stderr.lower(), transient
+    finally:
+        systemd.systemctl("stop", "polkit.service")
+        subprocess.run(["nsenter", "-t", str(systemd.pid), "-m", "umount", "/etc/polkit-1/rules.d"],
+                       capture_output=True)
+        shutil.rmtree(rules, ignore_errors=True)
