@@ -17,7 +17,7 @@ help:
 	@echo "make demo           run the demo task in the sandbox (real model with OPENAI_API_KEY, else scripted)"
 	@echo "make sandbox-status say what the sandbox runs"
 	@echo "make sandbox-down   stop exactly what sandbox-up started"
-	@echo "make install        install cud, its systemd units and config under PREFIX/DESTDIR"
+	@echo "make install        install cud, its systemd units and config under PREFIX/DESTDIR (EXTRAS=fleet: with Ray)"
 
 $(PY): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -43,7 +43,6 @@ iproute2
 openssh-client
 openssh-server
 sshfs
-parallel
 dbus-daemon
 dbus-bin
 at-spi2-core
@@ -79,7 +78,6 @@ xdg-utils
 # openssh-client                ssh, which cuctl --host runs; ssh-keygen for the tests' keys
 # openssh-server                sshd: the ssh tests start their own on 127.0.0.1 (never the system's)
 # sshfs                         a real network filesystem (over that sshd) that a state directory on is refused
-# parallel                      GNU parallel, which the fleet example (examples/fleet) drives cuctl with
 # dbus-daemon, dbus-bin         a session bus per seat (dbus-daemon; dbus-send in the target tests), which
 #                               applications find the accessibility bus through
 # at-spi2-core                  at-spi-bus-launcher and the registry: the accessibility bus cud reads targets from

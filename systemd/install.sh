@@ -7,7 +7,7 @@
 #   PREFIX/lib/cud/cud-xauth   the display units' cookie helper
 #   PREFIX/lib/cud/session-bus.conf, accessibility.conf   cud-bus@.service's bus configs
 #   UNITDIR                    cud.service xvfb@.service x11vnc@.service xvnc@.service cud-bus@.service
-#                              cud-session@.service
+#                              cud-session@.service cud-fleet.service
 #   POLKITRULESDIR/50-cud-session.rules   lets user cud stop/start the seats' session units
 #   SYSUSERSDIR/cud.conf, TMPFILESDIR/cud.conf
 #   SYSCONFDIR/cud/cud.toml    the example config, only if there is none yet
@@ -16,8 +16,9 @@
 # Everything is written below DESTDIR (empty: the real root). The installed
 # files name the final paths (PREFIX, SYSCONFDIR), never DESTDIR.
 # Environment: PYTHON (python3), PIP_ARGS (extra pip arguments, e.g. an offline
-# --no-index --find-links DIR), UNITDIR (PREFIX/lib/systemd/system),
-# SYSUSERSDIR (PREFIX/lib/sysusers.d), TMPFILESDIR (PREFIX/lib/tmpfiles.d),
+# --no-index --find-links DIR), EXTRAS (cud's optional extras, comma-separated:
+# EXTRAS=fleet on a machine in a fleet, for cud-fleet.service), UNITDIR
+# (PREFIX/lib/systemd/system), SYSUSERSDIR (PREFIX/lib/sysusers.d), TMPFILESDIR (PREFIX/lib/tmpfiles.d),
 # SYSCONFDIR (/etc), POLKITRULESDIR (SYSCONFDIR/polkit-1/rules.d). systemd reads units, sysusers and tmpfiles from
 # /usr/local/lib and /usr/lib, so other prefixes need UNITDIR etc. set, e.g.
 # to /etc/systemd/system.
@@ -57,12 +58,17 @@ rewrite() {
 }
 
 # -- the venv -------------------------------------------------------------------------------
-say "venv $venv (pip install $src)"
+extras=${EXTRAS:-}
+case $extras in
+    *[!A-Za-z0-9,_-]*) echo "install.sh: EXTRAS is a comma-separated list of extras, got '$extras'" >&2; exit 2 ;;
+esac
+package=$src${extras:+[$extras]}
+say "venv $venv (pip install $package)"
 rm -rf "$destdir$venv"
 mkdir -p "$(dirname "$destdir$venv")"
 "$python" -m venv "$destdir$venv"
 # shellcheck disable=SC2086  # PIP_ARGS is a list of words on purpose
-"$destdir$venv/bin/python" -m pip install --quiet --disable-pip-version-check ${PIP_ARGS:-} "$src"
+"$destdir$venv/bin/python" -m pip install --quiet --disable-pip-version-check ${PIP_ARGS:-} "$package"
 if [ -n "$destdir" ]; then
     # pip wrote the DESTDIR path into scripts' #! lines and activate files:
     # point them at the final location.
@@ -85,7 +91,8 @@ install -m 0644 "$here/cud-accessibility.conf" "$destdir$prefix/lib/cud/accessib
 # -- systemd --------------------------------------------------------------------------------
 say "units in $unitdir"
 mkdir -p "$destdir$unitdir" "$destdir$sysusersdir" "$destdir$tmpfilesdir"
-for unit in cud.service xvfb@.service x11vnc@.service xvnc@.service cud-bus@.service cud-session@.service; do
+for unit in cud.service xvfb@.service x11vnc@.service xvnc@.service cud-bus@.service cud-session@.service \
+            cud-fleet.service; do
     rewrite "$here/$unit" > "$destdir$unitdir/$unit"
     chmod 0644 "$destdir$unitdir/$unit"
 done
@@ -130,6 +137,8 @@ install: done. Next:
   cuctl --socket /run/cud/cud.sock ping
 Several seats (xvfb@1..N, [[seats]] in $sysconfdir/cud/cud.toml, a drop-in for cud.service):
   see "Several seats" in $docdir/docs/systemd.md. Upgrading: restart the display units, then cud.
+In a fleet (installed with EXTRAS=fleet): [fleet] address and [access] for cud-fleet in
+  $sysconfdir/cud/cud.toml, then systemctl enable --now cud-fleet.service (see $docdir/docs/fleets.md).
 MSG
 else
     say "done under '${destdir:-/}'; on the target run systemd-sysusers, systemd-tmpfiles --create and systemctl daemon-reload"

@@ -20,7 +20,14 @@ from tests.support.daemon import ROOT
 from tests.support.units import SYSTEMD, run_install, unit_env, unit_settings
 
 UNITS = ("cud.service", "xvfb@.service", "x11vnc@.service", "xvnc@.service", "cud-bus@.service",
-         "cud-session@.service")
+         "cud-session@.service", "cud-fleet.service")
+#: The sandboxing keys of cud.service that cud-fleet.service differs from, each for a reason its comments give
+#: ("Not KEY" there): Ray reads /proc's system files, sets its workers' priority, and wants more descriptors.
+FLEET_DEVIATIONS = {"ProcSubset": "Not ProcSubset=pid", "SystemCallFilter": "Not ~@resources",
+                    "LimitNOFILE": "LimitNOFILE= above"}
+#: What a unit's sandbox is made of (cud.service's own lines of these, and the fleet unit's, are compared).
+HARDENING = re.compile(r"(Private|Protect|Restrict|NoNewPrivileges|Capability|AmbientCapabilities|LockPersonality"
+                       r"|MemoryDenyWriteExecute|RemoveIPC|KeyringMode|DevicePolicy|SystemCall|UMask|LimitNOFILE)")
 
 needs_analyze = pytest.mark.skipif(
     shutil.which("systemd-analyze") is None, reason="systemd-analyze missing: apt-get install systemd"
@@ -56,6 +63,59 @@ def test_cud_service_is_a_watched_notify_service_with_its_own_user() -> None:
         assert not re.search(r"KEY|TOKEN|SECRET", line, re.I), line
     sysusers = (SYSTEMD / "cud.sysusers.conf").read_text()
     assert re.search(r"^u cud\s", sysusers, re.M) and re.search(r"^m cud cud-display$", sysusers, re.M)
+
+
+def test_the_fleet_unit_is_sandboxed_like_cud_service_but_for_what_ray_needs() -> None:
+    cud, fleet = unit_settings(SYSTEMD / "cud.service"), unit_settings(SYSTEMD / "cud-fleet.service")
+    comments = (SYSTEMD / "cud-fleet.service").read_text()
+    for key in sorted(k for k in cud if HARDENING.match(k)):
+        if key in FLEET_DEVIATIONS:
+            assert fleet.get(key) != cud[key] and FLEET_DEVIATIONS[key] in comments, key
+        else:
+            assert fleet.get(key) == cud[key], f"cud-fleet.service {key}={fleet.get(key)}, cud.service {cud[key]}"
+    assert fleet["SystemCallFilter"] == ["@system-service", "~@privileged"]
+    # Ray writes exactly its session directory in a private /tmp (the agent its pid file in RuntimeDirectory=),
+    # and nothing else.
+    assert fleet["PrivateTmp"] == ["yes"] and fleet["ProtectSystem"] == ["strict"]
+    assert not {"ReadWritePaths", "StateDirectory", "BindPaths", "BindReadOnlyPaths"} & set(fleet)
+    # Ray's TCP, to private networks only; and it never reports its usage anywhere.
+    assert fleet["IPAddressDeny"] == ["any"]
+    allowed = fleet["IPAddressAllow"][0].split()
+    assert "localhost" in allowed and "0.0.0.0/0" not in allowed and "::/0" not in allowed
+    assert unit_env(fleet)["RAY_USAGE_STATS_ENABLED"] == "0"
+    # Ray's token authentication, the token only as a credential (its path in the environment, never it).
+    assert unit_env(fleet)["RAY_AUTH_MODE"] == "token" and "RAY_AUTH_TOKEN" not in unit_env(fleet)
+    assert "ray-auth-token:/etc/cud/ray-auth-token" in fleet["LoadCredential"]
+    assert unit_env(fleet)["RAY_AUTH_TOKEN_PATH"] == "%d/ray-auth-token"
+    assert "PrivateUsers" not in fleet and "PrivateNetwork" not in fleet  # SO_PEERCRED; the pool is on the network
+
+
+def test_the_fleet_unit_joins_after_cud_and_drains_on_stop_as_its_own_user() -> None:
+    cud, fleet = unit_settings(SYSTEMD / "cud.service"), unit_settings(SYSTEMD / "cud-fleet.service")
+    assert "cud.service" in fleet["Requires"] and "cud.service" in " ".join(fleet["After"]).split()
+    # The daemon's config (its [fleet] table) and the daemon's socket, as cud.service names them, through a
+    # link in the unit's own runtime directory: the agent writes its pid file beside the path it is given, and
+    # /run/cud is the daemon's (RuntimeDirectory= is the one place there this unit may write).
+    run = cud["ExecStart"][0].split()
+    config, socket = run[run.index("--config") + 1], run[run.index("--socket") + 1]
+    assert fleet["RuntimeDirectory"] == ["cud-fleet"] and fleet["RuntimeDirectoryMode"] == ["0700"]
+    link = "/run/cud-fleet/" + socket.rsplit("/", 1)[1]
+    assert fleet["ExecStartPre"] == [f"/bin/ln -sfn {socket} {link}"]
+    assert fleet["ExecStart"] == [f"/usr/local/bin/cud fleet join --config {config} --socket {link}"]
+    assert fleet["ExecStop"] == [f"/usr/local/bin/cud fleet leave --socket {link}"]
+    assert fleet["Restart"] == ["on-failure"] and fleet["WantedBy"] == ["multi-user.target"]
+    # Not the daemon's own user (who may do everything): a user of its own, in group cud to reach /run/cud.
+    assert fleet["User"] == ["cud-fleet"] and fleet["Group"] == ["cud-fleet"] and fleet["SupplementaryGroups"] == ["cud"]
+    assert cud["RuntimeDirectory"] == ["cud"] and cud["RuntimeDirectoryMode"] == ["0750"] and cud["Group"] == ["cud"]
+    sysusers = (SYSTEMD / "cud.sysusers.conf").read_text()
+    assert re.search(r"^u cud-fleet\s", sysusers, re.M) and re.search(r"^m cud-fleet cud$", sysusers, re.M)
+    assert not re.search(r"^m cud-fleet cud-display$", sysusers, re.M)  # the daemon drives the displays, not Ray
+
+
+@needs_analyze
+def test_cud_fleet_service_exposure_is_at_most_2() -> None:
+    figure = exposure(SYSTEMD / "cud-fleet.service")
+    assert figure <= 2.0, f"cud-fleet.service: exposure {figure}"
 
 
 def test_x_server_units_keep_their_abstract_socket_in_the_hosts_network_namespace() -> None:
@@ -176,6 +236,9 @@ def test_install_into_a_prefix_gives_working_commands_and_rewritten_units(prefix
     unit = (prefix / "lib/systemd/system/cud.service").read_text()
     assert f"ExecStart={prefix}/bin/cud run --config {etc}/cud/cud.toml" in unit
     assert "/usr/local" not in unit
+    fleet = (prefix / "lib/systemd/system/cud-fleet.service").read_text()
+    assert f"ExecStart={prefix}/bin/cud fleet join --config {etc}/cud/cud.toml" in fleet
+    assert f"ExecStop={prefix}/bin/cud fleet leave" in fleet and "/usr/local" not in fleet
     assert (etc / "cud" / "cud.toml").read_text() == (SYSTEMD / "cud.toml.example").read_text()
     assert (prefix / "lib/sysusers.d/cud.conf").exists() and (prefix / "lib/tmpfiles.d/cud.conf").exists()
     assert os.access(prefix / "lib/cud/cud-xauth", os.X_OK)
@@ -191,7 +254,7 @@ def test_systemd_analyze_verify_accepts_every_installed_unit(prefix_install: Pat
     assert result.returncode == 0 and not result.stderr.strip() and not result.stdout.strip(), (
         f"{unit}: rc {result.returncode}\n{result.stdout}\n{result.stderr}"
     )
-    if unit == "cud.service":
+    if unit in ("cud.service", "cud-fleet.service"):
         assert exposure(path) <= 2.0
     if unit == "cud-session@.service":  # rated as an instance: what runs in it is the seat's user's
         instance = tmp_path / "cud-session@1.service"
@@ -253,6 +316,21 @@ def test_systemd_analyze_verify_accepts_cud_with_the_documented_three_seat_drop_
 
 
 @needs_analyze
+def test_systemd_analyze_verify_accepts_the_fleet_workers_drop_in_and_the_fleet_unit_beside_it(
+    prefix_install: Path, tmp_path: Path
+) -> None:
+    # examples/fleet/cluster.yaml installs seats.conf as cud.service's drop-in on every worker.
+    units = tmp_path / "units"
+    shutil.copytree(prefix_install / "lib/systemd/system", units)
+    (units / "cud.service.d").mkdir()
+    shutil.copy(ROOT / "examples" / "fleet" / "seats.conf", units / "cud.service.d" / "seats.conf")
+    for unit in ("cud.service", "cud-fleet.service"):
+        result = analyze_verify(units / unit)
+        assert result.returncode == 0 and not result.stderr.strip() and not result.stdout.strip(), (
+            f"{unit}: rc {result.returncode}\n{result.stdout}\n{result.stderr}")
+
+
+@needs_analyze
 def test_systemd_analyze_verify_catches_a_missing_binary(prefix_install: Path, tmp_path: Path) -> None:
     # The check above must be able to fail: the same unit naming a binary that is not there.
     broken = tmp_path / "cud.service"
@@ -291,6 +369,16 @@ def test_install_with_destdir_writes_only_there_and_names_final_paths(tmp_path: 
     assert (dest / "usr/local/share/doc/cud/docs/console-example.png").is_file()  # README's picture
 
 
+def test_install_refuses_extras_that_are_not_a_list_of_names(tmp_path: Path) -> None:
+    # EXTRAS becomes part of pip's requirement ("SRC[fleet]"): anything but names and commas is refused
+    # before anything is written, naming the value.
+    for bad in ("fleet]; rm -rf x", "fleet test", "../x"):
+        result = subprocess.run([str(SYSTEMD / "install.sh"), str(tmp_path / "dest"), "/usr/local"],
+                                env={**os.environ, "EXTRAS": bad}, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2 and f"got '{bad}'" in result.stderr, result
+        assert not (tmp_path / "dest").exists()
+
+
 def test_install_keeps_an_existing_config(tmp_path: Path) -> None:
     dest = tmp_path / "dest"
     (dest / "etc/cud").mkdir(parents=True)
@@ -316,6 +404,7 @@ def test_sysusers_and_tmpfiles_apply_to_a_private_root(prefix_install: Path, tmp
     assert "cud" in users and "cud-display" in users
     assert users["cud"][6] == "/usr/sbin/nologin"
     assert groups["cud-display"][3] == "cud"  # the daemon reads the display cookies through the group
+    assert users["cud-fleet"][6] == "/usr/sbin/nologin" and groups["cud"][3] == "cud-fleet"  # reaches /run/cud
     state = (root / "var/lib/cud").stat()
     assert stat.S_IMODE(state.st_mode) == 0o700 and state.st_uid == int(users["cud"][2])
     # The display units write the shared cookie file /run/cud-display/Xauthority there.
