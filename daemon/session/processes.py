@@ -192,32 +192,8 @@ class SeatSession:
             raise
         for _read, write in pipes:
             os.close(write)
-        cut = [False]
-        outputs = [bytearray(), bytearray()]
-        files = [os.fdopen(read, "rb", buffering=0) for read, _write in pipes]
-        readers = [asyncio.ensure_future(_read_capped(file, kept, max_output, cut))
-                   for file, kept in zip(files, outputs)]
-        feeder = asyncio.ensure_future(_feed(proc, stdin))
-        timed_out = False
-        try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout)
-        except asyncio.TimeoutError:
-            timed_out = True
-        finally:
-            if proc.returncode is None:  # the timeout, or the caller gave up (cancelled)
-                # The whole group: what it forked goes with it (what it detached, the reset ends).
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                await proc.wait()
-            # A child left running in the background holds the pipes open: it must not hold the answer up.
-            _done, pending = await asyncio.wait(readers, timeout=_DRAIN_TIMEOUT)
-            for task in (*pending, feeder):
-                task.cancel()
-            await asyncio.gather(*readers, feeder, return_exceptions=True)
-            for file in files:  # a reader cancelled before it began never handed its pipe to a transport
-                file.close()
-        return Completed(tuple(items), None if timed_out else proc.returncode, bytes(outputs[0]), bytes(outputs[1]),
-                         timed_out, cut[0])
+        return await _collect(items, _ProcessGroup(proc), (pipes[0][0], pipes[1][0]), _feed(proc, stdin),
+                              timeout=timeout, max_output=max_output)
 
     async def _run_in_unit(self, unit: SessionUnit, items: list[str], where: str, *, timeout: float,
                            stdin: bytes | None, max_output: int) -> Completed:
@@ -233,28 +209,8 @@ class SeatSession:
         finally:  # the command's ends: systemd holds its own copies now
             for fd in (pipes[0][0], pipes[1][1], pipes[2][1]):
                 os.close(fd)
-        cut = [False]
-        outputs = [bytearray(), bytearray()]
-        files = [os.fdopen(pipes[i][0], "rb", buffering=0) for i in (1, 2)]
-        readers = [asyncio.ensure_future(_read_capped(file, kept, max_output, cut))
-                   for file, kept in zip(files, outputs)]
-        feeder = asyncio.ensure_future(_feed_pipe(pipes[0][1], stdin or b""))
-        timed_out = False
-        try:
-            await asyncio.wait_for(asyncio.shield(command.wait()), timeout)
-        except asyncio.TimeoutError:
-            timed_out = True
-        finally:
-            if command.returncode is None:  # the timeout, or the caller gave up: the unit's whole cgroup
-                await command.kill()
-            _done, pending = await asyncio.wait(readers, timeout=_DRAIN_TIMEOUT)
-            for task in (*pending, feeder):
-                task.cancel()
-            await asyncio.gather(*readers, feeder, return_exceptions=True)
-            for file in files:
-                file.close()
-        return Completed(tuple(items), None if timed_out else command.returncode, bytes(outputs[0]),
-                         bytes(outputs[1]), timed_out, cut[0])
+        return await _collect(items, command, (pipes[1][0], pipes[2][0]), _feed_pipe(pipes[0][1], stdin or b""),
+                              timeout=timeout, max_output=max_output)
 
     async def launch(self, argv: Sequence[str], *, cwd: str | None = None) -> int:
         """Start ``argv`` detached in the session (its own session, output to the runtime dir's log); its pid."""
@@ -321,6 +277,64 @@ class SeatSession:
         self.clear_runtime()
         if self.unit is not None:
             self.unit.close()
+
+
+class _Running(typing.Protocol):
+    """A command being run: a process group here, or a transient unit (cud.daemon.session.unit.CommandUnit)."""
+
+    returncode: int | None
+
+    async def wait(self) -> int: ...
+
+    async def kill(self) -> None: ...
+
+
+class _ProcessGroup:
+    """A command started here: killing it kills its whole group (what it forked goes with it; what it
+    detached, the reset ends)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    async def wait(self) -> int:
+        return await self.proc.wait()
+
+    async def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        await self.proc.wait()
+
+
+async def _collect(items: list[str], command: _Running, outs: tuple[int, int], feeding: typing.Awaitable[None], *,
+                   timeout: float, max_output: int) -> Completed:
+    """Wait for ``command`` (killed past ``timeout``, or when the caller gives up) while reading its
+    stdout and stderr pipes ``outs`` (read ends, closed here) and ``feeding`` its stdin."""
+    cut = [False]
+    outputs = [bytearray(), bytearray()]
+    files = [os.fdopen(fd, "rb", buffering=0) for fd in outs]
+    readers = [asyncio.ensure_future(_read_capped(file, kept, max_output, cut)) for file, kept in zip(files, outputs)]
+    feeder = asyncio.ensure_future(feeding)
+    timed_out = False
+    try:
+        await asyncio.wait_for(asyncio.shield(command.wait()), timeout)
+    except asyncio.TimeoutError:
+        timed_out = True
+    finally:
+        if command.returncode is None:  # the timeout, or the caller gave up (cancelled)
+            await command.kill()
+        # A child left running in the background holds the pipes open: it must not hold the answer up.
+        _done, pending = await asyncio.wait(readers, timeout=_DRAIN_TIMEOUT)
+        for task in (*pending, feeder):
+            task.cancel()
+        await asyncio.gather(*readers, feeder, return_exceptions=True)
+        for file in files:  # a reader cancelled before it began never handed its pipe to a transport
+            file.close()
+    return Completed(tuple(items), None if timed_out else command.returncode, bytes(outputs[0]), bytes(outputs[1]),
+                     timed_out, cut[0])
 
 
 async def _read_capped(pipe: typing.BinaryIO, kept: bytearray, cap: int, cut: list[bool]) -> None:

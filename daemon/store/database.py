@@ -387,39 +387,32 @@ class Store:
     @_finishing
     def cancel(self, task_id: int, uid: int, name: str) -> str:
         """Record a cancel request. Returns the task's state before it (queued tasks end here)."""
-        with self._tx() as db:
-            row = db.execute("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
-            if row is None:
-                raise NotFound(f"no task with id {task_id}", id=task_id)
-            state = row["state"]
-            self._audit(db, uid, name, "cancel", task_id, state)
-            if state == "queued":
-                self._end_queued(db, task_id, "cancelled", f"cancelled by {name} (uid {uid}) before it started")
-            elif state not in FINAL_STATES:
-                self._event(db, task_id, "cancel_requested", {"by": {"uid": uid, "name": name}})
-        return str(state)
-
-    def _end_queued(self, db: sqlite3.Connection, task_id: int, state: str, reason: str) -> None:
-        """End a task that never started (``cancel``, ``interrupt``): it needs no seat to stop it."""
-        db.execute("UPDATE tasks SET state = ?, reason = ?, finished_at = ? WHERE id = ?",
-                   (state, reason, now_iso(), task_id))
-        self._event(db, task_id, "end", {"state": state, "final_message": None, "error": None, "reason": reason})
+        return self._stop(task_id, uid, name, "cancel", "cancelled", f"cancelled by {name} (uid {uid}) before it started")
 
     @_finishing
     def interrupt(self, task_id: int, uid: int, name: str, reason: str) -> str:
         """Record an ``interrupt``: a queued task ends ``interrupted`` here with ``reason``; one under way gets
         an ``interrupt_requested`` event (its run ends it). Returns the state before; a task that had ended
         is left as it was."""
+        return self._stop(task_id, uid, name, "interrupt", "interrupted", reason, asked={"reason": reason})
+
+    def _stop(self, task_id: int, uid: int, name: str, kind: str, state_then: str, reason: str,
+              asked: dict[str, Any] | None = None) -> str:
+        """``cancel`` and ``interrupt``: audited; a queued task ends ``state_then`` here (it needs no seat to
+        stop it), one under way gets a ``KIND_requested`` event that its run acts on. The state before."""
         with self._tx() as db:
             row = db.execute("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
             if row is None:
                 raise NotFound(f"no task with id {task_id}", id=task_id)
             state = row["state"]
-            self._audit(db, uid, name, "interrupt", task_id, state)
+            self._audit(db, uid, name, kind, task_id, state)
             if state == "queued":
-                self._end_queued(db, task_id, "interrupted", reason)
+                db.execute("UPDATE tasks SET state = ?, reason = ?, finished_at = ? WHERE id = ?",
+                           (state_then, reason, now_iso(), task_id))
+                self._event(db, task_id, "end", {"state": state_then, "final_message": None, "error": None,
+                                                 "reason": reason})
             elif state not in FINAL_STATES:
-                self._event(db, task_id, "interrupt_requested", {"by": {"uid": uid, "name": name}, "reason": reason})
+                self._event(db, task_id, f"{kind}_requested", {"by": {"uid": uid, "name": name}, **(asked or {})})
         return str(state)
 
     @_finishing
