@@ -47,7 +47,8 @@ def hung(request: pytest.FixtureRequest, short_tmp: Path) -> Iterator[tuple[str,
 
 def test_a_stopped_display_fails_its_task_with_driver_timeout_and_the_next_task_runs(hung) -> None:
     kind, proc, daemon = hung
-    task_id = daemon.call("submit", prompt="move about")["id"]
+    # Moves 1 px apart on a screen they do not change: the stuck guard would ask after 5 (not what this tests).
+    task_id = daemon.call("submit", prompt="move about", repeat_limit=0)["id"]
     wait_until(lambda: daemon.task(task_id)["steps"] >= 3, 60, "a few steps")
     proc.send_signal(signal.SIGSTOP)
     try:
@@ -60,5 +61,5 @@ def test_a_stopped_display_fails_its_task_with_driver_timeout_and_the_next_task_
     finally:
         proc.send_signal(signal.SIGCONT)
     # The same daemon, no restart: the seat's driver reconnects on the next task's first call.
-    again = daemon.call("submit", prompt="after the display came back")["id"]
+    again = daemon.call("submit", prompt="after the display came back", repeat_limit=0)["id"]
     assert daemon.wait_state(again, "succeeded", "failed")["state"] == "succeeded", daemon.task(again)
