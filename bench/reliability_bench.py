@@ -77,14 +77,14 @@ def _hung_display(kind: str, workdir: Path) -> list[tuple[object, ...]]:
         daemon = Daemon(vnc.display, model.start(), max_steps=300, vnc=(vnc.server, password))
     try:
         daemon.start()
-        task_id = daemon.call("submit", prompt="move about", max_steps=300)["id"]
+        task_id = daemon.call("submit", prompt="move about", max_steps=300, repeat_limit=0)["id"]  # 1-px moves: no stuck guard
         wait_until(lambda: daemon.task(task_id)["steps"] >= 3, 60, "a few steps")
         proc.send_signal(signal.SIGSTOP)
         stopped = time.perf_counter()
         task = daemon.wait_state(task_id, "failed", "succeeded", timeout=120)
         to_fail = time.perf_counter() - stopped
         proc.send_signal(signal.SIGCONT)
-        again = daemon.call("submit", prompt="after", max_steps=300)["id"]
+        again = daemon.call("submit", prompt="after", max_steps=300, repeat_limit=0)["id"]
         recovered = daemon.wait_state(again, "succeeded", "failed", timeout=120)["state"]
     finally:
         proc.send_signal(signal.SIGCONT)
