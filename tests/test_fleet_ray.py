@@ -180,7 +180,8 @@ def test_a_seat_that_dies_is_withdrawn_and_comes_back(fleet: Fleet) -> None:
     wait_until(lambda: machine.call("seats")[1]["state"] == "unavailable", 60, "w3's s2 unavailable")
     wait_until(lambda: fleet.available(*seats) == (5.0, 2.0, 3.0), 120, "w3's s2 withdrawn, nothing else")
     fleet.restart_xvfb(machine, "s2")
-    wait_until(lambda: fleet.available(*seats) == (6.0, 3.0, 3.0), 120, "w3's s2 back")
+    wait_until(lambda: machine.call("seats")[1]["state"] != "unavailable", 60, "w3's daemon to have s2 again")
+    wait_until(lambda: fleet.available(*seats) == (6.0, 3.0, 3.0), 120, "w3's s2 back in the fleet")
 
 
 def test_an_approval_on_a_node_is_listed_and_answered_from_the_head(fleet: Fleet) -> None:

@@ -232,7 +232,20 @@ class Fleet:
         machine.xvfb[seat].wait(timeout=30)
 
     def restart_xvfb(self, machine: Machine, seat: str) -> None:
-        machine.xvfb[seat] = self.start_xvfb(machine.dir, machine.displays[seat])[1]
+        """The seat's display again, on its number: a server that exits at once found the number not
+        yet free (the lock or socket the killed one left), which are removed before the next try."""
+        display = machine.displays[seat]
+        number = display.lstrip(":")
+        for _attempt in range(3):
+            proc = self.start_xvfb(machine.dir, display)[1]
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                machine.xvfb[seat] = proc
+                return
+            for stale in (Path(f"/tmp/.X{number}-lock"), Path(f"/tmp/.X11-unix/X{number}")):
+                stale.unlink(missing_ok=True)  # the server this test killed left them
+        raise AssertionError(f"Xvfb {display} did not start again: {(machine.dir / 'xvfb.log').read_text()[-2000:]}")
 
     # -- stopping ----------------------------------------------------------------------------------
     def stop(self) -> list[str]:
