@@ -31,7 +31,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 import cud
-from cud.daemon.store.database import Store, _iso_to_epoch
+from cud.daemon.store.database import Store
+from cud.daemon.store.writes import iso_to_epoch
 from cud.protocol import FINAL_STATES, TASK_STATES, VERDICTS, EventView
 from cud.spec.checks import CHECK_KINDS
 from cud.spec.setup import SETUP_KINDS
@@ -163,7 +164,7 @@ class Metrics:
             with contextlib.suppress(Exception):  # a metric must never break the decision it follows
                 approval = self._store.approval(int(data["approval_id"]))
                 if approval["decided_at"]:
-                    waited = _iso_to_epoch(approval["decided_at"]) - _iso_to_epoch(approval["created_at"])
+                    waited = iso_to_epoch(approval["decided_at"]) - iso_to_epoch(approval["created_at"])
                     self._waits.observe(max(0.0, waited))
 
     def text(self) -> str:

@@ -15,7 +15,7 @@ import socket as socket_module
 from pathlib import Path
 from typing import Any
 
-from cud.daemon.store.database import now_iso
+from cud.daemon.store.writes import now_iso
 from cud.protocol import ApprovalView, TaskView
 from cud.record.model import describe
 

@@ -15,21 +15,21 @@ space reserve (``daemon/store/disk_reserve.py``) and try once more; a submission
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from cud.budget import format_amount
 from cud.errors import ConfigError, NotFound, StorageFull, WrongState
 from cud.daemon.store.spec_files import StoredFiles
+from cud.daemon.store.spend import SpendRows
+from cud.daemon.store.writes import finishing, iso_to_epoch, now_iso
 from cud.daemon.store.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
-from cud.protocol import (EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, CostView, EventView,
+from cud.protocol import (EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, EventView,
                           GuardView, TaskView, UsageView, VerdictView)
 from cud.spec import Spec
 
@@ -38,36 +38,8 @@ __all__ = ()
 #: An approval with the seat of its task: an approver of several seats must know which screen it is.
 _APPROVALS = "SELECT approvals.*, tasks.seat AS seat FROM approvals JOIN tasks ON tasks.id = approvals.task_id"
 Subscriber = Callable[[EventView], None]
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
 
-
-def _finishing(method: Callable[_P, _R]) -> Callable[_P, _R]:
-    """A write that records the end or a decision of accepted work: on a full disk it may use the reserve."""
-
-    @functools.wraps(method)
-    def write(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
-            return method(*args, **kwargs)
-        except StorageFull:
-            store = args[0]
-            assert isinstance(store, Store)
-            if store.on_full is None or not store.on_full():
-                raise
-            return method(*args, **kwargs)  # the failed transaction was rolled back whole
-
-    return write
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _iso_to_epoch(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-class Store:
+class Store(SpendRows):
     """The daemon's one connection to its database. Used from the event loop's thread only."""
 
     def __init__(self, path: Path, on_full: Callable[[], bool] | None = None) -> None:
@@ -271,7 +243,7 @@ class Store:
         """The files a task's spec brought from the submitter's side, by the names the spec gives them."""
         return StoredFiles(self._db, task_id)
 
-    @_finishing
+    @finishing
     def start(self, task_id: int, seat: str) -> None:
         with self._tx() as db:
             db.execute(
@@ -280,7 +252,7 @@ class Store:
             )
             self._event(db, task_id, "running", {"seat": seat})
 
-    @_finishing
+    @finishing
     def requeue(self, task_id: int, seat: str, reason: str) -> bool:
         """Put a running task back in the queue before it began (its seat could not be made ready).
 
@@ -295,7 +267,7 @@ class Store:
                 self._event(db, task_id, "requeued", {"seat": seat, "reason": reason})
         return bool(moved)
 
-    @_finishing
+    @finishing
     def add_event(self, task_id: int, kind: str, data: dict[str, Any], *, steps: int | None = None,
                   usage: UsageView | None = None) -> EventView:
         with self._tx() as db:
@@ -305,50 +277,7 @@ class Store:
                 db.execute("UPDATE tasks SET usage = ? WHERE id = ?", (json.dumps(usage), task_id))
             return self._event(db, task_id, kind, data)
 
-    # -- budgets (docs/budgets.md) --------------------------------------------------------------
-    @_finishing
-    def add_cost(self, task_id: int, total: CostView, day: str, amount: Decimal | None) -> None:
-        """Record a model answer's cost: the task's total so far, and ``amount`` added to ``day``'s spend
-        (in ``total``'s currency; None: unknown, nothing to add)."""
-        with self._tx() as db:
-            db.execute("UPDATE tasks SET cost = ? WHERE id = ?", (json.dumps(total), task_id))
-            if amount is not None:
-                row = db.execute("SELECT amount FROM spend WHERE day = ? AND currency = ?",
-                                 (day, total["currency"])).fetchone()
-                spent = format_amount((Decimal(row["amount"]) if row else Decimal(0)) + amount)
-                db.execute("INSERT INTO spend (day, currency, amount) VALUES (?, ?, ?) ON CONFLICT (day, currency)"
-                           " DO UPDATE SET amount = excluded.amount", (day, total["currency"], spent))
-
-    def day_spend(self, day: str, currency: str) -> Decimal:
-        """What every task spent on ``day`` (UTC, YYYY-MM-DD) in ``currency``, priced answers only."""
-        row = self._db.execute("SELECT amount FROM spend WHERE day = ? AND currency = ?", (day, currency)).fetchone()
-        return Decimal(row["amount"]) if row else Decimal(0)
-
-    def cost_by_model(self) -> dict[tuple[str, str], Decimal]:
-        """What the tasks the database holds cost, by (model, currency), for the metrics."""
-        totals: dict[tuple[str, str], Decimal] = {}
-        for row in self._db.execute("SELECT model, json_extract(cost, '$.currency') AS currency,"
-                                    " json_extract(cost, '$.amount') AS amount FROM tasks"
-                                    " WHERE json_extract(cost, '$.amount') IS NOT NULL"):
-            key = (row["model"], row["currency"])
-            totals[key] = totals.get(key, Decimal(0)) + Decimal(str(row["amount"]))
-        return totals
-
-    @_finishing
-    def raise_budget(self, task_id: int, key: str, limit: str | int, data: dict[str, Any]) -> None:
-        """A person allowed more: the task's ``key`` (max_cost, max_input_tokens, max_output_tokens) is now
-        ``limit``; the ``budget_extended`` event carries ``data``."""
-        assert key in ("max_cost", "max_input_tokens", "max_output_tokens")
-        with self._tx() as db:
-            db.execute(f"UPDATE tasks SET {key} = ? WHERE id = ?", (limit, task_id))
-            self._event(db, task_id, "budget_extended", data)
-
-    def hold_queued(self, reason: str | None) -> None:
-        """Say why queued tasks wait although a seat may be free (None: they no longer do)."""
-        with self._tx() as db:
-            db.execute("UPDATE tasks SET held = ? WHERE state = 'queued' AND held IS NOT ?", (reason, reason))
-
-    @_finishing
+    @finishing
     def finish(
         self,
         task_id: int,
@@ -384,12 +313,12 @@ class Store:
                  **({"verdict": verdict["verdict"], "score": verdict["score"]} if verdict is not None else {})},
             )
 
-    @_finishing
+    @finishing
     def cancel(self, task_id: int, uid: int, name: str) -> str:
         """Record a cancel request. Returns the task's state before it (queued tasks end here)."""
         return self._stop(task_id, uid, name, "cancel", "cancelled", f"cancelled by {name} (uid {uid}) before it started")
 
-    @_finishing
+    @finishing
     def interrupt(self, task_id: int, uid: int, name: str, reason: str) -> str:
         """Record an ``interrupt``: a queued task ends ``interrupted`` here with ``reason``; one under way gets
         an ``interrupt_requested`` event (its run ends it). Returns the state before; a task that had ended
@@ -415,7 +344,7 @@ class Store:
                 self._event(db, task_id, f"{kind}_requested", {"by": {"uid": uid, "name": name}, **(asked or {})})
         return str(state)
 
-    @_finishing
+    @finishing
     def control(self, task_id: int, kind: str, uid: int, name: str, *, state: str | None = None,
                 data: dict[str, Any] | None = None, audit: str | None = None) -> None:
         """Record a person's control of a running task (``kind``: pause_requested, paused, resumed,
@@ -428,7 +357,7 @@ class Store:
                 self._audit(db, uid, name, audit, task_id, "ok")
             self._event(db, task_id, kind, {"by": by, **(data or {})})
 
-    @_finishing
+    @finishing
     def recover(self) -> list[int]:
         """At start-up: tasks a dead daemon left running become interrupted. Returns their ids."""
         with self._tx() as db:
@@ -461,7 +390,7 @@ class Store:
         ]
 
     # -- approvals ------------------------------------------------------------------------------
-    @_finishing
+    @finishing
     def create_approval(
         self,
         task_id: int,
@@ -495,7 +424,7 @@ class Store:
             )
         return self.approval(approval_id)
 
-    @_finishing
+    @finishing
     def decide_approval(
         self, approval_id: int, outcome: str, uid: int | None, name: str | None, reason: str | None
     ) -> bool:
@@ -545,7 +474,7 @@ class Store:
             self._audit(db, uid, name, request, target, f"refused: {reason}")
 
     # -- retention ------------------------------------------------------------------------------
-    @_finishing
+    @finishing
     def prune(self, max_tasks: int, max_age_days: float) -> list[int]:
         """Delete finished tasks beyond the newest ``max_tasks`` or older than ``max_age_days``."""
         cutoff = time.time() - max_age_days * 86400
@@ -556,7 +485,7 @@ class Store:
         doomed = [
             int(row["id"])
             for index, row in enumerate(finished)
-            if index >= max_tasks or (row["finished_at"] and _iso_to_epoch(row["finished_at"]) < cutoff)
+            if index >= max_tasks or (row["finished_at"] and iso_to_epoch(row["finished_at"]) < cutoff)
         ]
         if doomed:
             with self._tx() as db:
