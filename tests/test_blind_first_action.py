@@ -10,18 +10,15 @@ and on Chromium, on one desktop with its accessibility bus shared by the module.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cud.scripted import ScriptedModel
-from tests.support.a11y import A11yBus, ChromiumForm, FormApp, start_a11y_bus
+from tests.support.a11y import A11yBus, ChromiumForm, FormApp, a11y_desktop
 from tests.support.daemon import Daemon, scenario
-from tests.support.desktop import Desktop, start_desktop
+from tests.support.desktop import Desktop
 from tests.support.recorder import wait_until
 
 ASK_DELETE = """
@@ -34,16 +31,8 @@ decision = "ask"
 
 @pytest.fixture(scope="module")
 def desk() -> Iterator[tuple[Desktop, A11yBus]]:
-    workdir = Path(tempfile.mkdtemp(prefix="cud-blind-"))
-    try:
-        with start_desktop("x11", workdir) as desktop:
-            bus = start_a11y_bus(desktop)
-            try:
-                yield desktop, bus
-            finally:
-                bus.stop()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with a11y_desktop("cud-blind-") as made:
+        yield made
 
 
 @pytest.fixture(params=["gtk", "chromium"])

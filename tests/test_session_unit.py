@@ -11,7 +11,6 @@ rule (systemd/cud-session.rules) is decided by a real polkitd started by that sy
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import subprocess
 import tempfile
@@ -54,13 +53,8 @@ def user(seat_users: SeatUsers, systemd: PrivateSystemd) -> SeatUser:
 
 
 @pytest.fixture
-def base() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="cud-unit-", dir="/tmp"))
-    path.chmod(0o755)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+def base(session_dir: Path) -> Path:
+    return session_dir  # every seat user can reach it (tests/support/seat_users.py)
 
 
 def session(systemd: PrivateSystemd, user: SeatUser, base: Path, unit: str = UNIT) -> SeatSession:

@@ -9,8 +9,6 @@ own daemon, whose scripted model clicks and types at the dialog's widgets.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,7 @@ from typing import Any
 import pytest
 
 from cud.scripted import ScriptedModel
-from tests.support.a11y import A11yBus, FormApp, start_a11y_bus
+from tests.support.a11y import A11yBus, FormApp, a11y_desktop, start_a11y_bus
 from tests.support.browser import Browser
 from tests.support.console import Console
 from tests.support.daemon import Daemon, cuctl, scenario
@@ -44,16 +42,8 @@ decision = "ask"
 
 @pytest.fixture(scope="module")
 def desk() -> Iterator[tuple[Desktop, A11yBus]]:
-    workdir = Path(tempfile.mkdtemp(prefix="cud-targets-daemon-"))
-    try:
-        with start_desktop("x11", workdir) as desktop:
-            bus = start_a11y_bus(desktop)
-            try:
-                yield desktop, bus
-            finally:
-                bus.stop()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with a11y_desktop("cud-targets-daemon-") as made:
+        yield made
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .apps.reporting import ReportingApp
-from .desktop import Desktop
+from .desktop import Desktop, start_desktop
 from .recorder import wait_until
 
 __all__ = ("A11yBus", "FormApp", "a11y_env", "start_a11y_bus", "start_shared_a11y_bus", "stop_group")
@@ -173,6 +173,24 @@ def start_shared_a11y_bus(desktop: Desktop, users: list[str]) -> A11yBus:
         bus.stop()
         raise
     return bus
+
+
+@contextlib.contextmanager
+def a11y_desktop(prefix: str) -> Iterator[tuple[Desktop, A11yBus]]:
+    """An X11 desktop (openbox on Xvfb) in a new temporary folder, with its accessibility bus; both
+    stopped and the folder removed after (a module's shared desktop)."""
+    import shutil
+
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        with start_desktop("x11", workdir) as desktop:
+            bus = start_a11y_bus(desktop)
+            try:
+                yield desktop, bus
+            finally:
+                bus.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def a11y_env(desktop: Desktop, bus: A11yBus) -> dict[str, str]:
