@@ -182,6 +182,7 @@ def test_eval_max_cost_caps_the_whole_suite_and_the_table_shows_the_cost(start_d
                                                                                                      "1")
     assert runs["c.toml"]["state"] == "refused" and runs["c.toml"]["task_id"] is None
     assert runs["c.toml"]["error"]["message"] == "not submitted: the suite's --max-cost 5 is spent or held (5)"
+    assert "c.toml #1: failed: refused: not submitted: the suite's --max-cost 5 is spent or held (5)" in ran.stderr
     assert results["summary"]["total"]["cost"] == {"amount": "5", "currency": "USD", "unknown": None}
     assert len(daemon.model.requests) == 4 + 1
     table = ran.stdout.splitlines()

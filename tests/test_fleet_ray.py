@@ -26,6 +26,7 @@ from tests.support.daemon import ROOT
 from tests.support.netns import Netns
 from tests.support.ray_cluster import ADDRESS, Fleet
 from tests.support.recorder import wait_until
+from tests.support.seat_users import SeatUsers
 
 SCENARIOS = {
     "default": {"name": "default", "steps": [{"message": "done"}]},
@@ -219,6 +220,61 @@ def test_leave_drains_the_node_and_it_leaves(fleet: Fleet) -> None:
     again = fleet.ns.run([sys.executable, "-m", "cud.daemon.main", "fleet", "leave", "--socket", str(machine.socket)],
                          env=fleet.env, timeout=60)
     assert again.returncode == 2 and "no 'cud fleet join' runs" in again.stderr
+
+
+def test_a_node_whose_user_may_not_operate_refuses_a_spec_with_setup(fleet: Fleet, seat_users: SeatUsers) -> None:
+    """A node run as a user of its own (as cud-fleet.service runs it) with only the submit right: a spec whose
+    setup runs in a seat's session is refused there, and the suite says why; a spec without one runs."""
+    user = seat_users.make()
+    machine = fleet.add("w4", seat_prefix="u", user=user, config=f'[access]\nsubmit_users = ["{user.name}"]\n')
+    fleet.wait_joined(machine)
+    folder = fleet.dir / "rights"
+    folder.mkdir()
+    plain = 'prompt = "Say done."\nmodel = "scripted:say-done"\nreset = false\n'
+    (folder / "a-setup.toml").write_text(f'{plain}seat = "u1"\n[[setup]]\nrun = ["true"]\n[[checks]]\nanswer = "done"\n')
+    (folder / "b-plain.toml").write_text(f'{plain}seat = "u2"\n[[checks]]\nanswer = "done"\n')
+    out = fleet.dir / "rights-out"
+    done = fleet.cuctl("eval", "--fleet", ADDRESS, str(folder), "--out", str(out))
+    runs = {Path(r["spec"]).name: r for r in results_of(out)["runs"]}
+    refused, ran = runs["a-setup.toml"], runs["b-plain.toml"]
+    why = (f"user {user.name!r} (uid {user.uid}) may not submit a spec whose 'setup[0].run' acts in a seat's "
+           "session: not in [access] operate_users/operate_groups")
+    assert refused["state"] == "refused" and refused["seat"] == "w4", refused
+    assert why in refused["error"]["message"], refused
+    assert f"a-setup.toml #1: failed on w4: refused: {why}" in done.stderr, done.stderr
+    assert (ran["state"], ran["outcome"], ran["seat"]) == ("succeeded", "passed", "w4/u2"), ran
+    # The node reached its daemon as its own user: that user submitted, and nothing of the refused spec is there.
+    tasks = machine.call("list", key_prefix=f"eval:{results_of(out)['suite']['run']}/")
+    assert [t["submitter"]["name"] for t in tasks] == [user.name], tasks
+
+
+def test_a_machine_lost_mid_task_comes_back_and_names_the_retries(fleet: Fleet) -> None:
+    """Its daemon, Ray node and agent killed at once (the VM lost): Ray retries its tasks on the other nodes;
+    back, its daemon (which ended them at start-up) names each retry, and every spec is judged once."""
+    suite = write_suite(fleet, "lost", 6, "slow-done")  # six seats free: every one takes a task, w1's two too
+    out = fleet.dir / "lost-out"
+    log = fleet.dir / "lost-cuctl.log"
+    driver = fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(suite), "--out", str(out), log=log)
+    machine = fleet.machines["w1"]
+    wait_running(fleet, "w1", out)
+    fleet.kill_machine(machine)
+    assert driver.wait(timeout=600) in (0, 1), log.read_text()
+    lost = retried(results_of(out)["runs"])
+    assert lost and all(r["seat"] == "w1" and "retried as attempt 2 on" in r["reason"] for r in lost), lost
+
+    fleet.start_daemon(machine)
+    fleet.join(machine, machine.extra["index"])
+    fleet.wait_joined(machine)
+    run_id = results_of(out)["suite"]["run"]
+
+    def named() -> list[dict[str, Any]] | None:
+        old = machine.call("list", key_prefix=f"eval:{run_id}/")
+        return old if old and all("; retried as attempt 2 on " in (t["reason"] or "") for t in old) else None
+
+    old = wait_until(named, 120, "w1's lost attempts to name their retries")
+    assert len(old) == len(lost) and all(t["state"] == "interrupted" for t in old), old
+    assert all(t["reason"].startswith("the daemon stopped while the task was running") for t in old), old
+    judged_once(fleet, results_of(out), 6)
 
 
 def test_cud_imports_and_runs_without_ray() -> None:

@@ -215,12 +215,20 @@ def test_interrupt_ends_a_queued_an_awaiting_and_a_running_task_with_its_reason(
     assert (task["state"], task["reason"], task["final_message"]) == ("interrupted", "node drained", None)
     assert [e["kind"] for e in daemon.events(queued)] == ["queued", "end"]  # it never ran
 
-    # A task that has ended: refused, naming its state, and left as it was.
-    with pytest.raises(RemoteError, match=rf"task {running} has already ended \(interrupted\)") as refused:
-        daemon.call("interrupt", id=running, reason="again")
-    assert refused.value.kind == "wrong_state" and daemon.task(running)["reason"] == "node drained"
-    ended = cuctl(daemon.socket, "interrupt", str(running), "--reason", "again")
-    assert ended.returncode == 2 and "has already ended (interrupted)" in ended.stderr
+    # A task that ended interrupted gets the reason added, once (a fleet node back after its machine was lost).
+    again = cuctl(daemon.socket, "interrupt", str(running), "--reason", "retried as attempt 2 on w2")
+    assert again.returncode == 0 and "had already ended interrupted" in again.stdout, again.stderr
+    result = daemon.call("interrupt", id=running, reason="retried as attempt 2 on w2")
+    assert (result["state_before"], result["state"]) == ("interrupted", "interrupted")
+    assert daemon.task(running)["reason"] == "node drained; retried as attempt 2 on w2"
+    # A task that ended otherwise: refused, naming its state, and left as it was.
+    finished = daemon.call("submit", prompt="say done", key="int/finished")["id"]
+    state = daemon.wait_state(finished, "succeeded", "failed", "cancelled", "interrupted")["state"]
+    with pytest.raises(RemoteError, match=rf"task {finished} has already ended \({state}\)") as refused:
+        daemon.call("interrupt", id=finished, reason="again")
+    assert refused.value.kind == "wrong_state" and daemon.task(finished)["reason"] is None
+    ended = cuctl(daemon.socket, "interrupt", str(finished), "--reason", "again")
+    assert ended.returncode == 2 and f"has already ended ({state})" in ended.stderr
 
     # The reason is shown everywhere the task is: show, list, export, the report, the notify end event.
     assert f"reason:        {reason}" in cuctl(daemon.socket, "show", str(queued)).stdout

@@ -292,7 +292,10 @@ class Suite:
                     + f": {attempt.outcome}" + (f", task {attempt.task_id}" if attempt.task_id else "")
                     + (f" {attempt.state}" if attempt.outcome == "retry" else "")
                     + (f" on {attempt.seat}" if attempt.seat else "")
-                    + (f", score {attempt.score:.2f}" if attempt.score is not None else ""))
+                    + (f", score {attempt.score:.2f}" if attempt.score is not None else "")
+                    # A refusal would be the same again: why it was refused is what the reader needs.
+                    + (f": refused: {attempt.error['message']}" if attempt.state == "refused" and attempt.error
+                       else ""))
             print(printable(line), file=sys.stderr, flush=True)
 
     def _done(self) -> int:

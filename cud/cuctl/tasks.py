@@ -169,7 +169,10 @@ def interrupt(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
     else:
-        print(f"task {args.id}: interrupt requested (was {result['state_before']}, now {result['state']})")
+        if result["state_before"] == "interrupted":
+            print(f"task {args.id}: had already ended interrupted; the reason is added to its own")
+        else:
+            print(f"task {args.id}: interrupt requested (was {result['state_before']}, now {result['state']})")
     return 0
 
 

@@ -8,7 +8,9 @@ A Ray driver that, every ``--check-seconds``:
   resources, and a holder is what its scheduler honours. When the seat answers again the holder
   is killed and the resources are free. A busy seat's holder waits until its task ends.
 - retires the attempts the registry says were retried elsewhere (``superseded``): a task still
-  open on this daemon is interrupted with the retry named ("retried as attempt 2 on n3, task 7").
+  open on this daemon is interrupted with the retry named ("retried as attempt 2 on n3, task 7");
+  one already ended ``interrupted`` (by this agent when the Ray node died, or by the daemon's own
+  start-up after the machine was lost) gets the retry added to its reason.
 
 SIGUSR1 drains: every seat gets a holder; once all hold (no fleet task runs here), exit DRAINED.
 """
@@ -106,7 +108,7 @@ class Watcher:
             try:
                 with Client(self.socket) as client:
                     for task in client.call("list", key=entry["key"]):
-                        if task["state"] in OPEN_STATES:
+                        if task["state"] in OPEN_STATES or task["state"] == "interrupted":
                             client.call("interrupt", id=task["id"], reason=reason)
             except CudError as exc:
                 log.warning("could not retire %s: %s", entry["key"], exc.message)

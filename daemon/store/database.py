@@ -340,6 +340,9 @@ class Store(SpendRows):
                            (state_then, reason, now_iso(), task_id))
                 self._event(db, task_id, "end", {"state": state_then, "final_message": None, "error": None,
                                                  "reason": reason})
+            elif state == "interrupted" and kind == "interrupt":  # the reason added, once (the handler's docstring)
+                db.execute("UPDATE tasks SET reason = COALESCE(reason || '; ', '') || ? WHERE id = ? "
+                           "AND instr(COALESCE(reason, ''), ?) = 0", (reason, task_id, reason))
             elif state not in FINAL_STATES:
                 self._event(db, task_id, f"{kind}_requested", {"by": {"uid": uid, "name": name}, **(asked or {})})
         return str(state)

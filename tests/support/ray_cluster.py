@@ -5,6 +5,11 @@ each with its own Xvfb seats, its own cud daemon on a Unix socket, and ``cud fle
 one scripted model server (``python -m cud.scripted``) on the namespace's 127.0.0.1 for all.
 Every process is started inside the namespace and ends with it (``Fleet.stop``, which reports
 any that outlived it). Several nodes share 127.0.0.1, so each worker's Ray ports are its own.
+
+A machine may be given a user (``"user"``): its daemon still runs as root, but its node (``cud fleet
+join``, its Ray node and the fleet tasks) runs as that user, as ``cud-fleet.service`` runs it, reaching
+the daemon through a link to its socket in the node's own directory (tests/support/user_namespace.py
+says how that user reaches this Python).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cud.cuctl.client import Client
+from cud.daemon.session.user import SeatUser
 from cud.errors import CudError
 
 from .daemon import ROOT
@@ -59,6 +65,8 @@ class Machine:
     daemon: subprocess.Popen[bytes] | None = None
     agent: subprocess.Popen[bytes] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The node's user (None: root); its daemon runs as root all the same.
+    user: SeatUser | None = None
 
     @property
     def socket(self) -> Path:
@@ -87,20 +95,28 @@ class Fleet:
 
     # -- starting -------------------------------------------------------------------------------
     def start(self, machines: dict[str, dict[str, Any]]) -> Fleet:
-        """``machines``: name -> {"seats": N, "config": extra daemon TOML (before the seats)}."""
+        """``machines``: name -> {"seats": N, "config": extra daemon TOML (before the seats),
+        "seat_prefix": the seats' names before their number ("s"), "user": the node's SeatUser}."""
         self.ns.start()
         self._model()
         head = self.ns.run([str(VENV_BIN / "ray"), "start", "--head", "--port", str(HEAD_PORT), "--num-cpus", "1",
                             "--dashboard-host", "127.0.0.1", "--object-store-memory", STORE,
                             "--disable-usage-stats", "--temp-dir", str(self.dir / "ray")], env=self.env, timeout=180)
         assert head.returncode == 0, f"ray start --head failed: {head.stdout[-2000:]}{head.stderr[-2000:]}"
-        for index, (name, how) in enumerate(machines.items(), start=1):
-            machine = self._machine(name, how.get("seats", 2), how.get("config", ""))
-            self.start_daemon(machine)
-            self.join(machine, index)
+        for name, how in machines.items():
+            self.add(name, **how)
         for machine in self.machines.values():
             self.wait_joined(machine)
         return self
+
+    def add(self, name: str, seats: int = 2, config: str = "", seat_prefix: str = "s",
+            user: SeatUser | None = None) -> Machine:
+        """Another machine: its seats, its daemon, and its node joining (``wait_joined`` waits for it)."""
+        machine = self._machine(name, seats, config, seat_prefix)
+        machine.user = user
+        self.start_daemon(machine)
+        self.join(machine, len(self.machines))
+        return machine
 
     def _model(self) -> None:
         folder = self.dir / "scenarios"
@@ -129,12 +145,12 @@ class Fleet:
         finally:
             os.close(read_fd)
 
-    def _machine(self, name: str, seats: int, config: str) -> Machine:
+    def _machine(self, name: str, seats: int, config: str, seat_prefix: str = "s") -> Machine:
         place = self.dir / name
         place.mkdir(mode=0o755)
         displays, servers = {}, {}
         for number in range(1, seats + 1):
-            displays[f"s{number}"], servers[f"s{number}"] = self.start_xvfb(place)
+            displays[f"{seat_prefix}{number}"], servers[f"{seat_prefix}{number}"] = self.start_xvfb(place)
         machine = Machine(name, place, displays, servers, config)
         self.machines[name] = machine
         return machine
@@ -158,14 +174,35 @@ class Fleet:
                 return False
 
         wait_until(answers, 60, f"{machine.name}'s daemon")
+        if machine.user is not None:  # the daemon's socket is 0660: its group is the way in, as group cud's is
+            os.chown(machine.socket, -1, machine.user.gid)
 
     def join(self, machine: Machine, index: int) -> None:
         machine.extra["index"] = index
+        user = machine.user
+        if user is None:
+            machine.agent = self.ns.popen(
+                [sys.executable, "-m", "cud.daemon.main", "fleet", "join", "--address", ADDRESS, "--config",
+                 str(machine.dir / "cud.toml"), "--socket", str(machine.socket), "--name", machine.name, "--",
+                 *_ports(index)],
+                env=self.env, cwd=machine.dir, log=machine.dir / "agent.log")
+            return
+        # As cud-fleet.service: the node's own directory (its pid file, Ray's session) with a link to the
+        # daemon's socket, where the daemon's own directory is not the node user's to write.
+        own = machine.dir / "node"
+        own.mkdir(mode=0o700, exist_ok=True)
+        os.chown(own, user.uid, user.gid)
+        link = own / "cud.sock"
+        link.unlink(missing_ok=True)
+        link.symlink_to(machine.socket)
+        staging = Path(tempfile.mkdtemp(dir=self.dir))
         machine.agent = self.ns.popen(
-            [sys.executable, "-m", "cud.daemon.main", "fleet", "join", "--address", ADDRESS, "--config",
-             str(machine.dir / "cud.toml"), "--socket", str(machine.socket), "--name", machine.name, "--",
-             *_ports(index)],
-            env=self.env, cwd=machine.dir, log=machine.dir / "agent.log")
+            ["unshare", "--mount", "--propagation", "private", sys.executable, "-m", "tests.support.user_namespace",
+             "--uid", str(user.uid), "--gid", str(user.gid), "--staging", str(staging), "--",
+             sys.executable, "-m", "cud.daemon.main", "fleet", "join", "--address", ADDRESS, "--config",
+             str(machine.dir / "cud.toml"), "--socket", str(link), "--name", machine.name, "--",
+             *_ports(index), "--temp-dir", str(own / "ray")],
+            env={**self.env, "HOME": str(own)}, cwd=own, log=machine.dir / "agent.log")
 
     def wait_joined(self, machine: Machine, timeout: float = 180.0) -> None:
         try:
@@ -226,6 +263,23 @@ class Fleet:
         os.kill(Netns.inner_pid(machine.daemon), signal.SIGKILL)
         machine.daemon.wait(timeout=30)
         machine.daemon = None
+
+    def kill_machine(self, machine: Machine) -> None:
+        """The machine lost (a VM gone): its daemon, its agent and its Ray node, every process of them at once."""
+        assert machine.daemon is not None and machine.agent is not None
+        found, todo = [], [machine.daemon.pid, machine.agent.pid]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo += children(pid)
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for proc in (machine.daemon, machine.agent):
+            proc.wait(timeout=30)
+        machine.daemon = machine.agent = None
 
     def kill_xvfb(self, machine: Machine, seat: str) -> None:
         os.kill(Netns.inner_pid(machine.xvfb[seat]), signal.SIGKILL)

@@ -201,14 +201,16 @@ async def cancel(ctx: Context, request: CancelRequest) -> dict[str, Any]:
 
 async def interrupt(ctx: Context, request: InterruptRequest) -> dict[str, Any]:
     """End a task that has not ended ``interrupted`` with the given reason (who asked is in the audit and
-    the ``interrupt_requested`` event): a queued one at once, one under way as ``cancel`` stops it."""
+    the ``interrupt_requested`` event): a queued one at once, one under way as ``cancel`` stops it. One
+    that already ended ``interrupted`` gets the reason added: a fleet node whose machine was lost comes
+    back to find its daemon ended the attempt at start-up, and names the retry on it as well."""
     daemon, peer, task_id, reason = ctx.daemon, ctx.peer, request["id"], request["reason"]
     task = daemon.store.task(task_id)
     daemon.policy.require_own_task(peer, task, "interrupt")
-    if task["state"] in FINAL_STATES:
-        raise WrongState(f"task {task_id} has already ended ({task['state']}); only a task that has not ended can "
-                         "be interrupted", id=task_id, state=task["state"])
+    if task["state"] in FINAL_STATES and task["state"] != "interrupted":
+        raise WrongState(f"task {task_id} has already ended ({task['state']}); only a task that has not ended (or "
+                         "ended interrupted) can be interrupted", id=task_id, state=task["state"])
     before = daemon.store.interrupt(task_id, peer.uid, peer.name, reason)
-    if before != "queued":
+    if before not in ("queued", "interrupted"):
         daemon.seats.interrupt(task_id, reason)
     return {"id": task_id, "state_before": before, "state": daemon.store.task(task_id)["state"]}
