@@ -277,6 +277,23 @@ def test_a_machine_lost_mid_task_comes_back_and_names_the_retries(fleet: Fleet) 
     judged_once(fleet, results_of(out), 6)
 
 
+def test_a_suite_resumed_after_its_driver_died_follows_its_tasks_again(fleet: Fleet) -> None:
+    """``cuctl eval --fleet`` killed mid-suite, then ``--resume``: its runs in flight are followed again on their
+    nodes by their keys (the Ray tasks died with the driver, the daemon tasks did not), none run twice."""
+    suite = write_suite(fleet, "resume", 6, "slow-done")
+    out = fleet.dir / "resume-out"
+    log = fleet.dir / "resume-cuctl.log"
+    driver = fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(suite), "--out", str(out), log=log)
+    wait_running(fleet, "w2", out)
+    os.kill(Netns.inner_pid(driver), signal.SIGKILL)
+    driver.wait(timeout=60)
+    assert any(r["state"] == "queued" for r in results_of(out)["runs"])  # in flight when it died
+    done = fleet.cuctl("eval", "--fleet", ADDRESS, "--resume", str(out))
+    assert done.returncode == 1, done.stderr  # two fail by design
+    runs = judged_once(fleet, results_of(out), 6)
+    assert not retried(runs) and {r["attempt"] for r in runs} == {1}, runs
+
+
 def test_cud_imports_and_runs_without_ray() -> None:
     """Without the fleet extra: cud, cuctl and cud run import; the fleet commands name the extra to install."""
     hide = ("import sys; sys.modules['ray'] = None\n")

@@ -20,7 +20,7 @@ from typing import Any
 from cud.cuctl.eval import Suite
 from cud.cuctl.report import write_private
 from cud.fleet import need_ray
-from cud.fleet.remote import submit_attempt
+from cud.fleet.remote import reattach, submit_attempt
 from cud.suite.plan import Planned
 from cud.suite.results import Attempt, Results
 
@@ -41,9 +41,14 @@ class FleetSuite(Suite):
         self.slots = len(self.todo) + len(self.flying) + 1  # Ray queues them: all due are started
         self.refs: dict[Any, Attempt] = {}
         self.on_change = on_change
-        for attempt in self.flying:  # a resumed suite's in-flight runs: started again, the key re-attaches
+        for attempt in self.flying:
             self.todo.append(attempt)
         self.flying = []
+        # A resumed suite's runs in flight when its driver went away (submitted: no longer "pending"; a fleet
+        # suite learns task ids only at the end): their Ray tasks died with the driver, their daemon tasks did
+        # not. Each is followed again on its node (cud.fleet.remote.reattach), never run anew.
+        self.resumed = {id(a) for a in self.todo if a.state != "pending"}  # by identity: attempts compare by value
+        self.reattached: set[Any] = set()  # the refs that follow an attempt again
 
     def _key(self, attempt: Attempt) -> str:
         return self.results.spec_run_key(attempt.spec, attempt.repeat)  # the registry adds /aN, its attempt
@@ -59,7 +64,15 @@ class FleetSuite(Suite):
         if attempt not in self.results.attempts:
             self.results.attempts.append(attempt)
         attempt.state = "queued"
-        self.refs[submit_attempt(self._key(attempt), spec, files)] = attempt
+        ref = None
+        if id(attempt) in self.resumed:
+            self.resumed.discard(id(attempt))
+            ref = reattach(self._key(attempt), spec, files)
+            if ref is not None:
+                self.reattached.add(ref)
+        if ref is None:
+            ref = submit_attempt(self._key(attempt), spec, files)
+        self.refs[ref] = attempt
         self.flying.append(attempt)
         self._save()
 
@@ -75,6 +88,10 @@ class FleetSuite(Suite):
             try:
                 outcome = ray.get(ref)
             except ray.exceptions.RayError as exc:  # retries spent (nodes kept dying), or the task itself failed
+                if ref in self.reattached:  # following again failed (its node lost now): a new attempt is due
+                    self.reattached.discard(ref)
+                    self.todo.appendleft(attempt)
+                    continue
                 attempt.state, attempt.error = "failed", {"kind": "fleet", "message": _first_line(exc)}
                 self._ended(attempt)
                 continue
