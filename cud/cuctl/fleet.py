@@ -17,6 +17,7 @@ from cud.cuctl.eval import finish, names, new_results, start_results
 from cud.cuctl.output import emit_json, table
 from cud.errors import ConfigError
 from cud.fleet import NAMESPACE, need_ray
+from cud.fleet.book import KEEP_DONE_JOBS
 from cud.suite.plan import plan
 from cud.suite.results import RESULTS_FILE, Results
 
@@ -100,7 +101,8 @@ def _job(args: argparse.Namespace, with_files: bool = False) -> dict[str, Any]:
 
     kept = ray.get(registry().job_get.remote(args.job, with_files))
     if kept is None:
-        raise ConfigError(f"the fleet at {args.fleet} knows no suite {args.job!r}", key="job", value=args.job)
+        raise ConfigError(f"the fleet at {args.fleet} knows no suite {args.job!r} (its head keeps the "
+                          f"{KEEP_DONE_JOBS} newest finished suites)", key="job", value=args.job)
     return kept
 
 

@@ -4,7 +4,7 @@ Every healthy seat adds 1 to ``cud_seat`` and to one resource per label: its nam
 (``cud_seat_name:NAME``), its screen (``cud_screen:WxH``) and each of the node's tags
 (``cud_tag:TAG``). A fleet task asks for ``cud_seat`` and, when its spec names a seat, that
 name's resource; so a spec pinned to ``s2`` runs only where a seat ``s2`` is free. A withdrawn
-seat's resources are taken by a holder actor (cud.fleet.node): the same dict, so the sums stay whole.
+seat's resources are taken by a holder actor (daemon/fleet/watch.py): the same dict, so the sums stay whole.
 """
 
 from __future__ import annotations
