@@ -26,7 +26,8 @@ def submit(client: Client, args: argparse.Namespace) -> int:
     given = {"model": args.model, "max_steps": args.max_steps, "max_duration": args.max_duration,
              "max_cost": args.max_cost, "max_input_tokens": args.max_input_tokens,
              "max_output_tokens": args.max_output_tokens,  # max_cost as typed: a decimal string stays exact
-             "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule), "key": args.key,
+             "approval": args.approval, "seat": args.seat, "screen": args.screen, "seat_tags": args.seat_tags,
+             "rules": _rules(args.rule), "key": args.key,
              "repeat_limit": args.repeat_limit, "cycle_limit": args.cycle_limit, "on_stuck": args.on_stuck}
     files: dict[str, bytes] = {}
     if args.spec is not None or args.from_osworld is not None:
