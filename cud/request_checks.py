@@ -144,9 +144,9 @@ def _screen(kind: str, name: str, value: object) -> None:
 def _seat_tags(kind: str, name: str, value: object) -> None:
     if not isinstance(value, list) or len(value) > MAX_SEAT_TAGS:
         raise _bad(kind, name, value, f"a list of at most {MAX_SEAT_TAGS} tags")
-    for tag in value:
+    for index, tag in enumerate(value):
         if not is_tag(tag):
-            raise _bad(kind, name, tag, f"a list of tags; each {TAG_RULE}")
+            raise _bad(kind, f"{name}[{index}]", tag, TAG_RULE)
 
 
 def _action(kind: str, name: str, value: object) -> None:

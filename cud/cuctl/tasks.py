@@ -15,6 +15,7 @@ from cud.errors import ConfigError
 from cud.protocol import FINAL_STATES
 from cud.record.model import describe, describe_action, describe_approval, describe_usage
 from cud.record.verdict import artifact_line, check_line, passed, verdict_line
+from cud.seat_needs import SeatNeeds
 from cud.spec.load import load_spec
 from cud.spec.osworld import load_osworld
 from cud.spec.wire import file_pieces, submit_fields
@@ -110,6 +111,9 @@ def show(client: Client, args: argparse.Namespace) -> int:
                 "key", "created_at", "started_at", "finished_at"):
         print(f"{key + ':':15}{'-' if task.get(key) is None else task[key]}")
     print(f"{'seat:':15}{_seat(task)}")
+    needs = SeatNeeds(None, task.get("screen"), tuple(task.get("seat_tags") or ()))
+    if not needs.any:
+        print(f"{'seat needs:':15}{needs.words()}")
     print(f"{'submitter:':15}{task['submitter']['name']} (uid {task['submitter']['uid']})")
     error = task["error"]
     print(f"{'error:':15}{'-' if error is None else error['kind'] + ': ' + error['message']}")

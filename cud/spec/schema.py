@@ -128,7 +128,7 @@ def parse_spec(raw: object) -> Spec:
         try:
             check_field("submit", key, table[key])
         except ProtocolError as exc:
-            raise SpecError(exc.message.replace("'submit' field", "spec key", 1), key=key,
+            raise SpecError(exc.message.replace("'submit' field", "spec key", 1), key=exc.details.get("field", key),
                             value=v.shown(table[key])) from None
         task[key] = (tuple(table[key]) if key in ("rules", "seat_tags") else format_amount(parse_amount(table[key]))
                      if key == "max_cost" else table[key])
