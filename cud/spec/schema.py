@@ -26,7 +26,8 @@ from cud.spec.setup import SetupStep, parse_step
 __all__ = ("ANY_SEAT", "Collect", "Spec", "TASK_KEYS", "TOP_KEYS", "parse_spec")
 
 #: The keys a spec shares with ``submit`` (and checks the same way).
-TASK_KEYS = ("prompt", "seat", "screen", "seat_tags", "model", "max_steps", "max_duration", *BUDGET_TASK_KEYS, "approval", "rules",
+TASK_KEYS = ("prompt", "seat", "screen", "seat_tags", "model", "max_steps", "max_duration", *BUDGET_TASK_KEYS,
+             "approval", "rules",
              "repeat_limit", "cycle_limit", "on_stuck")
 TOP_KEYS = frozenset({*TASK_KEYS, "tags", "reset", "setup", "checks", "collect"})
 ANY_SEAT = "any"
@@ -72,7 +73,8 @@ class Spec:
     def task_fields(self) -> dict[str, Any]:
         """The ``submit`` request's own fields for this spec (those given)."""
         fields = {"prompt": self.prompt, "seat": self.seat, "screen": self.screen,
-                  "seat_tags": list(self.seat_tags) if self.seat_tags else None, "model": self.model, "max_steps": self.max_steps,
+                  "seat_tags": list(self.seat_tags) if self.seat_tags else None, "model": self.model,
+                  "max_steps": self.max_steps,
                   "max_duration": self.max_duration, "max_cost": self.max_cost,
                   "max_input_tokens": self.max_input_tokens, "max_output_tokens": self.max_output_tokens,
                   "approval": self.approval,

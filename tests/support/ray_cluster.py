@@ -59,6 +59,8 @@ class Machine:
     daemon: subprocess.Popen[bytes] | None = None
     agent: subprocess.Popen[bytes] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Each seat's ``[[seats]] tags``, by seat name (none unless given).
+    seat_tags: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def socket(self) -> Path:
@@ -87,7 +89,8 @@ class Fleet:
 
     # -- starting -------------------------------------------------------------------------------
     def start(self, machines: dict[str, dict[str, Any]]) -> Fleet:
-        """``machines``: name -> {"seats": N, "config": extra daemon TOML (before the seats)}."""
+        """``machines``: name -> {"seats": N, "config": extra daemon TOML (before the seats),
+        "seat_tags": {seat name: its [[seats]] tags}}."""
         self.ns.start()
         self._model()
         head = self.ns.run([str(VENV_BIN / "ray"), "start", "--head", "--port", str(HEAD_PORT), "--num-cpus", "1",
@@ -96,6 +99,7 @@ class Fleet:
         assert head.returncode == 0, f"ray start --head failed: {head.stdout[-2000:]}{head.stderr[-2000:]}"
         for index, (name, how) in enumerate(machines.items(), start=1):
             machine = self._machine(name, how.get("seats", 2), how.get("config", ""))
+            machine.seat_tags = how.get("seat_tags", {})
             self.start_daemon(machine)
             self.join(machine, index)
         for machine in self.machines.values():
@@ -140,7 +144,8 @@ class Fleet:
         return machine
 
     def start_daemon(self, machine: Machine) -> None:
-        seats = "".join(f'[[seats]]\nname = "{n}"\ndisplay = "{d}"\n' for n, d in machine.displays.items())
+        seats = "".join(f'[[seats]]\nname = "{n}"\ndisplay = "{d}"\ntags = {json.dumps(machine.seat_tags.get(n, []))}\n'
+                        for n, d in machine.displays.items())
         (machine.dir / "cud.toml").write_text(f'model = "scripted:default"\n{machine.config}\n{seats}')
         env = {**self.env, "OPENAI_BASE_URL": self.model_url}
         machine.daemon = self.ns.popen(
