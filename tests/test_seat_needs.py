@@ -10,8 +10,11 @@ for an approval before they type (policy ``actions``), which holds them running 
 
 from __future__ import annotations
 
+import json
 import shutil
 import string
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -260,6 +263,43 @@ def test_a_need_no_seat_meets_is_refused_at_submit_naming_it(two: TwoSeats) -> N
     refused = cuctl(daemon.socket, "submit", "--spec", str(spec))
     assert refused.returncode == 2 and "meets screen 3840x2160" in refused.stderr, refused.stderr
     assert len(daemon.call("list")) == before  # nothing was queued
+
+
+def test_a_suite_on_chosen_seats_pins_each_spec_to_a_seat_that_meets_it(two: TwoSeats) -> None:
+    daemon = two.daemon
+    suite = two.workdir / "suite"
+    suite.mkdir()
+    # In name order, "big" comes first: on the first free seat of --seats (a), it would be refused.
+    for name, needs in {"big": 'screen = "1280x800"\n', "chromium": 'seat_tags = ["chromium"]\n', "plain": ""}.items():
+        (suite / f"{name}.toml").write_text(f'prompt = "{name}"\n{needs}reset = false\n[[checks]]\nanswer = "typed"\n')
+    out = two.workdir / "suite-out"
+    env = {k: v for k, v in daemon.env.items() if k != "OPENAI_API_KEY"}
+    driver = subprocess.Popen([sys.executable, "-m", "cud.cuctl.main", "--socket", str(daemon.socket), "eval",
+                               "--seats", "a,b", str(suite), "--out", str(out)], env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        def approved_to_the_end() -> bool:  # every task asks once before it types (policy actions)
+            for approval in daemon.call("approvals"):
+                daemon.call("approve", id=approval["id"])
+            return driver.poll() is not None
+
+        wait_until(approved_to_the_end, 120, "the suite to end")
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        driver.wait()
+        assert driver.stderr is not None
+        stderr = driver.stderr.read().decode()
+        driver.stderr.close()
+    assert driver.returncode == 0, stderr
+    runs = {Path(r["spec"]).name: r for r in json.loads((out / "results.json").read_text())["runs"]}
+    assert {name: (r["seat"], r["outcome"]) for name, r in runs.items()} == {
+        "big.toml": ("b", "passed"), "chromium.toml": ("a", "passed"),
+        "plain.toml": (runs["plain.toml"]["seat"], "passed")}
+    # Seats chosen that cannot meet a spec's needs: said before anything runs.
+    refused = cuctl(daemon.socket, "eval", "--seats", "a", str(suite / "big.toml"), "--out", str(out) + "-a")
+    assert refused.returncode == 2 and "needs screen 1280x800, which none of --seats a offers" in refused.stderr, \
+        refused.stderr
 
 
 def test_a_restart_keeps_the_needs(two: TwoSeats) -> None:
