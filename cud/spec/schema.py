@@ -27,8 +27,7 @@ __all__ = ("ANY_SEAT", "Collect", "Spec", "TASK_KEYS", "TOP_KEYS", "parse_spec")
 
 #: The keys a spec shares with ``submit`` (and checks the same way).
 TASK_KEYS = ("prompt", "seat", "screen", "seat_tags", "model", "max_steps", "max_duration", *BUDGET_TASK_KEYS,
-             "approval", "rules",
-             "repeat_limit", "cycle_limit", "on_stuck")
+             "approval", "rules", "repeat_limit", "cycle_limit", "on_stuck")
 TOP_KEYS = frozenset({*TASK_KEYS, "tags", "reset", "setup", "checks", "collect"})
 ANY_SEAT = "any"
 MAX_SETUP = 64
@@ -74,8 +73,7 @@ class Spec:
         """The ``submit`` request's own fields for this spec (those given)."""
         fields = {"prompt": self.prompt, "seat": self.seat, "screen": self.screen,
                   "seat_tags": list(self.seat_tags) if self.seat_tags else None, "model": self.model,
-                  "max_steps": self.max_steps,
-                  "max_duration": self.max_duration, "max_cost": self.max_cost,
+                  "max_steps": self.max_steps, "max_duration": self.max_duration, "max_cost": self.max_cost,
                   "max_input_tokens": self.max_input_tokens, "max_output_tokens": self.max_output_tokens,
                   "approval": self.approval,
                   "rules": list(self.rules) if self.rules else None, "repeat_limit": self.repeat_limit,

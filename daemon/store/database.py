@@ -154,9 +154,9 @@ class Store(SpendRows):
                budgets: Mapping[str, Any] | None = None, guard: GuardView | None = None,
                needs: SeatNeeds = SeatNeeds()) -> TaskView:
         """Queue a task; ``seat`` pins it there, else the first free seat takes it (one with a
-        session if its ``spec`` needs one, one that meets ``needs``' screen and tags). ``key``, the idempotency key, is written in the same
-        transaction; its unique index refuses a second task with a recorded key (the caller looks
-        the key up first with :meth:`task_by_key`). ``budgets``: max_cost (a Decimal),
+        session if its ``spec`` needs one, one with the screen and tags in ``needs``). ``key``, the
+        idempotency key, is written in the same transaction; its unique index refuses a second task
+        with a recorded key (the caller looks the key up first with :meth:`task_by_key`). ``budgets``: max_cost (a Decimal),
         max_input_tokens, max_output_tokens, each None for none."""
         budgets = budgets or {}
         max_cost = budgets.get("max_cost")
