@@ -14,6 +14,7 @@ from typing import Any, cast
 from cud.budget import MAX_TOKENS_LIMIT, parse_amount
 from cud.errors import ProtocolError
 from cud.requests import Request
+from cud.seat_needs import MAX_SEAT_TAGS, SCREEN_RULE, TAG_RULE, is_screen, is_tag
 from cud.views import APPROVAL_POLICIES, SEAT_NAME
 
 __all__ = [
@@ -135,6 +136,19 @@ def _seat_name(kind: str, name: str, value: object) -> None:
         raise _bad(kind, name, value, "a seat name (letters, digits, '_', '.', '-'; at most 32)")
 
 
+def _screen(kind: str, name: str, value: object) -> None:
+    if not is_screen(value):
+        raise _bad(kind, name, value, SCREEN_RULE)
+
+
+def _seat_tags(kind: str, name: str, value: object) -> None:
+    if not isinstance(value, list) or len(value) > MAX_SEAT_TAGS:
+        raise _bad(kind, name, value, f"a list of at most {MAX_SEAT_TAGS} tags")
+    for index, tag in enumerate(value):
+        if not is_tag(tag):
+            raise _bad(kind, f"{name}[{index}]", tag, TAG_RULE)
+
+
 def _action(kind: str, name: str, value: object) -> None:
     # The shape only: the driver checks the rest (bounds, keys, text) and names what is wrong.
     if not isinstance(value, dict) or value.get("type") not in HUMAN_ACTIONS:
@@ -212,6 +226,8 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "max_output_tokens": (_integer(1, MAX_TOKENS_LIMIT), False),
         "approval": (_choice(*APPROVAL_POLICIES), False),
         "seat": (_seat_name, False),
+        "screen": (_screen, False),
+        "seat_tags": (_seat_tags, False),
         "rules": (_rules, False),
         "repeat_limit": (_integer(0, MAX_REPEAT_LIMIT), False),
         "cycle_limit": (_integer(0, MAX_CYCLE_LIMIT), False),

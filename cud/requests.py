@@ -58,6 +58,10 @@ class SubmitRequest(TypedDict):
     approval: NotRequired[ApprovalPolicy]
     #: Pin the task to this seat; without it the first free seat takes it.
     seat: NotRequired[str]
+    #: The seat's screen must be this size, WIDTHxHEIGHT (cud.seat_needs); a task waits for such a seat.
+    screen: NotRequired[str]
+    #: The seat must carry every one of these tags (its ``[[seats]] tags`` and the node's ``[fleet] tags``).
+    seat_tags: NotRequired[list[str]]
     #: Policy rules for this task, ``ask``/``deny`` only (cud.daemon.targets.rules): stricter than the daemon's.
     rules: NotRequired[list[dict[str, Any]]]
     #: The stuck guard for this task (docs/stuck.md); each the daemon's [guard] value if not given.

@@ -168,6 +168,9 @@ class TaskView(TypedDict):
     seat: str | None
     #: Whether the submitter named the seat.
     pinned: bool
+    #: The screen size its seat must have ("WxH"; null: any) and the tags it must carry (cud.seat_needs).
+    screen: str | None
+    seat_tags: list[str]
     steps: int
     final_message: str | None
     error: ErrorInfo | None
@@ -310,6 +313,8 @@ class SeatView(TypedDict):
     task: int | None
     #: The screen's (width, height) when the display last answered; null while unavailable.
     size: list[int] | None
+    #: Its labels for a task's ``seat_tags``: its ``[[seats]] tags``, then the node's ``[fleet] tags``.
+    tags: list[str]
     #: Why the seat is unavailable; null otherwise.
     error: str | None
 

@@ -336,6 +336,9 @@ def load_config(
         kwargs["notify"] = load_hooks(raw["notify"], env)
     if "sessions" in merged:
         kwargs["sessions"] = load_session_limits(merged["sessions"])
+    if "fleet" in kwargs and kwargs["fleet"].tags:  # a node's tags label each of its seats
+        kwargs["seats"] = tuple(dataclasses.replace(seat, tags=tuple(dict.fromkeys((*seat.tags, *kwargs["fleet"].tags))))
+                                for seat in kwargs["seats"])
     check_seat_places(kwargs["seats"], {"the daemon's state directory": str(kwargs["state_dir"]),
                                         "the daemon's socket": str(kwargs["socket"])},
                       _daemon_home(), tables=len(kwargs["seats"]) > 1 or "seats" in raw)

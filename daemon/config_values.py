@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from cud.errors import ConfigError
+from cud.seat_needs import MAX_SEAT_TAGS, TAG_RULE, is_tag
 from cud.suggest import closest, did_you_mean
 
 __all__ = ("bad", "int_in_range", "positive_int", "positive_number", "read_secret_file", "seconds_in_range", "string",
-           "table", "unknown_key")
+           "table", "tags", "unknown_key")
 
 
 def bad(key: str, value: object, wanted: str) -> ConfigError:
@@ -37,6 +38,16 @@ def table(key: str, value: object, allowed: set[str] | frozenset[str]) -> dict[s
         if name not in allowed:
             raise unknown_key(f"{key}.{name}" if key else name, name, allowed)
     return value
+
+
+def tags(key: str, value: object) -> tuple[str, ...]:
+    """A list of tags (``[[seats]] tags``, ``[fleet] tags``), by the one tag rule; each once, in order."""
+    if not isinstance(value, list) or len(value) > MAX_SEAT_TAGS:
+        raise bad(key, value, f"a list of at most {MAX_SEAT_TAGS} tags")
+    for index, tag in enumerate(value):
+        if not is_tag(tag):
+            raise bad(f"{key}[{index}]", tag, TAG_RULE)
+    return tuple(dict.fromkeys(value))
 
 
 def string(key: str, value: object) -> str:

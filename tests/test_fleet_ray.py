@@ -45,7 +45,8 @@ FINAL = ("succeeded", "failed", "cancelled")
 def fleet() -> Iterator[Fleet]:
     cluster = Fleet(SCENARIOS)
     try:
-        cluster.start({name: {"seats": 2} for name in MACHINES})
+        # w2's s2 is the fleet's one seat tagged "wide": a spec needing it runs there and nowhere else.
+        cluster.start({name: {"seats": 2, "seat_tags": {"s2": ["wide"]} if name == "w2" else {}} for name in MACHINES})
         yield cluster
     finally:
         left = cluster.stop()
@@ -207,6 +208,22 @@ def test_an_approval_on_a_node_is_listed_and_answered_from_the_head(fleet: Fleet
     assert driver.wait(timeout=300) == 0, out.read_text()
     wrong = fleet.cuctl("fleet", "approve", "--fleet", ADDRESS, "nowhere:1")
     assert wrong.returncode == 2 and "no fleet node named 'nowhere'" in wrong.stderr
+
+
+def test_specs_needing_a_seat_tag_run_only_on_the_seat_that_carries_it(fleet: Fleet) -> None:
+    assert [s["tags"] for s in fleet.machines["w2"].call("seats")] == [[], ["wide"]]
+    folder = fleet.dir / "wide"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"w{i}.toml").write_text(f'prompt = "Wide task {i}."\nmodel = "scripted:say-done"\n'
+                                           'seat_tags = ["wide"]\nreset = false\n[[checks]]\nanswer = "done"\n')
+    out = fleet.dir / "wide-out"
+    done = fleet.cuctl("eval", "--fleet", ADDRESS, str(folder), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    runs = judged_once(fleet, results_of(out), 3)
+    assert {r["seat"] for r in runs} == {"w2/s2"} and {r["outcome"] for r in runs} == {"passed"}, runs
+    tasks = fleet.machines["w2"].call("list", key_prefix=f"eval:{results_of(out)['suite']['run']}/")
+    assert len(tasks) == 3 and all(t["seat_tags"] == ["wide"] and t["seat"] == "s2" for t in tasks), tasks
 
 
 def test_leave_drains_the_node_and_it_leaves(fleet: Fleet) -> None:

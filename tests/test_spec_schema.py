@@ -165,6 +165,12 @@ def specs(draw: Any) -> tuple[dict[str, Any], list[Site]]:
     if b.maybe():
         b.put(raw, (), "seat", draw(st.sampled_from(["any", "s1", "seat-2"])), "seat")
     if b.maybe():
+        b.put(raw, (), "screen", draw(st.builds("{}x{}".format, st.integers(1, 32767), st.integers(1, 32767))),
+              "screen")
+    if b.maybe():
+        b.put(raw, (), "seat_tags", draw(st.lists(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,10}", fullmatch=True),
+                                                  max_size=4)), "list:tag")
+    if b.maybe():
         b.put(raw, (), "max_steps", draw(st.integers(1, 10_000)), "int:1:10000")
     if b.maybe():
         b.put(raw, (), "max_duration", draw(st.integers(1, 604_800)), "int:1:604800")
@@ -214,6 +220,7 @@ def bad_values(kind: str) -> st.SearchStrategy[Any]:
         "table": ["x", 5, []],
         "sha": ["AB" * 32, "ab" * 31, "zz" * 32],
         "seat": ["", "a b", 5],
+        "screen": ["12x", "0x0", "1280X800", "01280x800", "32768x10", "1280x800 ", 1280, None],
         "approval": ["never", 5],
         "on_stuck": ["pray", 5, None],
         "state": ["focussed", "!nope", 5],

@@ -27,7 +27,9 @@ from cud.cuctl.output import emit_json, printable, short, table
 from cud.cuctl.progress import live_terminal
 from cud.cuctl.report import write_private
 from cud.errors import ConfigError, ConnectionFailed, CudError
+from cud.protocol import SeatView
 from cud.record.html import render
+from cud.seat_needs import SeatNeeds
 from cud.spec.wire import file_pieces, submit_fields
 from cud.suite.budget import SuiteBudget
 from cud.suite.index import write_index
@@ -116,28 +118,38 @@ def names(text: str | None, option: str) -> list[str]:
     return names
 
 
-def _seats(client: Client, chosen: list[str] | None, planned: list[Planned]) -> list[str]:
-    """The seats the suite uses (all the daemon's without --seats); a name it lacks or a spec pinned elsewhere is
-    a usage error."""
-    known = [s["name"] for s in client.call("seats")]
+def _seats(client: Client, chosen: list[str] | None, planned: list[Planned]) -> list[SeatView]:
+    """The seats the suite uses (all the daemon's without --seats); a name it lacks, a spec pinned elsewhere or
+    one needing a screen or tags none of them offers is a usage error."""
+    views: list[SeatView] = client.call("seats")
+    known = [s["name"] for s in views]
     for name in chosen or []:
         if name not in known:
             raise ConfigError(f"--seats names {name!r}; the daemon's seats are {', '.join(known)}", key="seats",
                               value=name)
+    used = [s for s in views if not chosen or s["name"] in chosen]
     for p in planned:
         if chosen and p.spec.seat is not None and p.spec.seat not in chosen:
             raise ConfigError(f"{p.name} is pinned to seat {p.spec.seat!r}, which --seats leaves out", key="seats",
                               value=p.spec.seat)
-    return chosen or known
+        if chosen and not any(_meets(p.spec.needs, s) for s in used):
+            raise ConfigError(f"{p.name} needs {p.spec.needs.words()}, which none of --seats {','.join(chosen)} "
+                              "offers", key="seats", value=",".join(chosen))
+    return used
+
+
+def _meets(needs: SeatNeeds, seat: SeatView) -> bool:
+    return needs.met_by(seat["name"], seat["size"], seat.get("tags", ()))
 
 
 class Suite:
     """The loop: submit while a seat is free, look at what is in flight, write results.json as things change."""
 
     def __init__(self, client: Client, results: Results, specs: dict[str, Planned], folder: Path,
-                 chosen: list[str] | None, seats: list[str]) -> None:
+                 chosen: list[str] | None, seats: list[SeatView]) -> None:
         self.client, self.results, self.specs, self.folder = client, results, specs, folder
         self.chosen, self.slots = chosen, len(seats)
+        self.offers = {s["name"]: s for s in seats}  # what each seat offered at the start: its screen and tags
         cap = results.suite.get("max_cost")
         self.budget = None if cap is None else SuiteBudget(cap)
         self.started = time.monotonic()
@@ -213,8 +225,8 @@ class Suite:
         if not self.chosen:
             return None
         busy = {a.seat for a in self.flying}
-        pinned = self.specs[attempt.spec].spec.seat
-        free = [s for s in self.chosen if s not in busy and (pinned is None or s == pinned)]
+        needs = self.specs[attempt.spec].spec.needs
+        free = [s for s in self.chosen if s not in busy and _meets(needs, self.offers[s])]
         return free[0] if free else False
 
     def _submit(self, attempt: Attempt) -> None:

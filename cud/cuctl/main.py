@@ -61,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("prompt", metavar="PROMPT", nargs="?")
     p.add_argument("--spec", metavar="FILE",
                    help="a task spec (TOML, or JSON if it ends in .json): prompt, setup, checks (docs/specs.md); "
-                        "--model, --max-steps, --max-duration, the budgets, --approval, --seat, --rule and the stuck "
-                        "guard's options replace its own")
+                        "--model, --max-steps, --max-duration, the budgets, --approval, --seat, --screen, --seat-tag, "
+                        "--rule and the stuck guard's options replace its own")
     p.add_argument("--from-osworld", metavar="FILE.json",
                    help="one OSWorld task file, converted to a spec (docs/osworld.md); its download URLs are "
                         "fetched here, not by the seat; the options replace the spec's own as with --spec")
@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-stuck", choices=("ask", "fail"),
                    help="when stuck: ask a person (an approval of kind stuck) or end the task as stuck")
     p.add_argument("--seat", metavar="NAME", help="run it on this seat only (default: the first free seat)")
+    p.add_argument("--screen", metavar="WxH", help="run it on a seat whose screen is this size, e.g. 1280x800")
+    p.add_argument("--seat-tag", action="append", metavar="TAG", dest="seat_tags",
+                   help="run it on a seat with this tag ([[seats]] tags, [fleet] tags); repeatable: every one")
     p.add_argument("--rule", action="append", metavar="RULE-JSON",
                    help='a policy rule for this task, ask or deny only (repeatable; docs/targets.md), e.g. '
                         '\'{"action": "type", "app": "xterm", "decision": "ask"}\'')

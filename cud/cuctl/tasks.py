@@ -15,6 +15,7 @@ from cud.errors import ConfigError
 from cud.protocol import FINAL_STATES
 from cud.record.model import describe, describe_action, describe_approval, describe_usage
 from cud.record.verdict import artifact_line, check_line, passed, verdict_line
+from cud.seat_needs import SeatNeeds
 from cud.spec.load import load_spec
 from cud.spec.osworld import load_osworld
 from cud.spec.wire import file_pieces, submit_fields
@@ -26,7 +27,8 @@ def submit(client: Client, args: argparse.Namespace) -> int:
     given = {"model": args.model, "max_steps": args.max_steps, "max_duration": args.max_duration,
              "max_cost": args.max_cost, "max_input_tokens": args.max_input_tokens,
              "max_output_tokens": args.max_output_tokens,  # max_cost as typed: a decimal string stays exact
-             "approval": args.approval, "seat": args.seat, "rules": _rules(args.rule), "key": args.key,
+             "approval": args.approval, "seat": args.seat, "screen": args.screen, "seat_tags": args.seat_tags,
+             "rules": _rules(args.rule), "key": args.key,
              "repeat_limit": args.repeat_limit, "cycle_limit": args.cycle_limit, "on_stuck": args.on_stuck}
     files: dict[str, bytes] = {}
     if args.spec is not None or args.from_osworld is not None:
@@ -109,6 +111,9 @@ def show(client: Client, args: argparse.Namespace) -> int:
                 "key", "created_at", "started_at", "finished_at"):
         print(f"{key + ':':15}{'-' if task.get(key) is None else task[key]}")
     print(f"{'seat:':15}{_seat(task)}")
+    needs = SeatNeeds(None, task.get("screen"), tuple(task.get("seat_tags") or ()))
+    if not needs.any:
+        print(f"{'seat needs:':15}{needs.words()}")
     print(f"{'submitter:':15}{task['submitter']['name']} (uid {task['submitter']['uid']})")
     error = task["error"]
     print(f"{'error:':15}{'-' if error is None else error['kind'] + ': ' + error['message']}")

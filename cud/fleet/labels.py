@@ -1,19 +1,23 @@
 """The Ray resources a node advertises for its seats and a spec asks for (no Ray needed here).
 
 Every healthy seat adds 1 to ``cud_seat`` and to one resource per label: its name
-(``cud_seat_name:NAME``), its screen (``cud_screen:WxH``) and each of the node's tags
-(``cud_tag:TAG``). A fleet task asks for ``cud_seat`` and, when its spec names a seat, that
-name's resource; so a spec pinned to ``s2`` runs only where a seat ``s2`` is free. A withdrawn
-seat's resources are taken by a holder actor (daemon/fleet/watch.py): the same dict, so the sums stay whole.
+(``cud_seat_name:NAME``), its screen (``cud_screen:WxH``) and each of its tags (``cud_tag:TAG``:
+the seat's ``[[seats]] tags`` and the node's ``[fleet] tags``, as the daemon's ``seats`` shows
+them). A fleet task asks for ``cud_seat`` and one of each label its spec needs (cud.seat_needs):
+so a spec pinned to ``s2`` runs only where a seat ``s2`` is free, one with ``screen = "1280x800"``
+only where such a seat is free. The labels are summed per node, so Ray picks a node with a free
+seat of each label; the daemon there then picks the one seat that meets all of them
+(``SeatNeeds.met_by``). A withdrawn seat's resources are taken by a holder actor
+(cud.daemon.fleet.watch): the same dict, so the sums stay whole.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cud.errors import ConfigError
+from cud.seat_needs import TAG_RULE, SeatNeeds, is_tag, screen_of
 
 __all__ = ("NODE_ENV", "SOCKET_ENV", "SEAT", "node_resources", "seat_resources", "spec_resources", "check_tag", "node_marker")
 
@@ -23,13 +27,12 @@ SOCKET_ENV = "CUD_FLEET_SOCKET"
 NODE_ENV = "CUD_FLEET_NODE"
 #: A node's own marker resource, so the agent and ``cuctl fleet approvals`` find its Ray node by name.
 NODE = "cud_node:"
-TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
 
 
 def check_tag(tag: str) -> str:
-    if not isinstance(tag, str) or not TAG.fullmatch(tag):
-        raise ConfigError(f"[fleet] tags: {tag!r} is not a tag (letters, digits, _ . : -, up to 64)", key="fleet.tags",
-                          value=repr(tag))
+    """A ``[fleet] tags`` (or ``cud fleet join --tag``) value, by the one tag rule (cud.seat_needs)."""
+    if not is_tag(tag):
+        raise ConfigError(f"[fleet] tags: {tag!r} is not {TAG_RULE}", key="fleet.tags", value=repr(tag))
     return tag
 
 
@@ -37,13 +40,15 @@ def node_marker(name: str) -> str:
     return NODE + name
 
 
-def seat_resources(seat: Mapping[str, Any], tags: Iterable[str], size: list[int] | None = None) -> dict[str, float]:
-    """What one seat adds to its node; ``size`` is the screen remembered when the seat is unavailable now."""
+def seat_resources(seat: Mapping[str, Any], tags: Iterable[str] = (), size: list[int] | None = None
+                   ) -> dict[str, float]:
+    """What one seat (as ``seats`` shows it) adds to its node: its own tags and ``tags`` (the node's, for a
+    daemon from before seats had tags); ``size`` is the screen remembered when the seat is unavailable now."""
     resources = {SEAT: 1.0, f"cud_seat_name:{seat['name']}": 1.0}
     screen = seat.get("size") or size
     if screen:
-        resources[f"cud_screen:{screen[0]}x{screen[1]}"] = 1.0
-    for tag in tags:
+        resources[f"cud_screen:{screen_of(screen)}"] = 1.0
+    for tag in (*seat.get("tags", ()), *tags):
         resources[f"cud_tag:{tag}"] = 1.0
     return resources
 
@@ -57,9 +62,13 @@ def node_resources(per_seat: Iterable[Mapping[str, float]], name: str) -> dict[s
     return total
 
 
-def spec_resources(seat: str | None) -> dict[str, float]:
-    """What a fleet task needs: one seat, the named one when its spec pins one."""
+def spec_resources(needs: SeatNeeds) -> dict[str, float]:
+    """What a fleet task needs: one seat, with one of each label its spec asks for (name, screen, tags)."""
     wanted = {SEAT: 1.0}
-    if seat is not None and seat != "any":
-        wanted[f"cud_seat_name:{seat}"] = 1.0
+    if needs.seat is not None and needs.seat != "any":
+        wanted[f"cud_seat_name:{needs.seat}"] = 1.0
+    if needs.screen is not None:
+        wanted[f"cud_screen:{needs.screen}"] = 1.0
+    for tag in dict.fromkeys(needs.tags):  # a tag asked twice is still one seat's label
+        wanted[f"cud_tag:{tag}"] = 1.0
     return wanted

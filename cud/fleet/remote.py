@@ -22,6 +22,7 @@ from cud.fleet.attempt import run_attempt
 from cud.fleet.labels import NODE_ENV, SOCKET_ENV, node_marker, spec_resources
 from cud.fleet.nodes import fleet_nodes
 from cud.fleet.registry import registry
+from cud.seat_needs import SeatNeeds
 
 __all__ = ("MAX_RETRIES", "node_name", "reattach", "submit_attempt", "run_spec")
 
@@ -68,8 +69,9 @@ def _record(record: Any) -> dict[str, Any]:
 
 
 def submit_attempt(run: str, spec: dict[str, Any], files: dict[str, str]) -> Any:
-    """Start the fleet task of one spec-run: its ObjectRef."""
-    return run_spec.options(resources=spec_resources(spec.get("seat")), max_retries=MAX_RETRIES,
+    """Start the fleet task of one spec-run (``spec`` as Spec.to_dict writes it): its ObjectRef, placed on a node
+    with a free seat of each label the spec needs (its seat's name, screen, tags)."""
+    return run_spec.options(resources=spec_resources(SeatNeeds.of(spec)), max_retries=MAX_RETRIES,
                             retry_exceptions=False).remote(run, spec, files)
 
 

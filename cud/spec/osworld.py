@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cud.errors import SpecError
+from cud.seat_needs import is_tag
 from cud.spec import values as v
 from cud.spec.schema import Spec, parse_spec
 from cud.spec.wire import MAX_SPEC_FILE_BYTES
@@ -159,7 +160,7 @@ class _Converter:
         spec = OsworldSpec(prompt=instruction, tags=["osworld"], reset=True,
                            setup=[step for i, c in enumerate(configs) for step in self.config(f"config[{i}]", c)],
                            checks=self.evaluator(raw.get("evaluator")))
-        if isinstance(raw.get("id"), str) and _TAG.fullmatch(raw["id"]):
+        if is_tag(raw.get("id")):
             spec["tags"].append(raw["id"])
         spec.files = self.files
         try:
@@ -377,9 +378,6 @@ class _Converter:
 
         walk(f"{key}.children", node.get("children", []), "")
         return sorted(lines, key=lambda line: line.encode("utf-8"))
-
-
-_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
 
 
 def _text_pattern(text: str, *, ignore_blanks: bool = False, ignore_case: bool = False) -> str:

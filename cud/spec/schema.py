@@ -4,7 +4,8 @@
 :class:`Spec`; ``Spec.to_dict()`` is its normal form (every default written out),
 which parses back to an equal Spec. The task's own keys (``prompt``, ``seat``,
 ``model``, ``max_steps``, ``max_duration``, the budgets, ``approval``, ``rules``, and the stuck
-guard's ``repeat_limit``, ``cycle_limit``, ``on_stuck``) are checked by
+guard's ``repeat_limit``, ``cycle_limit``, ``on_stuck``, and the seat it needs: ``screen``,
+``seat_tags``) are checked by
 the socket protocol's ``submit`` checks, so a limit has one bounds check whether it
 comes from ``cuctl submit --max-steps`` or from a spec.
 """
@@ -12,12 +13,12 @@ comes from ``cuctl submit --max-steps`` or from a spec.
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any
 
 from cud.budget import BUDGET_TASK_KEYS, format_amount, parse_amount
 from cud.errors import ProtocolError, SpecError
 from cud.protocol import check_field
+from cud.seat_needs import TAG, TAG_RULE, SeatNeeds
 from cud.spec import values as v
 from cud.spec.checks import Check, parse_check
 from cud.spec.setup import SetupStep, parse_step
@@ -25,15 +26,14 @@ from cud.spec.setup import SetupStep, parse_step
 __all__ = ("ANY_SEAT", "Collect", "Spec", "TASK_KEYS", "TOP_KEYS", "parse_spec")
 
 #: The keys a spec shares with ``submit`` (and checks the same way).
-TASK_KEYS = ("prompt", "seat", "model", "max_steps", "max_duration", *BUDGET_TASK_KEYS, "approval", "rules",
-             "repeat_limit", "cycle_limit", "on_stuck")
+TASK_KEYS = ("prompt", "seat", "screen", "seat_tags", "model", "max_steps", "max_duration", *BUDGET_TASK_KEYS,
+             "approval", "rules", "repeat_limit", "cycle_limit", "on_stuck")
 TOP_KEYS = frozenset({*TASK_KEYS, "tags", "reset", "setup", "checks", "collect"})
 ANY_SEAT = "any"
 MAX_SETUP = 64
 MAX_CHECKS = 64
 MAX_TAGS = 32
 MAX_COLLECT = 32
-TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +50,8 @@ class Collect:
 class Spec:
     prompt: str
     seat: str | None = None  # None: any seat (with a session, if the spec needs one)
+    screen: str | None = None  # None: any screen size; else "WxH" (cud.seat_needs)
+    seat_tags: tuple[str, ...] = ()  # the seat must carry every one
     model: str | None = None  # None for these: the daemon's
     max_steps: int | None = None
     max_duration: int | None = None
@@ -69,8 +71,9 @@ class Spec:
 
     def task_fields(self) -> dict[str, Any]:
         """The ``submit`` request's own fields for this spec (those given)."""
-        fields = {"prompt": self.prompt, "seat": self.seat, "model": self.model, "max_steps": self.max_steps,
-                  "max_duration": self.max_duration, "max_cost": self.max_cost,
+        fields = {"prompt": self.prompt, "seat": self.seat, "screen": self.screen,
+                  "seat_tags": list(self.seat_tags) if self.seat_tags else None, "model": self.model,
+                  "max_steps": self.max_steps, "max_duration": self.max_duration, "max_cost": self.max_cost,
                   "max_input_tokens": self.max_input_tokens, "max_output_tokens": self.max_output_tokens,
                   "approval": self.approval,
                   "rules": list(self.rules) if self.rules else None, "repeat_limit": self.repeat_limit,
@@ -83,7 +86,13 @@ class Spec:
                 "checks": [c.to_dict() for c in self.checks], "collect": self.collect.to_dict()}
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.task_fields(), "seat": self.seat or ANY_SEAT, **self.judging()}
+        return {**self.task_fields(), "seat": self.seat or ANY_SEAT, "seat_tags": list(self.seat_tags),
+                **self.judging()}
+
+    @property
+    def needs(self) -> SeatNeeds:
+        """The seat this spec needs (its name, screen and tags; each optional)."""
+        return SeatNeeds(self.seat, self.screen, self.seat_tags)
 
     def local_files(self) -> dict[str, str]:
         """Every file named on the submitter's side (setup ``src``, check ``equals``) -> the first key naming it."""
@@ -119,9 +128,9 @@ def parse_spec(raw: object) -> Spec:
         try:
             check_field("submit", key, table[key])
         except ProtocolError as exc:
-            raise SpecError(exc.message.replace("'submit' field", "spec key", 1), key=key,
+            raise SpecError(exc.message.replace("'submit' field", "spec key", 1), key=exc.details.get("field", key),
                             value=v.shown(table[key])) from None
-        task[key] = (tuple(table[key]) if key == "rules" else format_amount(parse_amount(table[key]))
+        task[key] = (tuple(table[key]) if key in ("rules", "seat_tags") else format_amount(parse_amount(table[key]))
                      if key == "max_cost" else table[key])
     tags = tuple(_tag(v.join("tags", i), t) for i, t in enumerate(v.items("tags", table.get("tags", []), MAX_TAGS,
                                                                            empty=True)))
@@ -136,7 +145,7 @@ def parse_spec(raw: object) -> Spec:
 
 def _tag(path: str, value: object) -> str:
     if not isinstance(value, str) or not TAG.fullmatch(value):
-        raise v.bad(path, value, "a tag (letters, digits, '_', '.', ':', '-'; at most 64)")
+        raise v.bad(path, value, TAG_RULE)
     return value
 
 

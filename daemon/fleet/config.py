@@ -6,9 +6,8 @@ import dataclasses
 import re
 import socket
 
-from cud.daemon.config_values import bad, positive_number, string
+from cud.daemon.config_values import bad, positive_number, string, tags
 from cud.daemon.config_values import table as checked_table
-from cud.fleet.labels import check_tag
 
 __all__ = ("FLEET_KEYS", "FleetConfig", "load_fleet")
 
@@ -21,7 +20,8 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 class FleetConfig:
     #: The head's GCS address, HOST:PORT (``--address``).
     address: str | None = None
-    #: Labels of every seat here that a spec can select (``cud_tag:TAG``).
+    #: Labels of every seat here that a spec can select (``seat_tags``; ``cud_tag:TAG`` in the fleet), added
+    #: to each seat's own ``[[seats]] tags``.
     tags: tuple[str, ...] = ()
     #: This node's name in the fleet (default: the hostname): ``cuctl fleet approve NAME:ID``, results' seats.
     name: str = dataclasses.field(default_factory=socket.gethostname)
@@ -51,9 +51,7 @@ def load_fleet(value: object) -> FleetConfig:
     if "address" in table:
         values["address"] = check_address("fleet.address", table["address"])
     if "tags" in table:
-        if not isinstance(table["tags"], list):
-            raise bad("fleet.tags", table["tags"], "a list of tags")
-        values["tags"] = tuple(check_tag(t) for t in table["tags"])
+        values["tags"] = tags("fleet.tags", table["tags"])
     if "name" in table:
         values["name"] = check_name("fleet.name", table["name"])
     if "ray_args" in table:

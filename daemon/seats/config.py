@@ -7,6 +7,7 @@ which is also the order free seats take unpinned work):
 * ``[[seats]]`` tables in the config: ``name`` and ``display``, or ``vnc`` with
   ``vnc_password_file`` / ``vnc_horizontal_scroll``; with ``user``, ``home`` and
   ``home_template`` a seat has a session (cud.daemon.session: commands, files, the reset);
+  ``tags`` label it for the tasks that ask for them (``seat_tags``, cud.seat_needs);
 * today's single ``display`` / ``vnc`` (flag, config key or ``$DISPLAY``): one seat
   named ``default``, so configs and commands from before seats keep working.
 
@@ -22,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cud.daemon.config_values import bad, string
+from cud.daemon.config_values import bad, string, tags
 from cud.daemon.config_values import table as checked_table
 from cud.daemon.session.places import Place, check_places
 from cud.daemon.session.user import SeatUser
@@ -38,7 +39,7 @@ DEFAULT_SEAT = "default"
 MAX_SEATS = 64
 #: The keys of a ``[[seats]]`` table.
 SEAT_KEYS = frozenset({"name", "display", "vnc", "vnc_password_file", "vnc_horizontal_scroll", "session_bus",
-                       "x_display", "user", "home", "home_template", "session_unit"})
+                       "x_display", "user", "home", "home_template", "session_unit", "tags"})
 #: Where a seat's targets are read (docs/targets.md): its session bus, and for a VNC seat the X display it mirrors.
 _TARGET_KEYS = ("session_bus", "x_display")
 #: A seat's session (docs/sessions.md); like the target keys, top-level keys of a one-seat config too.
@@ -67,6 +68,8 @@ class SeatConfig:
     home_template: Path | None = None
     #: The systemd unit that is the seat's session (docs/sessions.md#under-systemd); None: cud's own process groups.
     session_unit: str | None = None
+    #: Its labels: its ``[[seats]] tags``, then the node-wide ``[fleet] tags`` (a task's ``seat_tags`` picks by them).
+    tags: tuple[str, ...] = ()
 
     @property
     def target_display(self) -> str | None:
@@ -115,6 +118,8 @@ def _seat(prefix: str, name: str, table: Mapping[str, Any]) -> SeatConfig:
             raise ConfigError(f"config key '{prefix}x_display' is for a VNC seat; an X seat reads its own display",
                               key=f"{prefix}x_display")
         extra["x_display"] = check_display(f"{prefix}x_display", table["x_display"])
+    if "tags" in table:
+        extra["tags"] = tags(f"{prefix}tags", table["tags"])
     return dataclasses.replace(seat, **extra, **_session(prefix, table))
 
 

@@ -2,8 +2,9 @@
 
 Dispatch is first in first out over the queue: each free seat, in the order the
 seats were configured, takes the oldest queued task it may run (pinned to it,
-or to no seat). Tasks pinned to a busy or unavailable seat wait for it and hold
-nobody else back. Dispatch runs on the event loop's thread and marks a task
+or to no seat; its screen size and tags those the task needs, cud.seat_needs).
+Tasks pinned to a busy or unavailable seat, or needing one like it, wait for
+it and hold nobody else back. Dispatch runs on the event loop's thread and marks a task
 running before it hands it over, so no two seats can take the same task.
 """
 
@@ -24,6 +25,7 @@ from cud.daemon.seats.config import SeatConfig
 
 from cud.errors import NotFound, ProtocolError, StorageFull
 from cud.protocol import SeatView
+from cud.seat_needs import SeatNeeds, screen_of
 
 __all__ = ("Seats",)
 
@@ -81,6 +83,17 @@ class Seats:
         raise ProtocolError(f"this daemon has {len(self._seats)} seats; name one for {what}: "
                             f"{', '.join(self._seats)}", field="seat")
 
+    def check_needs(self, needs: SeatNeeds, *, session: bool = False) -> None:
+        """Refuse a task no seat here could ever take: none meets ``needs`` (and has a session, if ``session``).
+        A seat whose screen is unknown now (unavailable) may be the size asked for, so it counts."""
+        if any(seat.meets(needs) and (not session or seat.session is not None) for seat in self):
+            return
+        offer = "; ".join(f"{seat.name} (screen {'unknown now' if seat.size is None else screen_of(seat.size)}, "
+                          f"{'tags ' + ', '.join(seat.spec.tags) if seat.spec.tags else 'no tags'}"
+                          f"{', a session' if seat.session is not None else ''})" for seat in self)
+        raise NotFound(f"no seat of this daemon {'with a session ' if session else ''}meets {needs.words()}; "
+                       f"its seats: {offer}", seat=needs.seat, screen=needs.screen, seat_tags=list(needs.tags))
+
     def views(self) -> list[SeatView]:
         return [seat.view() for seat in self]
 
@@ -102,7 +115,7 @@ class Seats:
         for seat in self:
             if not seat.free:
                 continue
-            task = self.store.next_queued(seat.name, session=seat.session is not None)
+            task = self.store.next_queued(seat.name, session=seat.session is not None, meets=seat.meets)
             if task is None:
                 continue
             try:

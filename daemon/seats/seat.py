@@ -40,6 +40,7 @@ from openai import AsyncOpenAI
 
 from cud.errors import CudError, DisplayUnavailable, DriverError, SessionError, StorageFull, WrongState
 from cud.protocol import SeatState, SeatView, TaskView
+from cud.seat_needs import SeatNeeds
 
 __all__ = ("HEALTH_INTERVAL", "Seat", "SeatParts")
 
@@ -141,8 +142,13 @@ class Seat:
             "state": self.state,
             "task": self._task["id"] if self._task is not None else None,
             "size": list(self.size) if self.size is not None else None,
+            "tags": list(self.spec.tags),
             "error": self.error,
         }
+
+    def meets(self, needs: SeatNeeds) -> bool:
+        """Whether this seat will do for ``needs`` (its screen unknown while unavailable: it may)."""
+        return needs.met_by(self.name, self.size, self.spec.tags)
 
     def redact(self, text: str) -> str:
         return text.replace(self._api_key, "[redacted]") if self._api_key else text

@@ -31,6 +31,7 @@ from cud.daemon.store.writes import finishing, iso_to_epoch, now_iso
 from cud.daemon.store.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
 from cud.protocol import (EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, EventView,
                           GuardView, TaskView, UsageView, VerdictView)
+from cud.seat_needs import SeatNeeds
 from cud.spec import Spec
 
 __all__ = ()
@@ -150,11 +151,12 @@ class Store(SpendRows):
                max_duration: int | None = None, seat: str | None = None,
                rules: list[dict[str, Any]] | None = None, spec: Spec | None = None,
                files: Mapping[str, bytes] | None = None, key: str | None = None,
-               budgets: Mapping[str, Any] | None = None, guard: GuardView | None = None) -> TaskView:
+               budgets: Mapping[str, Any] | None = None, guard: GuardView | None = None,
+               needs: SeatNeeds = SeatNeeds()) -> TaskView:
         """Queue a task; ``seat`` pins it there, else the first free seat takes it (one with a
-        session if its ``spec`` needs one). ``key``, the idempotency key, is written in the same
-        transaction; its unique index refuses a second task with a recorded key (the caller looks
-        the key up first with :meth:`task_by_key`). ``budgets``: max_cost (a Decimal),
+        session if its ``spec`` needs one, one with the screen and tags in ``needs``). ``key``, the
+        idempotency key, is written in the same transaction; its unique index refuses a second task
+        with a recorded key (the caller looks the key up first with :meth:`task_by_key`). ``budgets``: max_cost (a Decimal),
         max_input_tokens, max_output_tokens, each None for none."""
         budgets = budgets or {}
         max_cost = budgets.get("max_cost")
@@ -163,13 +165,14 @@ class Store(SpendRows):
                 cur = db.execute(
                     "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
                     " submitter_name, created_at, seat, pinned, rules, spec, needs_session, idempotency_key, max_cost,"
-                    " max_input_tokens, max_output_tokens, guard)"
-                    " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " max_input_tokens, max_output_tokens, guard, screen, seat_tags)"
+                    " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None,
                      json.dumps(rules) if rules else None, None if spec is None else json.dumps(spec.judging()),
                      spec is not None and spec.needs_session, key,
                      None if max_cost is None else format_amount(max_cost), budgets.get("max_input_tokens"),
-                     budgets.get("max_output_tokens"), None if guard is None else json.dumps(guard)),
+                     budgets.get("max_output_tokens"), None if guard is None else json.dumps(guard),
+                     needs.screen, json.dumps(needs.tags) if needs.tags else None),
                 )
                 task_id = int(cur.lastrowid or 0)
                 # One file's bytes at a time (a spool reads each when asked): they may be hundreds of MB together.
@@ -227,17 +230,21 @@ class Store(SpendRows):
     def pending_approval_count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM approvals WHERE state = 'pending'").fetchone()[0])
 
-    def next_queued(self, seat: str | None = None, *, session: bool = True) -> TaskView | None:
+    def next_queued(self, seat: str | None = None, *, session: bool = True,
+                    meets: Callable[[SeatNeeds], bool] = lambda needs: True) -> TaskView | None:
         """The oldest queued task ``seat`` may run (pinned to it, or to none; one that needs a session
-        only if the seat has one: ``session``); any seat's if None."""
+        only if the seat has one: ``session``; one whose needs it ``meets``); any seat's if None."""
         if seat is None:
             row = self._db.execute("SELECT * FROM tasks WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
-        else:
-            row = self._db.execute(
-                "SELECT * FROM tasks WHERE state = 'queued' AND (pinned = 0 OR seat = ?) AND (needs_session = 0 OR ?)"
-                " ORDER BY id LIMIT 1", (seat, session)
-            ).fetchone()
-        return None if row is None else task_view(row)
+            return None if row is None else task_view(row)
+        # Only the needs' columns until one fits: the oldest task that does not care fits at once.
+        with contextlib.closing(self._db.execute(
+                "SELECT id, seat, screen, seat_tags FROM tasks WHERE state = 'queued' AND (pinned = 0 OR seat = ?)"
+                " AND (needs_session = 0 OR ?) ORDER BY id", (seat, session))) as rows:
+            fits = next((row["id"] for row in rows
+                         if meets(SeatNeeds(row["seat"], row["screen"], tuple(json.loads(row["seat_tags"] or "[]"))))),
+                        None)
+        return None if fits is None else self.task(fits)
 
     def task_files(self, task_id: int) -> StoredFiles:
         """The files a task's spec brought from the submitter's side, by the names the spec gives them."""

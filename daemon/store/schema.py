@@ -257,6 +257,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE tasks ADD COLUMN guard TEXT
     """,
+    # 11 (#29, the seat a task needs, cud.seat_needs): its screen size ("WxH") and the tags its seat must
+    # carry (a JSON list); NULL for tasks from before, and for tasks that do not care.
+    """
+    ALTER TABLE tasks ADD COLUMN screen TEXT;
+    ALTER TABLE tasks ADD COLUMN seat_tags TEXT
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -277,6 +283,8 @@ def task_view(row: sqlite3.Row) -> TaskView:
         "approval": row["approval"],
         "seat": row["seat"],
         "pinned": bool(row["pinned"]),
+        "screen": row["screen"],
+        "seat_tags": [] if row["seat_tags"] is None else json.loads(row["seat_tags"]),
         "steps": row["steps"],
         "final_message": row["final_message"],
         "error": None if row["error"] is None else json.loads(row["error"]),

@@ -67,6 +67,8 @@ class Machine:
     extra: dict[str, Any] = field(default_factory=dict)
     #: The node's user (None: root); its daemon runs as root all the same.
     user: SeatUser | None = None
+    #: Each seat's ``[[seats]] tags``, by seat name (none unless given).
+    seat_tags: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def socket(self) -> Path:
@@ -96,7 +98,8 @@ class Fleet:
     # -- starting -------------------------------------------------------------------------------
     def start(self, machines: dict[str, dict[str, Any]]) -> Fleet:
         """``machines``: name -> {"seats": N, "config": extra daemon TOML (before the seats),
-        "seat_prefix": the seats' names before their number ("s"), "user": the node's SeatUser}."""
+        "seat_prefix": the seats' names before their number ("s"), "user": the node's SeatUser,
+        "seat_tags": {seat name: its [[seats]] tags}}."""
         self.ns.start()
         self._model()
         head = self.ns.run([str(VENV_BIN / "ray"), "start", "--head", "--port", str(HEAD_PORT), "--num-cpus", "1",
@@ -110,10 +113,10 @@ class Fleet:
         return self
 
     def add(self, name: str, seats: int = 2, config: str = "", seat_prefix: str = "s",
-            user: SeatUser | None = None) -> Machine:
+            user: SeatUser | None = None, seat_tags: dict[str, list[str]] | None = None) -> Machine:
         """Another machine: its seats, its daemon, and its node joining (``wait_joined`` waits for it)."""
         machine = self._machine(name, seats, config, seat_prefix)
-        machine.user = user
+        machine.user, machine.seat_tags = user, seat_tags or {}
         self.start_daemon(machine)
         self.join(machine, len(self.machines))
         return machine
@@ -156,7 +159,8 @@ class Fleet:
         return machine
 
     def start_daemon(self, machine: Machine) -> None:
-        seats = "".join(f'[[seats]]\nname = "{n}"\ndisplay = "{d}"\n' for n, d in machine.displays.items())
+        seats = "".join(f'[[seats]]\nname = "{n}"\ndisplay = "{d}"\ntags = {json.dumps(machine.seat_tags.get(n, []))}\n'
+                        for n, d in machine.displays.items())
         (machine.dir / "cud.toml").write_text(f'model = "scripted:default"\n{machine.config}\n{seats}')
         env = {**self.env, "OPENAI_BASE_URL": self.model_url}
         machine.daemon = self.ns.popen(

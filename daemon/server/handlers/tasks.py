@@ -16,6 +16,7 @@ from cud.daemon.config import Config
 from cud.daemon.server.handlers.base import Context
 from cud.daemon.server.handlers.spec_files import check_spec_file_sizes, receive_spec_files
 from cud.daemon.targets.rules import parse_rules
+from cud.seat_needs import SeatNeeds
 from cud.spec import Spec
 from cud.spec.wire import spec_from_request
 
@@ -107,6 +108,8 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     if seat is not None:
         daemon.seats.get(seat)  # NotFound names the seats there are; an unavailable one is fine: it waits
     spec, files = _spec(ctx, request)
+    needs = SeatNeeds.of(request)
+    daemon.seats.check_needs(needs, session=spec is not None and spec.needs_session)
     if not daemon.reserve.has_room():
         raise StorageFull(
             f"the disk of the state directory {str(config.state_dir)!r} is full; the task was not queued",
@@ -123,7 +126,7 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     try:
         task = daemon.store.submit(
             request["prompt"], model, max_steps, approval, peer.uid, peer.name,
-            max_duration, seat, rules, spec, spool, key, budgets, guard,
+            max_duration, seat, rules, spec, spool, key, budgets, guard, needs,
         )
     finally:
         if spool is not None:
