@@ -84,6 +84,6 @@ def reattach(run: str, spec: dict[str, Any], files: dict[str, str]) -> Any:
         return None
     last = history[-1]
     # The seat it holds is free in Ray's books (its Ray task died with the driver): taken again here.
-    wanted = {**spec_resources(spec.get("seat")), node_marker(last["node"]): 0.001}
+    wanted = {**spec_resources(SeatNeeds.of(spec)), node_marker(last["node"]): 0.001}
     return run_spec.options(resources=wanted, max_retries=0, retry_exceptions=False).remote(run, spec, files,
                                                                                             last["attempt"])
