@@ -31,6 +31,9 @@ class Book:
         self.clock = clock
         self.runs: dict[str, list[dict[str, Any]]] = {}  # run key -> attempts in order
         self.jobs: dict[str, dict[str, Any]] = {}  # detached suite -> {"results", "files", "done", "done_at"}
+        # Every node's watcher asks for its superseded attempts each second: kept by node, so the answer
+        # costs what that node has to retire, not every run the registry remembers.
+        self.unretired: dict[str, set[tuple[str, int]]] = {}  # node -> (run, attempt) superseded, not retired
         self.pruned_at = clock()
 
     # -- attempts ---------------------------------------------------------------------------------
@@ -40,6 +43,9 @@ class Book:
         if now - self.pruned_at >= PRUNE_SECONDS:
             self.prune(now)
         attempts = self.runs.setdefault(run, [])
+        for entry in attempts:  # all superseded by this one
+            if not entry["retired"]:
+                self.unretired.setdefault(entry["node"], set()).add((run, entry["attempt"]))
         attempts.append({"attempt": len(attempts) + 1, "node": node, "ray_task": ray_task, "task": None,
                          "state": "started", "retired": False, "at": now, "ended_at": None})
         return len(attempts)
@@ -55,16 +61,16 @@ class Book:
     def superseded(self, node: str) -> list[dict[str, Any]]:
         """Attempts that ran on ``node``, not retired yet, of runs with a later attempt: what its agent interrupts."""
         found = []
-        for run, attempts in self.runs.items():
-            for entry in attempts[:-1]:
-                if entry["node"] == node and not entry["retired"]:
-                    later = attempts[-1]
-                    found.append({"run": run, "attempt": entry["attempt"], "key": f"{run}/a{entry['attempt']}",
-                                  "retry": {k: later[k] for k in ("attempt", "node", "task")}})
+        for run, attempt in sorted(self.unretired.get(node, ())):
+            later = self.runs[run][-1]
+            found.append({"run": run, "attempt": attempt, "key": f"{run}/a{attempt}",
+                          "retry": {k: later[k] for k in ("attempt", "node", "task")}})
         return found
 
     def retired(self, run: str, attempt: int) -> None:
-        self.runs[run][attempt - 1]["retired"] = True
+        entry = self.runs[run][attempt - 1]
+        entry["retired"] = True
+        self.unretired.get(entry["node"], set()).discard((run, attempt))
 
     def prune(self, now: float) -> None:
         """Forget the runs that are over: the last attempt ended long enough ago, every earlier one retired."""
