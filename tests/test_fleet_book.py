@@ -106,6 +106,6 @@ def test_pruning_never_forgets_what_is_still_asked_about(ops: list[tuple[str, in
         for key in [k for k in shadow if k not in book.runs]:
             del shadow[key]
         for where in ("w1", "w2", "w3"):  # what a node must retire: every earlier attempt of its not retired
-            expected = sorted((run, i + 1) for run, attempts in book.runs.items()
-                              for i, entry in enumerate(attempts[:-1]) if entry["node"] == where and not entry["retired"])
+            expected = sorted((run, i + 1) for run, attempts in book.runs.items() for i, entry in enumerate(attempts[:-1])
+                              if entry["node"] == where and not entry["retired"])
             assert [(e["run"], e["attempt"]) for e in book.superseded(where)] == expected

@@ -64,6 +64,13 @@ def write_suite(fleet: Fleet, name: str, count: int, scenario: str) -> Path:
     return folder
 
 
+def start_suite(fleet: Fleet, name: str, count: int, scenario: str) -> tuple[Path, Path, subprocess.Popen[bytes]]:
+    """``write_suite``'s specs run over the fleet in the background: the suite's folder, cuctl's log, cuctl."""
+    suite = write_suite(fleet, name, count, scenario)
+    out, log = fleet.dir / f"{name}-out", fleet.dir / f"{name}-cuctl.log"
+    return out, log, fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(suite), "--out", str(out), log=log)
+
+
 def results_of(folder: Path) -> dict[str, Any]:
     return json.loads((folder / "results.json").read_text())
 
@@ -116,10 +123,7 @@ def wait_running(fleet: Fleet, machine: str, prefix_of: Path, timeout: float = 1
 
 
 def test_a_raylet_killed_mid_task_costs_one_retry_and_loses_nothing(fleet: Fleet) -> None:
-    suite = write_suite(fleet, "raylet", 6, "slow-done")
-    out = fleet.dir / "raylet-out"
-    log = fleet.dir / "raylet-cuctl.log"
-    driver = fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(suite), "--out", str(out), log=log)
+    out, log, driver = start_suite(fleet, "raylet", 6, "slow-done")
     wait_running(fleet, "w1", out)
     os.kill(fleet.raylet(fleet.machines["w1"]), signal.SIGKILL)
     assert driver.wait(timeout=600) in (0, 1), log.read_text()
@@ -136,10 +140,7 @@ def test_a_raylet_killed_mid_task_costs_one_retry_and_loses_nothing(fleet: Fleet
 
 
 def test_a_daemon_killed_and_restarted_under_its_tasks(fleet: Fleet) -> None:
-    suite = write_suite(fleet, "restart", 6, "slow-done")
-    out = fleet.dir / "restart-out"
-    log = fleet.dir / "restart-cuctl.log"
-    driver = fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(suite), "--out", str(out), log=log)
+    out, log, driver = start_suite(fleet, "restart", 6, "slow-done")
     machine = fleet.machines["w2"]
     wait_running(fleet, "w2", out)
     fleet.kill_daemon(machine)
@@ -268,10 +269,7 @@ def test_a_node_whose_user_may_not_operate_refuses_a_spec_with_setup(fleet: Flee
 def test_a_machine_lost_mid_task_comes_back_and_names_the_retries(fleet: Fleet) -> None:
     """Its daemon, Ray node and agent killed at once (the VM lost): Ray retries its tasks on the other nodes;
     back, its daemon (which ended them at start-up) names each retry, and every spec is judged once."""
-    suite = write_suite(fleet, "lost", 6, "slow-done")  # six seats free: every one takes a task, w1's two too
-    out = fleet.dir / "lost-out"
-    log = fleet.dir / "lost-cuctl.log"
-    driver = fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(suite), "--out", str(out), log=log)
+    out, log, driver = start_suite(fleet, "lost", 6, "slow-done")  # six free seats: w1 takes two
     machine = fleet.machines["w1"]
     wait_running(fleet, "w1", out)
     fleet.kill_machine(machine)
@@ -297,10 +295,7 @@ def test_a_machine_lost_mid_task_comes_back_and_names_the_retries(fleet: Fleet) 
 def test_a_suite_resumed_after_its_driver_died_follows_its_tasks_again(fleet: Fleet) -> None:
     """``cuctl eval --fleet`` killed mid-suite, then ``--resume``: its runs in flight are followed again on their
     nodes by their keys (the Ray tasks died with the driver, the daemon tasks did not), none run twice."""
-    suite = write_suite(fleet, "resume", 6, "slow-done")
-    out = fleet.dir / "resume-out"
-    log = fleet.dir / "resume-cuctl.log"
-    driver = fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(suite), "--out", str(out), log=log)
+    out, log, driver = start_suite(fleet, "resume", 6, "slow-done")
     wait_running(fleet, "w2", out)
     os.kill(Netns.inner_pid(driver), signal.SIGKILL)
     driver.wait(timeout=60)
@@ -321,3 +316,16 @@ def test_cud_imports_and_runs_without_ray() -> None:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2, done.stderr
     assert "needs the fleet extra: pip install 'cud[fleet]'" in done.stderr, done.stderr
+
+
+def test_submit_over_a_fleet_refuses_the_flags_it_would_not_carry(tmp_path: Path) -> None:
+    """``cuctl submit --fleet`` runs the spec file as written: a flag it would drop is refused by name, before
+    any cluster is reached."""
+    spec = tmp_path / "t.toml"
+    spec.write_text('prompt = "Say done."\n')
+    done = subprocess.run([sys.executable, "-m", "cud.cuctl.main", "submit", "--fleet", "127.0.0.1:1", "--spec",
+                           str(spec), "--seat", "s2", "--max-steps", "3"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2, done.stderr
+    assert "--seat, --max-steps would be lost: put it in the spec" in done.stderr, done.stderr
+
