@@ -62,12 +62,12 @@ def submit_fleet(args: argparse.Namespace) -> int:
     if not args.spec:
         raise ConfigError("cuctl submit --fleet needs --spec FILE", key="spec")
     # The fleet runs the spec as it is written (a suite of one): a flag it would not carry is refused, not lost.
-    carried = {"prompt": "PROMPT", "from_osworld": "--from-osworld", "seat": "--seat", "screen": "--screen",
+    not_carried = {"prompt": "PROMPT", "from_osworld": "--from-osworld", "seat": "--seat", "screen": "--screen",
                "seat_tags": "--seat-tag", "max_steps": "--max-steps", "max_duration": "--max-duration",
                "max_input_tokens": "--max-input-tokens", "max_output_tokens": "--max-output-tokens",
                "approval": "--approval", "rule": "--rule", "key": "--key", "repeat_limit": "--repeat-limit",
                "cycle_limit": "--cycle-limit", "on_stuck": "--on-stuck"}
-    lost = [flag for name, flag in carried.items() if getattr(args, name, None) not in (None, False, [])]
+    lost = [flag for name, flag in not_carried.items() if getattr(args, name, None) not in (None, False, [])]
     if lost:
         raise ConfigError(f"cuctl submit --fleet runs the spec file as written and takes only --model and --max-cost "
                           f"beside it; {', '.join(lost)} would be lost: put it in the spec (docs/specs.md)",

@@ -183,13 +183,16 @@ class Fleet:
 
     def join(self, machine: Machine, index: int) -> None:
         machine.extra["index"] = index
+
+        def fleet_join(socket: Path, *ray_args: str) -> list[str]:
+            return [sys.executable, "-m", "cud.daemon.main", "fleet", "join", "--address", ADDRESS, "--config",
+                    str(machine.dir / "cud.toml"), "--socket", str(socket), "--name", machine.name, "--",
+                    *_ports(index), *ray_args]
+
         user = machine.user
         if user is None:
-            machine.agent = self.ns.popen(
-                [sys.executable, "-m", "cud.daemon.main", "fleet", "join", "--address", ADDRESS, "--config",
-                 str(machine.dir / "cud.toml"), "--socket", str(machine.socket), "--name", machine.name, "--",
-                 *_ports(index)],
-                env=self.env, cwd=machine.dir, log=machine.dir / "agent.log")
+            machine.agent = self.ns.popen(fleet_join(machine.socket), env=self.env, cwd=machine.dir,
+                                          log=machine.dir / "agent.log")
             return
         # As cud-fleet.service: the node's own directory (its pid file, Ray's session) with a link to the
         # daemon's socket, where the daemon's own directory is not the node user's to write.
@@ -203,9 +206,7 @@ class Fleet:
         machine.agent = self.ns.popen(
             ["unshare", "--mount", "--propagation", "private", sys.executable, "-m", "tests.support.user_namespace",
              "--uid", str(user.uid), "--gid", str(user.gid), "--staging", str(staging), "--",
-             sys.executable, "-m", "cud.daemon.main", "fleet", "join", "--address", ADDRESS, "--config",
-             str(machine.dir / "cud.toml"), "--socket", str(link), "--name", machine.name, "--",
-             *_ports(index), "--temp-dir", str(own / "ray")],
+             *fleet_join(link, "--temp-dir", str(own / "ray"))],
             env={**self.env, "HOME": str(own)}, cwd=own, log=machine.dir / "agent.log")
 
     def wait_joined(self, machine: Machine, timeout: float = 180.0) -> None:
