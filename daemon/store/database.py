@@ -26,6 +26,7 @@ from typing import Any
 from cud.budget import format_amount
 from cud.errors import ConfigError, NotFound, StorageFull, WrongState
 from cud.daemon.store.spec_files import StoredFiles
+from cud.daemon.store.counts import CountRows
 from cud.daemon.store.spend import SpendRows
 from cud.daemon.store.writes import finishing, iso_to_epoch, now_iso
 from cud.daemon.store.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
@@ -40,7 +41,7 @@ __all__ = ()
 _APPROVALS = "SELECT approvals.*, tasks.seat AS seat FROM approvals JOIN tasks ON tasks.id = approvals.task_id"
 Subscriber = Callable[[EventView], None]
 
-class Store(SpendRows):
+class Store(CountRows, SpendRows):
     """The daemon's one connection to its database. Used from the event loop's thread only."""
 
     def __init__(self, path: Path, on_full: Callable[[], bool] | None = None) -> None:
@@ -207,28 +208,6 @@ class Store(SpendRows):
             "SELECT * FROM tasks WHERE (?1 IS NULL OR idempotency_key = ?1)"
             " AND (?2 IS NULL OR substr(idempotency_key, 1, length(?2)) = ?2) ORDER BY id", (key, key_prefix))
         return [task_view(row) for row in rows]
-
-    # -- counts for the metrics (cheap aggregate queries, run at scrape time) ----------
-    def task_counts(self) -> dict[str, int]:
-        """How many tasks the database holds in each state."""
-        rows = self._db.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall()
-        return {row[0]: int(row[1]) for row in rows}
-
-    def verdict_counts(self) -> dict[str, int]:
-        """How many tasks the database holds judged ``passed`` and ``failed``."""
-        rows = self._db.execute("SELECT json_extract(verdict, '$.verdict'), COUNT(*) FROM tasks"
-                                " WHERE verdict IS NOT NULL GROUP BY 1").fetchall()
-        return {row[0]: int(row[1]) for row in rows}
-
-    def queued_by_seat(self) -> dict[str | None, int]:
-        """Queued tasks per seat they are pinned to; None holds those any seat may take."""
-        rows = self._db.execute(
-            "SELECT CASE WHEN pinned = 1 THEN seat END, COUNT(*) FROM tasks WHERE state = 'queued' GROUP BY 1"
-        ).fetchall()
-        return {row[0]: int(row[1]) for row in rows}
-
-    def pending_approval_count(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM approvals WHERE state = 'pending'").fetchone()[0])
 
     def next_queued(self, seat: str | None = None, *, session: bool = True,
                     meets: Callable[[SeatNeeds], bool] = lambda needs: True) -> TaskView | None:

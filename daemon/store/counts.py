@@ -1,0 +1,38 @@
+"""What the metrics count (daemon/metrics.py): cheap aggregate queries over the tasks and approvals, run at
+scrape time.
+
+Rows of :class:`cud.daemon.store.database.Store`, which inherits them: the same connection (``_db``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+__all__ = ("CountRows",)
+
+
+class CountRows:
+    if TYPE_CHECKING:
+        _db: sqlite3.Connection
+
+    def task_counts(self) -> dict[str, int]:
+        """How many tasks the database holds in each state."""
+        rows = self._db.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall()
+        return {row[0]: int(row[1]) for row in rows}
+
+    def verdict_counts(self) -> dict[str, int]:
+        """How many tasks the database holds judged ``passed`` and ``failed``."""
+        rows = self._db.execute("SELECT json_extract(verdict, '$.verdict'), COUNT(*) FROM tasks"
+                                " WHERE verdict IS NOT NULL GROUP BY 1").fetchall()
+        return {row[0]: int(row[1]) for row in rows}
+
+    def queued_by_seat(self) -> dict[str | None, int]:
+        """Queued tasks per seat they are pinned to; None holds those any seat may take."""
+        rows = self._db.execute(
+            "SELECT CASE WHEN pinned = 1 THEN seat END, COUNT(*) FROM tasks WHERE state = 'queued' GROUP BY 1"
+        ).fetchall()
+        return {row[0]: int(row[1]) for row in rows}
+
+    def pending_approval_count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM approvals WHERE state = 'pending'").fetchone()[0])
