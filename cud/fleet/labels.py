@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from cud.errors import ConfigError
-from cud.seat_needs import TAG_RULE, SeatNeeds, is_tag, screen_of
+from cud.seat_needs import SeatNeeds, screen_of
 
-__all__ = ("NODE_ENV", "SOCKET_ENV", "SEAT", "node_resources", "seat_resources", "spec_resources", "check_tag", "node_marker")
+__all__ = ("NODE_ENV", "SOCKET_ENV", "SEAT", "node_resources", "seat_resources", "spec_resources",
+           "node_marker")
 
 SEAT = "cud_seat"
 #: What ``cud fleet join`` gives its Ray node's workers: the daemon's socket, and the node's name.
@@ -27,13 +27,6 @@ SOCKET_ENV = "CUD_FLEET_SOCKET"
 NODE_ENV = "CUD_FLEET_NODE"
 #: A node's own marker resource, so the agent and ``cuctl fleet approvals`` find its Ray node by name.
 NODE = "cud_node:"
-
-
-def check_tag(tag: str) -> str:
-    """A ``[fleet] tags`` (or ``cud fleet join --tag``) value, by the one tag rule (cud.seat_needs)."""
-    if not is_tag(tag):
-        raise ConfigError(f"[fleet] tags: {tag!r} is not {TAG_RULE}", key="fleet.tags", value=repr(tag))
-    return tag
 
 
 def node_marker(name: str) -> str:

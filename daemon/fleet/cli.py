@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 from cud.daemon.config import default_socket, load_config
+from cud.daemon.config_values import tags
 from cud.daemon.fleet.config import FleetConfig, check_address, check_name
 from cud.errors import ConfigError, CudError
-from cud.fleet.labels import check_tag
 
 __all__ = ("add_commands", "run")
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         if args.name:
             changes["name"] = check_name("--name", args.name)
         if args.tag:
-            changes["tags"] = (*fleet.tags, *(check_tag(t) for t in args.tag))
+            changes["tags"] = tags("--tag", [*fleet.tags, *args.tag])  # the config's rule and bound, each once
         if args.ray_args:
             changes["ray_args"] = (*fleet.ray_args, *args.ray_args)
         from cud.daemon.fleet.agent import Agent
