@@ -327,3 +327,12 @@ def test_a_seat_whose_screen_is_unknown_now_may_be_the_one_a_task_needs(two: Two
     two.servers["b"] = restart_xvfb(two.servers["b"])
     assert two.held(waiting) == "b"
     assert two.finish(waiting) == ["b"]
+
+
+def test_fleet_join_tags_go_through_the_configs_check(tmp_path: Path) -> None:
+    """``cud fleet join --tag`` is refused by the same rule, naming the item, before any Ray is started."""
+    done = subprocess.run([sys.executable, "-m", "cud.daemon.main", "fleet", "join", "--address", "127.0.0.1:1",
+                           "--socket", str(tmp_path / "s"), "--tag", "ok", "--tag", "bad tag!"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "config key '--tag[1]' must be a tag" in done.stderr and "'bad tag!'" in done.stderr, done.stderr
