@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import os
 import shutil
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cud.daemon.budget.accepted import Accepted, at_submit, counted_by
+from cud.daemon.budget.config import Price, load_budget
+from cud.errors import ConfigError
 
 from tests.support.daemon import scenario
 from tests.support.recorder import wait_until
@@ -60,3 +68,31 @@ def test_a_task_from_before_kept_prices_is_refused_at_start_where_nothing_prices
     assert ended["error"]["details"]["model"] == "gpt-5.4" and ended["price"] is None
     assert daemon.model.requests == []  # refused before its first request
     assert [e["kind"] for e in daemon.events(2)][-2:] == ["running", "end"]
+
+
+def _task(price: dict[str, str] | None, max_cost: str | None = "2") -> Any:
+    return {"id": 7, "model": "gpt-x", "max_cost": max_cost, "price": price}
+
+
+def test_the_accepted_price_wins_and_what_cannot_be_counted_is_refused_by_name() -> None:
+    """counted_by, the one rule: the stored price over the config's; none where a line needs one refused."""
+    usd = {"currency": "USD", "input": "1", "cached_input": "0.5", "output": "4"}
+    configured = load_budget({"currency": "USD", "prices": {"gpt-x": {"input": 9, "output": 9}}})
+    assert at_submit(configured, "gpt-x") == {"currency": "USD", "input": "9", "cached_input": "9", "output": "9"}
+    assert at_submit(configured, "other") is None
+    kept = counted_by(_task(usd), configured)
+    assert kept == Accepted(Price(Decimal(1), Decimal("0.5"), Decimal(4)), "USD")  # not the config's 9s
+    assert counted_by(_task(None), configured) == Accepted(Price(Decimal(9), Decimal(9), Decimal(9)), "USD")
+    bare = load_budget({})
+    assert counted_by(_task(None, max_cost=None), bare) is None  # no line: the cost is merely unknown
+    with pytest.raises(ConfigError, match=r"task 7 was not started: its max_cost needs a price for model 'gpt-x'"):
+        counted_by(_task(None), bare)
+    capped = load_budget({"daily_cost": 5})
+    with pytest.raises(ConfigError, match=r"the daemon's \[budget\] daily_cost needs a price for model 'gpt-x'"):
+        counted_by(_task(None, max_cost=None), capped)
+    # A price in another currency than the day's cap cannot be counted against it; without a cap it counts in its own.
+    euros = load_budget({"currency": "EUR", "daily_cost": 5})
+    with pytest.raises(ConfigError, match=r"accepted with prices in USD, and the day's cap \(\[budget\] daily_cost\) "
+                                          r"is in EUR now"):
+        counted_by(_task(usd), euros)
+    assert counted_by(_task(usd), load_budget({"currency": "EUR"})).currency == "USD"  # type: ignore[union-attr]
