@@ -19,7 +19,7 @@ from cud.daemon.budget.accepted import Accepted, at_submit, counted_by
 from cud.daemon.budget.config import Price, load_budget
 from cud.errors import ConfigError
 
-from tests.support.daemon import scenario
+from tests.support.daemon import cuctl, scenario
 from tests.support.recorder import wait_until
 from tests.test_budgets import FOUR_ANSWERS, PRICES
 
@@ -35,6 +35,9 @@ def test_a_queued_task_keeps_its_price_through_a_restart_into_a_config_without_i
     wait_until(lambda: any("previous_response_id" in r for r in before.model.requests), 30, "the first task mid-run")
     kept = before.call("submit", prompt="look", max_cost="2")
     assert kept["task"]["state"] == "queued"
+    shown = cuctl(before.socket, "show", str(kept["id"])).stdout  # before its first answer: the kept currency
+    assert "budgets:       $2.00\n" in shown
+    assert "price:         $0.00 input, $0.00 cached input, $50,000.00 output, per million tokens" in shown
     assert before.stop() == 0
 
     # The same state directory; the config has no price for the model any more.
