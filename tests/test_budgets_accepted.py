@@ -58,7 +58,8 @@ def test_a_task_from_before_kept_prices_is_refused_at_start_where_nothing_prices
         short_tmp: Path, start_daemon) -> None:
     state = short_tmp / "state"
     state.mkdir(mode=0o700)
-    shutil.copy(DATA / "cud-v11.sqlite3", state / "cud.sqlite3")  # task 2: queued, max_cost 2, no price stored
+    # Task 2 there is queued with a max_cost of 2 and, from before the price was kept, no price.
+    shutil.copy(DATA / "cud-v11-budgets.sqlite3", state / "cud.sqlite3")
     os.chmod(state / "cud.sqlite3", 0o600)
     daemon = start_daemon(FOUR_ANSWERS, config=FAIL, workdir=short_tmp)
     ended = daemon.wait_state(2, "failed", "succeeded", "budget_exceeded")

@@ -379,7 +379,7 @@ def test_a_v11_database_upgrades_to_kept_prices_and_keeps_every_row(tmp_path: Pa
     from decimal import Decimal
 
     path = tmp_path / "old.sqlite3"
-    shutil.copy(DATA / "cud-v11.sqlite3", path)
+    shutil.copy(DATA / "cud-v11-budgets.sqlite3", path)
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 11
     store = Store(path)
     try:

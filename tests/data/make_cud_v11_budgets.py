@@ -1,5 +1,5 @@
-"""How tests/data/cud-v11.sqlite3 was made (schema version 11, cud before a task kept the price it was
-accepted with). Kept for the record; do not regenerate.
+"""How tests/data/cud-v11-budgets.sqlite3 was made (schema version 11, cud before a task kept the price it was
+accepted with; named for its use, so another v11 file may sit beside it). Kept for the record; do not regenerate.
 
 Made with the store of commit e41cf1f, the last before the migration that adds ``tasks.price`` (issue 41,
 item 8), run from that commit's worktree. A later schema must keep upgrading this file: tests/test_store.py
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cud.daemon.store.database import Store
 
-path = Path(__file__).with_name("cud-v11.sqlite3")
+path = Path(__file__).with_name("cud-v11-budgets.sqlite3")
 assert not path.exists(), "the v11 file is history: never overwrite it"
 store = Store(path)
 assert store._db.execute("PRAGMA user_version").fetchone()[0] == 11, "run with the store of commit e41cf1f"
