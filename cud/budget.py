@@ -13,8 +13,8 @@ from __future__ import annotations
 import decimal
 from decimal import Decimal
 
-__all__ = ("BUDGET_TASK_KEYS", "MAX_AMOUNT", "MAX_TOKENS_LIMIT", "describe_budgets", "describe_cost", "format_amount",
-           "format_money", "parse_amount")
+__all__ = ("BUDGET_TASK_KEYS", "MAX_AMOUNT", "MAX_TOKENS_LIMIT", "describe_budgets", "describe_cost", "describe_price",
+           "format_amount", "format_money", "parse_amount")
 
 #: A task's budgets, beside max_steps and max_duration: in cuctl submit's flags, a spec's keys, the
 #: submit request, the daemon's config (each task's default and ceiling) and TaskView.
@@ -78,11 +78,22 @@ def describe_cost(cost: object) -> str:
     return format_money(str(cost["amount"]), str(cost.get("currency") or ""))
 
 
+def describe_price(price: object) -> str:
+    """The price a task was accepted with (cud.protocol.PriceView) for people, per million tokens; "-": none kept."""
+    if not isinstance(price, dict):
+        return "-"
+    currency = str(price.get("currency") or "")
+    return (f"{format_money(str(price['input']), currency)} input, {format_money(str(price['cached_input']), currency)}"
+            f" cached input, {format_money(str(price['output']), currency)} output, per million tokens")
+
+
 def describe_budgets(task: dict[str, object]) -> str:
     """A task's budgets in words ("$2.00, 50,000 output tokens"), "none" without any."""
     parts = []
-    cost = task.get("cost")
-    currency = str(cost.get("currency")) if isinstance(cost, dict) and cost.get("currency") else ""
+    # The currency of the task's cost, else of the price it was accepted with (before its first answer).
+    cost, price = task.get("cost"), task.get("price")
+    priced = cost if isinstance(cost, dict) and cost.get("currency") else price if isinstance(price, dict) else {}
+    currency = str(priced.get("currency") or "")
     if task.get("max_cost") is not None:
         # Before the first answer a task has no cost, so no currency to show: the amount as the daemon keeps it.
         parts.append(format_money(str(task["max_cost"]), currency) if currency else f"max_cost {task['max_cost']}")

@@ -112,6 +112,7 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
     USAGE_KEYS,
     UsageView,
     CostView,
+    PriceView,
     VERDICTS,
     ArtifactView,
     CheckResultView,

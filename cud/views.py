@@ -105,6 +105,17 @@ class CostView(TypedDict):
     unknown: str | None
 
 
+class PriceView(TypedDict):
+    """The price a task was accepted with (daemon/budget/accepted.py): its model's [budget.prices] entry
+    and the [budget] currency at submit, per million tokens, each an exact decimal string. The task's
+    cost is counted by it, whatever the config says later."""
+
+    currency: str
+    input: str
+    cached_input: str
+    output: str
+
+
 Verdict = Literal["passed", "failed"]
 VERDICTS: tuple[Verdict, ...] = ("passed", "failed")
 
@@ -183,6 +194,8 @@ class TaskView(TypedDict):
     usage: UsageView | None
     #: What the model's answers cost so far (null: none yet), updated with each answer.
     cost: CostView | None
+    #: The price the task was accepted with (null: its model had none, or it was submitted before cud kept one).
+    price: PriceView | None
     #: Why a queued task waits although a seat may be free (the day's cap, [budget] daily_cost); else null.
     held: str | None
     #: The submitter's policy rules for this task ([] if none), as submitted.

@@ -370,3 +370,31 @@ def test_a_v6_database_takes_budgets_and_their_states_after_the_upgrade(tmp_path
         assert store.cost_by_model() == {("m", "USD"): Decimal("0.1")}
     finally:
         store.close()
+
+
+def test_a_v11_database_upgrades_to_kept_prices_and_keeps_every_row(tmp_path: Path) -> None:
+    """The migration that keeps a task's price (#41, item 8): every row, id, cost and budget survives, tasks
+    from before have no price (the daemon refuses such a task at start if a money line has nothing to count
+    by), and a new task keeps the price it is given."""
+    from decimal import Decimal
+
+    path = tmp_path / "old.sqlite3"
+    shutil.copy(DATA / "cud-v11-budgets.sqlite3", path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 11
+    store = Store(path)
+    try:
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        spent, queued = store.tasks()
+        assert (spent["state"], spent["max_cost"], spent["cost"]) == (
+            "succeeded", "2", {"amount": "1.5", "currency": "USD", "unknown": None})
+        assert (queued["id"], queued["state"], queued["key"], queued["max_cost"], queued["max_output_tokens"]) == (
+            2, "queued", "old-1", "2", 1000)
+        assert [t["price"] for t in (spent, queued)] == [None, None]
+        assert store.day_spend("2026-12-01", "USD") == Decimal("1.5")
+        price = {"currency": "EUR", "input": "2.5", "cached_input": "0.25", "output": "15"}
+        task = store.submit("p", "gpt-5.4", 1, "safety", 0, "root",
+                            budgets={"max_cost": Decimal("1"), "price": price})
+        assert task["id"] == 3 and task["price"] == price and store.task(task["id"])["price"] == price
+        assert store.submit("p", "m", 1, "safety", 0, "root")["price"] is None
+    finally:
+        store.close()

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cud.budget import describe_budgets, describe_cost
+from cud.budget import describe_budgets, describe_cost, describe_price
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
@@ -120,6 +120,7 @@ def show(client: Client, args: argparse.Namespace) -> int:
     print(f"{'model usage:':15}{describe_usage(task.get('usage'))}")
     print(f"{'cost:':15}{describe_cost(task.get('cost'))}")
     print(f"{'budgets:':15}{describe_budgets(task)}")
+    print(f"{'price:':15}{describe_price(task.get('price'))}")
     if task.get("held"):
         print(f"{'held:':15}{printable(task['held'])}")
     guard = task.get("guard")

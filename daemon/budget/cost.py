@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 
 from cud.budget import format_amount
-from cud.daemon.budget.config import BudgetConfig, Price
+from cud.daemon.budget.config import Price
 from cud.protocol import CostView
 
 __all__ = ("MILLION", "cost_of", "cost_view", "unknown_cost")
@@ -31,8 +31,8 @@ def unknown_cost(model: str) -> str:
     return f"no price for model {model!r}"
 
 
-def cost_view(amount: Decimal | None, model: str, budget: BudgetConfig) -> CostView:
-    """An amount as the protocol carries it; None: the model has no price in ``budget``."""
+def cost_view(amount: Decimal | None, model: str, currency: str) -> CostView:
+    """An amount in ``currency`` as the protocol carries it; None: the model has no price to count by."""
     if amount is None:
-        return {"amount": None, "currency": budget.currency, "unknown": unknown_cost(model)}
-    return {"amount": format_amount(amount), "currency": budget.currency, "unknown": None}
+        return {"amount": None, "currency": currency, "unknown": unknown_cost(model)}
+    return {"amount": format_amount(amount), "currency": currency, "unknown": None}

@@ -10,6 +10,10 @@ line a ``budget_warning`` event; at 100% a ``budget_reached`` event and then, wi
 ``on_budget = "ask"``, an approval of kind ``budget`` (approved: the line moves up by its first
 amount again; denied or timed out: the task ends ``budget_exceeded``), or with ``"fail"`` that end
 at once.
+
+Money is counted by the price the task was accepted with (:mod:`cud.daemon.budget.accepted`), in
+its currency; a task whose money line has no price to count by raises ConfigError here, before it
+starts (the seat then refuses it): no line is ever left unbounded.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from cud.budget import format_amount, format_money
+from cud.daemon.budget.accepted import counted_by
 from cud.daemon.budget.cost import cost_of, cost_view
 from cud.errors import BudgetExceeded
 
@@ -57,7 +62,10 @@ class BudgetGuard:
         task, config = run.task, run.seat.config
         self.config = config.budget
         self.model = task["model"]
-        self.price = self.config.price(self.model)
+        accepted = counted_by(task, self.config)  # ConfigError: a money line with no price to count by
+        self.price = None if accepted is None else accepted.price
+        #: The currency of the task's price and of its max_cost (the day's cap's too: accepted checks so).
+        self.currency = self.config.currency if accepted is None else accepted.currency
         self.tokens = {"input_tokens": 0, "cached_tokens": 0, "output_tokens": 0}
         self.spent: Decimal | None = Decimal(0) if self.price is not None else None
         self.lines: list[Line] = []
@@ -79,7 +87,7 @@ class BudgetGuard:
             with decimal.localcontext(prec=60):  # exact: no product of a price and a count needs more
                 amount = cost_of(tokens, self.price)
                 self.spent += amount
-        self.run.store.add_cost(self.run.task["id"], cost_view(self.spent, self.model, self.config), today(), amount)
+        self.run.store.add_cost(self.run.task["id"], cost_view(self.spent, self.model, self.currency), today(), amount)
         for line in self.lines:
             used = self.used(line)
             if not line.warned and used >= WARN_AT * line.limit:
@@ -90,7 +98,7 @@ class BudgetGuard:
         if line.budget == "max_cost":
             return self.spent or Decimal(0)
         if line.budget == "daily_cost":
-            return self.run.store.day_spend(today(), self.config.currency)
+            return self.run.store.day_spend(today(), self.currency)
         return Decimal(self.tokens[_TOKEN_BUDGETS[line.budget]])
 
     # -- the line ---------------------------------------------------------------------------
@@ -148,7 +156,7 @@ class BudgetGuard:
     # -- words ------------------------------------------------------------------------------
     def amount(self, line: Line, value: Decimal) -> str:
         if line.budget in ("max_cost", "daily_cost"):
-            return format_money(value, self.config.currency)
+            return format_money(value, self.currency)
         return f"{int(value):,} {_TOKEN_BUDGETS[line.budget].replace('_', ' ')}"
 
     def words(self, line: Line, used: Decimal) -> str:
@@ -169,7 +177,7 @@ class BudgetGuard:
         data: dict[str, Any] = {"step": step, "budget": line.budget, "limit": self._number(line, line.limit),
                                 "used": self._number(line, used), "message": self.words(line, used), **more}
         if line.budget in ("max_cost", "daily_cost"):
-            data["currency"] = self.config.currency
+            data["currency"] = self.currency
         return data
 
     def _event(self, kind: str, line: Line, used: Decimal, **more: Any) -> None:
@@ -181,5 +189,5 @@ class BudgetGuard:
         if self.price is not None:
             with decimal.localcontext(prec=60):
                 amount = cost_of(step, self.price)
-        return {"cost": cost_view(amount, self.model, self.config),
-                "total_cost": cost_view(self.spent, self.model, self.config)}
+        return {"cost": cost_view(amount, self.model, self.currency),
+                "total_cost": cost_view(self.spent, self.model, self.currency)}

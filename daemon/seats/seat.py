@@ -38,7 +38,7 @@ from cud.daemon.targets.lookup import TargetResolver
 from cud.daemon.store.trajectory import Trajectories, decode_data_url
 from openai import AsyncOpenAI
 
-from cud.errors import CudError, DisplayUnavailable, DriverError, SessionError, StorageFull, WrongState
+from cud.errors import ConfigError, CudError, DisplayUnavailable, DriverError, SessionError, StorageFull, WrongState
 from cud.protocol import SeatState, SeatView, TaskView
 from cud.seat_needs import SeatNeeds
 
@@ -310,7 +310,14 @@ class Seat:
             self.current.cancel(reason, interrupted=True)
 
     async def _run(self, task: TaskView) -> None:
-        run = TaskRun(self, task)
+        try:
+            run = TaskRun(self, task)
+        except ConfigError as exc:
+            # What the task was accepted with cannot hold it now (a money line with no price to count
+            # by, cud.daemon.budget.accepted): refused before anything of it runs, never run unbounded.
+            log.warning("seat %s, task %d: %s", self.name, task["id"], exc.message)
+            self.store.finish(task["id"], "failed", error=exc.to_dict())
+            return
         self.current = run  # a cancel during the reset below reaches the task
         recorder = None
         try:

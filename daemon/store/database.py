@@ -158,7 +158,8 @@ class Store(CountRows, SpendRows):
         session if its ``spec`` needs one, one with the screen and tags in ``needs``). ``key``, the
         idempotency key, is written in the same transaction; its unique index refuses a second task
         with a recorded key (the caller looks the key up first with :meth:`task_by_key`). ``budgets``: max_cost (a Decimal),
-        max_input_tokens, max_output_tokens, each None for none."""
+        max_input_tokens, max_output_tokens, each None for none, and
+        price, the PriceView the task was accepted with (daemon/budget/accepted.py)."""
         budgets = budgets or {}
         max_cost = budgets.get("max_cost")
         try:
@@ -166,14 +167,15 @@ class Store(CountRows, SpendRows):
                 cur = db.execute(
                     "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
                     " submitter_name, created_at, seat, pinned, rules, spec, needs_session, idempotency_key, max_cost,"
-                    " max_input_tokens, max_output_tokens, guard, screen, seat_tags)"
-                    " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " max_input_tokens, max_output_tokens, guard, screen, seat_tags, price)"
+                    " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None,
                      json.dumps(rules) if rules else None, None if spec is None else json.dumps(spec.judging()),
                      spec is not None and spec.needs_session, key,
                      None if max_cost is None else format_amount(max_cost), budgets.get("max_input_tokens"),
                      budgets.get("max_output_tokens"), None if guard is None else json.dumps(guard),
-                     needs.screen, json.dumps(needs.tags) if needs.tags else None),
+                     needs.screen, json.dumps(needs.tags) if needs.tags else None,
+                     None if budgets.get("price") is None else json.dumps(budgets["price"])),
                 )
                 task_id = int(cur.lastrowid or 0)
                 # One file's bytes at a time (a spool reads each when asked): they may be hundreds of MB together.

@@ -263,6 +263,12 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE tasks ADD COLUMN screen TEXT;
     ALTER TABLE tasks ADD COLUMN seat_tags TEXT
     """,
+    # (#41, item 8) the price a task was accepted with (JSON, cud.protocol.PriceView; daemon/budget/accepted.py):
+    # its cost is counted by it whatever the config says later. NULL for tasks from before (and models
+    # without a price): those are counted by the config's price, or refused at start if a line needs one.
+    """
+    ALTER TABLE tasks ADD COLUMN price TEXT
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -298,6 +304,7 @@ def task_view(row: sqlite3.Row) -> TaskView:
         "max_output_tokens": row["max_output_tokens"],
         "usage": None if row["usage"] is None else json.loads(row["usage"]),
         "cost": None if row["cost"] is None else json.loads(row["cost"]),
+        "price": None if row["price"] is None else json.loads(row["price"]),
         "held": row["held"],
         "rules": [] if row["rules"] is None else json.loads(row["rules"]),
         "guard": None if row["guard"] is None else json.loads(row["guard"]),

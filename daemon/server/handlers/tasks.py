@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 from cud.budget import BUDGET_TASK_KEYS, format_amount, parse_amount
+from cud.daemon.budget.accepted import at_submit
 from cud.daemon.config import Config
 from cud.daemon.server.handlers.base import Context
 from cud.daemon.server.handlers.spec_files import check_spec_file_sizes, receive_spec_files
@@ -55,7 +56,9 @@ def _budgets(request: SubmitRequest, config: Config, model: str) -> dict[str, An
     """The task's budgets: its own, else the daemon's; never above the daemon's (None: no limit).
 
     A money budget, and a daemon that caps the day's spend, need the model's price: a cost
-    nobody can compute cannot be held to a limit, so such a task is refused here, by name.
+    nobody can compute cannot be held to a limit, so such a task is refused here, by name. The
+    price of now is kept with the task (``price``): its lines are counted by it even if the
+    config's changes before it runs (daemon/budget/accepted.py).
     """
     budgets: dict[str, Any] = {}
     for key in BUDGET_TASK_KEYS:
@@ -81,6 +84,7 @@ def _budgets(request: SubmitRequest, config: Config, model: str) -> dict[str, An
             raise ProtocolError(f"{needs} needs a price for model {model!r}, and the daemon's [budget.prices] has "
                                 "none: its cost could not be counted", field="model", value=model,
                                 config_key="budget.prices")
+    budgets["price"] = at_submit(config.budget, model)
     return budgets
 
 
