@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
@@ -125,37 +126,103 @@ def test_homes_shared_between_seats_and_homes_of_others_are_refused(base: Path, 
 
 
 _COMPONENTS = st.sampled_from(["a", "b", "seat1", "..", ".", "state", "ü", "home", "x" * 40])
-_ROOTS = st.sampled_from(sorted(SYSTEM_DIRS | {"/srv/seats", "/var/lib/cud-seats", "/tmp/cud-prop", "/opt/x"}))
+#: "{real}": a directory the test makes (root's, 0755), so that templates exist and some pass.
+_ROOTS = st.sampled_from(sorted(SYSTEM_DIRS | {"/srv/seats", "/var/lib/cud-seats", "/tmp/cud-prop", "/opt/x",
+                                               "{real}"}))
+
+
+def _real_tree(base: Path) -> Path:
+    """``base/real``: a/ and home/ fit for a template; b/ holds a FIFO, seat1/ is writable by all, state/ is a
+    seat user's, ü/ holds a symlink to a character device (the symlink is fine, the device is not inside)."""
+    real = base / "real"
+    if real.exists():
+        return real
+    for name in ("a", "b", "seat1", "state", "ü", "home", "a/b", "x" * 40):
+        (real / name).mkdir(parents=True, mode=0o755)
+    (real / "a" / "notes.txt").write_text("notes\n")
+    os.mkfifo(real / "b" / "pipe", 0o600)
+    (real / "seat1").chmod(0o777)
+    if os.geteuid() == 0:
+        os.chown(real / "state", os.geteuid() + 4242, -1)
+    (real / "ü" / "null").symlink_to("/dev/null")
+    return real
+
+
+def _tree_is_a_templates(root: str) -> bool:
+    """What a template must be, said again by hand: root's or the daemon's, written by nobody else, no device,
+    socket or FIFO, and nothing above it that a seat's user could write."""
+    owners = {0, os.geteuid()}
+    for parent in PurePosixPath(root).parents:
+        info = os.lstat(parent)
+        if info.st_uid not in owners or (info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX):
+            return False
+    for top, dirs, files in os.walk(root):
+        for path in [top, *(os.path.join(top, n) for n in dirs + files)]:
+            info = os.lstat(path)
+            if info.st_uid not in owners:
+                return False
+            if not stat.S_ISLNK(info.st_mode) and (info.st_mode & 0o022 or not (
+                    stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode))):
+                return False
+    return True
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(roots=st.lists(_ROOTS, min_size=1, max_size=3),
        tails=st.lists(st.lists(_COMPONENTS, max_size=4), min_size=3, max_size=3),
-       state_root=_ROOTS, state_tail=st.lists(_COMPONENTS, max_size=3))
-@example(roots=["/tmp/cud-prop"], tails=[["state"], [], []], state_root="/tmp/cud-prop", state_tail=["state"])
+       state_root=_ROOTS, state_tail=st.lists(_COMPONENTS, max_size=3),
+       templates=st.lists(st.none() | st.tuples(_ROOTS, st.lists(_COMPONENTS, max_size=3)), min_size=3, max_size=3))
+@example(roots=["/tmp/cud-prop"], tails=[["state"], [], []], state_root="/tmp/cud-prop", state_tail=["state"],
+         templates=[None] * 3)
 @example(roots=["/tmp/cud-prop", "/tmp/cud-prop"], tails=[["a"], ["a", "b"], []], state_root="/opt/x",
-         state_tail=[])
-@example(roots=["/srv/seats"], tails=[["..", "..", "etc"], [], []], state_root="/opt/x", state_tail=[])
-def test_no_home_that_a_reset_must_not_touch_passes(roots: list[str], tails: list[list[str]], state_root: str,
-                                                     state_tail: list[str]) -> None:
-    """Whatever homes are configured, those that pass share nothing with the system, the daemon or each other."""
-    homes = ["/".join([root, *tail]) for root, tail in zip(roots, tails)]
-    state = "/".join([state_root, *state_tail])
+         state_tail=[], templates=[None] * 3)
+@example(roots=["/srv/seats"], tails=[["..", "..", "etc"], [], []], state_root="/opt/x", state_tail=[],
+         templates=[None] * 3)
+@example(roots=["/srv/seats"], tails=[[], [], []], state_root="/opt/x", state_tail=[],
+         templates=[("{real}", ["a"]), None, None])
+@example(roots=["/srv/seats"], tails=[[], [], []], state_root="{real}", state_tail=["a", "b"],
+         templates=[("{real}", ["a"]), None, None])
+@example(roots=["/srv/seats"], tails=[[], [], []], state_root="/opt/x", state_tail=[],
+         templates=[("/etc", []), None, None])
+@example(roots=["/srv/seats"], tails=[[], [], []], state_root="/opt/x", state_tail=[],
+         templates=[("{real}", ["b"]), None, None])
+@example(roots=["{real}", "/srv/seats"], tails=[["home"], [], []], state_root="/opt/x", state_tail=[],
+         templates=[None, ("{real}", []), None])
+def test_no_home_or_template_that_a_reset_must_not_touch_passes(
+        base: Path, roots: list[str], tails: list[list[str]], state_root: str, state_tail: list[str],
+        templates: list[tuple[str, list[str]] | None]) -> None:
+    """Whatever homes and templates are configured, those that pass share nothing with the system, the daemon or
+    each other, and a template that passes is a tree no seat's user can change, without devices, sockets or FIFOs."""
+    fill = str(_real_tree(base))
+    homes = ["/".join([root, *tail]).replace("{real}", fill) for root, tail in zip(roots, tails)]
+    state = "/".join([state_root, *state_tail]).replace("{real}", fill)
+    tpls = [None if t is None else "/".join([t[0], *t[1]]).replace("{real}", fill) for t in templates]
     daemon_home = "/home/cud-operator"
-    places = [Place(f"s{i}", f"seats[{i}].", home, None, os.geteuid() + 4242) for i, home in enumerate(homes)]
+    places = [Place(f"s{i}", f"seats[{i}].", home, tpls[i], os.geteuid() + 4242 + i, f"u{i}")
+              for i, home in enumerate(homes)]
     try:
         check_places(places, daemon_dirs={"the state directory": state}, daemon_home=daemon_home)
     except ConfigError as refused:
-        assert refused.details["key"].endswith("home") and refused.details["seat"].startswith("s")
+        assert refused.details["key"].endswith(("home", "home_template")), refused.details
+        assert refused.details["seat"].startswith("s") and refused.details["value"] in refused.message
         return
     real = [os.path.realpath(h) for h in homes]
+    real_state = os.path.realpath(state)
     for index, home in enumerate(real):
         assert home not in SYSTEM_DIRS
         assert not any(os.path.commonpath([home, tree]) == tree for tree in SYSTEM_TREES)
-        assert os.path.commonpath([home, os.path.realpath(state)]) not in (home, os.path.realpath(state))
+        assert os.path.commonpath([home, real_state]) not in (home, real_state)
         assert os.path.commonpath([home, daemon_home]) != home
         for other in real[index + 1:]:
             assert os.path.commonpath([home, other]) not in (home, other)
+    for template in (os.path.realpath(t) for t in tpls[:len(homes)] if t is not None):
+        assert template not in SYSTEM_DIRS
+        assert not any(os.path.commonpath([template, tree]) == tree for tree in SYSTEM_TREES)
+        assert os.path.commonpath([template, real_state]) not in (template, real_state)
+        assert os.path.commonpath([template, daemon_home]) != template
+        for home in real:
+            assert os.path.commonpath([template, home]) not in (template, home)
+        assert os.path.isdir(template) and _tree_is_a_templates(template)
 
 
 _UNIT_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_.\\-"
