@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import socket
 import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -123,6 +124,142 @@ def test_homes_shared_between_seats_and_homes_of_others_are_refused(base: Path, 
     (base / "to_etc").symlink_to("/etc")
     with pytest.raises(ConfigError, match="'/etc' is a system directory"):
         load_config(config(base, seat("one", ":1", user=user.name, home=f"{base}/to_etc")), env={})
+
+
+def _tree(base: Path, user: SeatUser, kind: str) -> str:
+    """A template under ``base`` with one flaw (``kind``); its path."""
+    template = base / f"tpl-{kind}"
+    (template / "Desktop").mkdir(parents=True)
+    (template / "Desktop" / "notes.txt").write_text("notes\n")
+    if kind == "fifo":
+        os.mkfifo(template / "Desktop" / "pipe")
+    elif kind == "socket":
+        with socket.socket(socket.AF_UNIX) as listener:
+            listener.bind(str(template / "Desktop" / "sock"))
+    elif kind == "device":  # /dev/null's numbers, made here: the reset would hand the user a device of its own
+        os.mknod(template / "Desktop" / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    elif kind == "owned":
+        os.chown(template, user.uid, user.gid)
+    elif kind == "owned-file":
+        os.chown(template / "Desktop" / "notes.txt", user.uid, user.gid)
+    elif kind == "writable":
+        (template / "Desktop").chmod(0o777)
+    elif kind == "group-writable":
+        (template / "Desktop" / "notes.txt").chmod(0o664)
+    elif kind == "open-parent":  # the directory above it: anyone may rename the template and put another there
+        inner = template / "inner"
+        inner.mkdir()
+        template.chmod(0o777)
+        return str(inner)
+    elif kind == "file":
+        return str(template / "Desktop" / "notes.txt")
+    elif kind == "link-to-dev":  # a symlink is what it points to
+        (base / "to-dev").symlink_to("/dev")
+        return str(base / "to-dev")
+    return str(template)
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("/etc", "'/etc' is a system directory: the reset would hand its files to the seat's user"),
+    ("/root", "'/root' is a system directory"),
+    ("/dev", "'/dev' is a system directory"),
+    ("/proc/1", "it is inside the system directory '/proc'"),
+    ("/etc/ssh", "it is inside the system directory '/etc'"),
+    ("{base}/state", "it is the daemon's state directory"),
+    ("{base}", "it holds the daemon's state directory"),
+    ("{base}/state/tpl", "it is inside the daemon's state directory"),
+    ("{own_home}", "the daemon's own home"),
+    ("tree:link-to-dev", "'/dev' is a system directory"),
+    ("tree:fifo", "it holds 'Desktop/pipe', a FIFO: the reset would hand it to the seat's user"),
+    ("tree:socket", "it holds 'Desktop/sock', a socket"),
+    ("tree:device", "it holds 'Desktop/null', a character device"),
+    ("tree:owned", "it belongs to uid {uid}: only uid 0 may own or write a template's files"),
+    ("tree:owned-file", "'Desktop/notes.txt' in it belongs to uid {uid}"),
+    ("tree:writable", "'Desktop' in it is writable by its group and others (mode 0777)"),
+    ("tree:group-writable", "'Desktop/notes.txt' in it is writable by its group (mode 0664)"),
+    ("tree:open-parent", "the directory '{base}/tpl-open-parent' above it is writable by its group and others"),
+    ("tree:file", "it is not an existing directory"),
+])
+def test_a_template_a_reset_must_not_copy_is_refused_by_name(base: Path, user: SeatUser, value: str,
+                                                             words: str) -> None:
+    """Issue 41, item 5: the reset copies the template as root and gives the copy to the seat's user."""
+    (base / "state").mkdir(exist_ok=True)
+    own_home = pwd.getpwuid(os.geteuid()).pw_dir
+    if value == "{own_home}" and PurePosixPath(own_home) in {PurePosixPath(d) for d in SYSTEM_DIRS}:
+        words = "is a system directory"  # root's home is /root: refused for that first
+    if value.startswith("tree:"):
+        value = _tree(base, user, value.removeprefix("tree:"))
+    fill = {"base": str(base), "own_home": own_home, "uid": str(user.uid)}
+    value = value.format(**fill)
+    with pytest.raises(ConfigError) as refused:
+        load_config(config(base, seat("one", ":1", user=user.name, home=f"{base}/h", home_template=value)), env={})
+    assert f"seat 'one': config key 'seats[0].home_template' = {value!r} is refused: " in refused.value.message
+    assert words.format(**fill) in refused.value.message, refused.value.message
+    assert refused.value.details["key"] == "seats[0].home_template"
+
+
+def test_two_seats_of_one_user_are_refused_naming_both_and_the_user(base: Path, user: SeatUser) -> None:
+    """Issue 41, item 5: a seat's reset ends every process of its user, the other seat's task with them."""
+    with pytest.raises(ConfigError) as refused:
+        load_config(config(base, seat("one", ":1", user=user.name, home=f"{base}/a")
+                           + seat("two", ":2", user=user.uid, home=f"{base}/b")), env={})
+    assert (f"seats 'one' and 'two' both run as user {user.name!r} (uid {user.uid}): a seat's reset ends every "
+            "process of its user") in refused.value.message
+    assert refused.value.details["key"] == "seats[1].user"
+
+
+def _secret_place(base: Path, user: SeatUser, where: str) -> str:
+    """A secret's path ``where`` (``{base}`` filled), made as the case says."""
+    path = Path(where.format(base=base))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.parent.name == "theirs":
+        os.chown(path.parent, user.uid, user.gid)
+    if path.parent.name == "sticky":
+        path.parent.chmod(0o1777)
+    if path.name != "not-yet":
+        path.write_text("sk-secret\n")
+        path.chmod(0o600)
+    if path.name == "users":
+        os.chown(path, user.uid, user.gid)
+    if path.name == "group":
+        os.chown(path, -1, user.gid)
+        path.chmod(0o620)
+    return str(path)
+
+
+_SECRET_CASES = [
+    ("{base}/h/key", "it is inside the home of seat 'one' ('{base}/h'), whose user could read or replace it"),
+    ("{base}/h/.config/deep/key", "it is inside the home of seat 'one'"),
+    ("{base}/tpl/key", "it is inside the template of seat 'one' ('{base}/tpl')"),
+    ("{base}/theirs/key", "the directory '{base}/theirs' it is in can be written by seat 'one''s user, who owns it"),
+    ("{base}/keys/users", "it can be written by seat 'one''s user, who owns it"),
+    ("{base}/keys/group", "it can be written by seat 'one''s user, through its group"),
+    ("{base}/sticky/key", "the directory '{base}/sticky' it is in can be written by everyone (mode 1777)"),
+]
+
+
+@pytest.mark.parametrize("key", ["api_key_file", "vnc_password_file", "notify[0].secret_file", "metrics.textfile"])
+@pytest.mark.parametrize(("where", "words"), _SECRET_CASES)
+def test_a_secret_a_seats_user_could_reach_is_refused_by_name(base: Path, user: SeatUser, key: str, where: str,
+                                                              words: str) -> None:
+    """Issue 41, item 5: a secret the daemon reads (a file it writes) where a seat's user can read or replace it."""
+    (base / "tpl").mkdir(exist_ok=True)
+    make_home(base, user, "h")
+    path = _secret_place(base, user, where)
+    table = seat("one", ":1" if key != "vnc_password_file" else None, user=user.name, home=f"{base}/h",
+                 home_template=f"{base}/tpl")
+    top = {"api_key_file": f'api_key_file = "{path}"\n', "metrics.textfile": f'[metrics]\ntextfile = "{path}"\n',
+           "notify[0].secret_file": f'[[notify]]\ncommand = ["/bin/true"]\n[[notify]]\nwebhook = "http://127.0.0.1:9/x"\n'
+                                    f'secret_header = "Authorization"\nsecret_file = "{path}"\n'}.get(key, "")
+    if key == "vnc_password_file":
+        table = table.replace('display = "None"', f'vnc = "127.0.0.1::5900"\nvnc_password_file = "{path}"')
+    if key == "notify[0].secret_file":
+        key = "notify[1].secret_file"
+    with pytest.raises(ConfigError) as refused:
+        load_config(config(base, top + table), env={})
+    shown = f"seats[0].{key}" if key == "vnc_password_file" else key
+    assert f"config key '{shown}' = {path!r} is refused: " in refused.value.message, refused.value.message
+    assert words.format(base=base) in refused.value.message, refused.value.message
 
 
 _COMPONENTS = st.sampled_from(["a", "b", "seat1", "..", ".", "state", "ü", "home", "x" * 40])
