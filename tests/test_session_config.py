@@ -151,6 +151,11 @@ def _tree(base: Path, user: SeatUser, kind: str) -> str:
         inner.mkdir()
         template.chmod(0o777)
         return str(inner)
+    elif kind == "users-parent":
+        inner = template / "inner"
+        inner.mkdir()
+        os.chown(template, user.uid, user.gid)
+        return str(inner)
     elif kind == "file":
         return str(template / "Desktop" / "notes.txt")
     elif kind == "link-to-dev":  # a symlink is what it points to
@@ -177,7 +182,9 @@ def _tree(base: Path, user: SeatUser, kind: str) -> str:
     ("tree:owned-file", "'Desktop/notes.txt' in it belongs to uid {uid}"),
     ("tree:writable", "'Desktop' in it is writable by its group and others (mode 0777)"),
     ("tree:group-writable", "'Desktop/notes.txt' in it is writable by its group (mode 0664)"),
-    ("tree:open-parent", "the directory '{base}/tpl-open-parent' above it is writable by its group and others"),
+    ("tree:open-parent", "the directory '{base}/tpl-open-parent' above it can be written by everyone (mode 0777)"),
+    ("tree:users-parent", "the directory '{base}/tpl-users-parent' above it can be written by seat 'one''s user, "
+                          "who owns it, who could put another tree in its place"),
     ("tree:file", "it is not an existing directory"),
 ])
 def test_a_template_a_reset_must_not_copy_is_refused_by_name(base: Path, user: SeatUser, value: str,
@@ -285,13 +292,13 @@ def _real_tree(base: Path) -> Path:
     return real
 
 
-def _tree_is_a_templates(root: str) -> bool:
+def _tree_is_a_templates(root: str, seat_uids: set[int]) -> bool:
     """What a template must be, said again by hand: root's or the daemon's, written by nobody else, no device,
-    socket or FIFO, and nothing above it that a seat's user could write."""
+    socket or FIFO, and nothing above it that a seat's user could write (these seats' users have no groups)."""
     owners = {0, os.geteuid()}
     for parent in PurePosixPath(root).parents:
         info = os.lstat(parent)
-        if info.st_uid not in owners or (info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX):
+        if info.st_uid in seat_uids or (info.st_mode & 0o002 and not info.st_mode & stat.S_ISVTX):
             return False
     for top, dirs, files in os.walk(root):
         for path in [top, *(os.path.join(top, n) for n in dirs + files)]:
@@ -359,7 +366,7 @@ def test_no_home_or_template_that_a_reset_must_not_touch_passes(
         assert os.path.commonpath([template, daemon_home]) != template
         for home in real:
             assert os.path.commonpath([template, home]) not in (template, home)
-        assert os.path.isdir(template) and _tree_is_a_templates(template)
+        assert os.path.isdir(template) and _tree_is_a_templates(template, {p.uid for p in places})
 
 
 _UNIT_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_.\\-"

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from cud.daemon.session.template import template_flaw
+from cud.daemon.session.template import SeatWriter, seat_writer, template_flaw
 from cud.errors import ConfigError
 
 __all__ = ("SYSTEM_DIRS", "SYSTEM_TREES", "Place", "check_places", "check_secrets")
@@ -160,6 +160,7 @@ def _check_owner(place: Place, home: PurePosixPath) -> None:
 
 def _check_template(place: Place, homes: list[tuple[PurePosixPath, Place]], kept: Mapping[str, PurePosixPath],
                     own: PurePosixPath | None) -> None:
+    everyone = [p for _home, p in homes]
     assert place.template is not None
     shown = place.template
     template = _real(shown)
@@ -187,7 +188,7 @@ def _check_template(place: Place, homes: list[tuple[PurePosixPath, Place]], kept
         raise _refuse(place, "home_template", shown, why)
     if not os.path.isdir(template):
         raise _refuse(place, "home_template", shown, "it is not an existing directory")
-    flaw = template_flaw(template)
+    flaw = template_flaw(template, _writers(everyone))
     if flaw is not None:
         raise _refuse(place, "home_template", shown, flaw)
 
@@ -195,7 +196,7 @@ def _check_template(place: Place, homes: list[tuple[PurePosixPath, Place]], kept
 def check_secrets(files: Mapping[str, str], places: Sequence[Place]) -> None:
     """Refuse a file of the daemon's (a secret it reads, a file it writes), by its key in ``files``, that a seat's
     user could read or replace: inside a seat's home or template, or where one of ``places``' users can write."""
-    guarded = [p for p in places if p.uid != os.geteuid()]  # a daemon's own seat cannot be kept from itself
+    guarded = _writers(places)
     for key, shown in files.items():
         real = _real(shown)
         for place in places:
@@ -211,7 +212,7 @@ def check_secrets(files: Mapping[str, str], places: Sequence[Place]) -> None:
             except OSError as exc:
                 raise _refused(key, shown, f"{str(path)!r} cannot be looked at: {exc.strerror}") from None
             # Sticky (/tmp) keeps others from renaming what is in it, not from making the file before the daemon.
-            who = _seat_writer(info, guarded, sticky_ok=path not in (real, real.parent))
+            who = seat_writer(info, guarded, sticky_ok=path not in (real, real.parent))
             if who is not None:
                 where = "it" if path == real else f"the directory {str(path)!r} it is in"
                 raise _refused(key, shown, f"{where} can be written by {who}, who could replace it")
@@ -221,17 +222,6 @@ def _refused(key: str, path: str, why: str) -> ConfigError:
     return ConfigError(f"config key '{key}' = {path!r} is refused: {why}", key=key, value=repr(path))
 
 
-def _seat_writer(info: os.stat_result, places: Sequence[Place], *, sticky_ok: bool) -> str | None:
-    """Which seat's user can write what ``info`` describes (a name in words), or None."""
-    for place in places:
-        if info.st_uid == place.uid:
-            return f"seat {place.seat!r}'s user, who owns it"
-    if sticky_ok and info.st_mode & stat.S_ISVTX:
-        return None
-    if info.st_mode & 0o002:
-        return f"everyone (mode {stat.S_IMODE(info.st_mode):04o}), seats' users too"
-    if info.st_mode & 0o020:
-        for place in places:
-            if info.st_gid in place.groups:
-                return f"seat {place.seat!r}'s user, through its group (gid {info.st_gid})"
-    return None
+def _writers(places: Sequence[Place]) -> list[SeatWriter]:
+    """The seats' users who could write a file of the daemon's; a daemon's own seat cannot be kept from itself."""
+    return [SeatWriter(p.seat, p.uid, p.groups) for p in places if p.uid != os.geteuid()]

@@ -27,7 +27,7 @@ from cud.daemon.session import clipboard
 from cud.daemon.session.home import SeatHome
 from cud.daemon.session.reset import ResetReport, reset_session
 from cud.daemon.session.sweep import SEAT_MARK
-from cud.daemon.session.template import template_flaw
+from cud.daemon.session.template import SeatWriter, template_flaw
 from cud.daemon.session.unit import SessionUnit
 from cud.daemon.session.user import SeatUser
 from cud.errors import PathRefused, SessionError
@@ -276,7 +276,9 @@ class SeatSession:
         """SessionError naming the template and why, if it may no longer be one (config load checked it once)."""
         if self.template is None:
             return
-        flaw = await asyncio.to_thread(template_flaw, self.template)
+        # The seat's own user, whom this reset is about (config load also looked for the other seats' users).
+        writers = [] if self.account.is_self else [SeatWriter(self.seat, self.account.uid, self.account.groups)]
+        flaw = await asyncio.to_thread(template_flaw, self.template, writers)
         if flaw is not None:
             raise SessionError(f"seat {self.seat!r}: the template {str(self.template)!r} is refused: {flaw}; "
                                "the reset did not touch the session", seat=self.seat, template=str(self.template))

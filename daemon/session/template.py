@@ -7,10 +7,12 @@ disk), and a template a seat's user can write lets that user choose what the
 next reset writes as root (the whole class of item 1 of issue 41). So, for the
 template's real path (symlinks resolved):
 
-* it, everything in it and every directory above it belongs to root or to the
-  daemon's own user (a daemon that is not root runs its one seat as itself);
-* nothing in it is writable by its group or by others; a directory above it may
-  be only if it is sticky (``/tmp``: nobody but the owner renames what is in it);
+* it and everything in it belongs to root or to the daemon's own user (a daemon
+  that is not root runs its one seat as itself), and nothing in it is writable by
+  its group or by others;
+* no directory above it is a seat's user's, or writable by one through its group
+  or as anyone (unless sticky, as ``/tmp``: nobody but the owner renames what is
+  in it): that user could put another tree in the template's place;
 * it holds only directories, regular files and symlinks: no device node, socket
   or FIFO.
 
@@ -25,9 +27,11 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-__all__ = ("template_flaw",)
+__all__ = ("SeatWriter", "seat_writer", "template_flaw")
 
 #: What a template may hold; anything else would become the seat user's own device, socket or FIFO.
 _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFREG: "a file", stat.S_IFLNK: "a symlink"}
@@ -40,21 +44,51 @@ def _owners() -> frozenset[int]:
     return frozenset({0, os.geteuid()})
 
 
-def _foreign(info: os.stat_result, *, sticky_ok: bool) -> str | None:
-    """Why an entry could be changed by someone but root and the daemon (None: it cannot)."""
+def _foreign(info: os.stat_result) -> str | None:
+    """Why an entry of the template could be changed by someone but root and the daemon (None: it cannot)."""
     if info.st_uid not in _owners():
         return f"belongs to uid {info.st_uid}"
     if stat.S_ISLNK(info.st_mode):
         return None  # a symlink's own mode means nothing
-    if info.st_mode & 0o022 and not (sticky_ok and info.st_mode & stat.S_ISVTX):
+    if info.st_mode & 0o022:
         whom = "its group and others" if info.st_mode & 0o022 == 0o022 else (
             "its group" if info.st_mode & 0o020 else "others")
         return f"is writable by {whom} (mode {stat.S_IMODE(info.st_mode):04o})"
     return None
 
 
-def template_flaw(path: str | Path) -> str | None:
-    """Why the tree at ``path`` may not be a template (see the module's text), in words; None if it may."""
+@dataclass(frozen=True)
+class SeatWriter:
+    """A seat's user, as far as who may write a file goes."""
+
+    seat: str
+    uid: int
+    #: Its groups, the primary one included.
+    groups: tuple[int, ...]
+
+
+def seat_writer(info: os.stat_result, writers: Sequence[SeatWriter], *, sticky_ok: bool) -> str | None:
+    """Which of ``writers`` can write what ``info`` describes, in words (None: none can).
+
+    ``sticky_ok``: ``info`` is a directory above the file, where the sticky bit keeps others from renaming it.
+    """
+    for writer in writers:
+        if info.st_uid == writer.uid:
+            return f"seat {writer.seat!r}'s user, who owns it"
+    if sticky_ok and info.st_mode & stat.S_ISVTX:
+        return None
+    if info.st_mode & 0o002:
+        return f"everyone (mode {stat.S_IMODE(info.st_mode):04o}), seats' users too"
+    if info.st_mode & 0o020:
+        for writer in writers:
+            if info.st_gid in writer.groups:
+                return f"seat {writer.seat!r}'s user, through its group (gid {info.st_gid})"
+    return None
+
+
+def template_flaw(path: str | Path, writers: Sequence[SeatWriter]) -> str | None:
+    """Why the tree at ``path`` may not be a template of seats whose users are ``writers`` (see the module's
+    text), in words; None if it may."""
     real = PurePosixPath(os.path.realpath(path))
     owners = " or ".join(f"uid {uid}" for uid in sorted(_owners()))
     for parent in reversed(real.parents):
@@ -62,10 +96,10 @@ def template_flaw(path: str | Path) -> str | None:
             info = os.lstat(parent)
         except OSError as exc:
             return f"the directory {str(parent)!r} above it cannot be looked at: {exc.strerror}"
-        why = _foreign(info, sticky_ok=True)
-        if why is not None:
-            return (f"the directory {str(parent)!r} above it {why}: only {owners} may be able to change it, "
-                    "or a seat's user could put another tree in its place")
+        who = seat_writer(info, writers, sticky_ok=True)
+        if who is not None:
+            return (f"the directory {str(parent)!r} above it can be written by {who}, who could put another tree "
+                    "in its place")
     stack = [real]
     while stack:
         here = stack.pop()
@@ -81,7 +115,7 @@ def template_flaw(path: str | Path) -> str | None:
                     "seat's user; a template holds only directories, files and symlinks")
         if here == real and kind != stat.S_IFDIR:
             return "it is not a directory"
-        why = _foreign(info, sticky_ok=False)
+        why = _foreign(info)
         if why is not None:
             return (f"{'it' if here == real else f'{shown} in it'} {why}: only {owners} may own or write a "
                     "template's files, or a seat's user could change what the reset writes as root")
