@@ -341,8 +341,22 @@ def load_config(
                                 for seat in kwargs["seats"])
     check_seat_places(kwargs["seats"], {"the daemon's state directory": str(kwargs["state_dir"]),
                                         "the daemon's socket": str(kwargs["socket"])},
-                      _daemon_home(), tables=len(kwargs["seats"]) > 1 or "seats" in raw)
+                      _daemon_home(), tables=len(kwargs["seats"]) > 1 or "seats" in raw, files=_daemon_files(kwargs))
     return Config(**kwargs)
+
+
+def _daemon_files(kwargs: Mapping[str, Any]) -> dict[str, Path]:
+    """The secrets the daemon reads and the files it writes, by config key: no seat's user may reach them."""
+    files: dict[str, Path] = {}
+    if kwargs.get("api_key_file") is not None:
+        files["api_key_file"] = kwargs["api_key_file"]
+    metrics: Metrics = kwargs.get("metrics", Metrics())
+    if metrics.textfile is not None:
+        files["metrics.textfile"] = metrics.textfile
+    for index, hook in enumerate(kwargs.get("notify", ())):
+        if hook.secret_file is not None:
+            files[f"notify[{index}].secret_file"] = hook.secret_file
+    return files
 
 
 def _daemon_home() -> str | None:

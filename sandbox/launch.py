@@ -201,7 +201,9 @@ def seat_lines(settings: Settings, records: dict[str, Record]) -> list[str]:
     Each names its seat's session bus, so that targets (docs/targets.md) name the
     accessibility element an action touches. A seat driven over VNC (SANDBOX=xvnc)
     also names the X display it shows, to read windows from. One seat is the
-    daemon's ``default``: top-level keys; several are ``[[seats]]`` tables.
+    daemon's ``default``: top-level keys; several are ``[[seats]]`` tables. Not run as root,
+    every seat's user would be the invoking user, and two seats may not share a user (one's
+    reset would end the other's task): then only the first seat has a session.
     """
     password = json.dumps(str(settings.path("vnc-password")))  # a JSON string is a TOML basic string
     tables = []
@@ -215,8 +217,9 @@ def seat_lines(settings: Settings, records: dict[str, Record]) -> list[str]:
             keys.append(f"display = {json.dumps(xserver.info['display'])}")
         keys.append(f"session_bus = {json.dumps(records[seat.part('session-bus')].info['address'])}")
         session = seat_session(settings, seat)  # its session: cuctl exec/cp/clipboard/reset (docs/sessions.md)
-        keys += [f"user = {json.dumps(session.user)}", f"home = {json.dumps(str(session.home))}",
-                 f"home_template = {json.dumps(str(session.template))}"]
+        if os.geteuid() == 0 or seat == settings.seat_list[0]:
+            keys += [f"user = {json.dumps(session.user)}", f"home = {json.dumps(str(session.home))}",
+                     f"home_template = {json.dumps(str(session.template))}"]
         tables.append(keys)
     if settings.seats == 1:
         return ["# The sandbox's display and the session bus its applications use.", *tables[0]]

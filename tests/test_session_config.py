@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pwd
+import socket
+import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
@@ -124,38 +126,247 @@ def test_homes_shared_between_seats_and_homes_of_others_are_refused(base: Path, 
         load_config(config(base, seat("one", ":1", user=user.name, home=f"{base}/to_etc")), env={})
 
 
+def _tree(base: Path, user: SeatUser, kind: str) -> str:
+    """A template under ``base`` with one flaw (``kind``); its path."""
+    template = base / f"tpl-{kind}"
+    (template / "Desktop").mkdir(parents=True)
+    (template / "Desktop" / "notes.txt").write_text("notes\n")
+    if kind == "fifo":
+        os.mkfifo(template / "Desktop" / "pipe")
+    elif kind == "socket":
+        with socket.socket(socket.AF_UNIX) as listener:
+            listener.bind(str(template / "Desktop" / "sock"))
+    elif kind == "device":  # /dev/null's numbers, made here: the reset would hand the user a device of its own
+        os.mknod(template / "Desktop" / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    elif kind == "owned":
+        os.chown(template, user.uid, user.gid)
+    elif kind == "owned-file":
+        os.chown(template / "Desktop" / "notes.txt", user.uid, user.gid)
+    elif kind == "writable":
+        (template / "Desktop").chmod(0o777)
+    elif kind == "group-writable":
+        (template / "Desktop" / "notes.txt").chmod(0o664)
+    elif kind == "open-parent":  # the directory above it: anyone may rename the template and put another there
+        inner = template / "inner"
+        inner.mkdir()
+        template.chmod(0o777)
+        return str(inner)
+    elif kind == "users-parent":
+        inner = template / "inner"
+        inner.mkdir()
+        os.chown(template, user.uid, user.gid)
+        return str(inner)
+    elif kind == "file":
+        return str(template / "Desktop" / "notes.txt")
+    elif kind == "link-to-dev":  # a symlink is what it points to
+        (base / "to-dev").symlink_to("/dev")
+        return str(base / "to-dev")
+    return str(template)
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("/etc", "'/etc' is a system directory: the reset would hand its files to the seat's user"),
+    ("/root", "'/root' is a system directory"),
+    ("/dev", "'/dev' is a system directory"),
+    ("/proc/1", "it is inside the system directory '/proc'"),
+    ("/etc/ssh", "it is inside the system directory '/etc'"),
+    ("{base}/state", "it is the daemon's state directory"),
+    ("{base}", "it holds the daemon's state directory"),
+    ("{base}/state/tpl", "it is inside the daemon's state directory"),
+    ("{own_home}", "the daemon's own home"),
+    ("tree:link-to-dev", "'/dev' is a system directory"),
+    ("tree:fifo", "it holds 'Desktop/pipe', a FIFO: the reset would hand it to the seat's user"),
+    ("tree:socket", "it holds 'Desktop/sock', a socket"),
+    ("tree:device", "it holds 'Desktop/null', a character device"),
+    ("tree:owned", "it belongs to uid {uid}: only uid 0 may own or write a template's files"),
+    ("tree:owned-file", "'Desktop/notes.txt' in it belongs to uid {uid}"),
+    ("tree:writable", "'Desktop' in it is writable by its group and others (mode 0777)"),
+    ("tree:group-writable", "'Desktop/notes.txt' in it is writable by its group (mode 0664)"),
+    ("tree:open-parent", "the directory '{base}/tpl-open-parent' above it can be written by everyone (mode 0777)"),
+    ("tree:users-parent", "the directory '{base}/tpl-users-parent' above it can be written by seat 'one''s user, "
+                          "who owns it, who could put another tree in its place"),
+    ("tree:file", "it is not an existing directory"),
+])
+def test_a_template_a_reset_must_not_copy_is_refused_by_name(base: Path, user: SeatUser, value: str,
+                                                             words: str) -> None:
+    """Issue 41, item 5: the reset copies the template as root and gives the copy to the seat's user."""
+    (base / "state").mkdir(exist_ok=True)
+    own_home = pwd.getpwuid(os.geteuid()).pw_dir
+    if value == "{own_home}" and PurePosixPath(own_home) in {PurePosixPath(d) for d in SYSTEM_DIRS}:
+        words = "is a system directory"  # root's home is /root: refused for that first
+    if value.startswith("tree:"):
+        value = _tree(base, user, value.removeprefix("tree:"))
+    fill = {"base": str(base), "own_home": own_home, "uid": str(user.uid)}
+    value = value.format(**fill)
+    with pytest.raises(ConfigError) as refused:
+        load_config(config(base, seat("one", ":1", user=user.name, home=f"{base}/h", home_template=value)), env={})
+    assert f"seat 'one': config key 'seats[0].home_template' = {value!r} is refused: " in refused.value.message
+    assert words.format(**fill) in refused.value.message, refused.value.message
+    assert refused.value.details["key"] == "seats[0].home_template"
+
+
+def test_two_seats_of_one_user_are_refused_naming_both_and_the_user(base: Path, user: SeatUser) -> None:
+    """Issue 41, item 5: a seat's reset ends every process of its user, the other seat's task with them."""
+    with pytest.raises(ConfigError) as refused:
+        load_config(config(base, seat("one", ":1", user=user.name, home=f"{base}/a")
+                           + seat("two", ":2", user=user.uid, home=f"{base}/b")), env={})
+    assert (f"seats 'one' and 'two' both run as user {user.name!r} (uid {user.uid}): a seat's reset ends every "
+            "process of its user") in refused.value.message
+    assert refused.value.details["key"] == "seats[1].user"
+
+
+def _secret_place(base: Path, user: SeatUser, where: str) -> str:
+    """A secret's path ``where`` (``{base}`` filled), made as the case says."""
+    path = Path(where.format(base=base))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.parent.name == "theirs":
+        os.chown(path.parent, user.uid, user.gid)
+    if path.parent.name == "sticky":
+        path.parent.chmod(0o1777)
+    if path.name != "not-yet":
+        path.write_text("sk-secret\n")
+        path.chmod(0o600)
+    if path.name == "users":
+        os.chown(path, user.uid, user.gid)
+    if path.name == "group":
+        os.chown(path, -1, user.gid)
+        path.chmod(0o620)
+    return str(path)
+
+
+_SECRET_CASES = [
+    ("{base}/h/key", "it is inside the home of seat 'one' ('{base}/h'), whose user could read or replace it"),
+    ("{base}/h/.config/deep/key", "it is inside the home of seat 'one'"),
+    ("{base}/tpl/key", "it is inside the template of seat 'one' ('{base}/tpl')"),
+    ("{base}/theirs/key", "the directory '{base}/theirs' it is in can be written by seat 'one''s user, who owns it"),
+    ("{base}/keys/users", "it can be written by seat 'one''s user, who owns it"),
+    ("{base}/keys/group", "it can be written by seat 'one''s user, through its group"),
+    ("{base}/sticky/key", "the directory '{base}/sticky' it is in can be written by everyone (mode 1777)"),
+]
+
+
+@pytest.mark.parametrize("key", ["api_key_file", "vnc_password_file", "notify[0].secret_file", "metrics.textfile"])
+@pytest.mark.parametrize(("where", "words"), _SECRET_CASES)
+def test_a_secret_a_seats_user_could_reach_is_refused_by_name(base: Path, user: SeatUser, key: str, where: str,
+                                                              words: str) -> None:
+    """Issue 41, item 5: a secret the daemon reads (a file it writes) where a seat's user can read or replace it."""
+    (base / "tpl").mkdir(exist_ok=True)
+    make_home(base, user, "h")
+    path = _secret_place(base, user, where)
+    table = seat("one", ":1" if key != "vnc_password_file" else None, user=user.name, home=f"{base}/h",
+                 home_template=f"{base}/tpl")
+    top = {"api_key_file": f'api_key_file = "{path}"\n', "metrics.textfile": f'[metrics]\ntextfile = "{path}"\n',
+           "notify[0].secret_file": f'[[notify]]\ncommand = ["/bin/true"]\n[[notify]]\nwebhook = "http://127.0.0.1:9/x"\n'
+                                    f'secret_header = "Authorization"\nsecret_file = "{path}"\n'}.get(key, "")
+    if key == "vnc_password_file":
+        table = table.replace('display = "None"', f'vnc = "127.0.0.1::5900"\nvnc_password_file = "{path}"')
+    if key == "notify[0].secret_file":
+        key = "notify[1].secret_file"
+    with pytest.raises(ConfigError) as refused:
+        load_config(config(base, top + table), env={})
+    shown = f"seats[0].{key}" if key == "vnc_password_file" else key
+    assert f"config key '{shown}' = {path!r} is refused: " in refused.value.message, refused.value.message
+    assert words.format(base=base) in refused.value.message, refused.value.message
+
+
 _COMPONENTS = st.sampled_from(["a", "b", "seat1", "..", ".", "state", "ü", "home", "x" * 40])
-_ROOTS = st.sampled_from(sorted(SYSTEM_DIRS | {"/srv/seats", "/var/lib/cud-seats", "/tmp/cud-prop", "/opt/x"}))
+#: "{real}": a directory the test makes (root's, 0755), so that templates exist and some pass.
+_ROOTS = st.sampled_from(sorted(SYSTEM_DIRS | {"/srv/seats", "/var/lib/cud-seats", "/tmp/cud-prop", "/opt/x",
+                                               "{real}"}))
+
+
+def _real_tree(base: Path) -> Path:
+    """``base/real``: a/ and home/ fit for a template; b/ holds a FIFO, seat1/ is writable by all, state/ is a
+    seat user's, ü/ holds a symlink to a character device (the symlink is fine, the device is not inside)."""
+    real = base / "real"
+    if real.exists():
+        return real
+    for name in ("a", "b", "seat1", "state", "ü", "home", "a/b", "x" * 40):
+        (real / name).mkdir(parents=True, mode=0o755)
+    (real / "a" / "notes.txt").write_text("notes\n")
+    os.mkfifo(real / "b" / "pipe", 0o600)
+    (real / "seat1").chmod(0o777)
+    if os.geteuid() == 0:
+        os.chown(real / "state", os.geteuid() + 4242, -1)
+    (real / "ü" / "null").symlink_to("/dev/null")
+    return real
+
+
+def _tree_is_a_templates(root: str, seat_uids: set[int]) -> bool:
+    """What a template must be, said again by hand: root's or the daemon's, written by nobody else, no device,
+    socket or FIFO, and nothing above it that a seat's user could write (these seats' users have no groups)."""
+    owners = {0, os.geteuid()}
+    for parent in PurePosixPath(root).parents:
+        info = os.lstat(parent)
+        if info.st_uid in seat_uids or (info.st_mode & 0o002 and not info.st_mode & stat.S_ISVTX):
+            return False
+    for top, dirs, files in os.walk(root):
+        for path in [top, *(os.path.join(top, n) for n in dirs + files)]:
+            info = os.lstat(path)
+            if info.st_uid not in owners:
+                return False
+            if not stat.S_ISLNK(info.st_mode) and (info.st_mode & 0o022 or not (
+                    stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode))):
+                return False
+    return True
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(roots=st.lists(_ROOTS, min_size=1, max_size=3),
        tails=st.lists(st.lists(_COMPONENTS, max_size=4), min_size=3, max_size=3),
-       state_root=_ROOTS, state_tail=st.lists(_COMPONENTS, max_size=3))
-@example(roots=["/tmp/cud-prop"], tails=[["state"], [], []], state_root="/tmp/cud-prop", state_tail=["state"])
+       state_root=_ROOTS, state_tail=st.lists(_COMPONENTS, max_size=3),
+       templates=st.lists(st.none() | st.tuples(_ROOTS, st.lists(_COMPONENTS, max_size=3)), min_size=3, max_size=3))
+@example(roots=["/tmp/cud-prop"], tails=[["state"], [], []], state_root="/tmp/cud-prop", state_tail=["state"],
+         templates=[None] * 3)
 @example(roots=["/tmp/cud-prop", "/tmp/cud-prop"], tails=[["a"], ["a", "b"], []], state_root="/opt/x",
-         state_tail=[])
-@example(roots=["/srv/seats"], tails=[["..", "..", "etc"], [], []], state_root="/opt/x", state_tail=[])
-def test_no_home_that_a_reset_must_not_touch_passes(roots: list[str], tails: list[list[str]], state_root: str,
-                                                     state_tail: list[str]) -> None:
-    """Whatever homes are configured, those that pass share nothing with the system, the daemon or each other."""
-    homes = ["/".join([root, *tail]) for root, tail in zip(roots, tails)]
-    state = "/".join([state_root, *state_tail])
+         state_tail=[], templates=[None] * 3)
+@example(roots=["/srv/seats"], tails=[["..", "..", "etc"], [], []], state_root="/opt/x", state_tail=[],
+         templates=[None] * 3)
+@example(roots=["/srv/seats"], tails=[[], [], []], state_root="/opt/x", state_tail=[],
+         templates=[("{real}", ["a"]), None, None])
+@example(roots=["/srv/seats"], tails=[[], [], []], state_root="{real}", state_tail=["a", "b"],
+         templates=[("{real}", ["a"]), None, None])
+@example(roots=["/srv/seats"], tails=[[], [], []], state_root="/opt/x", state_tail=[],
+         templates=[("/etc", []), None, None])
+@example(roots=["/srv/seats"], tails=[[], [], []], state_root="/opt/x", state_tail=[],
+         templates=[("{real}", ["b"]), None, None])
+@example(roots=["{real}", "/srv/seats"], tails=[["home"], [], []], state_root="/opt/x", state_tail=[],
+         templates=[None, ("{real}", []), None])
+def test_no_home_or_template_that_a_reset_must_not_touch_passes(
+        base: Path, roots: list[str], tails: list[list[str]], state_root: str, state_tail: list[str],
+        templates: list[tuple[str, list[str]] | None]) -> None:
+    """Whatever homes and templates are configured, those that pass share nothing with the system, the daemon or
+    each other, and a template that passes is a tree no seat's user can change, without devices, sockets or FIFOs."""
+    fill = str(_real_tree(base))
+    homes = ["/".join([root, *tail]).replace("{real}", fill) for root, tail in zip(roots, tails)]
+    state = "/".join([state_root, *state_tail]).replace("{real}", fill)
+    tpls = [None if t is None else "/".join([t[0], *t[1]]).replace("{real}", fill) for t in templates]
     daemon_home = "/home/cud-operator"
-    places = [Place(f"s{i}", f"seats[{i}].", home, None, os.geteuid() + 4242) for i, home in enumerate(homes)]
+    places = [Place(f"s{i}", f"seats[{i}].", home, tpls[i], os.geteuid() + 4242 + i, f"u{i}")
+              for i, home in enumerate(homes)]
     try:
         check_places(places, daemon_dirs={"the state directory": state}, daemon_home=daemon_home)
     except ConfigError as refused:
-        assert refused.details["key"].endswith("home") and refused.details["seat"].startswith("s")
+        assert refused.details["key"].endswith(("home", "home_template")), refused.details
+        assert refused.details["seat"].startswith("s") and refused.details["value"] in refused.message
         return
     real = [os.path.realpath(h) for h in homes]
+    real_state = os.path.realpath(state)
     for index, home in enumerate(real):
         assert home not in SYSTEM_DIRS
         assert not any(os.path.commonpath([home, tree]) == tree for tree in SYSTEM_TREES)
-        assert os.path.commonpath([home, os.path.realpath(state)]) not in (home, os.path.realpath(state))
+        assert os.path.commonpath([home, real_state]) not in (home, real_state)
         assert os.path.commonpath([home, daemon_home]) != home
         for other in real[index + 1:]:
             assert os.path.commonpath([home, other]) not in (home, other)
+    for template in (os.path.realpath(t) for t in tpls[:len(homes)] if t is not None):
+        assert template not in SYSTEM_DIRS
+        assert not any(os.path.commonpath([template, tree]) == tree for tree in SYSTEM_TREES)
+        assert os.path.commonpath([template, real_state]) not in (template, real_state)
+        assert os.path.commonpath([template, daemon_home]) != template
+        for home in real:
+            assert os.path.commonpath([template, home]) not in (template, home)
+        assert os.path.isdir(template) and _tree_is_a_templates(template, {p.uid for p in places})
 
 
 _UNIT_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_.\\-"

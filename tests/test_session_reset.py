@@ -15,6 +15,7 @@ import base64
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -263,6 +264,55 @@ def test_a_failed_reset_makes_the_seat_unavailable_until_a_reset_succeeds(seat: 
     wait_until(lambda: json_out(cuctl(sock, "--json", "seats"))[0]["state"] == "idle", 60, "the seat to be clean")
     assert_clean(seat, tree_hash(seat.sentinel))
 
+
+
+def reset_when_free(seat: SessionSeat) -> subprocess.CompletedProcess[str]:
+    """``cuctl reset``, again while the seat is busy: an unavailable seat's health check (every 2 s) retries the
+    reset itself, and a reset asked for meanwhile is refused as busy."""
+    done: list[subprocess.CompletedProcess[str]] = []
+
+    def free() -> bool:
+        done.append(cuctl(seat.daemon.socket, "reset", SEAT))
+        return "is busy (a task or a check holds it)" not in done[-1].stderr
+
+    wait_until(free, 60, "a reset not refused as busy")
+    return done[-1]
+
+
+def test_a_template_changed_into_one_a_reset_must_not_copy_refuses_the_reset(seat: SessionSeat) -> None:
+    """Issue 41, item 5: the template passed at config load, but its tree can change while the daemon runs; each
+    reset checks it again before it touches anything, and the seat is unavailable until it is fit again."""
+    sock, template = seat.daemon.socket, seat.template
+    user = seat.user
+    assert cuctl(sock, "reset", SEAT).returncode == 0
+    run(seat, "/bin/sh", "-c", "echo mine > Desktop/kept.txt")
+    flaws = [
+        (lambda: os.mkfifo(template / "Desktop" / "planted"), lambda: os.unlink(template / "Desktop" / "planted"),
+         "it holds 'Desktop/planted', a FIFO: the reset would hand it to the seat's user"),
+        (lambda: os.mknod(template / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3)),
+         lambda: os.unlink(template / "null"), "it holds 'null', a character device"),
+        (lambda: (template / "Desktop").chmod(0o777), lambda: (template / "Desktop").chmod(0o755),
+         "'Desktop' in it is writable by its group and others (mode 0777)"),
+        (lambda: os.chown(template / "bin" / "hello.sh", user.uid, user.gid),
+         lambda: os.chown(template / "bin" / "hello.sh", 0, 0), f"'bin/hello.sh' in it belongs to uid {user.uid}"),
+    ]
+    for make, undo, words in flaws:
+        make()
+        try:
+            refused = reset_when_free(seat)
+            assert refused.returncode == 2, refused
+            assert (f"the reset of seat 's1' failed: seat 's1': the template {str(template)!r} is refused: {words}"
+                    in refused.stderr), refused.stderr
+            assert "the reset did not touch the session" in refused.stderr
+            assert (seat.home / "Desktop" / "kept.txt").read_text() == "mine\n"  # nothing was touched
+            view = json_out(cuctl(sock, "--json", "seats"))[0]
+            assert view["state"] == "unavailable" and words in view["error"], view
+        finally:
+            undo()
+    # Fit again: the next reset runs, and the seat takes work.
+    assert reset_when_free(seat).returncode == 0
+    assert json_out(cuctl(sock, "--json", "seats"))[0]["state"] == "idle"
+    assert_clean(seat, tree_hash(seat.sentinel))
 
 
 def test_a_cancel_during_a_reset_that_fails_ends_the_task_cancelled(seat: SessionSeat, tmp_path: Path) -> None:

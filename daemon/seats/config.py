@@ -25,7 +25,7 @@ from typing import Any
 
 from cud.daemon.config_values import bad, string, tags
 from cud.daemon.config_values import table as checked_table
-from cud.daemon.session.places import Place, check_places
+from cud.daemon.session.places import Place, check_places, check_secrets
 from cud.daemon.session.user import SeatUser
 from cud.errors import ConfigError
 from cud.protocol import SEAT_NAME
@@ -167,16 +167,25 @@ def _absolute(key: str, value: object) -> Path:
 
 
 def check_seat_places(seats: tuple[SeatConfig, ...], daemon_dirs: Mapping[str, str], daemon_home: str | None, *,
-                      tables: bool = True) -> None:
-    """Refuse a seat's home or template that a reset must not touch (cud.daemon.session.places).
+                      tables: bool = True, files: Mapping[str, Path] | None = None) -> None:
+    """Refuse a seat's home, template or user that a reset must not touch, and a file of the daemon's a seat's
+    user could reach (cud.daemon.session.places).
 
     ``tables``: the seats came from ``[[seats]]`` (errors name ``seats[N].home``), else top-level keys.
+    ``files``: the daemon's secrets and the files it writes, by config key (each seat's ``vnc_password_file`` is
+    added here).
     """
-    places = [Place(seat.name, f"seats[{index}]." if tables else "", str(seat.home),
-                    None if seat.home_template is None else str(seat.home_template), seat.user.uid)
+    prefix = [f"seats[{index}]." if tables else "" for index in range(len(seats))]
+    places = [Place(seat.name, prefix[index], str(seat.home),
+                    None if seat.home_template is None else str(seat.home_template), seat.user.uid,
+                    seat.user.name, seat.user.groups)
               for index, seat in enumerate(seats) if seat.home is not None and seat.user is not None]
     if places:
         check_places(places, daemon_dirs=daemon_dirs, daemon_home=daemon_home)
+    secrets = {key: str(path) for key, path in (files or {}).items()}
+    secrets.update({f"{prefix[index]}vnc_password_file": str(seat.vnc_password_file)
+                    for index, seat in enumerate(seats) if seat.vnc_password_file is not None})
+    check_secrets(secrets, places)
 
 
 def _place(prefix: str, name: str, table: Mapping[str, Any]) -> SeatConfig:

@@ -1,16 +1,26 @@
-"""Which directories may be a seat's home: never one whose reset would wipe what is not the seat's.
+"""Which places a seat's session may use: never a home whose reset wipes what is not the seat's, a template a
+seat's user can change, or a secret a seat's user can reach.
 
-A reset empties the home and fills it from the template, so the home must be the
-seat's alone. Refused, naming the seat, the key and the path:
+A reset empties the home and fills it from the template, as root, and ends every
+process of the seat's user. Refused, naming the seat, the key and the path:
 
-* ``/`` and the system's directories (:data:`SYSTEM_DIRS`), and anything inside the
-  ones that hold the system itself (:data:`SYSTEM_TREES`: ``/etc/x`` is as bad as ``/etc``);
-* the daemon's own home, and a directory that holds it;
-* the daemon's state directory: equal to, inside, or holding it; a home holding the daemon's socket;
-* another seat's home: equal to, inside, or holding it;
-* an existing home of another owner than the seat's user;
-* a template inside a seat's home (that seat's user could rewrite what another seat
-  resets to), one that holds the home, ``/``, or one that is not a directory.
+* as a home: ``/`` and the system's directories (:data:`SYSTEM_DIRS`), and anything
+  inside the ones that hold the system itself (:data:`SYSTEM_TREES`: ``/etc/x`` is as
+  bad as ``/etc``); the daemon's own home, and a directory that holds it; the daemon's
+  state directory: equal to, inside, or holding it; a home holding the daemon's socket;
+  another seat's home: equal to, inside, or holding it; an existing home of another
+  owner than the seat's user;
+* as a template, where a home is refused (the system's places, the daemon's home, what
+  the daemon keeps; and inside what the daemon keeps as well): ``/etc`` or ``/dev`` would
+  hand the system's files, devices included, to the seat's user; a template inside a
+  seat's home (that seat's user could rewrite what a seat resets to) or holding one;
+  ``/``; one that is not a directory; and a tree :func:`~cud.daemon.session.template.template_flaw`
+  refuses (a device node, a socket or a FIFO in it; a file a seat's user could change);
+* one user for two seats: one seat's reset would end the other's task;
+* a secret the daemon reads (``api_key_file``, ``vnc_password_file``, a hook's
+  ``secret_file``) or a file it writes (``metrics.textfile``) inside a seat's home or
+  template, or where a seat's user can write: the file, its directory, or a directory
+  above that (which may be sticky, as ``/tmp``, but not the file's own directory).
 
 Paths are compared after resolving symlinks (``realpath``), so a symlink to ``/etc``
 is ``/etc``.
@@ -24,9 +34,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from cud.daemon.session.template import SeatWriter, seat_writer, template_flaw
 from cud.errors import ConfigError
 
-__all__ = ("SYSTEM_DIRS", "SYSTEM_TREES", "Place", "check_places")
+__all__ = ("SYSTEM_DIRS", "SYSTEM_TREES", "Place", "check_places", "check_secrets")
 
 #: Directories no seat's home may be, because the system or every user keeps things there.
 SYSTEM_DIRS = frozenset({
@@ -48,6 +59,9 @@ class Place:
     home: str
     template: str | None
     uid: int
+    #: The user's name, and its groups (the primary one included), as configured.
+    user: str = ""
+    groups: tuple[int, ...] = ()
 
 
 def _real(path: str) -> PurePosixPath:
@@ -71,25 +85,22 @@ def _refuse(place: Place, key: str, path: str, why: str) -> ConfigError:
 
 
 def check_places(places: Sequence[Place], *, daemon_dirs: Mapping[str, str], daemon_home: str | None) -> None:
-    """Refuse the first home or template in ``places`` that a reset must not touch (see the module's text).
+    """Refuse the first home, template or user in ``places`` that a reset must not touch (see the module's text).
 
     ``daemon_dirs``: what the daemon keeps, by what it is ("the daemon's state directory": its path);
-    no home may be, be inside, or hold any of them.
+    no home may be, be inside, or hold any of them, and no template share anything with them.
     """
     kept = {what: _real(path) for what, path in daemon_dirs.items()}
     own = _real(daemon_home) if daemon_homes_matter(daemon_home) else None
     homes = [(_real(p.home), p) for p in places]
+    _check_users(places)
     for home, place in homes:
         shown = place.home
         if not PurePosixPath(shown).is_absolute():
             raise _refuse(place, "home", shown, "a home is an absolute path")
-        if str(home) in SYSTEM_DIRS:
-            raise _refuse(place, "home", shown, f"{str(home)!r} is a system directory")
-        tree = next((t for t in SYSTEM_TREES if home.is_relative_to(t)), None)
-        if tree is not None:
-            raise _refuse(place, "home", shown, f"it is inside the system directory {tree!r}")
-        if own is not None and _overlap(home, own) in ("is", "holds"):
-            raise _refuse(place, "home", shown, f"it {_overlap(home, own)} the daemon's own home {str(own)!r}")
+        why = _system_place(home, own)
+        if why is not None:
+            raise _refuse(place, "home", shown, why)
         for what, path in kept.items():
             how = _overlap(home, path)
             if how is not None:
@@ -100,7 +111,32 @@ def check_places(places: Sequence[Place], *, daemon_dirs: Mapping[str, str], dae
                 raise _refuse(place, "home", shown, f"it {how} the home of seat {other.seat!r} ({other.home!r})")
         _check_owner(place, home)
         if place.template is not None:
-            _check_template(place, homes)
+            _check_template(place, homes, kept, own)
+
+
+def _system_place(path: PurePosixPath, own: PurePosixPath | None) -> str | None:
+    """Why ``path`` is the system's or the daemon's (a home or template there is refused), or None."""
+    if str(path) in SYSTEM_DIRS:
+        return f"{str(path)!r} is a system directory"
+    tree = next((t for t in SYSTEM_TREES if path.is_relative_to(t)), None)
+    if tree is not None:
+        return f"it is inside the system directory {tree!r}"
+    if own is not None and _overlap(path, own) in ("is", "holds"):
+        return f"it {_overlap(path, own)} the daemon's own home {str(own)!r}"
+    return None
+
+
+def _check_users(places: Sequence[Place]) -> None:
+    """A reset ends every process of the seat's user: two seats of one user would end each other's tasks."""
+    first: dict[int, Place] = {}
+    for place in places:
+        other = first.setdefault(place.uid, place)
+        if other is not place:
+            name = place.user or f"uid {place.uid}"
+            raise ConfigError(f"seats {other.seat!r} and {place.seat!r} both run as user {name!r} (uid {place.uid}): "
+                              "a seat's reset ends every process of its user, so one seat's reset would end the "
+                              "other's task; give each seat a user of its own",
+                              key=f"{place.key}user", value=repr(name), seat=place.seat)
 
 
 def daemon_homes_matter(daemon_home: str | None) -> bool:
@@ -122,7 +158,9 @@ def _check_owner(place: Place, home: PurePosixPath) -> None:
                       f"(uid {place.uid}): a reset would wipe another's files")
 
 
-def _check_template(place: Place, homes: list[tuple[PurePosixPath, Place]]) -> None:
+def _check_template(place: Place, homes: list[tuple[PurePosixPath, Place]], kept: Mapping[str, PurePosixPath],
+                    own: PurePosixPath | None) -> None:
+    everyone = [p for _home, p in homes]
     assert place.template is not None
     shown = place.template
     template = _real(shown)
@@ -130,6 +168,14 @@ def _check_template(place: Place, homes: list[tuple[PurePosixPath, Place]]) -> N
         raise _refuse(place, "home_template", shown, "a template is an absolute path")
     if template == PurePosixPath("/"):
         raise _refuse(place, "home_template", shown, "the whole file system is no template")
+    why = _system_place(template, own)
+    if why is not None:
+        raise _refuse(place, "home_template", shown, f"{why}: the reset would hand its files to the seat's user")
+    for what, path in kept.items():
+        how = _overlap(template, path)
+        if how is not None:
+            raise _refuse(place, "home_template", shown, f"it {how} {what} {str(path)!r}: the reset would hand "
+                          "the daemon's files to the seat's user")
     for home, other in homes:
         how = _overlap(template, home)
         if how is None:
@@ -142,3 +188,40 @@ def _check_template(place: Place, homes: list[tuple[PurePosixPath, Place]]) -> N
         raise _refuse(place, "home_template", shown, why)
     if not os.path.isdir(template):
         raise _refuse(place, "home_template", shown, "it is not an existing directory")
+    flaw = template_flaw(template, _writers(everyone))
+    if flaw is not None:
+        raise _refuse(place, "home_template", shown, flaw)
+
+
+def check_secrets(files: Mapping[str, str], places: Sequence[Place]) -> None:
+    """Refuse a file of the daemon's (a secret it reads, a file it writes), by its key in ``files``, that a seat's
+    user could read or replace: inside a seat's home or template, or where one of ``places``' users can write."""
+    guarded = _writers(places)
+    for key, shown in files.items():
+        real = _real(shown)
+        for place in places:
+            for what, where in (("home", place.home), ("template", place.template)):
+                if where is not None and real.is_relative_to(_real(where)):
+                    raise _refused(key, shown, f"it is inside the {what} of seat {place.seat!r} ({where!r}), "
+                                   "whose user could read or replace it")
+        for path in (real, *real.parents):
+            try:
+                info = os.stat(path)
+            except FileNotFoundError:
+                continue  # a file the daemon makes (the metrics' textfile): its directory is what counts
+            except OSError as exc:
+                raise _refused(key, shown, f"{str(path)!r} cannot be looked at: {exc.strerror}") from None
+            # Sticky (/tmp) keeps others from renaming what is in it, not from making the file before the daemon.
+            who = seat_writer(info, guarded, sticky_ok=path not in (real, real.parent))
+            if who is not None:
+                where = "it" if path == real else f"the directory {str(path)!r} it is in"
+                raise _refused(key, shown, f"{where} can be written by {who}, who could replace it")
+
+
+def _refused(key: str, path: str, why: str) -> ConfigError:
+    return ConfigError(f"config key '{key}' = {path!r} is refused: {why}", key=key, value=repr(path))
+
+
+def _writers(places: Sequence[Place]) -> list[SeatWriter]:
+    """The seats' users who could write a file of the daemon's; a daemon's own seat cannot be kept from itself."""
+    return [SeatWriter(p.seat, p.uid, p.groups) for p in places if p.uid != os.geteuid()]

@@ -27,6 +27,7 @@ from cud.daemon.session import clipboard
 from cud.daemon.session.home import SeatHome
 from cud.daemon.session.reset import ResetReport, reset_session
 from cud.daemon.session.sweep import SEAT_MARK
+from cud.daemon.session.template import SeatWriter, template_flaw
 from cud.daemon.session.unit import SessionUnit
 from cud.daemon.session.user import SeatUser
 from cud.errors import PathRefused, SessionError
@@ -263,8 +264,24 @@ class SeatSession:
         await clipboard.set_text(self, text)
 
     async def reset(self) -> ResetReport:
-        """Every process of the session ends, the home is the template again, the clipboard is empty."""
+        """Every process of the session ends, the home is the template again, the clipboard is empty.
+
+        The template is checked again first (cud.daemon.session.template: its tree can change while the daemon
+        runs); a template that is no longer one refuses the reset before it touches anything.
+        """
+        await self.check_template()
         return await reset_session(self)
+
+    async def check_template(self) -> None:
+        """SessionError naming the template and why, if it may no longer be one (config load checked it once)."""
+        if self.template is None:
+            return
+        # The seat's own user, whom this reset is about (config load also looked for the other seats' users).
+        writers = [] if self.account.is_self else [SeatWriter(self.seat, self.account.uid, self.account.groups)]
+        flaw = await asyncio.to_thread(template_flaw, self.template, writers)
+        if flaw is not None:
+            raise SessionError(f"seat {self.seat!r}: the template {str(self.template)!r} is refused: {flaw}; "
+                               "the reset did not touch the session", seat=self.seat, template=str(self.template))
 
     def clear_runtime(self) -> None:
         """Remove the runtime directory and what the session left there; the next use makes a new one."""

@@ -2,7 +2,8 @@
 
 Laid out in a directory every seat user can reach::
 
-    base/template/   what the home resets to: files, modes, symlinks, an empty dir, a fifo
+    base/template/   what the home resets to: files, modes, symlinks, an empty dir (root's: no seat user may
+                     change it, and no FIFO or device: docs/sessions.md)
     base/home/       the seat's home (its user's)
     base/sentinel/   beside the home: a reset must never touch it (its tree hash is checked)
     base/bus/        the seat's session bus (run as the seat's user, like the sandbox's), which
@@ -102,7 +103,6 @@ def _template(path: Path) -> None:
     (path / "Documents").chmod(0o700)
     (path / "notes").symlink_to("Desktop/notes.txt")
     (path / "dangling").symlink_to("nowhere/at/all")
-    os.mkfifo(path / "pipe", 0o600)
     (path / "ü 日本").write_bytes(b"\x00\xff" * 100)
     path.chmod(0o750)
 

@@ -1,0 +1,128 @@
+"""What a home's template may be: a tree no seat's user can change, holding only files, directories and symlinks.
+
+The reset copies the template into the home as root and gives every copy to the
+seat's user, so whatever the template holds becomes the user's: a device node
+there would be a device of the user's (``/dev`` as a template hands over every
+disk), and a template a seat's user can write lets that user choose what the
+next reset writes as root (the whole class of item 1 of issue 41). So, for the
+template's real path (symlinks resolved):
+
+* it and everything in it belongs to root or to the daemon's own user (a daemon
+  that is not root runs its one seat as itself), and nothing in it is writable by
+  its group or by others;
+* no directory above it is a seat's user's, or writable by one through its group
+  or as anyone (unless sticky, as ``/tmp``: nobody but the owner renames what is
+  in it): that user could put another tree in the template's place;
+* it holds only directories, regular files and symlinks: no device node, socket
+  or FIFO.
+
+Checked at config load (:mod:`cud.daemon.session.places`, with the places a
+template may not be) and again at each reset, before the reset touches anything
+(:meth:`cud.daemon.session.processes.SeatSession.reset`): the tree can change
+while the daemon runs. The walk is iterative (a deep tree cannot exhaust Python's
+stack) and never follows a symlink.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+__all__ = ("SeatWriter", "seat_writer", "template_flaw")
+
+#: What a template may hold; anything else would become the seat user's own device, socket or FIFO.
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFREG: "a file", stat.S_IFLNK: "a symlink"}
+_OTHER_KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket",
+                stat.S_IFIFO: "a FIFO"}
+
+
+def _owners() -> frozenset[int]:
+    """Who may own a template's files: root, and the daemon's own user."""
+    return frozenset({0, os.geteuid()})
+
+
+def _foreign(info: os.stat_result) -> str | None:
+    """Why an entry of the template could be changed by someone but root and the daemon (None: it cannot)."""
+    if info.st_uid not in _owners():
+        return f"belongs to uid {info.st_uid}"
+    if stat.S_ISLNK(info.st_mode):
+        return None  # a symlink's own mode means nothing
+    if info.st_mode & 0o022:
+        whom = "its group and others" if info.st_mode & 0o022 == 0o022 else (
+            "its group" if info.st_mode & 0o020 else "others")
+        return f"is writable by {whom} (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+@dataclass(frozen=True)
+class SeatWriter:
+    """A seat's user, as far as who may write a file goes."""
+
+    seat: str
+    uid: int
+    #: Its groups, the primary one included.
+    groups: tuple[int, ...]
+
+
+def seat_writer(info: os.stat_result, writers: Sequence[SeatWriter], *, sticky_ok: bool) -> str | None:
+    """Which of ``writers`` can write what ``info`` describes, in words (None: none can).
+
+    ``sticky_ok``: ``info`` is a directory above the file, where the sticky bit keeps others from renaming it.
+    """
+    for writer in writers:
+        if info.st_uid == writer.uid:
+            return f"seat {writer.seat!r}'s user, who owns it"
+    if sticky_ok and info.st_mode & stat.S_ISVTX:
+        return None
+    if info.st_mode & 0o002:
+        return f"everyone (mode {stat.S_IMODE(info.st_mode):04o}), seats' users too"
+    if info.st_mode & 0o020:
+        for writer in writers:
+            if info.st_gid in writer.groups:
+                return f"seat {writer.seat!r}'s user, through its group (gid {info.st_gid})"
+    return None
+
+
+def template_flaw(path: str | Path, writers: Sequence[SeatWriter]) -> str | None:
+    """Why the tree at ``path`` may not be a template of seats whose users are ``writers`` (see the module's
+    text), in words; None if it may."""
+    real = PurePosixPath(os.path.realpath(path))
+    owners = " or ".join(f"uid {uid}" for uid in sorted(_owners()))
+    for parent in reversed(real.parents):
+        try:
+            info = os.lstat(parent)
+        except OSError as exc:
+            return f"the directory {str(parent)!r} above it cannot be looked at: {exc.strerror}"
+        who = seat_writer(info, writers, sticky_ok=True)
+        if who is not None:
+            return (f"the directory {str(parent)!r} above it can be written by {who}, who could put another tree "
+                    "in its place")
+    stack = [real]
+    while stack:
+        here = stack.pop()
+        shown = "it" if here == real else repr(str(here.relative_to(real)))
+        try:
+            info = os.lstat(here)
+        except OSError as exc:
+            return f"{shown} cannot be looked at: {exc.strerror}"
+        kind = stat.S_IFMT(info.st_mode)
+        if kind not in _KINDS:
+            what = _OTHER_KINDS.get(kind, f"of file type {kind:o}")
+            return (f"{'it is' if here == real else f'it holds {shown},'} {what}: the reset would hand it to the "
+                    "seat's user; a template holds only directories, files and symlinks")
+        if here == real and kind != stat.S_IFDIR:
+            return "it is not a directory"
+        why = _foreign(info)
+        if why is not None:
+            return (f"{'it' if here == real else f'{shown} in it'} {why}: only {owners} may own or write a "
+                    "template's files, or a seat's user could change what the reset writes as root")
+        if kind == stat.S_IFDIR:
+            try:
+                with os.scandir(here) as entries:
+                    stack.extend(here / entry.name for entry in entries)
+            except OSError as exc:
+                return f"{shown} cannot be read: {exc.strerror}"
+    return None
