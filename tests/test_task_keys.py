@@ -159,8 +159,9 @@ def test_every_valid_key_is_taken_and_comes_back_as_sent(key: str, tmp_path_fact
     store = Store(tmp_path_factory.mktemp("keys") / "cud.sqlite3")
     try:
         task = store.submit("p", "m", 1, "safety", 0, "root", key=key)
-        assert task["key"] == key and store.task_by_key(key) == task
-        assert store.tasks(key_prefix=key[: len(key) // 2 + 1]) == [task] and store.tasks(key=key + "x") == []
+        assert task["key"] == key and store.task_by_key(0, key) == task and store.task_by_key(1, key) is None
+        assert store.tasks(uid=0, key_prefix=key[: len(key) // 2 + 1]) == [task]
+        assert store.tasks(uid=0, key=key + "x") == [] and store.tasks(uid=1, key=key) == []
     finally:
         store.close()
 

@@ -263,6 +263,13 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE tasks ADD COLUMN screen TEXT;
     ALTER TABLE tasks ADD COLUMN seat_tags TEXT
     """,
+    # (#41, keys per submitter, docs/protocol.md): an idempotency key names a task only for the uid that
+    # submitted it, so one user's key can never hand over another user's task; another uid's same key is
+    # its own. Keys recorded before were unique across all uids, so they are unique per uid as well.
+    """
+    DROP INDEX tasks_by_key;
+    CREATE UNIQUE INDEX tasks_by_key ON tasks (submitter_uid, idempotency_key) WHERE idempotency_key IS NOT NULL
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
