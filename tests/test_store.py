@@ -402,6 +402,7 @@ def test_a_v11_database_upgrades_to_keys_per_submitter_and_keeps_every_row(tmp_p
         assert store.submit_once("alice/1", "m", 1, "safety", 0, "root", key="alice/1")[0]["id"] == 7
         assert [t["id"] for t in store.tasks(uid=0, key_prefix="eval:run-1/")] == [1, 3, 6]
         assert [t["id"] for t in store.tasks(uid=1000, key_prefix="eval:")] == [5]
+        assert len(store.tasks(uid=1000)) == 7  # without a key's filter, every task
         with pytest.raises(sqlite3.IntegrityError):  # per submitter, still unique: the index stands behind the lookup
             _insert_keyed(store, 1000, "alice/1")
         assert store.recover() == [running["id"]] and done["state"] == "succeeded" and unkeyed["key"] is None

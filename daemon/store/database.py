@@ -222,7 +222,7 @@ class Store(CountRows, SpendRows):
         rows = self._db.execute(
             "SELECT * FROM tasks WHERE (?1 IS NULL OR idempotency_key = ?1)"
             " AND (?2 IS NULL OR substr(idempotency_key, 1, length(?2)) = ?2)"
-            " AND (?3 IS NULL OR submitter_uid = ?3) ORDER BY id", (key, key_prefix, uid))
+            " AND ((?1 IS NULL AND ?2 IS NULL) OR submitter_uid = ?3) ORDER BY id", (key, key_prefix, uid))
         return [task_view(row) for row in rows]
 
     def next_queued(self, seat: str | None = None, *, session: bool = True,
