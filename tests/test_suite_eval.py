@@ -310,6 +310,7 @@ def test_another_users_submit_under_a_running_evals_next_key_is_their_own_task_n
             return pending[0] if pending else None
         approval = wait_until(asking, 120, "the eval's first task to wait for its approval")
         data = results(out)
+        runs_now = data["runs"]
         b_index = next(i for i, spec in enumerate(data["suite"]["specs"]) if spec.endswith("b.toml"))
         next_key = f"eval:{data['suite']['run']}/{b_index}/0/a1"
         claimed = cuctl(seats.daemon.socket, "submit", "--spec", str(passes), "--key", next_key, "--json",
@@ -324,6 +325,10 @@ def test_another_users_submit_under_a_running_evals_next_key_is_their_own_task_n
         mine = json.loads(cuctl(seats.daemon.socket, "list", "--key-prefix", "eval:", "--json",
                                 prefix=AS_NOBODY).stdout)
         assert [t["id"] for t in mine] == [theirs["id"]]
+        shown = json.loads(cuctl(seats.daemon.socket, "show", str(runs_now[0]["task_id"]), "--json",
+                                 prefix=AS_NOBODY).stdout)
+        assert shown["submitter"]["uid"] == 0 and shown["key"] is None, shown
+        assert seats.daemon.task(runs_now[0]["task_id"])["key"] is not None  # root, who may approve, sees it
         seats.daemon.call("approve", id=approval["id"])
         stdout, stderr = suite.communicate(timeout=300)
     finally:

@@ -109,6 +109,8 @@ def test_a_repeated_key_gives_the_same_task_and_nothing_new(daemon: Daemon, shor
 
 
 def test_one_key_from_many_clients_at_once_makes_one_task(daemon: Daemon) -> None:
+    # Prompts only: nothing comes between the lookup and the insert here. The same with spec files, which
+    # arrive between the two, is tests/test_spec_files.py::test_one_key_with_files_from_8_clients_at_once_….
     key = "race/1#1"
     clients = [Client(daemon.socket) for _ in range(12)]  # connected first: the submits then go together
     start = threading.Barrier(len(clients))
