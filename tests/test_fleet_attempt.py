@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from cud.cuctl.client import RemoteError
-from cud.errors import ConnectionFailed, ProtocolError
+from cud.cuctl.client import RemoteError, check_own_task
+from cud.errors import AccessDenied, ConnectionFailed, ProtocolError
 from cud.fleet.attempt import INLINE_RECORD_LIMIT, AttemptOutcome, run_attempt
 from cud.scripted import ScriptedModel
 from cud.spec import parse_spec
@@ -150,6 +150,35 @@ def test_a_node_user_without_the_operate_right_gets_the_daemons_refusal(daemon: 
     assert done.stdout.startswith(f"access_denied user 'nobody' (uid {NOBODY.pw_uid}) may not submit a spec whose "
                                   "'setup[0].run' acts in a seat's session"), done.stdout
     assert tasks_with(daemon, "run-1/op/1#1") == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another user's request needs root to be made (setpriv)")
+def test_another_users_attempt_under_the_same_key_is_theirs_and_never_handed_over(daemon: Daemon) -> None:
+    """#41: a key is its submitter's. A submit-only user's attempt takes a key first, with a spec that passes;
+    root's attempt under the same key gets a task of its own, judged on its own spec (failed), not re-attached
+    to that user's. And what a daemon answers is checked client-side too: a task of another user is refused."""
+    key = "run-3/claimed/1#1"
+    os.chmod(daemon.dir, 0o711)  # the socket's fences, opened for this test's other user
+    os.chmod(daemon.socket, 0o666)
+    script = ("from cud.fleet.attempt import run_attempt\n"
+              f"outcome = run_attempt({str(daemon.socket)!r}, spec={ANSWER!r}, files={{}}, key={key!r})\n"
+              "print(outcome.task['id'], outcome.task['verdict']['verdict'])\n")
+    done = subprocess.run(["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}", "--clear-groups",
+                           sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120, cwd="/")
+    assert done.returncode == 0, done.stderr
+    theirs, verdict = done.stdout.split()
+    assert verdict == "passed"
+    never = {**ANSWER, "checks": [{"answer": "re:^never$"}]}
+    ours = run_attempt(daemon.socket, spec=never, files={}, key=key)
+    assert ours.reattached is False and ours.task["id"] != int(theirs)
+    assert (ours.task["submitter"]["uid"], ours.task["key"], ours.task["verdict"]["verdict"]) == (0, key, "failed")
+    assert sorted(tasks_with(daemon, key)) == sorted([int(theirs), ours.task["id"]])
+    # The check cuctl eval and the fleet make on submit's reply, on that user's real task: not ours.
+    their_task = daemon.task(int(theirs))
+    with pytest.raises(AccessDenied, match=f"with task {theirs} of 'nobody' \\(uid {NOBODY.pw_uid}, key '{key}'\\)"):
+        check_own_task({"task": their_task, "existing": True}, key, 0)
+    assert check_own_task({"task": ours.task, "existing": True}, key, 0) == ours.task
 
 
 def test_a_daemon_killed_under_a_running_attempt_leaves_one_task_interrupted(daemon: Daemon) -> None:

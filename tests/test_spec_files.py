@@ -6,7 +6,8 @@ messages after the daemon's ``ready`` (docs/specs.md, "Files from the submitter'
 5 MB and a 3 MB fixture land byte-exact in the seat's home; a file or a set over the limits is
 refused naming the file, its size and the config key, before any byte is sent; an upload cut
 off mid-way leaves no task, no stored file and no spool file; a queued task's files survive a
-restart; random sets of files, sized around the chunk boundaries, round-trip byte-exact.
+restart; random sets of files, sized around the chunk boundaries, round-trip byte-exact; eight
+clients sending one key with its files at once all get the one task.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ import random
 import re
 import socket
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
@@ -170,6 +173,49 @@ def test_chunks_that_do_not_add_up_to_the_sizes_announced_are_refused_and_leave_
         reader.close()
     assert not spool_files(seat)
     assert task_count(seat) == before_tasks and stored_file_count(seat) == before_files
+
+
+def test_one_key_with_files_from_8_clients_at_once_makes_one_task(seat: SpecSeat) -> None:
+    """#41: the key's lookup, the files' upload and the insert are one step as far as a client can tell: eight
+    submits of one key, each past the daemon's first lookup (each has its ``ready``) before any sends a byte,
+    all get the one task, ``existing: true`` but for one; no "already recorded" error, one task, one file."""
+    key, files = "race-files/1#1", {"fx/race.bin": os.urandom(CHUNK_BYTES + 5)}
+    spec = parse_spec({"prompt": "say done", "seat": "s1", "reset": False,
+                       "setup": [{"files": [{"src": "fx/race.bin", "dest": "race.bin"}]}],
+                       "checks": [{"file": "race.bin", "equals": "fx/race.bin"}]})
+    fields = {**submit_fields(spec, files), "key": key}
+    before_files = stored_file_count(seat)
+    clients = [Client(seat.daemon.socket) for _ in range(8)]
+    everyone_ready = threading.Barrier(len(clients))
+    replies: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+
+    def pieces() -> Iterator[bytes]:
+        everyone_ready.wait(60)  # iterated once this client's ready came: the uploads then go together
+        yield from file_pieces(files)
+
+    def submit(client: Client) -> None:
+        try:
+            replies.append(client.upload("submit", pieces(), **fields))
+        except BaseException as exc:  # noqa: BLE001 (reported below, with the others)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=submit, args=(client,)) for client in clients]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        for client in clients:
+            client.close()
+    assert not errors and len(replies) == len(clients), errors
+    assert len({r["id"] for r in replies}) == 1 and [r["existing"] for r in replies].count(False) == 1
+    assert [t["id"] for t in seat.daemon.call("list", key=key)] == [replies[0]["id"]]
+    assert stored_file_count(seat) == before_files + 1
+    wait_until(lambda: not spool_files(seat), 30, "the daemon to drop the spools of the seven it did not store")
+    task = seat.daemon.wait_state(replies[0]["id"], "succeeded", "failed", timeout=120)
+    assert task["verdict"]["verdict"] == "passed", task  # the one file stored is the one sent, byte-exact
 
 
 def test_a_queued_tasks_files_survive_a_daemon_restart(seat: SpecSeat) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cud.daemon.store.database import SCHEMA_VERSION, Store
 
-from cud.errors import ConfigError, NotFound, WrongState
+from cud.errors import ConfigError, NotFound
 
 DATA = Path(__file__).parent / "data"
 
@@ -285,8 +285,9 @@ def test_a_v7_database_upgrades_to_the_stuck_guard_and_keeps_every_row_and_id(tm
         assert asked["id"] == approval["id"] + 1 and asked["kind"] == "stuck"
         store.finish(stuck["id"], "stuck", error={"kind": "stuck", "message": "m", "details": {}})
         assert store.task(stuck["id"])["state"] == "stuck"
-        with pytest.raises(WrongState):  # the idempotency key's unique index survived the rebuild
-            store.submit("again", "m", 1, "safety", 0, "root", key="k-1")
+        assert store.submit_once("again", "m", 1, "safety", 0, "root", key="k-1") == (store.task(4), True)
+        with pytest.raises(sqlite3.IntegrityError):  # the idempotency key's unique index survived the rebuild
+            _insert_keyed(store, 0, "k-1")
         assert store._db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     finally:
         store.close()
@@ -332,11 +333,10 @@ def test_a_v7_database_upgrades_to_idempotency_keys_and_keeps_every_row(tmp_path
         assert [t["key"] for t in (judged, running, queued)] == [None, None, None]
         assert store.pending_approvals()[0]["task_id"] == running["id"]
         keyed = store.submit("new", "m", 1, "safety", 0, "root", key="run-1/spec#1")
-        assert keyed["id"] == 4 and store.task_by_key("run-1/spec#1") == keyed
+        assert keyed["id"] == 4 and store.task_by_key(0, "run-1/spec#1") == keyed
         assert store.submit("no key", "m", 1, "safety", 0, "root")["key"] is None
-        with pytest.raises(WrongState, match="the key 'run-1/spec#1' is already recorded, for task 4"):
-            store.submit("again", "m", 1, "safety", 0, "root", key="run-1/spec#1")
-        assert len(store.tasks()) == 5 and store.tasks(key_prefix="run-1/") == [keyed]
+        assert store.submit_once("again", "m", 1, "safety", 0, "root", key="run-1/spec#1") == (keyed, True)
+        assert len(store.tasks()) == 5 and store.tasks(uid=0, key_prefix="run-1/") == [keyed]
         assert store.recover() == [running["id"]]
     finally:
         store.close()
@@ -396,5 +396,44 @@ def test_a_v11_database_upgrades_to_kept_prices_and_keeps_every_row(tmp_path: Pa
                             budgets={"max_cost": Decimal("1"), "price": price})
         assert task["id"] == 3 and task["price"] == price and store.task(task["id"])["price"] == price
         assert store.submit("p", "m", 1, "safety", 0, "root")["price"] is None
+    finally:
+        store.close()
+
+
+def _insert_keyed(store: Store, uid: int, key: str) -> None:
+    """A task row with ``key`` of ``uid`` written straight in, past the store's own lookup: the index's test."""
+    store._db.execute("INSERT INTO tasks (state, prompt, model, max_steps, approval, submitter_uid, submitter_name,"
+                      " created_at, idempotency_key) VALUES ('queued', 'p', 'm', 1, 'safety', ?, 'u', 'now', ?)",
+                      (uid, key))
+
+
+def test_a_v11_database_upgrades_to_keys_per_submitter_and_keeps_every_row(tmp_path: Path) -> None:
+    """Keys recorded before (unique across uids) stay each their submitter's; the same key from another
+    uid is then that uid's own, a new task, and never hands over the first (#41)."""
+    path = tmp_path / "old.sqlite3"
+    shutil.copy(DATA / "cud-v11.sqlite3", path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 11
+    store = Store(path)
+    try:
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        done, alices, running, unkeyed = store.tasks()
+        assert [(t["id"], t["submitter"]["uid"], t["key"]) for t in store.tasks()] == [
+            (1, 0, "eval:run-1/0/0/a1"), (2, 1000, "alice/1"), (3, 0, "eval:run-1/1/0/a1"), (4, 1000, None)]
+        assert store.pending_approvals()[0]["task_id"] == running["id"]
+        assert store.task_by_key(0, "eval:run-1/1/0/a1") == running and store.task_by_key(1000, "eval:run-1/1/0/a1") is None
+        # Alice claims the root's next key, and the root its own: two tasks, each its submitter's.
+        claimed, existing = store.submit_once("claim", "m", 1, "safety", 1000, "alice", key="eval:run-1/2/0/a1")
+        assert (claimed["id"], existing) == (5, False)
+        own, existing = store.submit_once("the root's third", "m", 1, "safety", 0, "root", key="eval:run-1/2/0/a1")
+        assert (own["id"], own["submitter"]["uid"], existing) == (6, 0, False)
+        assert store.submit_once("again", "m", 1, "safety", 0, "root", key="eval:run-1/2/0/a1") == (own, True)
+        assert store.submit_once("alice/1", "m", 1, "safety", 0, "root", key="alice/1")[0]["id"] == 7
+        assert [t["id"] for t in store.tasks(uid=0, key_prefix="eval:run-1/")] == [1, 3, 6]
+        assert [t["id"] for t in store.tasks(uid=1000, key_prefix="eval:")] == [5]
+        assert len(store.tasks(uid=1000)) == 7  # without a key's filter, every task
+        with pytest.raises(sqlite3.IntegrityError):  # per submitter, still unique: the index stands behind the lookup
+            _insert_keyed(store, 1000, "alice/1")
+        assert store.recover() == [running["id"]] and done["state"] == "succeeded" and unkeyed["key"] is None
+        assert alices["state"] == "queued"
     finally:
         store.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import sys
 import time
@@ -30,6 +31,10 @@ from tests.support.sshd import Sshd
 SCENARIOS = {
     "say-done": {"name": "say-done", "steps": [{"message": "done"}]},
     "slow-done": {"name": "slow-done", "steps": [{"message": "done", "delay": 3}]},
+    # Holds its seat until someone approves its first action (a safety check).
+    "ask-done": {"name": "ask-done", "steps": [
+        {"safety_checks": [{"code": "c", "message": "Go on?"}], "actions": [{"type": "move", "x": 5, "y": 5}]},
+        {"message": "done"}]},
     "xterm-write": {"name": "xterm-write", "steps": [
         {"actions": [{"type": "type", "text": "echo written > out.txt\n"}]},
         {"actions": [{"type": "wait"}]},
@@ -61,6 +66,8 @@ SPECS: dict[str, tuple[str, bool]] = {
     "json-spec": ("", True),
 }
 EXAMPLES = ROOT / "examples" / "suite"
+NOBODY = pwd.getpwnam("nobody")  # a user with only the right to submit
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}", "--clear-groups"]
 JSON_SPEC = {"prompt": "Say done.", "model": "scripted:say-done", "checks": [{"answer": "re:^done$"}]}
 
 
@@ -68,7 +75,7 @@ JSON_SPEC = {"prompt": "Say done.", "model": "scripted:say-done", "checks": [{"a
 def seats(seat_users: SeatUsers) -> Iterator[SpecSeat]:
     scenarios = {**SCENARIOS, **scenario_folder(EXAMPLES / "scenarios")}
     with spec_seat(seat_users, {"name": "none", "steps": [{"message": "unused"}]}, seats=3,
-                   scenarios=scenarios) as s:
+                   scenarios=scenarios, config=f'[access]\nsubmit_users = ["{NOBODY.pw_name}"]\n') as s:
         for name, (text, _) in SPECS.items():
             if name == "json-spec":
                 s.write("suite/json-spec.json", json.dumps(JSON_SPEC))
@@ -272,3 +279,68 @@ def test_a_submission_made_again_after_a_lost_reply_is_the_task_the_daemon_has(s
     (again,) = results(out)["runs"]
     assert again["task_id"] == first["id"] and again["judged"] and again["outcome"] == "passed", again
     assert [t["id"] for t in seats.daemon.call("list", key_prefix=f"eval:{data['suite']['run']}/")] == [first["id"]]
+
+
+def test_another_users_submit_under_a_running_evals_next_key_is_their_own_task_never_the_evals(
+        seats: SpecSeat, tmp_path: Path) -> None:
+    """#41: keys are per submitter. While root's eval waits on its first spec, a user with only the submit
+    right claims the key of its second with a spec that passes: that user gets a task of their own, sees
+    none of root's keys, and the eval still runs its own second task, which fails as it must."""
+    (seats.specs / "hijack").mkdir()
+    seats.write("hijack/a.toml", 'prompt = "Ask first."\nmodel = "scripted:ask-done"\nreset = false\n'
+                                 '[[checks]]\nanswer = "done"\n')
+    seats.write("hijack/b.toml", 'prompt = "Say done."\nmodel = "scripted:say-done"\nreset = false\n'
+                                 '[[checks]]\nname = "never"\nanswer = "re:^never$"\n')
+    passes = seats.write("hijack-pass.toml", 'prompt = "Say done."\nmodel = "scripted:say-done"\nreset = false\n'
+                                             '[[checks]]\nanswer = "done"\n')
+    os.chmod(seats.daemon.dir, 0o711)  # the socket's fences, opened for this test's other user
+    os.chmod(seats.daemon.socket, 0o666)
+    out = tmp_path / "out"
+    suite = subprocess.Popen([sys.executable, "-m", "cud.cuctl.main", "--socket", str(seats.daemon.socket), "eval",
+                              str(seats.specs / "hijack"), "--seats", "s1", "--out", str(out)],
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        def asking() -> dict[str, Any] | None:
+            if not (out / "results.json").exists():
+                return None
+            runs = results(out)["runs"]
+            task_id = runs[0].get("task_id") if runs else None
+            pending = [a for a in seats.daemon.call("approvals") if a["task_id"] == task_id]
+            return pending[0] if pending else None
+        approval = wait_until(asking, 120, "the eval's first task to wait for its approval")
+        data = results(out)
+        runs_now = data["runs"]
+        b_index = next(i for i, spec in enumerate(data["suite"]["specs"]) if spec.endswith("b.toml"))
+        next_key = f"eval:{data['suite']['run']}/{b_index}/0/a1"
+        claimed = cuctl(seats.daemon.socket, "submit", "--spec", str(passes), "--key", next_key, "--json",
+                        prefix=AS_NOBODY)
+        assert claimed.returncode == 0, claimed.stderr
+        theirs = json.loads(claimed.stdout)
+        assert theirs["existing"] is False
+        # Root's keys are not the other user's to see, nor to find by key.
+        seen = json.loads(cuctl(seats.daemon.socket, "list", "--json", prefix=AS_NOBODY).stdout)
+        assert [t["key"] for t in seen if t["submitter"]["uid"] == 0] and \
+            all(t["key"] is None for t in seen if t["submitter"]["uid"] == 0), seen
+        mine = json.loads(cuctl(seats.daemon.socket, "list", "--key-prefix", "eval:", "--json",
+                                prefix=AS_NOBODY).stdout)
+        assert [t["id"] for t in mine] == [theirs["id"]]
+        shown = json.loads(cuctl(seats.daemon.socket, "show", str(runs_now[0]["task_id"]), "--json",
+                                 prefix=AS_NOBODY).stdout)
+        assert shown["submitter"]["uid"] == 0 and shown["key"] is None, shown
+        assert seats.daemon.task(runs_now[0]["task_id"])["key"] is not None  # root, who may approve, sees it
+        seats.daemon.call("approve", id=approval["id"])
+        stdout, stderr = suite.communicate(timeout=300)
+    finally:
+        if suite.poll() is None:
+            suite.kill()
+            suite.wait()
+    assert suite.returncode == 1, stderr  # b fails, by design
+    runs = {Path(r["spec"]).stem: r for r in results(out)["runs"]}
+    assert {n: r["outcome"] for n, r in runs.items()} == {"a": "passed", "b": "failed"}, runs
+    # b failed on its own check, in its own task: not refused, not the other user's passing one.
+    assert (runs["b"]["state"], runs["b"]["verdict"]) == ("succeeded", "failed"), runs["b"]
+    assert runs["b"]["task_id"] not in (None, theirs["id"])
+    b_task = seats.daemon.task(runs["b"]["task_id"])
+    assert (b_task["submitter"]["uid"], b_task["key"]) == (0, next_key)
+    assert seats.daemon.wait_state(theirs["id"], "succeeded")["submitter"]["uid"] == NOBODY.pw_uid

@@ -109,6 +109,8 @@ def test_a_repeated_key_gives_the_same_task_and_nothing_new(daemon: Daemon, shor
 
 
 def test_one_key_from_many_clients_at_once_makes_one_task(daemon: Daemon) -> None:
+    # Prompts only: nothing comes between the lookup and the insert here. The same with spec files, which
+    # arrive between the two, is tests/test_spec_files.py::test_one_key_with_files_from_8_clients_at_once_….
     key = "race/1#1"
     clients = [Client(daemon.socket) for _ in range(12)]  # connected first: the submits then go together
     start = threading.Barrier(len(clients))
@@ -159,8 +161,9 @@ def test_every_valid_key_is_taken_and_comes_back_as_sent(key: str, tmp_path_fact
     store = Store(tmp_path_factory.mktemp("keys") / "cud.sqlite3")
     try:
         task = store.submit("p", "m", 1, "safety", 0, "root", key=key)
-        assert task["key"] == key and store.task_by_key(key) == task
-        assert store.tasks(key_prefix=key[: len(key) // 2 + 1]) == [task] and store.tasks(key=key + "x") == []
+        assert task["key"] == key and store.task_by_key(0, key) == task and store.task_by_key(1, key) is None
+        assert store.tasks(uid=0, key_prefix=key[: len(key) // 2 + 1]) == [task]
+        assert store.tasks(uid=0, key=key + "x") == [] and store.tasks(uid=1, key=key) == []
     finally:
         store.close()
 

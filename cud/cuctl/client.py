@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import cud
 from cud.cuctl.dial import Dialer, UnixDialer
-from cud.errors import ConnectionFailed, CudError, ProtocolError
-from cud.protocol import (MAX_MESSAGE_BYTES, PROTOCOL_VERSION, DaemonMessage, VersionMismatch, chunk_message, decode,
-                          encode, parse_message, request)
+from cud.errors import AccessDenied, ConnectionFailed, CudError, ProtocolError
+from cud.protocol import (MAX_MESSAGE_BYTES, PROTOCOL_VERSION, DaemonMessage, TaskView, VersionMismatch, chunk_message,
+                          decode, encode, parse_message, request)
 
-__all__ = ("Client", "RemoteError", "parse_reply", "result_of")
+__all__ = ("Client", "RemoteError", "check_own_task", "parse_reply", "result_of")
 
 
 class RemoteError(CudError):
@@ -35,6 +35,7 @@ class Client:
         self._sock = self._conn.sock
         self._sock.settimeout(timeout)
         self._file = self._sock.makefile("rb")
+        self._uid: int | None = None
 
     def __enter__(self) -> Client:
         return self
@@ -45,6 +46,13 @@ class Client:
     def close(self) -> None:
         self._file.close()
         self._conn.close()
+
+    @property
+    def uid(self) -> int:
+        """The uid the daemon sees at this end (``ping``'s ``peer``): over ssh the login user's, not this process's."""
+        if self._uid is None:
+            self._uid = int(self.call("ping")["peer"]["uid"])
+        return self._uid
 
     def call(
         self,
@@ -95,6 +103,25 @@ class Client:
             raise ConnectionFailed(f"the daemon at {self.where} did not answer within {self.timeout:g} s") from None
         except OSError as exc:
             raise self._conn.lost(f"dropped the connection: {exc.strerror or exc}") from None
+
+
+def check_own_task(reply: Mapping[str, Any], key: str, uid: int) -> TaskView:
+    """The task of a keyed ``submit``'s reply, once it is shown to be the caller's: submitted by ``uid`` under ``key``.
+
+    A key names a task only for the uid that submitted it (docs/protocol.md, ``submit``), but a daemon
+    from before that rule (cud 0.2) answers a key with whatever task has it: another user who claimed an
+    eval's or a fleet attempt's next key first would have their task judged as the suite's. So what comes
+    back is checked here, by ``cuctl eval`` and the fleet's attempt alike, and refused (AccessDenied,
+    naming the task, its submitter and the key) unless it is ours.
+    """
+    task: TaskView = reply["task"]
+    submitter = task["submitter"]
+    if submitter["uid"] != uid or task["key"] != key:
+        raise AccessDenied(f"the daemon answered the submit under key {key!r} with task {task['id']} of "
+                           f"{submitter['name']!r} (uid {submitter['uid']}, key {task['key']!r}), not a task of "
+                           f"uid {uid} under that key: it is not taken as this submit's", key=key, id=task["id"],
+                           uid=uid, submitter=dict(submitter))
+    return task
 
 
 def parse_reply(line: bytes, where: str, client: str) -> DaemonMessage:

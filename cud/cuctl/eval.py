@@ -21,12 +21,12 @@ from typing import Any
 
 from cud.budget import describe_cost, format_amount
 from cud.cuctl.chunks import Chunks
-from cud.cuctl.client import Client, RemoteError
+from cud.cuctl.client import Client, RemoteError, check_own_task
 from cud.cuctl.export import fetch_record
 from cud.cuctl.output import emit_json, printable, short, table
 from cud.cuctl.progress import live_terminal
 from cud.cuctl.report import write_private
-from cud.errors import ConfigError, ConnectionFailed, CudError
+from cud.errors import AccessDenied, ConfigError, ConnectionFailed, CudError
 from cud.protocol import SeatView
 from cud.record.html import render
 from cud.seat_needs import SeatNeeds
@@ -243,28 +243,33 @@ class Suite:
         if attempt not in self.results.attempts:
             self.results.attempts.append(attempt)
         try:
-            attempt.task_id = self._call_submit(attempt, planned, fields)
+            # Another user's task under our key (a daemon from before keys were per submitter) is refused.
+            task = check_own_task(self._call_submit(attempt, planned, fields), fields["key"], self.client.uid)
+            attempt.task_id = task["id"]
             attempt.state = "queued"
         except ConnectionFailed:
             self.todo.appendleft(attempt)  # not known to be submitted: submitted again (same key) once it is back
             raise
-        except RemoteError as exc:  # refused (rights, a seat without a session): it would be refused again
+        except (RemoteError, AccessDenied) as exc:  # refused (rights, a seat without a session): it would be again
             attempt.state, attempt.error = "refused", {"kind": exc.kind, "message": exc.message}
             self._ended(attempt)
             return
         self.flying.append(attempt)
         self.results.save(self.folder)
 
-    def _call_submit(self, attempt: Attempt, planned: Planned, fields: dict[str, Any]) -> int:
+    def _call_submit(self, attempt: Attempt, planned: Planned, fields: dict[str, Any]) -> dict[str, Any]:
+        """``submit``'s reply (its ``task``, ``existing``)."""
         try:
-            return int(self.client.upload("submit", file_pieces(planned.files), **fields)["id"])
+            reply: dict[str, Any] = self.client.upload("submit", file_pieces(planned.files), **fields)
+            return reply
         except RemoteError as exc:
             limit = exc.details.get("limit")
             if attempt.grant is None or exc.details.get("field") != "max_cost" or limit is None:
                 raise
         # The grant was above the daemon's own ceiling (its config key max_cost): the ceiling it is.
         attempt.grant = fields["max_cost"] = str(limit)
-        return int(self.client.upload("submit", file_pieces(planned.files), **fields)["id"])
+        reply = self.client.upload("submit", file_pieces(planned.files), **fields)
+        return reply
 
     # -- watching -------------------------------------------------------------------------------
     def _look(self) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cud.budget import describe_budgets, describe_cost, describe_price
-from cud.cuctl.client import Client
+from cud.cuctl.client import Client, check_own_task
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
 from cud.protocol import FINAL_STATES
@@ -40,6 +40,8 @@ def submit(client: Client, args: argparse.Namespace) -> int:
     else:
         fields = {"prompt": args.prompt, **given}
     result = client.upload("submit", file_pieces(files), **fields)  # a spec's files follow its checks as chunks
+    if args.key is not None:
+        check_own_task(result, args.key, client.uid)  # never another user's task under our key
     task_id = result["id"]
     if result.get("existing"):  # the key was recorded: this is the task it names, queued before
         warn(f"task {task_id} already has the key {args.key!r} ({result['task']['state']}); nothing new was queued")

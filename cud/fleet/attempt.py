@@ -4,8 +4,10 @@ and so may anything else that wants exactly-once submission to a local daemon.
 
 Exactly once, through the daemon's idempotency key (docs/protocol.md, ``submit``'s ``key``):
 
-* The submit carries ``key``. A daemon that has the key recorded queues nothing and answers with
-  that task (``"existing": true``), so sending the same submit again is always safe.
+* The submit carries ``key``. A daemon that has the key recorded (for this node's user: a key is its
+  submitter's) queues nothing and answers with that task (``"existing": true``), so sending the same
+  submit again is always safe. What comes back is checked to be this user's, under this key
+  (:func:`~cud.cuctl.client.check_own_task`): another user's task is refused, never followed.
 * The connection lost (the daemon restarted, was killed, its reply never came): dial again for up to
   ``restart_wait`` seconds, then send the SAME submit again, which re-attaches to the task the key
   names, and follow it again. Events already passed to ``on_progress`` are not passed again.
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cud.cuctl.client import Client
+from cud.cuctl.client import Client, check_own_task
 from cud.cuctl.dial import UnixDialer
 from cud.cuctl.export import fetch_record
 from cud.errors import ConnectionFailed, SpecError
@@ -120,9 +122,10 @@ def run_attempt(socket_path: str | Path, *, spec: Mapping[str, Any], files: Mapp
 
     def attach(client: Client) -> TaskView:
         reply = client.upload("submit", file_pieces(contents), **fields)  # the files follow as chunks, as cuctl's
+        own = check_own_task(reply, key, client.uid)  # never another user's task that holds our key
         if not first:
             first.append(bool(reply["existing"]))
-        task: TaskView = client.call("follow", on_event, wait_forever=True, id=reply["id"])
+        task: TaskView = client.call("follow", on_event, wait_forever=True, id=own["id"])
         return task
 
     task = link.run(attach)

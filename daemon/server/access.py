@@ -109,6 +109,14 @@ class Policy:
                 right="operate",
             )
 
+    def task_for(self, peer: Peer, task: TaskView) -> TaskView:
+        """``task`` as ``peer`` may see it: another user's idempotency key is hidden (None) from a peer
+        without the approve right. A key names a task only for its submitter (docs/protocol.md,
+        ``submit``), so nobody else can claim it; still, it says what that user's suite runs next."""
+        if task["key"] is None or task["submitter"]["uid"] == peer.uid or self.may_approve(peer):
+            return task
+        return {**task, "key": None}
+
     def require_own_task(self, peer: Peer, task: TaskView, what: str) -> None:
         """A submitter may ``what`` (cancel, pause, resume) their own tasks; an approver anyone's."""
         if self.may_approve(peer):  # approve rights alone are enough: no submit rights needed too

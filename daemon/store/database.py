@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cud.budget import format_amount
-from cud.errors import ConfigError, NotFound, StorageFull, WrongState
+from cud.errors import ConfigError, NotFound, StorageFull
 from cud.daemon.store.spec_files import StoredFiles
 from cud.daemon.store.counts import CountRows
 from cud.daemon.store.spend import SpendRows
@@ -149,52 +149,63 @@ class Store(CountRows, SpendRows):
 
     # -- tasks ----------------------------------------------------------------------------------
     def submit(self, prompt: str, model: str, max_steps: int, approval: str, uid: int, name: str,
-               max_duration: int | None = None, seat: str | None = None,
-               rules: list[dict[str, Any]] | None = None, spec: Spec | None = None,
-               files: Mapping[str, bytes] | None = None, key: str | None = None,
-               budgets: Mapping[str, Any] | None = None, guard: GuardView | None = None,
-               needs: SeatNeeds = SeatNeeds()) -> TaskView:
-        """Queue a task; ``seat`` pins it there, else the first free seat takes it (one with a
-        session if its ``spec`` needs one, one with the screen and tags in ``needs``). ``key``, the
-        idempotency key, is written in the same transaction; its unique index refuses a second task
-        with a recorded key (the caller looks the key up first with :meth:`task_by_key`). ``budgets``: max_cost (a Decimal),
-        max_input_tokens, max_output_tokens, each None for none, and
-        price, the PriceView the task was accepted with (daemon/budget/accepted.py)."""
+               *args: Any, **kwargs: Any) -> TaskView:
+        """Queue a task (:meth:`submit_once`'s arguments); the task with the key, if the key was recorded."""
+        return self.submit_once(prompt, model, max_steps, approval, uid, name, *args, **kwargs)[0]
+
+    def submit_once(self, prompt: str, model: str, max_steps: int, approval: str, uid: int, name: str,
+                    max_duration: int | None = None, seat: str | None = None,
+                    rules: list[dict[str, Any]] | None = None, spec: Spec | None = None,
+                    files: Mapping[str, bytes] | None = None, key: str | None = None,
+                    budgets: Mapping[str, Any] | None = None, guard: GuardView | None = None,
+                    needs: SeatNeeds = SeatNeeds()) -> tuple[TaskView, bool]:
+        """Queue a task, and say False; or, when ``uid`` has recorded ``key`` (the idempotency key) already,
+        queue nothing and return that task, and True.
+
+        The lookup and the insert are one transaction: a submit whose files arrived while another
+        submit of the same key was stored finds that task here, so every submit of one key gets the
+        one task (the unique index on (submitter_uid, idempotency_key) is the backstop). A key names
+        a task only for the uid that submitted it: another uid's same key is its own.
+
+        ``seat`` pins it there, else the first free seat takes it (one with a session if its
+        ``spec`` needs one, one with the screen and tags in ``needs``). ``budgets``: max_cost (a
+        Decimal), max_input_tokens, max_output_tokens, each None for none, and price, the
+        PriceView the task was accepted with (daemon/budget/accepted.py)."""
         budgets = budgets or {}
         max_cost = budgets.get("max_cost")
-        try:
-            with self._tx(durable=True) as db:
-                cur = db.execute(
-                    "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
-                    " submitter_name, created_at, seat, pinned, rules, spec, needs_session, idempotency_key, max_cost,"
-                    " max_input_tokens, max_output_tokens, guard, screen, seat_tags, price)"
-                    " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None,
-                     json.dumps(rules) if rules else None, None if spec is None else json.dumps(spec.judging()),
-                     spec is not None and spec.needs_session, key,
-                     None if max_cost is None else format_amount(max_cost), budgets.get("max_input_tokens"),
-                     budgets.get("max_output_tokens"), None if guard is None else json.dumps(guard),
-                     needs.screen, json.dumps(needs.tags) if needs.tags else None,
-                     None if budgets.get("price") is None else json.dumps(budgets["price"])),
-                )
-                task_id = int(cur.lastrowid or 0)
-                # One file's bytes at a time (a spool reads each when asked): they may be hundreds of MB together.
-                db.executemany("INSERT INTO task_files (task_id, name, data) VALUES (?, ?, ?)",
-                               ((task_id, file, files[file]) for file in (files or {})))
-                self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
-                self._audit(db, uid, name, "submit", task_id, "ok")
-        except sqlite3.IntegrityError:
-            known = None if key is None else self.task_by_key(key)
-            if known is None:
-                raise
-            raise WrongState(f"the key {key!r} is already recorded, for task {known['id']}; nothing was queued",
-                             key=key, id=known["id"]) from None
-        return self.task(task_id)
+        with self._tx(durable=True) as db:
+            if key is not None and (known := self._row_by_key(uid, key)) is not None:
+                return task_view(known), True
+            cur = db.execute(
+                "INSERT INTO tasks (state, prompt, model, max_steps, max_duration, approval, submitter_uid,"
+                " submitter_name, created_at, seat, pinned, rules, spec, needs_session, idempotency_key, max_cost,"
+                " max_input_tokens, max_output_tokens, guard, screen, seat_tags, price)"
+                " VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (prompt, model, max_steps, max_duration, approval, uid, name, now_iso(), seat, seat is not None,
+                 json.dumps(rules) if rules else None, None if spec is None else json.dumps(spec.judging()),
+                 spec is not None and spec.needs_session, key,
+                 None if max_cost is None else format_amount(max_cost), budgets.get("max_input_tokens"),
+                 budgets.get("max_output_tokens"), None if guard is None else json.dumps(guard),
+                 needs.screen, json.dumps(needs.tags) if needs.tags else None,
+                 None if budgets.get("price") is None else json.dumps(budgets["price"])),
+            )
+            task_id = int(cur.lastrowid or 0)
+            # One file's bytes at a time (a spool reads each when asked): they may be hundreds of MB together.
+            db.executemany("INSERT INTO task_files (task_id, name, data) VALUES (?, ?, ?)",
+                           ((task_id, file, files[file]) for file in (files or {})))
+            self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
+            self._audit(db, uid, name, "submit", task_id, "ok")
+        return self.task(task_id), False
 
-    def task_by_key(self, key: str) -> TaskView | None:
-        """The task submitted with this idempotency key, if one was."""
-        row = self._db.execute("SELECT * FROM tasks WHERE idempotency_key = ?", (key,)).fetchone()
+    def task_by_key(self, uid: int, key: str) -> TaskView | None:
+        """The task ``uid`` submitted with this idempotency key, if it did (another uid's key is not its)."""
+        row = self._row_by_key(uid, key)
         return None if row is None else task_view(row)
+
+    def _row_by_key(self, uid: int, key: str) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._db.execute(
+            "SELECT * FROM tasks WHERE submitter_uid = ? AND idempotency_key = ?", (uid, key)).fetchone()
+        return row
 
     def task(self, task_id: int) -> TaskView:
         row = self._db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
@@ -202,13 +213,18 @@ class Store(CountRows, SpendRows):
             raise NotFound(f"no task with id {task_id}", id=task_id)
         return task_view(row)
 
-    def tasks(self, *, key: str | None = None, key_prefix: str | None = None) -> list[TaskView]:
+    def tasks(self, *, uid: int | None = None, key: str | None = None,
+              key_prefix: str | None = None) -> list[TaskView]:
         """Every task, oldest first; only the one with idempotency key ``key`` / those whose key starts
-        with ``key_prefix``, if given."""
+        with ``key_prefix``, if given, and then only among those ``uid`` submitted (a key is its submitter's:
+        the same key of another uid names another task)."""
+        if (key is not None or key_prefix is not None) and uid is None:
+            raise ValueError("a key names a task only for its submitter: tasks(key=...) needs uid")
         # substr, not LIKE: '_' is a key character and LIKE's wildcard.
         rows = self._db.execute(
             "SELECT * FROM tasks WHERE (?1 IS NULL OR idempotency_key = ?1)"
-            " AND (?2 IS NULL OR substr(idempotency_key, 1, length(?2)) = ?2) ORDER BY id", (key, key_prefix))
+            " AND (?2 IS NULL OR substr(idempotency_key, 1, length(?2)) = ?2)"
+            " AND ((?1 IS NULL AND ?2 IS NULL) OR submitter_uid = ?3) ORDER BY id", (key, key_prefix, uid))
         return [task_view(row) for row in rows]
 
     def next_queued(self, seat: str | None = None, *, session: bool = True,

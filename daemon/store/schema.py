@@ -263,11 +263,18 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE tasks ADD COLUMN screen TEXT;
     ALTER TABLE tasks ADD COLUMN seat_tags TEXT
     """,
-    # (#41, item 8) the price a task was accepted with (JSON, cud.protocol.PriceView; daemon/budget/accepted.py):
+    # 12 (#41, item 8) the price a task was accepted with (JSON, cud.protocol.PriceView; daemon/budget/accepted.py):
     # its cost is counted by it whatever the config says later. NULL for tasks from before (and models
     # without a price): those are counted by the config's price, or refused at start if a line needs one.
     """
     ALTER TABLE tasks ADD COLUMN price TEXT
+    """,
+    # 13 (#41, keys per submitter, docs/protocol.md): an idempotency key names a task only for the uid that
+    # submitted it, so one user's key can never hand over another user's task; another uid's same key is
+    # its own. Keys recorded before were unique across all uids, so they are unique per uid as well.
+    """
+    DROP INDEX tasks_by_key;
+    CREATE UNIQUE INDEX tasks_by_key ON tasks (submitter_uid, idempotency_key) WHERE idempotency_key IS NOT NULL
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

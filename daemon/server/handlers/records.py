@@ -60,7 +60,7 @@ async def record(ctx: Context, request: RecordRequest) -> RecordResult:
             await ctx.send(dict(file_message(name, 0, "")))
         files.append({"name": name, "bytes": len(data)})
     # The task as it is now: a running task may have moved on while its files streamed.
-    return {"task": store.task(task_id), "events": len(events), "files": files}
+    return {"task": ctx.daemon.policy.task_for(ctx.peer, store.task(task_id)), "events": len(events), "files": files}
 
 
 async def image(ctx: Context, request: ImageRequest) -> dict[str, Any]:

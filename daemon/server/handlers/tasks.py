@@ -1,9 +1,12 @@
 """``submit``, ``list``, ``show``, ``follow``, ``cancel`` and ``interrupt``: the task queue.
 
-A submit with an idempotency key (``key``) that is already recorded queues nothing and replies
-with that task and ``"existing": true``: the key decides, whatever else the request says (its
-prompt, spec or limits are not compared nor checked again), so a client that lost the reply, or
-lost the daemon, may send the same request again and never makes a second task.
+A submit with an idempotency key (``key``) that its submitter has already recorded queues nothing
+and replies with that task and ``"existing": true``: the key decides, whatever else the request
+says (its prompt, spec or limits are not compared nor checked again), so a client that lost the
+reply, or lost the daemon, may send the same request again and never makes a second task. A key
+is its submitter's: the same key from another uid is that uid's own, and names another task.
+Submits of one key that race (each with its spec's files in flight) all get the one task: the
+store looks the key up again in the transaction that would insert (``Store.submit_once``).
 """
 
 from __future__ import annotations
@@ -92,8 +95,8 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     daemon, peer = ctx.daemon, ctx.peer
     daemon.policy.require_submit(peer, "submit tasks")
     key = request.get("key")
-    if key is not None and (known := daemon.store.task_by_key(key)) is not None:
-        return {"id": known["id"], "task": known, "existing": True}
+    if key is not None and (known := daemon.store.task_by_key(peer.uid, key)) is not None:
+        return {"id": known["id"], "task": known, "existing": True}  # before any upload: no bytes for nothing
     config = daemon.config
     approval = request.get("approval", config.approval)
     if POLICY_STRICTNESS[approval] < POLICY_STRICTNESS[config.approval]:
@@ -128,13 +131,16 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
                                    if k in request})
     spool = await receive_spec_files(ctx, files)  # after every check: a refusal costs the client no upload
     try:
-        task = daemon.store.submit(
+        # The key looked up again with the insert: another submit of it may have been stored while our files came.
+        task, existing = daemon.store.submit_once(
             request["prompt"], model, max_steps, approval, peer.uid, peer.name,
             max_duration, seat, rules, spec, spool, key, budgets, guard, needs,
         )
     finally:
         if spool is not None:
             spool.close()
+    if existing:
+        return {"id": task["id"], "task": task, "existing": True}
     daemon.seats.dispatch()
     task = daemon.store.task(task["id"])  # dispatch may have started it
     return {"id": task["id"], "task": task, "existing": False}
@@ -165,11 +171,14 @@ def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, 
 
 
 async def list_tasks(ctx: Context, request: ListRequest) -> list[TaskView]:
-    return ctx.daemon.store.tasks(key=request.get("key"), key_prefix=request.get("key_prefix"))
+    """Every task; with ``key``/``key_prefix``, only the peer's own (a key names a task only for its submitter)."""
+    peer, policy = ctx.peer, ctx.daemon.policy
+    tasks = ctx.daemon.store.tasks(uid=peer.uid, key=request.get("key"), key_prefix=request.get("key_prefix"))
+    return [policy.task_for(peer, task) for task in tasks]
 
 
 async def show(ctx: Context, request: ShowRequest) -> TaskView:
-    return ctx.daemon.store.task(request["id"])
+    return ctx.daemon.policy.task_for(ctx.peer, ctx.daemon.store.task(request["id"]))
 
 
 async def follow(ctx: Context, request: FollowRequest) -> TaskView:
@@ -184,7 +193,7 @@ async def follow(ctx: Context, request: FollowRequest) -> TaskView:
             await ctx.send(dict(event_message(event)))
             last = event["seq"]
             if event["kind"] == "end":
-                return store.task(task_id)
+                return ctx.daemon.policy.task_for(ctx.peer, store.task(task_id))
         while True:
             event = await live.get()
             if event["seq"] <= last:
@@ -192,7 +201,7 @@ async def follow(ctx: Context, request: FollowRequest) -> TaskView:
             await ctx.send(dict(event_message(event)))
             last = event["seq"]
             if event["kind"] == "end":
-                return store.task(task_id)
+                return ctx.daemon.policy.task_for(ctx.peer, store.task(task_id))
     finally:
         unsubscribe()
 
