@@ -5,8 +5,9 @@ opened up by mistake (chmod 0666) still refuses strangers. By default only root
 and the daemon's own user may submit, approve and operate; ``[access]`` in the
 config adds users and groups. Operating (``operate_users``/``operate_groups``) is
 running code and moving files on a seat's session: ``cuctl exec``, ``cp``,
-``clipboard``, ``reset`` and a spec's ``run``/``launch``/``command``. Submitting a
-prompt does not need it.
+``clipboard``, ``reset`` and a spec's steps and checks that act in the session. Submitting a
+prompt does not need it. A task's collected files are the seat's files, so reading them
+follows the same right (:meth:`Policy.may_read_collected`).
 """
 
 from __future__ import annotations
@@ -106,6 +107,31 @@ class Policy:
                 "(running code and moving files on a seat is the operate right)",
                 uid=peer.uid,
                 request=what,
+                right="operate",
+            )
+
+    def may_read_collected(self, peer: Peer, task: TaskView) -> bool:
+        """Whether ``peer`` may read the files ``task``'s spec collected from a seat's home (docs/protocol.md).
+
+        They are the seat's files, so whoever may read the seat's files (the operate right) may
+        read them; so may the task's submitter when the submitter had that right. Submit refuses
+        a spec that collects from a peer without the operate right (``Spec.in_session``), so a
+        task whose spec collects was submitted with it. Submit or approve rights alone are not
+        enough: another submitter's task may have collected a home's secrets.
+        """
+        if self.may_operate(peer):
+            return True
+        collects = bool(((task["spec"] or {}).get("collect") or {}).get("files"))
+        return collects and task["submitter"]["uid"] == peer.uid
+
+    def require_read_collected(self, peer: Peer, task: TaskView) -> None:
+        if not self.may_read_collected(peer, task):
+            raise AccessDenied(
+                f"user {peer.name!r} (uid {peer.uid}) may not read the files task {task['id']} collected from a "
+                "seat's home: they are readable with the operate right ([access] operate_users/operate_groups), "
+                "or by the task's submitter",
+                uid=peer.uid,
+                id=task["id"],
                 right="operate",
             )
 
