@@ -270,7 +270,13 @@ class SeatHome:
             elif not stat.S_ISDIR(info.st_mode):
                 raise PathRefused(f"path {path!r}: {'/'.join([*names, name])!r} in the seat's home is "
                                   f"{_kind(info.st_mode)}, not a directory", path=path)
-            fd = os.open(name, _DIR_FLAGS, dir_fd=stack[-1])  # ELOOP: swapped for a symlink since the lstat
+            try:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=stack[-1])
+            except (NotADirectoryError, FileNotFoundError):
+                # Swapped since its lstat: O_NOFOLLOW with O_DIRECTORY gives ENOTDIR for a symlink
+                # (to a directory outside, say), which is refused here, never followed.
+                raise PathRefused(f"path {path!r}: {'/'.join([*names, name])!r} in the seat's home changed while "
+                                  "it was opened (no longer a directory)", path=path) from None
             stack.append(fd)
             names.append(name)
             if info is None:
