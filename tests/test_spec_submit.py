@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from cud.daemon.config import Access
+from cud.daemon.server.access import Peer, Policy
 from cud.spec.checks import CHECK_KINDS, Check
 from cud.spec.setup import SETUP_KINDS, SetupStep
 from tests.support.daemon import Daemon, cuctl, json_out, scenario
@@ -109,3 +111,21 @@ def test_without_the_operate_right_a_spec_may_not_act_in_a_session(start_daemon:
         looks = spec_file(short_tmp, "look.toml", 'prompt = "p"\nreset = false\n' + text)
         accepted = cuctl(daemon.socket, "submit", "--spec", str(looks), prefix=AS_NOBODY)
         assert accepted.returncode == 0, (key, accepted.stderr)
+
+
+def test_a_submitter_who_had_the_operate_right_reads_their_tasks_collected_files() -> None:
+    """``Policy.may_read_collected``: the operate right reads any task's collected files; without it, only the
+    submitter of a task whose spec collects (submit took the operate right for it) reads them, since lost."""
+    policy = Policy(Access(submit_users=("nobody",)))
+    nobody = Peer(pid=1, uid=NOBODY.pw_uid, gid=NOBODY.pw_gid, groups=frozenset(), name="nobody")
+    other = Peer(pid=1, uid=NOBODY.pw_uid - 1, gid=NOBODY.pw_gid, groups=frozenset(), name="other")
+    root = Peer(pid=1, uid=0, gid=0, groups=frozenset(), name="root")
+
+    def task(uid: int, collect: list[str]) -> Any:
+        return {"id": 7, "submitter": {"uid": uid, "name": "x"}, "spec": {"collect": {"files": collect}}}
+
+    assert policy.may_read_collected(nobody, task(NOBODY.pw_uid, ["a.txt"]))
+    assert not policy.may_read_collected(other, task(NOBODY.pw_uid, ["a.txt"]))
+    assert not policy.may_read_collected(nobody, task(NOBODY.pw_uid, []))
+    assert not policy.may_read_collected(nobody, task(0, ["a.txt"]))
+    assert policy.may_read_collected(root, task(NOBODY.pw_uid, ["a.txt"]))
