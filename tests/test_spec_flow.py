@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from cud.daemon.session.user import SeatUser
-from tests.support.daemon import cuctl, scenario
+from cud.daemon.server.access import WITHHELD
+from tests.support.daemon import cuctl, json_out, scenario
 from tests.support.seat_users import SeatUsers
 from tests.support.spec_seat import SpecSeat, spec_seat
 
@@ -221,7 +222,9 @@ def test_a_collected_file_is_read_only_by_whoever_may_read_the_seats_files(seat:
     in the record, which says it withheld it), as they are refused the seat's own file; the operator reads it."""
     spec = seat.write("secret.toml", 'prompt = "Look."\nseat = "s1"\nreset = false\nmax_steps = 1\n[[setup]]\n'
                                      'files = [{ src = "fixtures/secret.txt", dest = "secret.txt", mode = 0o600 }]\n'
-                                     '[collect]\nfiles = ["secret.txt"]\n', {"fixtures/secret.txt": "root's secret\n"})
+                                     '[[checks]]\nfile = "secret.txt"\nmatches = "re:^root"\n[[checks]]\n'
+                                     'answer = "re:."\n[collect]\nfiles = ["secret.txt"]\n',
+                       {"fixtures/secret.txt": "root's secret\n"})
     _code, task = seat.submit(spec)
     assert [a["error"] for a in task["artifacts"]] == [None], task["artifacts"]
     sock, source = seat.daemon.socket, f"task/{task['id']}:secret.txt"
@@ -235,6 +238,16 @@ def test_a_collected_file_is_read_only_by_whoever_may_read_the_seats_files(seat:
     assert refused.returncode != 0 and "secret" not in refused.stdout, refused
     assert (f"user 'nobody' (uid {nobody.pw_uid}) may not read the files task {task['id']} collected from a seat's "
             "home") in refused.stderr, refused.stderr
+    # What the file check saw is the file too: show, follow and the record keep whether it passed, not what it saw.
+    shown = json_out(cuctl(sock, "show", str(task["id"]), "--json", prefix=as_nobody))
+    assert [c["passed"] for c in shown["verdict"]["checks"]] == [c["passed"] for c in task["verdict"]["checks"]]
+    assert shown["verdict"]["checks"][0]["observed"] is None and shown["verdict"]["checks"][0]["why"] == WITHHELD
+    assert shown["verdict"]["checks"][1] == task["verdict"]["checks"][1]  # an answer check only looks
+    followed = cuctl(sock, "follow", str(task["id"]), prefix=as_nobody)
+    assert "root's secret" not in followed.stdout and WITHHELD in followed.stdout, followed.stdout
+    assert "root's secret" in json.dumps(task["verdict"])  # root sees it, and so does the operator
+    as_operator = as_user(operator.uid, operator.gid)
+    assert json_out(cuctl(sock, "show", str(task["id"]), "--json", prefix=as_operator))["verdict"] == task["verdict"]
     # The record streams the rest, and says what it withheld.
     place = Path(tempfile.mkdtemp(prefix="cud-export-", dir="/tmp"))
     try:

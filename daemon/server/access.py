@@ -22,9 +22,13 @@ import struct
 from cud.daemon.config import Access
 
 from cud.errors import AccessDenied
-from cud.protocol import TaskView
+from cud.protocol import CheckResultView, EventView, TaskView
+from cud.spec.checks import Check
 
 __all__ = ()
+
+#: A check's ``why`` where what it saw in a seat's session is withheld from its reader.
+WITHHELD = "withheld: what this check saw in the seat's session is read with the operate right"
 
 # Linux's SO_PEERGROUPS (since 4.13): the peer's supplementary groups as the kernel sees them.
 _SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)
@@ -124,6 +128,25 @@ class Policy:
         collects = bool(((task["spec"] or {}).get("collect") or {}).get("files"))
         return collects and task["submitter"]["uid"] == peer.uid
 
+    def task_for(self, peer: Peer, task: TaskView) -> TaskView:
+        """``task`` as ``peer`` may read it: what its checks saw in the seat's session only under the collected files' rule.
+
+        A ``file`` check's ``observed`` is the file's first 500 characters and its ``why`` may
+        quote it; a ``command`` check's is what ran as the seat's user printed: the seat's files,
+        as much as a collected file is. Whether each passed, and what it expected (the spec's own
+        words), stay readable to everyone who may read the task.
+        """
+        verdict = task["verdict"]
+        if verdict is None or self.may_read_collected(peer, task):
+            return task
+        return {**task, "verdict": {**verdict, "checks": [_withhold(c) for c in verdict["checks"]]}}
+
+    def event_for(self, peer: Peer, task: TaskView, event: EventView) -> EventView:
+        """``event`` of ``task`` as ``peer`` may read it: a ``check`` event as the task's verdict shows that check."""
+        if event["kind"] != "check" or self.may_read_collected(peer, task):
+            return event
+        return {**event, "data": dict(_withhold(event["data"]))}  # type: ignore[arg-type]
+
     def require_read_collected(self, peer: Peer, task: TaskView) -> None:
         if not self.may_read_collected(peer, task):
             raise AccessDenied(
@@ -147,6 +170,13 @@ class Policy:
                 uid=peer.uid,
                 id=task["id"],
             )
+
+
+def _withhold(check: CheckResultView) -> CheckResultView:
+    """The check without what it saw, unless its kind only looks at what every reader may see (deny by default)."""
+    if check["kind"] in Check.ONLY_LOOKS:
+        return check
+    return {**check, "observed": None, "why": WITHHELD}
 
 
 def _uid(name: str) -> int:

@@ -39,8 +39,9 @@ async def record(ctx: Context, request: RecordRequest) -> RecordResult:
     store, task_id = ctx.daemon.store, request["id"]
     task = store.task(task_id)  # NotFound for an unknown id, before anything streams
     events = store.events(task_id)
+    policy = ctx.daemon.policy
     for event in events:
-        await ctx.send(dict(event_message(event)))
+        await ctx.send(dict(event_message(policy.event_for(ctx.peer, task, event))))
     folder = ctx.daemon.trajectories.task_dir(task_id)
     try:
         names = sorted(name for name in os.listdir(folder) if RECORD_FILE_NAME.fullmatch(name))
@@ -49,7 +50,7 @@ async def record(ctx: Context, request: RecordRequest) -> RecordResult:
     # The files a spec collected (the task row lists them; each was written by the daemon itself), to
     # whom may read them; the others get the rest of the record and the names of what was withheld.
     collected = [f"artifacts/{a['path']}" for a in task["artifacts"] if a["error"] is None]
-    readable = ctx.daemon.policy.may_read_collected(ctx.peer, task)
+    readable = policy.may_read_collected(ctx.peer, task)
     names += collected if readable else []
     files: list[RecordFile] = []
     for name in names:
@@ -63,7 +64,7 @@ async def record(ctx: Context, request: RecordRequest) -> RecordResult:
             await ctx.send(dict(file_message(name, 0, "")))
         files.append({"name": name, "bytes": len(data)})
     # The task as it is now: a running task may have moved on while its files streamed.
-    return {"task": store.task(task_id), "events": len(events), "files": files,
+    return {"task": policy.task_for(ctx.peer, store.task(task_id)), "events": len(events), "files": files,
             "withheld": [] if readable else collected}
 
 
