@@ -5,6 +5,9 @@ way a record reaches ``cuctl``. Nothing is sent in one piece that could outgrow
 the message cap: every event is one ``event`` message and every screenshot is
 cut into ``file`` messages of at most ``CHUNK_BYTES`` bytes.
 
+A task's collected files, and what its checks saw in the seat's session, reach only
+whoever may read them (``Policy.may_read_collected``); the reply names the files withheld.
+
 Files are read on the event loop's thread on purpose: the runner writes them on
 that thread too, so a record never holds half a screenshot.
 """
