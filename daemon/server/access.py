@@ -129,7 +129,7 @@ class Policy:
         return collects and task["submitter"]["uid"] == peer.uid
 
     def task_for(self, peer: Peer, task: TaskView) -> TaskView:
-        """``task`` as ``peer`` may read it: what its checks saw in the seat's session only under the collected files' rule.
+        """``task`` as ``peer`` may read it: what its checks saw in the seat's session, by the collected files' rule.
 
         A ``file`` check's ``observed`` is the file's first 500 characters and its ``why`` may
         quote it; a ``command`` check's is what ran as the seat's user printed: the seat's files,

@@ -26,7 +26,8 @@ LIFETIME = 300
 _SCRIPT = """
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
-fd, a, b, end = int(sys.argv[1]), os.fsencode(sys.argv[2]), os.fsencode(sys.argv[3]), time.monotonic() + float(sys.argv[4])
+fd, a, b = int(sys.argv[1]), os.fsencode(sys.argv[2]), os.fsencode(sys.argv[3])
+end = time.monotonic() + float(sys.argv[4])
 print("swapping", flush=True)
 while time.monotonic() < end:
     for _ in range(1000):
