@@ -338,3 +338,6 @@ class RecordResult(TypedDict):
     task: TaskView
     events: int
     files: list[RecordFile]
+    #: The collected files (``artifacts/PATH``) not sent: the peer may not read them
+    #: (``Policy.may_read_collected``, docs/protocol.md); [] when all were sent.
+    withheld: list[str]

@@ -15,8 +15,13 @@ from hypothesis import strategies as st
 from cud.daemon.session.home import SeatHome
 from cud.daemon.session.processes import SeatSession, SessionPlaces
 from cud.daemon.session.user import SeatUser
+from cud.daemon.spec.checks import run_check
+from cud.daemon.spec.verdict import collect
+from cud.daemon.store.trajectory import Trajectories
 from cud.errors import CudError, NotFound, PathRefused
+from cud.spec.checks import parse_check
 from tests.support.seat_users import SeatUsers, make_home, tree_hash
+from tests.support.swapper import swapping
 
 SECRET = b"the outside's secret"
 
@@ -152,3 +157,89 @@ def test_session_files_through_the_session(place: tuple[SeatHome, Path], user: S
 
     assert asyncio.run(go()) == b"ok"
     assert (outside / "secret").read_bytes() == SECRET
+
+
+#: Attempts a race test makes at most, and the swaps it must have met before it may stop.
+RACE_ATTEMPTS, RACE_HITS = 100_000, 20
+
+
+def race_place(home: SeatHome, outside: Path, name: str) -> tuple[Path, Path]:
+    """In the home, ``name/d`` (a directory with a file ``f``) beside ``name/e`` (a symlink to a directory outside
+    with a file ``f`` holding the secret), both the home's user's."""
+    place = home.root / name
+    place.mkdir()
+    (place / "d").mkdir()
+    (place / "d" / "f").write_bytes(b"inside")
+    target = outside / name
+    target.mkdir()
+    (target / "f").write_bytes(SECRET)
+    os.symlink(str(target), place / "e")
+    for path in (place, place / "d", place / "d" / "f"):
+        os.lchown(path, home.uid, home.gid)
+    os.lchown(place / "e", home.uid, home.gid)
+    return place, target
+
+
+def test_a_directory_swapped_for_a_symlink_out_mid_walk_never_leads_out(place: tuple[SeatHome, Path],
+                                                                       user: SeatUser) -> None:
+    """The seat's user swaps ``d`` with a symlink out while the daemon walks through it: each directory's open
+    does not follow a symlink (O_NOFOLLOW), so a swap between its lstat and its open is refused, never followed."""
+    home, outside = place
+    race, target = race_place(home, outside, "race_dir")
+    before = tree_hash(target)
+    swapped, seen, tried = 0, set(), 0
+    with swapping(user, race, "d", "e"):
+        while tried < RACE_ATTEMPTS and swapped < RACE_HITS and tree_hash(target) == before:
+            tried += 1
+            try:
+                if tried % 2:
+                    home.write_bytes("race_dir/d/f", b"written")
+                else:
+                    assert home.read_bytes("race_dir/d/f", max_bytes=100) in (b"inside", b"written")
+            except CudError as exc:  # never a raw OSError: the swap met is cud's error naming the path
+                assert "'race_dir/d/f'" in exc.message, exc.message
+                seen.add(exc.message)
+                swapped += "changed while it was opened (no longer a directory)" in exc.message
+    assert tree_hash(target) == before, f"written outside the home after {tried} attempts"
+    assert (target / "f").read_bytes() == SECRET
+    assert swapped, f"the harness never swapped between a directory's lstat and its open in {tried} attempts: {seen}"
+
+
+def test_a_symlink_swapped_mid_check_or_collect_is_could_not_look_naming_the_path(
+        place: tuple[SeatHome, Path], user: SeatUser, tmp_path: Path) -> None:
+    """``link`` (a symlink to ``target``) trades places with a plain file: the walk's readlink meets a file
+    (EINVAL). Each ``file`` check still gives its result, and each collected file its entry: "could not
+    look" naming the path, never the task's verdict lost to a raw OSError."""
+    home, _outside = place
+    race = home.root / "race_link"
+    race.mkdir()
+    (race / "target").write_bytes(b"inside")
+    (race / "plain").write_bytes(b"plain")
+    os.symlink("target", race / "link")
+    for path in (race, race / "target", race / "plain", race / "link"):
+        os.lchown(path, user.uid, user.gid)
+    session = SeatSession("s", user, home.root, SessionPlaces(None, None, None))
+    check = parse_check("checks[0]", {"file": "race_link/link", "matches": "inside"})
+    trajectories = Trajectories(tmp_path)
+    why = "path 'race_link/link' in the seat's home changed while it was followed"
+
+    async def go() -> tuple[int, int, int]:
+        hits = collected = tried = 0
+        while tried < RACE_ATTEMPTS and hits < RACE_HITS:
+            tried += 1
+            result = await run_check(0, check, session, None, {}, None)  # type: ignore[arg-type]
+            assert result["passed"] == (result["observed"] is not None and result["observed"]["text"] == "inside")
+            if not result["passed"] and result["observed"] is None:  # the swap met: which step met it varies
+                assert result["why"].startswith("could not look: path 'race_link/link' "), result["why"]
+                hits += result["why"] == f"could not look: {why}: 'race_link/link' was a symlink, then no longer"
+            [kept] = await collect(session, ["race_link/link"], trajectories, 1)
+            if kept["error"] is not None:
+                assert kept["error"].startswith("path 'race_link/link' "), kept
+                collected += 1
+            else:
+                assert kept["bytes"] in (5, 6)
+        return hits, collected, tried
+
+    with swapping(user, race, "link", "plain"):
+        hits, collected, tried = asyncio.run(go())
+    assert hits, f"the harness never swapped between the walk's lstat and its readlink in {tried} checks"

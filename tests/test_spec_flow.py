@@ -10,12 +10,18 @@ asked anything.
 from __future__ import annotations
 
 import json
+import os
+import pwd
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import cuctl, scenario
+from cud.daemon.session.user import SeatUser
+from cud.daemon.server.access import WITHHELD
+from tests.support.daemon import cuctl, json_out, scenario
 from tests.support.seat_users import SeatUsers
 from tests.support.spec_seat import SpecSeat, spec_seat
 
@@ -43,9 +49,18 @@ command = ["/bin/sh", "-c", "cat >> \\"$0\\"; echo >> \\"$0\\"", "{out}"]
 
 
 @pytest.fixture(scope="module")
-def seat(seat_users: SeatUsers, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpecSeat]:
+def operator(seat_users: SeatUsers) -> SeatUser:
+    """A user with the operate right and no other (as root; else the tests' own user, who has every right)."""
+    return seat_users.make()
+
+
+@pytest.fixture(scope="module")
+def seat(seat_users: SeatUsers, operator: SeatUser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpecSeat]:
     hooks = tmp_path_factory.mktemp("hooks") / "events.jsonl"
-    with spec_seat(seat_users, EDIT, config=NOTIFY.format(out=hooks), template_files={"Desktop/.keep": ""}) as s:
+    # nobody may submit, not operate; the operator may operate, not submit.
+    access = f'[access]\nsubmit_users = ["nobody"]\noperate_users = ["{operator.name}"]\n'
+    with spec_seat(seat_users, EDIT, config=access + NOTIFY.format(out=hooks),
+                   template_files={"Desktop/.keep": ""}) as s:
         s.hooks = hooks  # type: ignore[attr-defined]
         yield s
 
@@ -195,3 +210,56 @@ answer = "re:(?i)saved"
     assert [c["passed"] for c in verdict["checks"]] == [True, False, True, False], [c["why"] for c in verdict["checks"]]
     assert verdict["checks"][3]["why"] == "the model gave no final message"
     assert verdict["score"] == 0.5
+
+
+def as_user(uid: int, gid: int) -> list[str]:
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="other users' requests need root to be made (setpriv)")
+def test_a_collected_file_is_read_only_by_whoever_may_read_the_seats_files(seat: SpecSeat, operator: SeatUser) -> None:
+    """root's spec collects a secret from the home: a user with only the submit right is refused it (by ``cp`` and
+    in the record, which says it withheld it), as they are refused the seat's own file; the operator reads it."""
+    spec = seat.write("secret.toml", 'prompt = "Look."\nseat = "s1"\nreset = false\nmax_steps = 1\n[[setup]]\n'
+                                     'files = [{ src = "fixtures/secret.txt", dest = "secret.txt", mode = 0o600 }]\n'
+                                     '[[checks]]\nfile = "secret.txt"\nmatches = "re:^root"\n[[checks]]\n'
+                                     'answer = "re:."\n[collect]\nfiles = ["secret.txt"]\n',
+                       {"fixtures/secret.txt": "root's secret\n"})
+    _code, task = seat.submit(spec)
+    assert [a["error"] for a in task["artifacts"]] == [None], task["artifacts"]
+    sock, source = seat.daemon.socket, f"task/{task['id']}:secret.txt"
+    os.chmod(seat.daemon.dir, 0o711)  # the socket's mode is the first fence; the rights are the second, tested here
+    os.chmod(sock, 0o666)
+    nobody = pwd.getpwnam("nobody")
+    as_nobody = as_user(nobody.pw_uid, nobody.pw_gid)
+    from_seat = cuctl(sock, "cp", "s1:secret.txt", "-", prefix=as_nobody)
+    assert from_seat.returncode != 0 and "operate_users/operate_groups" in from_seat.stderr, from_seat
+    refused = cuctl(sock, "cp", source, "-", prefix=as_nobody)
+    assert refused.returncode != 0 and "secret" not in refused.stdout, refused
+    assert (f"user 'nobody' (uid {nobody.pw_uid}) may not read the files task {task['id']} collected from a seat's "
+            "home") in refused.stderr, refused.stderr
+    # What the file check saw is the file too: show, follow and the record keep whether it passed, not what it saw.
+    shown = json_out(cuctl(sock, "show", str(task["id"]), "--json", prefix=as_nobody))
+    assert [c["passed"] for c in shown["verdict"]["checks"]] == [c["passed"] for c in task["verdict"]["checks"]]
+    assert shown["verdict"]["checks"][0]["observed"] is None and shown["verdict"]["checks"][0]["why"] == WITHHELD
+    assert shown["verdict"]["checks"][1] == task["verdict"]["checks"][1]  # an answer check only looks
+    followed = cuctl(sock, "follow", str(task["id"]), prefix=as_nobody)
+    assert "root's secret" not in followed.stdout and WITHHELD in followed.stdout, followed.stdout
+    assert "root's secret" in json.dumps(task["verdict"])  # root sees it, and so does the operator
+    as_operator = as_user(operator.uid, operator.gid)
+    assert json_out(cuctl(sock, "show", str(task["id"]), "--json", prefix=as_operator))["verdict"] == task["verdict"]
+    # The record streams the rest, and says what it withheld.
+    place = Path(tempfile.mkdtemp(prefix="cud-export-", dir="/tmp"))
+    try:
+        place.chmod(0o777)
+        exported = cuctl(sock, "export", str(task["id"]), "-o", str(place / "e"), prefix=as_nobody)
+        assert exported.returncode == 0, exported.stderr
+        assert "1 collected file withheld (reading them needs the operate right)" in exported.stdout, exported.stdout
+        assert not (place / "e" / "artifacts").exists()
+        assert b"root's secret" not in b"".join(p.read_bytes() for p in (place / "e").rglob("*") if p.is_file())
+    finally:
+        shutil.rmtree(place)
+    # Whoever may read the seat's files reads it: the operator (no submit right) and root.
+    for prefix in (as_user(operator.uid, operator.gid), None):
+        read = cuctl(sock, "cp", source, "-", prefix=prefix)
+        assert read.returncode == 0 and read.stdout == "root's secret\n", read

@@ -15,6 +15,10 @@ from typing import Any
 
 import pytest
 
+from cud.daemon.config import Access
+from cud.daemon.server.access import Peer, Policy
+from cud.spec.checks import CHECK_KINDS, Check
+from cud.spec.setup import SETUP_KINDS, SetupStep
 from tests.support.daemon import Daemon, cuctl, json_out, scenario
 
 ANSWER = scenario({"message": "The answer is 42."}, look_first=False)
@@ -61,22 +65,67 @@ def test_what_the_daemon_refuses_is_named(start_daemon: Any, short_tmp: Path, te
     assert daemon.call("list") == []  # nothing was queued
 
 
+#: A spec's part of each kind (setup steps, checks, collect), to submit without the operate right.
+ACTS = {
+    "setup[0].run": '[[setup]]\nrun = ["/bin/true"]\n',
+    "setup[0].files": '[[setup]]\nfiles = [{ src = "f.txt", dest = "f.txt" }]\n',
+    "setup[0].launch": '[[setup]]\nlaunch = ["/usr/bin/xterm"]\n',
+    "setup[0].open": '[[setup]]\nopen = "https://example.com/"\n',
+    "setup[0].clipboard": '[[setup]]\nclipboard = "text"\n',
+    "checks[0].command": '[[checks]]\ncommand = ["/bin/true"]\n',
+    "checks[0].file": '[[checks]]\nfile = "f.txt"\n',
+    "collect.files": '[collect]\nfiles = ["f.txt"]\n',
+}
+#: The parts that only wait or look: the right to submit is enough.
+LOOKS = {
+    "setup[0].sleep": '[[setup]]\nsleep = 0.1\n',
+    "checks[0].answer": '[[checks]]\nanswer = "re:42"\n',
+    "checks[0].window": '[[checks]]\nwindow = { class = "Xterm" }\nexists = false\n',
+    "checks[0].element": '[[checks]]\nelement = { role = "push button" }\nexists = false\n',
+}
+
+
+def test_every_kind_of_step_and_check_is_either_acting_or_only_looking() -> None:
+    """A new kind needs the operate right until it is listed as harmless; these tests name each kind once."""
+    kinds = {key.split(".")[-1] for key in [*ACTS, *LOOKS]}
+    assert kinds >= set(SETUP_KINDS) | set(CHECK_KINDS), "a kind this test does not submit"
+    assert SetupStep.ONLY_WAITS == {"sleep"} and Check.ONLY_LOOKS == {"answer", "window", "element"}
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="another user's request needs root to be made (setpriv)")
 def test_without_the_operate_right_a_spec_may_not_act_in_a_session(start_daemon: Any, short_tmp: Path) -> None:
     daemon: Daemon = start_daemon(ANSWER, config='[access]\nsubmit_users = ["nobody"]\n')
     os.chmod(daemon.dir, 0o711)  # the socket's fences, opened for this test's other user
     os.chmod(daemon.socket, 0o666)
-    for key, text in [("setup[0].run", '[[setup]]\nrun = ["/bin/true"]\n'),
-                      ("setup[0].files", '[[setup]]\nfiles = [{ src = "f.txt", dest = "f.txt" }]\n'),
-                      ("checks[0].command", '[[checks]]\ncommand = ["/bin/true"]\n'),
-                      ("collect.files", '[collect]\nfiles = ["f.txt"]\n')]:
-        (short_tmp / "f.txt").write_text("x")
-        (short_tmp / "f.txt").chmod(0o644)
+    (short_tmp / "f.txt").write_text("x")
+    (short_tmp / "f.txt").chmod(0o644)
+    for key, text in ACTS.items():
         spec = spec_file(short_tmp, "s.toml", 'prompt = "p"\n' + text)
         refused = cuctl(daemon.socket, "submit", "--spec", str(spec), prefix=AS_NOBODY)
-        assert refused.returncode == 2, refused.stderr
+        assert refused.returncode == 2, (key, refused.stderr)
         assert (f"user 'nobody' (uid {NOBODY.pw_uid}) may not submit a spec whose '{key}' acts in a seat's session: "
-                "not in [access] operate_users/operate_groups") in refused.stderr
-    # What only looks needs no more than the right to submit.
-    looks = spec_file(short_tmp, "look.toml", 'prompt = "p"\nreset = false\n[[checks]]\nanswer = "re:42"\n')
-    assert cuctl(daemon.socket, "submit", "--spec", str(looks), "--wait", prefix=AS_NOBODY).returncode == 0
+                "not in [access] operate_users/operate_groups") in refused.stderr, (key, refused.stderr)
+    assert daemon.call("list") == []
+    # What only waits or looks needs no more than the right to submit.
+    for key, text in LOOKS.items():
+        looks = spec_file(short_tmp, "look.toml", 'prompt = "p"\nreset = false\n' + text)
+        accepted = cuctl(daemon.socket, "submit", "--spec", str(looks), prefix=AS_NOBODY)
+        assert accepted.returncode == 0, (key, accepted.stderr)
+
+
+def test_a_submitter_who_had_the_operate_right_reads_their_tasks_collected_files() -> None:
+    """``Policy.may_read_collected``: the operate right reads any task's collected files; without it, only the
+    submitter of a task whose spec collects (submit took the operate right for it) reads them, since lost."""
+    policy = Policy(Access(submit_users=("nobody",)))
+    nobody = Peer(pid=1, uid=NOBODY.pw_uid, gid=NOBODY.pw_gid, groups=frozenset(), name="nobody")
+    other = Peer(pid=1, uid=NOBODY.pw_uid - 1, gid=NOBODY.pw_gid, groups=frozenset(), name="other")
+    root = Peer(pid=1, uid=0, gid=0, groups=frozenset(), name="root")
+
+    def task(uid: int, collect: list[str]) -> Any:
+        return {"id": 7, "submitter": {"uid": uid, "name": "x"}, "spec": {"collect": {"files": collect}}}
+
+    assert policy.may_read_collected(nobody, task(NOBODY.pw_uid, ["a.txt"]))
+    assert not policy.may_read_collected(other, task(NOBODY.pw_uid, ["a.txt"]))
+    assert not policy.may_read_collected(nobody, task(NOBODY.pw_uid, []))
+    assert not policy.may_read_collected(nobody, task(0, ["a.txt"]))
+    assert policy.may_read_collected(root, task(NOBODY.pw_uid, ["a.txt"]))

@@ -65,7 +65,7 @@ def fetch_record(client: Client, task_id: int, *, max_bytes: int | None = None) 
     got = {name: len(data) for name, data in files.items()}
     if got != expected:
         raise ProtocolError(f"record of task {task_id} arrived with files {got}, the daemon sent {expected}")
-    return Record(task=result["task"], events=events, files=files)
+    return Record(task=result["task"], events=events, files=files, withheld=tuple(result.get("withheld", ())))
 
 
 def export(client: Client, args: argparse.Namespace) -> int:

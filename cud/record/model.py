@@ -41,6 +41,8 @@ class Record:
     task: dict[str, Any]  # a TaskView
     events: list[dict[str, Any]]  # EventViews in seq order
     files: dict[str, bytes]  # trajectory file name -> bytes
+    #: Collected files (``artifacts/PATH``) the daemon did not send: the reader may not read them.
+    withheld: tuple[str, ...] = ()
 
     def contents(self) -> str:
         """What the record holds, in words: ``3 screenshots, the video, 1 collected file; verdict passed (1.00)``."""
@@ -50,6 +52,8 @@ class Record:
         verdict = self.task.get("verdict")
         return (f"{shots} screenshot{'s' * (shots != 1)}" + (", the video" if videos else "")
                 + (f", {artifacts} collected file{'s' * (artifacts != 1)}" if artifacts else "")
+                + (f", {len(self.withheld)} collected file{'s' * (len(self.withheld) != 1)} withheld (reading "
+                   "them needs the operate right)" if self.withheld else "")
                 + (f"; verdict {verdict['verdict']} (score {verdict['score']:.2f})" if verdict else ""))
 
 

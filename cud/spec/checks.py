@@ -80,8 +80,15 @@ class Check:
     states: tuple[str, ...] = ()  # element: each set, or after "!" not set
     answer: Match | None = None  # answer
 
-    #: Kinds that act in the seat's session (a seat with one, and the operate right).
-    IN_SESSION: ClassVar[frozenset[str]] = frozenset({"command", "file"})
+    #: The kinds that only look at what anyone who submits may see (the final message, the
+    #: display's windows and elements), and so need neither a seat's session nor the operate
+    #: right. A kind added to CHECK_KINDS acts in the session until it is named here.
+    ONLY_LOOKS: ClassVar[frozenset[str]] = frozenset({"answer", "window", "element"})
+
+    @property
+    def acts_in_session(self) -> bool:
+        """Whether the check acts in the seat's session: it needs a seat with one, and the operate right."""
+        return self.kind not in self.ONLY_LOOKS
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "weight": self.weight}

@@ -107,8 +107,8 @@ class Spec:
 
     def in_session(self) -> list[str]:
         """The key paths of what acts in the seat's session: they need a seat with one, and the operate right."""
-        keys = [f"setup[{i}].{s.kind}" for i, s in enumerate(self.setup) if s.kind in SetupStep.IN_SESSION]
-        keys += [f"checks[{i}].{c.kind}" for i, c in enumerate(self.checks) if c.kind in Check.IN_SESSION]
+        keys = [f"setup[{i}].{s.kind}" for i, s in enumerate(self.setup) if s.acts_in_session]
+        keys += [f"checks[{i}].{c.kind}" for i, c in enumerate(self.checks) if c.acts_in_session]
         return keys + (["collect.files"] if self.collect.files else [])
 
     @property

@@ -88,8 +88,15 @@ class SetupStep:
     exit_code: int = 0  # run
     wait_for: WaitFor | None = None  # launch, open
 
-    #: Kinds that act in the seat's session (a seat with one, and the operate right).
-    IN_SESSION: ClassVar[frozenset[str]] = frozenset({"files", "run", "launch", "open", "clipboard"})
+    #: The kinds that only wait, and so need neither a seat's session nor the operate right. The
+    #: list is of what is harmless, not of what acts: a kind added to SETUP_KINDS acts in the
+    #: session (and needs the right) until it is named here.
+    ONLY_WAITS: ClassVar[frozenset[str]] = frozenset({"sleep"})
+
+    @property
+    def acts_in_session(self) -> bool:
+        """Whether the step acts in the seat's session: it needs a seat with one, and the operate right."""
+        return self.kind not in self.ONLY_WAITS
 
     @property
     def is_url(self) -> bool:

@@ -5,8 +5,9 @@ opened up by mistake (chmod 0666) still refuses strangers. By default only root
 and the daemon's own user may submit, approve and operate; ``[access]`` in the
 config adds users and groups. Operating (``operate_users``/``operate_groups``) is
 running code and moving files on a seat's session: ``cuctl exec``, ``cp``,
-``clipboard``, ``reset`` and a spec's ``run``/``launch``/``command``. Submitting a
-prompt does not need it.
+``clipboard``, ``reset`` and a spec's steps and checks that act in the session. Submitting a
+prompt does not need it. A task's collected files are the seat's files, so reading them
+follows the same right (:meth:`Policy.may_read_collected`).
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ import struct
 from cud.daemon.config import Access
 
 from cud.errors import AccessDenied
-from cud.protocol import TaskView
+from cud.protocol import CheckResultView, EventView, TaskView
+from cud.spec.checks import Check
 
 __all__ = ()
+
+#: A check's ``why`` where what it saw in a seat's session is withheld from its reader.
+WITHHELD = "withheld: what this check saw in the seat's session is read with the operate right"
 
 # Linux's SO_PEERGROUPS (since 4.13): the peer's supplementary groups as the kernel sees them.
 _SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)
@@ -109,13 +114,56 @@ class Policy:
                 right="operate",
             )
 
+    def may_read_collected(self, peer: Peer, task: TaskView) -> bool:
+        """Whether ``peer`` may read the files ``task``'s spec collected from a seat's home (docs/protocol.md).
+
+        They are the seat's files, so whoever may read the seat's files (the operate right) may
+        read them; so may the task's submitter when the submitter had that right. Submit refuses
+        a spec that collects from a peer without the operate right (``Spec.in_session``), so a
+        task whose spec collects was submitted with it. Submit or approve rights alone are not
+        enough: another submitter's task may have collected a home's secrets.
+        """
+        if self.may_operate(peer):
+            return True
+        collects = bool(((task["spec"] or {}).get("collect") or {}).get("files"))
+        return collects and task["submitter"]["uid"] == peer.uid
+
     def task_for(self, peer: Peer, task: TaskView) -> TaskView:
-        """``task`` as ``peer`` may see it: another user's idempotency key is hidden (None) from a peer
-        without the approve right. A key names a task only for its submitter (docs/protocol.md,
-        ``submit``), so nobody else can claim it; still, it says what that user's suite runs next."""
-        if task["key"] is None or task["submitter"]["uid"] == peer.uid or self.may_approve(peer):
+        """``task`` as ``peer`` may read it.
+
+        Another user's idempotency key is hidden (None) from a peer without the approve right: a
+        key names a task only for its submitter (docs/protocol.md, ``submit``), so nobody else can
+        claim it; still, it says what that user's suite runs next.
+
+        What its checks saw in the seat's session follows the collected files' rule: a ``file``
+        check's ``observed`` is the file's first 500 characters and its ``why`` may quote it; a
+        ``command`` check's is what ran as the seat's user printed: the seat's files, as much as a
+        collected file is. Whether each passed, and what it expected (the spec's own words), stay
+        readable to everyone who may read the task.
+        """
+        if task["key"] is not None and task["submitter"]["uid"] != peer.uid and not self.may_approve(peer):
+            task = {**task, "key": None}
+        verdict = task["verdict"]
+        if verdict is None or self.may_read_collected(peer, task):
             return task
-        return {**task, "key": None}
+        return {**task, "verdict": {**verdict, "checks": [_withhold(c) for c in verdict["checks"]]}}
+
+    def event_for(self, peer: Peer, task: TaskView, event: EventView) -> EventView:
+        """``event`` of ``task`` as ``peer`` may read it: a ``check`` event as the task's verdict shows that check."""
+        if event["kind"] != "check" or self.may_read_collected(peer, task):
+            return event
+        return {**event, "data": dict(_withhold(event["data"]))}  # type: ignore[arg-type]
+
+    def require_read_collected(self, peer: Peer, task: TaskView) -> None:
+        if not self.may_read_collected(peer, task):
+            raise AccessDenied(
+                f"user {peer.name!r} (uid {peer.uid}) may not read the files task {task['id']} collected from a "
+                "seat's home: they are readable with the operate right ([access] operate_users/operate_groups), "
+                "or by the task's submitter",
+                uid=peer.uid,
+                id=task["id"],
+                right="operate",
+            )
 
     def require_own_task(self, peer: Peer, task: TaskView, what: str) -> None:
         """A submitter may ``what`` (cancel, pause, resume) their own tasks; an approver anyone's."""
@@ -129,6 +177,13 @@ class Policy:
                 uid=peer.uid,
                 id=task["id"],
             )
+
+
+def _withhold(check: CheckResultView) -> CheckResultView:
+    """The check without what it saw, unless its kind only looks at what every reader may see (deny by default)."""
+    if check["kind"] in Check.ONLY_LOOKS:
+        return check
+    return {**check, "observed": None, "why": WITHHELD}
 
 
 def _uid(name: str) -> int:

@@ -177,89 +177,112 @@ class SeatHome:
         except OSError as exc:
             raise CudError(f"the seat's home {str(self.root)!r} cannot be opened: {exc.strerror}",
                            home=str(self.root)) from None
-        stack, names, hops = [root], [], 0
+        stack = [root]  # the directories walked, each open: _find appends, this closes them all
         try:
-            if not pending:
-                yield _Found(root, ".", os.fstat(root), ())
-                return
-            while pending:
-                name = pending.pop(0)
-                if name in ("", "."):
-                    continue
-                if name == "..":  # only from a symlink's target: it may climb back as far as the home
-                    if len(stack) == 1:
-                        raise PathRefused(f"path {path!r} leads out of the seat's home through a symlink", path=path)
-                    os.close(stack.pop())
-                    names.pop()
-                    continue
-                try:
-                    info = os.lstat(name, dir_fd=stack[-1])
-                except FileNotFoundError:
-                    info = None
-                except OSError as exc:
-                    raise self._os_error(path, exc, "reach") from None
-                if info is not None and stat.S_ISLNK(info.st_mode):
-                    hops += 1
-                    if hops > MAX_SYMLINKS:
-                        raise PathRefused(f"path {path!r} goes through more than {MAX_SYMLINKS} symlinks",
-                                          path=path)
-                    target = os.readlink(name, dir_fd=stack[-1])
-                    if target.startswith("/"):
-                        inside = _inside(self.root, target)
-                        if inside is None:
-                            raise PathRefused(f"path {path!r} leads out of the seat's home: a symlink points to "
-                                              f"{target!r}", path=path, target=target)
-                        for fd in stack[1:]:
-                            os.close(fd)
-                        del stack[1:], names[:]
-                        pending[:0] = inside
-                    else:
-                        pending[:0] = target.split("/")
-                    continue
-                if not pending:  # the last component: the caller opens it
-                    if info is None and not missing_ok:
-                        raise NotFound(f"no {path!r} in the seat's home", path=path)
-                    yield _Found(stack[-1], name, info, (*names, name))
-                    return
-                if info is None and not create_parents:
-                    if not missing_ok:
-                        raise NotFound(f"no {path!r} in the seat's home (no directory {'/'.join([*names, name])!r})",
-                                       path=path)
-                    # Only named, not made (resolve for a write to come): what follows cannot be a symlink.
-                    reached = [*names, name]
-                    for rest in pending:
-                        if rest == "..":
-                            if not reached:
-                                raise PathRefused(f"path {path!r} leads out of the seat's home through a symlink",
-                                                  path=path)
-                            reached.pop()
-                        elif rest not in ("", "."):
-                            reached.append(rest)
-                    yield _Found(stack[-1], name, None, tuple(reached))
-                    return
-                if info is None:
-                    try:
-                        os.mkdir(name, 0o755, dir_fd=stack[-1])
-                    except FileExistsError:
-                        pass  # made meanwhile: opened below like any directory
-                    except OSError as exc:
-                        raise self._os_error(path, exc, "make a directory for") from None
-                elif not stat.S_ISDIR(info.st_mode):
-                    raise PathRefused(f"path {path!r}: {'/'.join([*names, name])!r} in the seat's home is "
-                                      f"{_kind(info.st_mode)}, not a directory", path=path)
-                try:
-                    fd = os.open(name, _DIR_FLAGS, dir_fd=stack[-1])
-                except OSError as exc:  # ELOOP: swapped for a symlink since the lstat
-                    raise self._os_error(path, exc, "reach") from None
-                stack.append(fd)
-                names.append(name)
-                if info is None:
-                    self._own(fd)
-            # Every component was '.' or a symlink's '..' back to a directory: a directory itself.
-            yield _Found(stack[-1], ".", os.fstat(stack[-1]), tuple(names))
+            try:
+                found = self._find(path, pending, stack, create_parents=create_parents, missing_ok=missing_ok)
+            except OSError as exc:
+                # The user may change the home under the walk at any moment (a symlink swapped for a
+                # file between its lstat and its readlink gives EINVAL, removed gives ENOENT): every
+                # call's failure is cud's error naming the path, never a raw OSError for the caller.
+                raise self._os_error(path, exc, "reach") from None
+            yield found
         finally:
             for fd in stack:
                 os.close(fd)
+
+    def _find(self, path: str, pending: list[str], stack: list[int], *, create_parents: bool,
+              missing_ok: bool) -> _Found:
+        """Walk ``pending`` from the home (``stack[0]``), one component at a time, never through a symlink.
+
+        Each directory is opened with ``O_NOFOLLOW`` from the one before it: a directory swapped
+        for a symlink after its ``lstat`` fails to open (ELOOP) instead of leading out.
+        """
+        names: list[str] = []
+        hops = 0
+        if not pending:
+            return _Found(stack[0], ".", os.fstat(stack[0]), ())
+        while pending:
+            name = pending.pop(0)
+            if name in ("", "."):
+                continue
+            if name == "..":  # only from a symlink's target: it may climb back as far as the home
+                if len(stack) == 1:
+                    raise PathRefused(f"path {path!r} leads out of the seat's home through a symlink", path=path)
+                os.close(stack.pop())
+                names.pop()
+                continue
+            try:
+                info = os.lstat(name, dir_fd=stack[-1])
+            except FileNotFoundError:
+                info = None
+            if info is not None and stat.S_ISLNK(info.st_mode):
+                hops += 1
+                if hops > MAX_SYMLINKS:
+                    raise PathRefused(f"path {path!r} goes through more than {MAX_SYMLINKS} symlinks",
+                                      path=path)
+                try:
+                    target = os.readlink(name, dir_fd=stack[-1])
+                except OSError as exc:
+                    if exc.errno != errno.EINVAL:
+                        raise
+                    raise CudError(f"path {path!r} in the seat's home changed while it was followed: "
+                                   f"{'/'.join([*names, name])!r} was a symlink, then no longer",
+                                   path=path) from None
+                if target.startswith("/"):
+                    inside = _inside(self.root, target)
+                    if inside is None:
+                        raise PathRefused(f"path {path!r} leads out of the seat's home: a symlink points to "
+                                          f"{target!r}", path=path, target=target)
+                    for fd in stack[1:]:
+                        os.close(fd)
+                    del stack[1:], names[:]
+                    pending[:0] = inside
+                else:
+                    pending[:0] = target.split("/")
+                continue
+            if not pending:  # the last component: the caller opens it
+                if info is None and not missing_ok:
+                    raise NotFound(f"no {path!r} in the seat's home", path=path)
+                return _Found(stack[-1], name, info, (*names, name))
+            if info is None and not create_parents:
+                if not missing_ok:
+                    raise NotFound(f"no {path!r} in the seat's home (no directory {'/'.join([*names, name])!r})",
+                                   path=path)
+                # Only named, not made (resolve for a write to come): what follows cannot be a symlink.
+                reached = [*names, name]
+                for rest in pending:
+                    if rest == "..":
+                        if not reached:
+                            raise PathRefused(f"path {path!r} leads out of the seat's home through a symlink",
+                                              path=path)
+                        reached.pop()
+                    elif rest not in ("", "."):
+                        reached.append(rest)
+                return _Found(stack[-1], name, None, tuple(reached))
+            if info is None:
+                try:
+                    os.mkdir(name, 0o755, dir_fd=stack[-1])
+                except FileExistsError:
+                    pass  # made meanwhile: opened below like any directory
+                except OSError as exc:
+                    raise self._os_error(path, exc, "make a directory for") from None
+            elif not stat.S_ISDIR(info.st_mode):
+                raise PathRefused(f"path {path!r}: {'/'.join([*names, name])!r} in the seat's home is "
+                                  f"{_kind(info.st_mode)}, not a directory", path=path)
+            try:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=stack[-1])
+            except (NotADirectoryError, FileNotFoundError):
+                # Swapped since its lstat: O_NOFOLLOW with O_DIRECTORY gives ENOTDIR for a symlink
+                # (to a directory outside, say), which is refused here, never followed.
+                raise PathRefused(f"path {path!r}: {'/'.join([*names, name])!r} in the seat's home changed while "
+                                  "it was opened (no longer a directory)", path=path) from None
+            stack.append(fd)
+            names.append(name)
+            if info is None:
+                self._own(fd)
+        # Every component was '.' or a symlink's '..' back to a directory: a directory itself.
+        return _Found(stack[-1], ".", os.fstat(stack[-1]), tuple(names))
 
     def _own(self, fd: int) -> None:
         """Give what the daemon made in the home to the home's user (a daemon running as that user has)."""

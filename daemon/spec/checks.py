@@ -1,8 +1,9 @@
 """A spec's checks, after the model ends: each looks at the seat and says whether it passed, and why.
 
 Every check runs, whatever the others found, and a check that cannot look (a command
-that times out, a file outside the home, a bus that does not answer) fails with that
-as its why: a verdict never passes on what could not be seen. The result of each is a
+that times out, a file outside the home or changed while it was read, a bus that does
+not answer, any OS error) fails with "could not look" and the path as its why: a verdict
+never passes on what could not be seen, and is never lost to it. The result of each is a
 :class:`cud.protocol.CheckResultView`: what was expected in words, what was observed
 (text cut to :data:`OBSERVED_CHARS`), and one line of why.
 """
@@ -43,14 +44,22 @@ async def run_check(index: int, check: Check, session: SeatSession | None, deskt
                     files: Mapping[str, bytes], final_message: str | None) -> CheckResultView:
     started = time.monotonic()
     try:
-        if check.kind in Check.IN_SESSION and session is None:
+        if check.acts_in_session and session is None:
             raise CudError("this seat has no session (its user and home are not configured)")
         passed, observed, why = await _judge(check, session, desktop, files, final_message)  # type: ignore[arg-type]
     except CudError as exc:
         passed, observed, why = False, None, f"could not look: {exc.message}"
+    except OSError as exc:  # whatever the seat changed under the look: the check failed, the verdict stands
+        passed, observed, why = False, None, f"could not look: {_os_why(check, exc)}"
     return {"index": index, "name": check.name, "kind": check.kind, "weight": check.weight, "passed": passed,
             "expected": expected(check), "observed": observed, "why": why,
             "ms": round((time.monotonic() - started) * 1000, 1)}
+
+
+def _os_why(check: Check, exc: OSError) -> str:
+    """An OS error met while looking, naming the path (the file's, or else the command's)."""
+    where = exc.filename if exc.filename is not None else (check.path or (check.argv[0] if check.argv else None))
+    return f"{exc.strerror or exc}" + (f" at {where!r}" if where is not None else "")
 
 
 def expected(check: Check) -> str:

@@ -46,7 +46,7 @@ async def run_setup(session: SeatSession | None, desktop: Desktop, spec: Spec, f
         key = f"setup[{index}].{step.kind}"
         started = time.monotonic()
         try:
-            if step.kind in SetupStep.IN_SESSION and session is None:
+            if step.acts_in_session and session is None:
                 raise CudError("this seat has no session (its user and home are not configured)")
             await _step(session, desktop, step, files)  # type: ignore[arg-type]
         except CudError as exc:

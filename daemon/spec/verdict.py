@@ -57,8 +57,9 @@ async def collect(session: SeatSession | None, paths: Sequence[str], trajectorie
         except CudError as exc:
             kept.append({"path": path, "bytes": 0, "sha256": None, "error": exc.message})
             continue
-        except OSError as exc:  # a path that is a folder of another collected path, say
-            kept.append({"path": path, "bytes": 0, "sha256": None, "error": f"cannot keep it: {exc.strerror}"})
+        except OSError as exc:  # the home changed under the read, or a path that is a folder of another one
+            kept.append({"path": path, "bytes": 0, "sha256": None,
+                         "error": f"could not look: {exc.strerror or exc} at {path!r}"})
             continue
         total += len(data)
         kept.append({"path": path, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "error": None})

@@ -5,6 +5,9 @@ way a record reaches ``cuctl``. Nothing is sent in one piece that could outgrow
 the message cap: every event is one ``event`` message and every screenshot is
 cut into ``file`` messages of at most ``CHUNK_BYTES`` bytes.
 
+A task's collected files, and what its checks saw in the seat's session, reach only
+whoever may read them (``Policy.may_read_collected``); the reply names the files withheld.
+
 Files are read on the event loop's thread on purpose: the runner writes them on
 that thread too, so a record never holds half a screenshot.
 """
@@ -37,17 +40,21 @@ __all__ = ()
 
 async def record(ctx: Context, request: RecordRequest) -> RecordResult:
     store, task_id = ctx.daemon.store, request["id"]
-    store.task(task_id)  # NotFound for an unknown id, before anything streams
+    task = store.task(task_id)  # NotFound for an unknown id, before anything streams
     events = store.events(task_id)
+    policy = ctx.daemon.policy
     for event in events:
-        await ctx.send(dict(event_message(event)))
+        await ctx.send(dict(event_message(policy.event_for(ctx.peer, task, event))))
     folder = ctx.daemon.trajectories.task_dir(task_id)
     try:
         names = sorted(name for name in os.listdir(folder) if RECORD_FILE_NAME.fullmatch(name))
     except FileNotFoundError:  # a task that never reached a screenshot
         names = []
-    # The files a spec collected (the task row lists them; each was written by the daemon itself).
-    names += [f"artifacts/{a['path']}" for a in store.task(task_id)["artifacts"] if a["error"] is None]
+    # The files a spec collected (the task row lists them; each was written by the daemon itself), to
+    # whom may read them; the others get the rest of the record and the names of what was withheld.
+    collected = [f"artifacts/{a['path']}" for a in task["artifacts"] if a["error"] is None]
+    readable = policy.may_read_collected(ctx.peer, task)
+    names += collected if readable else []
     files: list[RecordFile] = []
     for name in names:
         data = _read(folder / name)
@@ -60,7 +67,8 @@ async def record(ctx: Context, request: RecordRequest) -> RecordResult:
             await ctx.send(dict(file_message(name, 0, "")))
         files.append({"name": name, "bytes": len(data)})
     # The task as it is now: a running task may have moved on while its files streamed.
-    return {"task": ctx.daemon.policy.task_for(ctx.peer, store.task(task_id)), "events": len(events), "files": files}
+    return {"task": policy.task_for(ctx.peer, store.task(task_id)), "events": len(events), "files": files,
+            "withheld": [] if readable else collected}
 
 
 async def image(ctx: Context, request: ImageRequest) -> dict[str, Any]:
@@ -77,7 +85,9 @@ async def image(ctx: Context, request: ImageRequest) -> dict[str, Any]:
 async def artifact(ctx: Context, request: ArtifactRequest) -> dict[str, Any]:
     """One file a spec collected, as ``chunk`` messages: only what the task's ``artifacts`` list names."""
     task_id, path = request["id"], request["path"]
-    kept = [a["path"] for a in ctx.daemon.store.task(task_id)["artifacts"] if a["error"] is None]
+    task = ctx.daemon.store.task(task_id)  # NotFound for an unknown task
+    ctx.daemon.policy.require_read_collected(ctx.peer, task)
+    kept = [a["path"] for a in task["artifacts"] if a["error"] is None]
     data = _read(ctx.daemon.trajectories.task_dir(task_id) / "artifacts" / path) if path in kept else None
     if data is None:
         listed = ", ".join(repr(p) for p in kept) or "none"

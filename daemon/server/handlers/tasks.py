@@ -183,25 +183,25 @@ async def show(ctx: Context, request: ShowRequest) -> TaskView:
 
 async def follow(ctx: Context, request: FollowRequest) -> TaskView:
     """Stream the task's events (past ones first) until its ``end`` event; reply with the task."""
-    store, task_id = ctx.daemon.store, request["id"]
-    store.task(task_id)  # NotFound before subscribing
+    store, task_id, policy = ctx.daemon.store, request["id"], ctx.daemon.policy
+    task = store.task(task_id)  # NotFound before subscribing
     live: asyncio.Queue[EventView] = asyncio.Queue()
     unsubscribe = store.subscribe(lambda event: live.put_nowait(event) if event["task_id"] == task_id else None)
     try:
         last = 0
         for event in store.events(task_id):
-            await ctx.send(dict(event_message(event)))
+            await ctx.send(dict(event_message(policy.event_for(ctx.peer, task, event))))
             last = event["seq"]
             if event["kind"] == "end":
-                return ctx.daemon.policy.task_for(ctx.peer, store.task(task_id))
+                return policy.task_for(ctx.peer, store.task(task_id))
         while True:
             event = await live.get()
             if event["seq"] <= last:
                 continue
-            await ctx.send(dict(event_message(event)))
+            await ctx.send(dict(event_message(policy.event_for(ctx.peer, task, event))))
             last = event["seq"]
             if event["kind"] == "end":
-                return ctx.daemon.policy.task_for(ctx.peer, store.task(task_id))
+                return policy.task_for(ctx.peer, store.task(task_id))
     finally:
         unsubscribe()
 
