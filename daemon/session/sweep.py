@@ -17,7 +17,8 @@ carrying the session's mark (``CUD_SEAT=<seat>`` in their environment, inherited
 through every fork), never itself or the rest of its user's desktop.
 
 What activation started on a bus of *another* user (a bus root runs with
-service files) is found as that bus daemon's children and ended too.
+service files) is found as that bus daemon's children and ended too, but for the
+accessibility launcher there (cud-bus@'s), which is not the seat user's either.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import struct
 import time
 import urllib.parse
 
+from cud.daemon.session.a11y import name_owner
 from cud.errors import SessionError
 
 __all__ = ("SEAT_MARK", "end_processes", "infrastructure", "session_pids")
@@ -69,6 +71,20 @@ def _processes() -> dict[int, tuple[int, int, str, int]]:
         if entry.isdigit() and (status := _status(entry)) is not None:
             found[int(entry)] = status
     return found
+
+
+def _descendants(roots: list[int], table: dict[int, tuple[int, int, str, int]]) -> set[int]:
+    """``roots`` and every process below them."""
+    children: dict[int, list[int]] = {}
+    for pid, (_ruid, _euid, _state, ppid) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = set(), list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in out:
+            out.add(pid)
+            todo.extend(children.get(pid, ()))
+    return out
 
 
 def session_pids(uid: int, mark: bytes | None = None, spare: frozenset[int] = frozenset()) -> list[int]:
@@ -145,8 +161,13 @@ async def end_processes(uid: int, *, seat: str, session_bus: str | None, marked:
     ended: set[int] = set()
     if bus is not None:  # what activation started there as another user: the bus daemon's children
         table = _processes()
+        # But the accessibility launcher of a bus of another user's (cud-bus@ activates it): the seat's
+        # user cannot signal it, nor make it theirs. One of the seat's user is ended with the rest below.
+        owner = await name_owner(session_bus) if session_bus is not None else None
+        foreign_launcher = _descendants([owner[0]], table) if owner is not None and owner[1] != uid else set()
         for pid, (ruid, _euid, state, ppid) in table.items():
-            if ppid == bus and pid not in spare and ruid != uid and state not in ("Z", "X"):
+            if (ppid == bus and pid not in spare and pid not in foreign_launcher and ruid != uid
+                    and state not in ("Z", "X")):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
                     ended.add(pid)
