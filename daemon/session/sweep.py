@@ -161,16 +161,19 @@ async def end_processes(uid: int, *, seat: str, session_bus: str | None, marked:
     ended: set[int] = set()
     if bus is not None:  # what activation started there as another user: the bus daemon's children
         table = _processes()
-        # But the accessibility launcher of a bus of another user's (cud-bus@ activates it): the seat's
-        # user cannot signal it, nor make it theirs. One of the seat's user is ended with the rest below.
-        owner = await name_owner(session_bus) if session_bus is not None else None
-        foreign_launcher = _descendants([owner[0]], table) if owner is not None and owner[1] != uid else set()
-        for pid, (ruid, _euid, state, ppid) in table.items():
-            if (ppid == bus and pid not in spare and pid not in foreign_launcher and ruid != uid
-                    and state not in ("Z", "X")):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-                    ended.add(pid)
+        foreign = [pid for pid, (ruid, _euid, state, ppid) in table.items()
+                   if ppid == bus and pid not in spare and ruid != uid and state not in ("Z", "X")]
+        if foreign and session_bus is not None:
+            # But the accessibility launcher of a bus of another user's (cud-bus@ activates it): the seat's
+            # user can neither signal it nor make it theirs. One of the seat's user's ends below with the rest.
+            owner = await name_owner(session_bus)
+            if owner is not None and owner[1] != uid:
+                keep = _descendants([owner[0]], table)
+                foreign = [pid for pid in foreign if pid not in keep]
+        for pid in foreign:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                ended.add(pid)
     deadline = time.monotonic() + timeout
     stopped: set[int] = set()
     while True:
