@@ -21,8 +21,10 @@ from pathlib import Path
 import pytest
 from Xlib.display import Display
 
-from cud.cuctl.client import Client
+from cud.cuctl.client import Client, RemoteError
 from cud.daemon.session.sweep import session_pids
+from cud.spec.load import load_spec
+from cud.spec.wire import submit_fields
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers, tree_hash
 from tests.support.session_seat import SEAT, SYSTEM_PYTHON, SessionSeat, bus_call, session_seat
@@ -122,6 +124,24 @@ def test_exec_then_reset_at_once_is_never_refused(seat: SessionSeat) -> None:
             client.call("exec", seat=SEAT, argv=["/usr/bin/setsid", "-f", "/bin/sleep", "1000"], timeout=30)
             client.call("reset", seat=SEAT)  # refused, it would raise WrongState
     assert session_pids(seat.user.uid, spare=frozenset({seat.bus.pid})) == []
+
+
+def test_a_reset_while_a_task_holds_the_seat_is_refused(seat: SessionSeat, tmp_path: Path) -> None:
+    spec = tmp_path / "spec.toml"
+    marker = seat.home / "setup-began"
+    spec.write_text('prompt = "never mind"\nreset = true\n[[setup]]\n'
+                    'run = ["/bin/sh", "-c", "touch setup-began; sleep 600"]\ntimeout = 600\n')
+    with Client(seat.daemon.socket, timeout=60) as client:
+        task = client.call("submit", **submit_fields(*load_spec(spec)))["id"]
+        try:
+            wait_until(marker.exists, 60, "the task's setup to run")
+            with pytest.raises(RemoteError, match=r"seat 's1' is busy \(a task holds it\)"):
+                client.call("reset", seat=SEAT)
+        finally:
+            client.call("cancel", id=task)
+        wait_until(lambda: client.call("show", id=task)["state"] == "cancelled", 60, "the task to end")
+    wait_until(lambda: call(seat, "seats")[0]["state"] == "idle", 60, "the seat to be idle")  # type: ignore[index]
+    call(seat, "reset", seat=SEAT)
 
 
 def test_a_5000_deep_tree_in_the_home_is_removed(seat: SessionSeat) -> None:
