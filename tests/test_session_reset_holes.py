@@ -162,6 +162,20 @@ def test_a_5000_deep_tree_in_the_home_is_removed(seat: SessionSeat) -> None:
     assert call(seat, "seats")[0]["state"] == "idle"  # type: ignore[index]
 
 
+def test_a_tree_the_reset_cannot_remove_is_named_with_why(seat: SessionSeat) -> None:
+    mount = seat.home / "a" / "b" / "mounted"
+    mount.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "cud-test", str(mount)], check=True)
+    try:
+        with pytest.raises(RemoteError) as failed:
+            call(seat, "reset", seat=SEAT)
+        assert f"{str(mount)!r} could not be removed: Device or resource busy" in str(failed.value), failed.value
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+    call(seat, "reset", seat=SEAT)
+    assert tree_hash(seat.home) == tree_hash(seat.template)
+
+
 def test_a_launcher_of_the_seat_user_ends_with_the_reset_and_starts_again(seat: SessionSeat) -> None:
     """The accessibility launcher is a process of the user like any other: ended, then a fresh one owns the name."""
     runtime = Path(tempfile.mkdtemp(prefix="a11y-", dir=seat.base))
