@@ -6,23 +6,28 @@ In order, each step with a deadline; a step that cannot finish fails the reset w
 
 1. **Processes.** With a session unit (``session_unit``), systemd stops it and starts
    it again (:mod:`cud.daemon.session.unit`): every command's cgroup goes with it. Then,
-   and without a unit, every process of the seat's user but the session's own buses
+   and without a unit, every process of the seat's user but the session bus daemon
    (:mod:`cud.daemon.session.sweep`): whatever setsid, nohup, a double fork or D-Bus
-   activation started (with a unit: only what escaped it).
+   activation started (with a unit: only what escaped it), whatever names it owns on a
+   bus (an accessibility launcher of the user's is started again at the end:
+   :mod:`cud.daemon.session.a11y`).
 2. **X clients.** Every client on the seat's display that is the user's or has a
    window on screen, the window manager excepted, is disconnected (``XKillClient``)
    until none is left: an application started by someone else (the sandbox's demo
    app, a root shell) goes too.
 3. **The clipboard.** CLIPBOARD and PRIMARY end without an owner.
-4. **The home.** Emptied through a descriptor of it (``shutil.rmtree`` with
-   ``dir_fd``: never following a symlink), then the template is copied in by ``cp
-   -a --reflink=auto`` (types, modes, symlinks, times; a reflink where the file
-   system has them) and given to the seat's user (``chown -R -P``). Nothing of the
-   user's runs meanwhile, so nothing can swap a path under the copy. Measured in
-   docs/sessions.md: the copy is well under the budget for 100 MB, so nothing more
-   complicated (an overlay mount) is needed.
+4. **The home.** Emptied through a descriptor of it, at any depth, never following
+   a link (:mod:`cud.daemon.session.remove`), then the template is copied by ``cp -a
+   --reflink=auto`` (types, modes, symlinks, times; a reflink where the file system
+   has them) into a staging directory of the daemon's (0700) in the home, reached
+   through its descriptor, given to the seat's user there (``chown -R -P``), and its
+   entries renamed into the home through descriptors: nothing root writes follows a
+   link the user could have planted, even if something of the user's still ran.
+   Measured in docs/sessions.md: the copy is well under the budget for 100 MB, so
+   nothing more complicated (an overlay mount) is needed.
 5. **The runtime directory** (XDG_RUNTIME_DIR) is emptied: the session's sockets and
    caches go, its X cookie copy is written again.
+6. **The accessibility launcher**, if the seat had one of its user's, is started again.
 """
 
 from __future__ import annotations
