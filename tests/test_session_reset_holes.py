@@ -237,3 +237,34 @@ def test_a_user_owning_org_a11y_bus_is_ended_and_root_writes_through_none_of_its
     finally:
         stop_process(squatter)
     assert squatter.poll() is not None
+
+
+def test_a_link_planted_while_the_template_is_copied_is_never_written_through(seat: SessionSeat,
+                                                                              tmp_path: Path) -> None:
+    """Should anything still plant links during the copy (here the test itself, which no reset ends), root's
+    copy goes into a directory of its own and is renamed in: a link is replaced, never followed."""
+    outside = tmp_path / "root-owned.txt"
+    outside.write_bytes(b"root's own bytes\n")
+    stop = threading.Event()
+
+    def plant() -> None:
+        path, new = seat.home / "ü 日本", seat.home / ".planted"
+        while not stop.is_set():
+            try:
+                new.symlink_to(outside)
+                os.replace(new, path)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    new.unlink()
+
+    planter = threading.Thread(target=plant)
+    planter.start()
+    try:
+        for _ in range(10):
+            call(seat, "reset", seat=SEAT)
+            assert outside.read_bytes() == b"root's own bytes\n"
+    finally:
+        stop.set()
+        planter.join()
+    call(seat, "reset", seat=SEAT)
+    assert tree_hash(seat.home) == tree_hash(seat.template)
