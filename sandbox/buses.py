@@ -1,8 +1,9 @@
 """Each seat's session bus and accessibility bus, and the environment that puts applications on them.
 
-Both buses are the seat's session's: they run as the seat's user (seat_sessions.py), who
-can then put the session's applications on them, and let the sandbox's own user (the daemon,
-the demo app) in too. Every seat has its own D-Bus session bus (a ``dbus-daemon`` of type session) listening on
+The session bus is the seat's session's: it runs as the seat's user (seat_sessions.py), who
+can then put the session's applications on it, and lets the sandbox's own user (the daemon,
+the demo app) in too. The accessibility launcher runs as the sandbox's own user, so that a
+seat's reset, which ends every process of the seat's user, leaves it (:func:`a11y_argv`). Every seat has its own D-Bus session bus (a ``dbus-daemon`` of type session) listening on
 a socket file in the sandbox directory (``session/bus``, or ``seatK.session/bus``): never an
 abstract socket, which any process on the machine could reach and which two seats
 could mix up. Under it runs at-spi2-core's ``at-spi-bus-launcher``: it starts the
@@ -40,6 +41,8 @@ __all__ = ("A11Y_ENV", "LAUNCHER", "a11y_answers", "a11y_argv", "app_env", "chec
            "session_argv")
 
 LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
+#: Where at-spi-bus-launcher reads its bus's config (accessibility.conf) from.
+A11Y_DEFAULTS = Path("/usr/share/defaults/at-spi2")
 #: What makes toolkits expose their trees (GTK 3 does by default, through libatk-adaptor).
 A11Y_ENV = {"QT_ACCESSIBILITY": "1", "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1"}
 #: Environment that would hide an application from the bus, or point it at another session's.
@@ -126,14 +129,31 @@ def session_argv(settings: Settings, prefix: str, session: SeatSession) -> tuple
 def a11y_argv(settings: Settings, prefix: str, session: SeatSession) -> tuple[list[str], dict[str, str]]:
     """How a seat's accessibility bus starts, and what its launcher's environment adds.
 
+    The launcher runs as the sandbox's own user, not the seat's: a reset ends every process
+    of the seat's user (docs/sessions.md), and the recorded launcher must outlive it. Its
+    bus's config admits the seat's user too: at-spi-bus-launcher reads that config from a
+    fixed path, so as root it runs in a mount namespace of its own where that path holds
+    the sandbox's (what cud-bus@ does with BindReadOnlyPaths). As another user the seat's
+    user is the sandbox's own, whose reset ends only the session's marked processes.
+
     The launcher puts the accessibility bus's socket under ``$XDG_RUNTIME_DIR/at-spi/``:
     a directory of the sandbox's own, so that it is neither the user's session's nor
-    another seat's.
+    another seat's, and one the seat's applications can reach.
     """
     runtime = settings.path(f"{prefix}a11y")
-    runtime.mkdir(mode=0o700, exist_ok=True)
-    own(session, runtime)  # the launcher runs as the seat's user: its applications may then join its bus
-    return [LAUNCHER, "--launch-immediately"], {"XDG_RUNTIME_DIR": str(runtime)}
+    runtime.mkdir(mode=0o755, exist_ok=True)
+    runtime.chmod(0o755)
+    (runtime / "at-spi").mkdir(mode=0o755, exist_ok=True)
+    extra = {"XDG_RUNTIME_DIR": str(runtime)}
+    if session.uid == os.geteuid():
+        return [LAUNCHER, "--launch-immediately"], extra
+    conf = settings.path(f"{prefix}a11y-conf")
+    conf.mkdir(mode=0o755, exist_ok=True)
+    allow = "".join(f'<allow user="{name}"/>' for name in (pwd.getpwuid(os.geteuid()).pw_name, session.user))
+    text = (A11Y_DEFAULTS / "accessibility.conf").read_text()
+    (conf / "accessibility.conf").write_text(text.replace('<allow user="root"/>', allow, 1))
+    script = f'mount --bind "$1" {A11Y_DEFAULTS} && exec {LAUNCHER} --launch-immediately'
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", str(conf)], extra
 
 
 def app_env(env: Mapping[str, str], session: Record | None) -> dict[str, str]:

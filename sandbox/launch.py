@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import socket
 import subprocess
 import time
 from pathlib import Path
 
-from buses import a11y_argv, app_env, session_argv
+from buses import LAUNCHER, a11y_argv, app_env, session_argv
 from credentials import ensure_vnc_password, write_xauthority
 from parts import SEAT_PARTS, Seat, Settings, kind_of, prefix_of, seat_place, seat_spec
 from probes import answers
 from procs import Record, SandboxError, spawn, state_of, wait_for
-from seat_sessions import own, seat_session
+from seat_sessions import seat_session
 
 __all__ = ("SCRIPTED_KEY", "TIMEOUTS", "start")
 
@@ -128,13 +127,8 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
     elif kind == "a11y-bus":
         session = seat_session(settings, _seat_of(settings, prefix))
         argv, extra = a11y_argv(settings, prefix, session)
-        # The launcher sets AT_SPI_BUS on the X root window: as the seat's user, with its own copy of the cookie.
-        cookie = Path(extra["XDG_RUNTIME_DIR"]) / "Xauthority"
-        shutil.copyfile(settings.path("Xauthority"), cookie)
-        cookie.chmod(0o600)
-        own(session, cookie)
-        proc, record = spawn(name, argv, log, {**env, **extra, "HOME": str(session.home), "USER": session.user,
-                                               "XAUTHORITY": str(cookie)}, become=session.become())
+        # As the sandbox's own user (buses.py), with its cookie: it sets AT_SPI_BUS on the X root window.
+        proc, record = spawn(name, argv, log, {**env, **extra}, program=LAUNCHER)
     elif kind == "openbox":
         proc, record = spawn(name, ["openbox", "--sm-disable"], log, env)
     elif kind == "x11vnc":

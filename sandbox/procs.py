@@ -69,10 +69,11 @@ def state_of(record: Record) -> str:
 
 def spawn(
     name: str, argv: Sequence[str], log: Path, env: Mapping[str, str], pass_fds: Sequence[int] = (),
-    become: Mapping[str, Any] | None = None,
+    become: Mapping[str, Any] | None = None, program: str | None = None,
 ) -> tuple[subprocess.Popen[bytes], Record]:
     """Start ``argv`` in its own session (a Ctrl-C in the terminal must not reach it), output to ``log``;
-    ``become``: Popen's user/group/extra_groups, for a part of a seat's session run as the seat's user."""
+    ``become``: Popen's user/group/extra_groups, for a part of a seat's session run as the seat's user;
+    ``program``: what ``argv`` (a wrapper: unshare, sh) execs in the end, whose command line is recorded."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} sandbox starts: {' '.join(argv)}\n".encode())
@@ -89,7 +90,8 @@ def spawn(
     # wait for it, else the record would hold a command line the process never shows.
     deadline = time.monotonic() + 10.0
     delay = 0.001
-    while not (cmdline := _cmdline(proc.pid)) and proc.poll() is None and time.monotonic() < deadline:
+    while ((not (cmdline := _cmdline(proc.pid)) or (program is not None and cmdline[0] != program))
+           and proc.poll() is None and time.monotonic() < deadline):
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
     stat = _stat(proc.pid)

@@ -107,6 +107,11 @@ class Seat:
         self.current: TaskRun | None = None
         self._task: TaskView | None = None
         self._checking = False
+        #: Held by a health check and by a reset asked for over the socket: one waits for the other,
+        #: so a reset right after a check began (an ``exec`` then a ``reset``) is not refused.
+        self._hold = asyncio.Lock()
+        #: A socket reset waits for the hold: the seat is not free meanwhile.
+        self._reset_waiting = 0
         #: Why the session's last reset failed: the seat stays unavailable until a reset succeeds.
         self._dirty: str | None = None
         #: What the last reset that succeeded did.
@@ -118,7 +123,8 @@ class Seat:
     @property
     def free(self) -> bool:
         """Whether the seat can take a task now (not while a health check is on the line)."""
-        return self.state == "idle" and self._task is None and not self._checking and not self._stopping
+        return (self.state == "idle" and self._task is None and not self._checking and not self._reset_waiting
+                and not self._stopping)
 
     def assign(self, task: TaskView) -> None:
         assert self.free, f"seat {self.name} is not free"
@@ -205,28 +211,47 @@ class Seat:
         return None
 
     async def reset_now(self) -> ResetReport:
-        """A reset asked for over the socket (``cuctl reset``): only while no task holds the seat."""
+        """A reset asked for over the socket (``cuctl reset``): only while no task holds the seat.
+
+        A health check under way is waited for (it holds the seat a moment, and the seat is idle).
+        """
         if self.session is None:
             raise SessionError(f"seat {self.name!r} has no session: give it 'user' and 'home' in [[seats]]",
                                seat=self.name)
-        if self._task is not None or self._checking or self._stopping:
-            raise WrongState(f"seat {self.name!r} is busy (a task or a check holds it); reset it when it is idle",
-                             seat=self.name, state=self.state)
-        self._checking = True
+        self._refuse_if_held()
+        self._reset_waiting += 1  # not free from now on: no task is handed over while the check ends
         try:
-            problem = await self._reset()
+            async with self._hold:
+                self._refuse_if_held()
+                self._checking = True
+                try:
+                    problem = await self._reset()
+                finally:
+                    self._checking = False
+                if problem is not None:
+                    raise SessionError(problem, seat=self.name)
+                if self.state == "unavailable":
+                    await self._check()  # clean again: back to idle if the display answers
         finally:
-            self._checking = False
-        if problem is not None:
-            raise SessionError(problem, seat=self.name)
-        if self.state == "unavailable":
-            await self.check()  # clean again: back to idle if the display answers
+            self._reset_waiting -= 1
         if self.state == "idle":
             self._on_free()  # what was submitted meanwhile found the seat held: hand it over now
         return self.last_reset  # type: ignore[return-value]
 
+    def _refuse_if_held(self) -> None:
+        if self._task is not None or self._stopping:
+            why = "a task holds it" if self._task is not None else "it is stopping"
+            raise WrongState(f"seat {self.name!r} is busy ({why}); reset it when it is idle", seat=self.name,
+                             state=self.state)
+
     async def check(self) -> bool:
         """Ask the display for a round trip; become unavailable, or available again. True if it answered."""
+        self._checking = True  # before any await: the seat is not free from here on
+        async with self._hold:
+            return await self._check()
+
+    async def _check(self) -> bool:
+        """:meth:`check`, the hold already taken."""
         if self._dirty is not None:
             # A seat whose reset failed is tried again, and stays unavailable until it is clean.
             self._checking = True

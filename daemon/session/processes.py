@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cud.daemon.session import clipboard
+from cud.daemon.session.a11y import A11yLauncher
 from cud.daemon.session.home import SeatHome
 from cud.daemon.session.reset import ResetReport, reset_session
 from cud.daemon.session.sweep import SEAT_MARK
@@ -83,6 +84,8 @@ class SeatSession:
         self._launched: set[int] = set()
         #: The systemd unit that is the session (``session_unit``): commands run as its transient units.
         self.unit = unit
+        #: The accessibility launcher a reset starts again (cud.daemon.session.a11y).
+        self.a11y = A11yLauncher()
 
     # -- environment ---------------------------------------------------------------------
     @property

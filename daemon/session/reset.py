@@ -6,23 +6,28 @@ In order, each step with a deadline; a step that cannot finish fails the reset w
 
 1. **Processes.** With a session unit (``session_unit``), systemd stops it and starts
    it again (:mod:`cud.daemon.session.unit`): every command's cgroup goes with it. Then,
-   and without a unit, every process of the seat's user but the session's own buses
+   and without a unit, every process of the seat's user but the session bus daemon
    (:mod:`cud.daemon.session.sweep`): whatever setsid, nohup, a double fork or D-Bus
-   activation started (with a unit: only what escaped it).
+   activation started (with a unit: only what escaped it), whatever names it owns on a
+   bus (an accessibility launcher of the user's is started again at the end:
+   :mod:`cud.daemon.session.a11y`).
 2. **X clients.** Every client on the seat's display that is the user's or has a
    window on screen, the window manager excepted, is disconnected (``XKillClient``)
    until none is left: an application started by someone else (the sandbox's demo
    app, a root shell) goes too.
 3. **The clipboard.** CLIPBOARD and PRIMARY end without an owner.
-4. **The home.** Emptied through a descriptor of it (``shutil.rmtree`` with
-   ``dir_fd``: never following a symlink), then the template is copied in by ``cp
-   -a --reflink=auto`` (types, modes, symlinks, times; a reflink where the file
-   system has them) and given to the seat's user (``chown -R -P``). Nothing of the
-   user's runs meanwhile, so nothing can swap a path under the copy. Measured in
-   docs/sessions.md: the copy is well under the budget for 100 MB, so nothing more
-   complicated (an overlay mount) is needed.
+4. **The home.** Emptied through a descriptor of it, at any depth, never following
+   a link (:mod:`cud.daemon.session.remove`), then the template is copied by ``cp -a
+   --reflink=auto`` (types, modes, symlinks, times; a reflink where the file system
+   has them) into a staging directory of the daemon's (0700) in the home, reached
+   through its descriptor, given to the seat's user there (``chown -R -P``), and its
+   entries renamed into the home through descriptors: nothing root writes follows a
+   link the user could have planted, even if something of the user's still ran.
+   Measured in docs/sessions.md: the copy is well under the budget for 100 MB, so
+   nothing more complicated (an overlay mount) is needed.
 5. **The runtime directory** (XDG_RUNTIME_DIR) is emptied: the session's sockets and
    caches go, its X cookie copy is written again.
+6. **The accessibility launcher**, if the seat had one of its user's, is started again.
 """
 
 from __future__ import annotations
@@ -31,12 +36,13 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-import shutil
+import secrets
 import stat
 import time
 from typing import TYPE_CHECKING
 
 from cud.daemon.session import xclients
+from cud.daemon.session.remove import remove_contents
 from cud.daemon.session.sweep import SEAT_MARK, end_processes, infrastructure, session_pids
 from cud.errors import CudError, SessionError
 
@@ -66,6 +72,7 @@ async def _end_session(session: SeatSession) -> tuple[int, frozenset[int]]:
     then, and without one, the uid sweep ends what is left (with a unit: what escaped it, such as services D-Bus
     activation started outside it)."""
     uid, mark = session.account.uid, session.account.is_self
+    await session.a11y.note(session)  # a launcher of the user's ends below: started again at the end
     before = 0
     if session.unit is not None:
         _bus, spare = await infrastructure(session.places.session_bus)
@@ -111,55 +118,123 @@ async def _clear_clipboard(session: SeatSession) -> None:
             raise SessionError(f"seat {session.seat!r}: the clipboard of {name} still has an owner", seat=session.seat)
 
 
-def _empty_home(session: SeatSession) -> None:
-    """Remove everything in the home, through a descriptor of it (never a symlink's target)."""
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_home(session: SeatSession) -> int:
+    """The home, opened without following a link; it must be a directory of the seat's user."""
     root = session.home.root
     try:
-        info = os.lstat(root)
-    except FileNotFoundError:
-        os.mkdir(root, 0o755)
-        if os.geteuid() == 0:
-            os.chown(root, session.account.uid, session.account.gid)
-        return
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != session.account.uid:
+        fd = os.open(root, _DIR_FLAGS)
+    except OSError as exc:
+        raise SessionError(f"seat {session.seat!r}: the home {str(root)!r} could not be opened: {exc.strerror}; "
+                           "not touching it", seat=session.seat, home=str(root)) from None
+    info = os.fstat(fd)
+    if info.st_uid != session.account.uid:
+        os.close(fd)
         raise SessionError(f"seat {session.seat!r}: the home {str(root)!r} is no longer a directory of user "
                            f"{session.user!r}; not touching it", seat=session.seat, home=str(root))
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    return fd
+
+
+def _empty_home(session: SeatSession) -> None:
+    """Remove everything in the home, through a descriptor of it (never a symlink's target), at any depth."""
+    root = session.home.root
+    if not os.path.lexists(root):
+        os.mkdir(root, 0o755)
+        if os.geteuid() == 0:
+            os.chown(root, session.account.uid, session.account.gid, follow_symlinks=False)
+    fd = _open_home(session)
     try:
         if os.geteuid() != 0:
             os.fchmod(fd, 0o700)  # a user may have left its own home unwritable
-        for entry in os.listdir(fd):
-            try:
-                if stat.S_ISDIR(os.lstat(entry, dir_fd=fd).st_mode):
-                    shutil.rmtree(entry, dir_fd=fd)
-                else:
-                    os.unlink(entry, dir_fd=fd)
-            except OSError as exc:
-                raise SessionError(f"seat {session.seat!r}: {entry!r} in the home could not be removed: "
-                                   f"{exc.strerror}", seat=session.seat, path=entry) from None
+        remove_contents(fd, str(root), deadline=time.monotonic() + RESET_TIMEOUT, what=f"seat {session.seat!r}")
     finally:
         os.close(fd)
 
 
+def _make_stage(session: SeatSession, home_fd: int) -> tuple[str, int]:
+    """A directory of the daemon's, 0700, in the home (the same file system: its entries are renamed in):
+    the seat's user can neither enter it nor put anything in it, so the copy there follows no link of theirs."""
+    name = f".cud-reset-{secrets.token_hex(8)}"
+    os.mkdir(name, 0o700, dir_fd=home_fd)
+    fd = os.open(name, _DIR_FLAGS, dir_fd=home_fd)
+    info = os.fstat(fd)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        os.close(fd)
+        raise SessionError(f"seat {session.seat!r}: the reset's staging directory {name!r} in the home was "
+                           "replaced as it was made", seat=session.seat, path=name)
+    return name, fd
+
+
+def _drop_stage(session: SeatSession, home_fd: int, name: str, fd: int) -> None:
+    """The staging directory and what is left in it go (the one made: checked by its identity)."""
+    try:
+        remove_contents(fd, f"{session.home.root}/{name}", deadline=time.monotonic() + RESET_TIMEOUT,
+                        what=f"seat {session.seat!r}")
+        made = os.fstat(fd)
+        with contextlib.suppress(FileNotFoundError):
+            there = os.lstat(name, dir_fd=home_fd)
+            if (there.st_dev, there.st_ino) == (made.st_dev, made.st_ino):
+                os.rmdir(name, dir_fd=home_fd)
+    finally:
+        os.close(fd)
+
+
+def _move_in(session: SeatSession, stage_fd: int, home_fd: int) -> None:
+    """The copy's entries renamed into the home (a rename follows no link), then the home takes the template's
+    mode and times, as ``cp -a`` gives them."""
+    copy = os.open(_COPY, _DIR_FLAGS, dir_fd=stage_fd)
+    try:
+        for name in os.listdir(copy):
+            try:
+                os.rename(name, name, src_dir_fd=copy, dst_dir_fd=home_fd)
+            except OSError as exc:
+                raise SessionError(f"seat {session.seat!r}: {name!r} of the template could not be put in the home: "
+                                   f"{exc.strerror}", seat=session.seat, path=name) from None
+        info = os.fstat(copy)
+        os.fchmod(home_fd, stat.S_IMODE(info.st_mode))
+        os.utime(home_fd, ns=(info.st_atime_ns, info.st_mtime_ns))
+    finally:
+        os.close(copy)
+
+
+#: The template's copy in the staging directory.
+_COPY = "home"
+
+
 async def _fill_home(session: SeatSession) -> int:
+    """The template copied in: by ``cp -a`` into a staging directory of the daemon's (reached through its
+    descriptor, never a path the user could swap), given to the user there, then renamed into the home."""
     root = session.home.root
     template = session.template
-    if template is not None:
-        await _tool(session, ["/bin/cp", "-a", "--reflink=auto", "--no-preserve=ownership", "--no-target-directory",
-                              "--", str(template), str(root)], f"copying the template {str(template)!r} into the home")
-        if os.geteuid() == 0:  # the copy is root's until given to the user (-P: symlinks themselves, not targets)
-            await _tool(session, ["/bin/chown", "-R", "-P", f"{session.account.uid}:{session.account.gid}", "--",
-                                  str(root)], "giving the home to its user")
-    else:
-        os.chmod(root, 0o700)
+    home_fd = await asyncio.to_thread(_open_home, session)
+    try:
+        if template is None:
+            os.fchmod(home_fd, 0o700)
+        else:
+            name, stage = await asyncio.to_thread(_make_stage, session, home_fd)
+            try:
+                copy = f"/proc/self/fd/{stage}/{_COPY}"  # the staging directory itself, whatever its name now
+                await _tool(session, ["/bin/cp", "-a", "--reflink=auto", "--no-preserve=ownership",
+                                      "--no-target-directory", "--", str(template), copy],
+                            f"copying the template {str(template)!r} into the home", keep=stage)
+                if os.geteuid() == 0:  # the copy is root's until given to the user (-P: links themselves)
+                    await _tool(session, ["/bin/chown", "-R", "-P", f"{session.account.uid}:{session.account.gid}",
+                                          "--", copy], "giving the home to its user", keep=stage)
+                await asyncio.to_thread(_move_in, session, stage, home_fd)
+            finally:
+                await asyncio.to_thread(_drop_stage, session, home_fd, name, stage)
+    finally:
+        os.close(home_fd)
     return sum(len(dirs) + len(files) for _top, dirs, files in os.walk(root))
 
 
-async def _tool(session: SeatSession, argv: list[str], what: str) -> None:
-    """Run one of coreutils' tools for the reset (every process of the user has ended: nothing races it)."""
+async def _tool(session: SeatSession, argv: list[str], what: str, *, keep: int) -> None:
+    """Run one of coreutils' tools for the reset, with the descriptor ``keep`` (the staging directory)."""
     proc = await asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd="/", start_new_session=True)
+        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd="/", start_new_session=True, pass_fds=(keep,))
     try:
         _out, err = await asyncio.wait_for(proc.communicate(), RESET_TIMEOUT)
     except asyncio.TimeoutError:
@@ -182,6 +257,7 @@ async def reset_session(session: SeatSession) -> ResetReport:
         await asyncio.to_thread(_empty_home, session)
         entries = await _fill_home(session)
         session.clear_runtime()
+        await session.a11y.restore(session, RESET_TIMEOUT)
     except CudError:
         raise
     except Exception as exc:  # an OSError of the home, python-xlib's own errors: the reset did not finish

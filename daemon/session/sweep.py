@@ -2,12 +2,12 @@
 
 The seat's user belongs to the seat, so "the session" is every process of that
 uid (real or effective): what setsid, nohup or a double fork detached is still
-the user's, and so is what D-Bus activation started on a bus the user runs. Only
-the session's infrastructure is spared (:func:`infrastructure`): the seat's
-session bus itself and the accessibility bus launcher that owns ``org.a11y.Bus``
-there, with its children (the accessibility bus and its registry), so the
-daemon can still read targets after a reset. The registry forgets every
-application that ends.
+the user's, and so is what D-Bus activation started on a bus the user runs. One
+process alone is spared (:func:`infrastructure`): the seat's session bus daemon,
+the one the kernel says listens at the seat's bus address. Nothing is spared for
+a name it owns on a bus: the user may claim any (``org.a11y.Bus`` included), so
+the accessibility launcher the daemon reads targets through ends too when it is
+the user's, and the reset starts it again (:mod:`cud.daemon.session.a11y`).
 
 Ending is freeze, then kill: every process found is sent SIGSTOP, and /proc is
 read again until a pass finds nothing new (a stopped process cannot fork, so
@@ -17,7 +17,8 @@ carrying the session's mark (``CUD_SEAT=<seat>`` in their environment, inherited
 through every fork), never itself or the rest of its user's desktop.
 
 What activation started on a bus of *another* user (a bus root runs with
-service files) is found as that bus daemon's children and ended too.
+service files) is found as that bus daemon's children and ended too, but for the
+accessibility launcher there (cud-bus@'s), which is not the seat user's either.
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
+import struct
 import time
-from collections.abc import Iterable
+import urllib.parse
 
+from cud.daemon.session.a11y import name_owner
 from cud.errors import SessionError
 
 __all__ = ("SEAT_MARK", "end_processes", "infrastructure", "session_pids")
@@ -36,7 +40,6 @@ __all__ = ("SEAT_MARK", "end_processes", "infrastructure", "session_pids")
 #: The mark every process started in a session carries in its environment.
 SEAT_MARK = "CUD_SEAT"
 _POLL = 0.005
-_DBUS_SEND = "/usr/bin/dbus-send"
 
 
 def _read(path: str) -> bytes | None:
@@ -70,7 +73,7 @@ def _processes() -> dict[int, tuple[int, int, str, int]]:
     return found
 
 
-def _descendants(roots: Iterable[int], table: dict[int, tuple[int, int, str, int]]) -> set[int]:
+def _descendants(roots: list[int], table: dict[int, tuple[int, int, str, int]]) -> set[int]:
     """``roots`` and every process below them."""
     children: dict[int, list[int]] = {}
     for pid, (_ruid, _euid, _state, ppid) in table.items():
@@ -97,36 +100,54 @@ def session_pids(uid: int, mark: bytes | None = None, spare: frozenset[int] = fr
     return found
 
 
-async def _bus_pid_of(address: str, name: str) -> int | None:
-    """The pid of the process owning ``name`` on the bus at ``address`` (dbus-send; None if it cannot tell)."""
-    with contextlib.suppress(OSError):
-        proc = await asyncio.create_subprocess_exec(
-            _DBUS_SEND, f"--bus={address}", "--print-reply=literal", "--reply-timeout=2000",
-            "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
-            "org.freedesktop.DBus.GetConnectionUnixProcessID", f"string:{name}",
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
-        try:
-            out, _err = await asyncio.wait_for(proc.communicate(), 5)
-        except asyncio.TimeoutError:
-            proc.kill()
-            await proc.wait()
-            return None
-        words = out.split()
-        if proc.returncode == 0 and words and words[-1].isdigit():
-            return int(words[-1])
+def _bus_socket(address: str) -> str | bytes | None:
+    """The Unix socket of a D-Bus address (``unix:path=`` or ``unix:abstract=``, the first one), or None."""
+    for part in address.split(";"):
+        kind, _colon, rest = part.partition(":")
+        if kind != "unix":
+            continue
+        for pair in rest.split(","):
+            key, _eq, value = pair.partition("=")
+            if key == "path":
+                return urllib.parse.unquote(value)
+            if key == "abstract":
+                return b"\0" + urllib.parse.unquote_to_bytes(value)
     return None
 
 
+def _listener(address: str) -> tuple[int, int] | None:
+    """(pid, uid) of the process listening at the bus address, as the kernel tells it (SO_PEERCRED), or None.
+
+    The kernel's word, not the bus's: a program of the user's listening at that address could answer
+    a question over the bus with any pid it liked.
+    """
+    where = _bus_socket(address)
+    if where is None:
+        return None
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(2)
+        try:
+            conn.connect(where)
+            raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        except OSError:
+            return None
+    pid, uid, _gid = struct.unpack("3i", raw)
+    return (pid, uid) if pid > 0 else None
+
+
 async def infrastructure(session_bus: str | None) -> tuple[int | None, frozenset[int]]:
-    """The seat's bus daemon, and what is spared: it, and the accessibility launcher with its children."""
+    """The seat's bus daemon, and what is spared: that one process, nothing else (none of its children).
+
+    Nothing else is the session's own: whatever holds a name on the bus (``org.a11y.Bus`` too, which the
+    user may claim) is a process like any other, and the accessibility launcher is started again after
+    the reset (:mod:`cud.daemon.session.a11y`).
+    """
     if session_bus is None:
         return None, frozenset()
-    bus, launcher = await asyncio.gather(_bus_pid_of(session_bus, "org.freedesktop.DBus"),
-                                         _bus_pid_of(session_bus, "org.a11y.Bus"))
-    spare = {bus} if bus is not None else set()
-    if launcher is not None:
-        spare |= _descendants([launcher], _processes())
-    return bus, frozenset(spare)
+    found = await asyncio.to_thread(_listener, session_bus)
+    if found is None:
+        return None, frozenset()
+    return found[0], frozenset({found[0]})
 
 
 async def end_processes(uid: int, *, seat: str, session_bus: str | None, marked: bool,
@@ -140,11 +161,19 @@ async def end_processes(uid: int, *, seat: str, session_bus: str | None, marked:
     ended: set[int] = set()
     if bus is not None:  # what activation started there as another user: the bus daemon's children
         table = _processes()
-        for pid, (ruid, _euid, state, ppid) in table.items():
-            if ppid == bus and pid not in spare and ruid != uid and state not in ("Z", "X"):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-                    ended.add(pid)
+        foreign = [pid for pid, (ruid, _euid, state, ppid) in table.items()
+                   if ppid == bus and pid not in spare and ruid != uid and state not in ("Z", "X")]
+        if foreign and session_bus is not None:
+            # But the accessibility launcher of a bus of another user's (cud-bus@ activates it): the seat's
+            # user can neither signal it nor make it theirs. One of the seat's user's ends below with the rest.
+            owner = await name_owner(session_bus)
+            if owner is not None and owner[1] != uid:
+                keep = _descendants([owner[0]], table)
+                foreign = [pid for pid in foreign if pid not in keep]
+        for pid in foreign:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                ended.add(pid)
     deadline = time.monotonic() + timeout
     stopped: set[int] = set()
     while True:
