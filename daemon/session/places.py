@@ -224,8 +224,8 @@ def check_secrets(files: Mapping[str, str], places: Sequence[Place], *, written:
                 raise _refused(key, shown, f"{where} can be written by {who}, who could replace it")
         who = None if key in written else seat_reader(real, guarded)
         if who is not None:
-            raise _refused(key, shown, f"it can be read by {who}: a seat's user runs the model's commands, which "
-                           "could send the secret anywhere")
+            raise _refused(key, shown, "a seat's user runs the model's commands, which could send the secret "
+                           f"anywhere, and it can be read by {who}")
 
 
 def _refused(key: str, path: str, why: str) -> ConfigError:
