@@ -341,7 +341,8 @@ def load_config(
                                 for seat in kwargs["seats"])
     check_seat_places(kwargs["seats"], {"the daemon's state directory": str(kwargs["state_dir"]),
                                         "the daemon's socket": str(kwargs["socket"])},
-                      _daemon_home(), tables=len(kwargs["seats"]) > 1 or "seats" in raw, files=_daemon_files(kwargs))
+                      _daemon_home(), tables=len(kwargs["seats"]) > 1 or "seats" in raw, files=_daemon_files(kwargs),
+                      written={"metrics.textfile"})
     return Config(**kwargs)
 
 

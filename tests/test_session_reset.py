@@ -133,6 +133,18 @@ def test_exec_cp_and_clipboard_through_cuctl(seat: SessionSeat, tmp_path: Path) 
     assert "no seat named 'nosuch'" in cuctl(sock, "exec", "nosuch", "--", "/bin/true").stderr
 
 
+def test_the_seats_commands_never_see_the_daemons_api_key(seat: SessionSeat) -> None:
+    """Issue 41, item 5: the seat's user runs the model's commands; the daemon (its OPENAI_API_KEY set) passes
+    none of its environment to them, and its own /proc environ is root's."""
+    sock, key = seat.daemon.socket, seat.daemon.api_key
+    env = cuctl(sock, "exec", SEAT, "--", "/usr/bin/env")
+    assert env.returncode == 0 and f"USER={seat.user.name}" in env.stdout.splitlines()
+    assert key not in env.stdout and "OPENAI_API_KEY" not in env.stdout and "OPENAI_BASE_URL" not in env.stdout
+    assert seat.daemon.proc is not None
+    peek = cuctl(sock, "exec", SEAT, "--", "/bin/cat", f"/proc/{seat.daemon.proc.pid}/environ")
+    assert peek.returncode != 0 and key not in peek.stdout
+
+
 def test_the_reset_leaves_a_clean_seat(seat: SessionSeat) -> None:
     sentinel = tree_hash(seat.sentinel)
     call(seat, "reset", seat=SEAT)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -167,13 +167,14 @@ def _absolute(key: str, value: object) -> Path:
 
 
 def check_seat_places(seats: tuple[SeatConfig, ...], daemon_dirs: Mapping[str, str], daemon_home: str | None, *,
-                      tables: bool = True, files: Mapping[str, Path] | None = None) -> None:
+                      tables: bool = True, files: Mapping[str, Path] | None = None,
+                      written: Collection[str] = ()) -> None:
     """Refuse a seat's home, template or user that a reset must not touch, and a file of the daemon's a seat's
     user could reach (cud.daemon.session.places).
 
     ``tables``: the seats came from ``[[seats]]`` (errors name ``seats[N].home``), else top-level keys.
     ``files``: the daemon's secrets and the files it writes, by config key (each seat's ``vnc_password_file`` is
-    added here).
+    added here); ``written``: those of ``files`` the daemon writes for others to read, not secrets.
     """
     prefix = [f"seats[{index}]." if tables else "" for index in range(len(seats))]
     places = [Place(seat.name, prefix[index], str(seat.home),
@@ -185,7 +186,7 @@ def check_seat_places(seats: tuple[SeatConfig, ...], daemon_dirs: Mapping[str, s
     secrets = {key: str(path) for key, path in (files or {}).items()}
     secrets.update({f"{prefix[index]}vnc_password_file": str(seat.vnc_password_file)
                     for index, seat in enumerate(seats) if seat.vnc_password_file is not None})
-    check_secrets(secrets, places)
+    check_secrets(secrets, places, written=written)
 
 
 def _place(prefix: str, name: str, table: Mapping[str, Any]) -> SeatConfig:

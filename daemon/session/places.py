@@ -21,6 +21,10 @@ process of the seat's user. Refused, naming the seat, the key and the path:
   ``secret_file``) or a file it writes (``metrics.textfile``) inside a seat's home or
   template, or where a seat's user can write: the file, its directory, or a directory
   above that (which may be sticky, as ``/tmp``, but not the file's own directory).
+* a secret the daemon reads (not the metrics' textfile, written for others to read)
+  that a seat's user can read: by its mode for that user (owner, group, others), and
+  reachable through directories that user may search. The seat's user runs the
+  model's commands (``cuctl exec``, a spec's ``run``), which could send the key anywhere.
 
 Paths are compared after resolving symlinks (``realpath``), so a symlink to ``/etc``
 is ``/etc``.
@@ -30,11 +34,11 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from cud.daemon.session.template import SeatWriter, seat_writer, template_flaw
+from cud.daemon.session.template import SeatWriter, seat_reader, seat_writer, template_flaw
 from cud.errors import ConfigError
 
 __all__ = ("SYSTEM_DIRS", "SYSTEM_TREES", "Place", "check_places", "check_secrets")
@@ -193,9 +197,11 @@ def _check_template(place: Place, homes: list[tuple[PurePosixPath, Place]], kept
         raise _refuse(place, "home_template", shown, flaw)
 
 
-def check_secrets(files: Mapping[str, str], places: Sequence[Place]) -> None:
+def check_secrets(files: Mapping[str, str], places: Sequence[Place], *, written: Collection[str] = ()) -> None:
     """Refuse a file of the daemon's (a secret it reads, a file it writes), by its key in ``files``, that a seat's
-    user could read or replace: inside a seat's home or template, or where one of ``places``' users can write."""
+    user could read or replace: inside a seat's home or template, or where one of ``places``' users can write;
+    and a secret (every key but those in ``written``, the files the daemon writes for others to read) that one
+    of them can read (:func:`~cud.daemon.session.template.seat_reader`)."""
     guarded = _writers(places)
     for key, shown in files.items():
         real = _real(shown)
@@ -216,6 +222,10 @@ def check_secrets(files: Mapping[str, str], places: Sequence[Place]) -> None:
             if who is not None:
                 where = "it" if path == real else f"the directory {str(path)!r} it is in"
                 raise _refused(key, shown, f"{where} can be written by {who}, who could replace it")
+        who = None if key in written else seat_reader(real, guarded)
+        if who is not None:
+            raise _refused(key, shown, "a seat's user runs the model's commands, which could send the secret "
+                           f"anywhere, and it can be read by {who}")
 
 
 def _refused(key: str, path: str, why: str) -> ConfigError:
@@ -223,5 +233,6 @@ def _refused(key: str, path: str, why: str) -> ConfigError:
 
 
 def _writers(places: Sequence[Place]) -> list[SeatWriter]:
-    """The seats' users who could write a file of the daemon's; a daemon's own seat cannot be kept from itself."""
+    """The seats' users who could write (or read) a file of the daemon's; a daemon's own seat cannot be kept from
+    itself."""
     return [SeatWriter(p.seat, p.uid, p.groups) for p in places if p.uid != os.geteuid()]

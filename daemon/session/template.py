@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-__all__ = ("SeatWriter", "seat_writer", "template_flaw")
+__all__ = ("SeatWriter", "seat_reader", "seat_writer", "template_flaw")
 
 #: What a template may hold; anything else would become the seat user's own device, socket or FIFO.
 _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFREG: "a file", stat.S_IFLNK: "a symlink"}
@@ -59,7 +59,7 @@ def _foreign(info: os.stat_result) -> str | None:
 
 @dataclass(frozen=True)
 class SeatWriter:
-    """A seat's user, as far as who may write a file goes."""
+    """A seat's user, as far as who may write or read a file goes."""
 
     seat: str
     uid: int
@@ -84,6 +84,64 @@ def seat_writer(info: os.stat_result, writers: Sequence[SeatWriter], *, sticky_o
             if info.st_gid in writer.groups:
                 return f"seat {writer.seat!r}'s user, through its group (gid {info.st_gid})"
     return None
+
+
+def seat_reader(path: str | Path, readers: Sequence[SeatWriter]) -> str | None:
+    """Which of ``readers`` can read the file at ``path`` (a secret of the daemon's), in words with the fix; None
+    if none can. The kernel's rule, for the file's real path:
+
+    * its owner can always read it (it may chmod it); a member of its group (primary or supplementary) gets
+      the group's bits and only those, anyone else the others' bits;
+    * and it must reach it: each directory above is searchable by that user, by the same rule with ``x``. A
+      file it may read by mode but not reach is safe (0644 in a root 0700 directory), unless it has another
+      name (a hard link) the walk does not see;
+    * a POSIX ACL on the file can grant what its mode does not show, so a file with one counts as readable; one
+      on a directory above counts as letting everyone through.
+    """
+    real = PurePosixPath(os.path.realpath(path))
+    try:
+        info = os.stat(real)
+    except FileNotFoundError:
+        return None  # nothing to read yet; reading it fails at start
+    acl = _has_acl(real)
+    above = []
+    for parent in real.parents:
+        try:
+            above.append((os.stat(parent), _has_acl(parent)))
+        except OSError as exc:
+            return f"the directory {str(parent)!r} above it cannot be looked at: {exc.strerror}"
+    mode = f"mode {stat.S_IMODE(info.st_mode):04o}"
+    for reader in readers:
+        if info.st_uid == reader.uid:
+            return f"seat {reader.seat!r}'s user, who owns it; give it to root (chown root: it, chmod 600)"
+        if not acl and not _may(info, reader, 0o4):
+            continue
+        if info.st_nlink < 2 and not all(dir_acl or _may(dir_info, reader, 0o1) for dir_info, dir_acl in above):
+            continue  # a directory above keeps this user out
+        if acl:
+            return f"seat {reader.seat!r}'s user, as its POSIX ACL may allow; remove the ACL (setfacl -b) and chmod 600"
+        if info.st_gid in reader.groups:
+            return (f"seat {reader.seat!r}'s user, through its group (gid {info.st_gid}, {mode}); chmod 600, or "
+                    "give it a group that user is not in")
+        return f"every user ({mode}), seat {reader.seat!r}'s too; chmod 600"
+    return None
+
+
+def _may(info: os.stat_result, reader: SeatWriter, bits: int) -> bool:
+    """Whether the mode of ``info`` gives ``reader``, not its owner, ``bits`` (as others' bits: 4 read, 1 search)."""
+    if info.st_uid == reader.uid:
+        return True  # its owner may chmod it
+    shift = 3 if info.st_gid in reader.groups else 0  # a group member gets the group's bits, never the others'
+    return (info.st_mode >> shift) & bits == bits
+
+
+def _has_acl(path: PurePosixPath) -> bool:
+    """Whether ``path`` has a POSIX access ACL (a file system without them has none)."""
+    try:
+        os.getxattr(path, "system.posix_acl_access")
+    except OSError:
+        return False
+    return True
 
 
 def template_flaw(path: str | Path, writers: Sequence[SeatWriter]) -> str | None:
