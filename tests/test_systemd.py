@@ -296,6 +296,20 @@ def test_units_and_cud_agree_on_the_shared_cookie_file() -> None:
     assert re.search(r"^d /run/cud-display 0755 cud-display cud-display -$", tmpfiles, re.M)
 
 
+def test_a_seats_user_is_told_to_join_no_group_that_reads_every_displays_cookie() -> None:
+    """The group cud-display reads /run/cud-display/Xauthority (every display's cookie): a seat's user made
+    as the unit and docs say is not in it, and cud-bus@N admits seat N's user by name instead."""
+    made = [(SYSTEMD / "cud-session@.service").read_text(), (ROOT / "docs" / "sessions.md").read_text()]
+    for text in made:
+        commands = re.findall(r"useradd .*?cud-seat-N", text, re.S)  # the command, over its lines
+        assert commands and not any("cud-display" in command for command in commands), commands
+    assert not re.search(r"^m cud-seat", (SYSTEMD / "cud.sysusers.conf").read_text(), re.M)
+    bus = unit_settings(SYSTEMD / "cud-bus@.service")
+    rendered = [line for line in bus["ExecStartPre"] if "@SEAT_USER@/cud-seat-%i/" in line]
+    assert len(rendered) == 2 and "--config-file=/run/cud-bus/%i/session-bus.conf" in bus["ExecStart"][0]
+    assert "-/run/cud-bus/%i/accessibility.conf:/etc/at-spi2/accessibility.conf" in bus["BindReadOnlyPaths"]
+
+
 @needs_analyze
 def test_systemd_analyze_verify_accepts_cud_with_the_documented_three_seat_drop_in(
     prefix_install: Path, tmp_path: Path
