@@ -1,7 +1,8 @@
 """One X cookie per display: a seat's user opens its own display, never another seat's (docs/sessions.md).
 
-One daemon with two seats, each with its own user, on two Xvfb servers that each take only their
-own cookie; the daemon's XAUTHORITY holds both (as /run/cud-display/Xauthority does under systemd).
+One daemon with three seats, each with its own user: two on Xvfb servers and one VNC seat on an
+Xvnc (its ``x_display`` the Xvnc's), each server taking only its own cookie; the daemon's
+XAUTHORITY holds all three (as /run/cud-display/Xauthority does under systemd).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,8 @@ from cud.scripted import ScriptedModel
 
 from .support.daemon import Daemon, scenario
 from .support.seat_users import SeatUsers, make_home
-from .support.xserver import XServer, start_xvfb, stop_process
+from .support.vnc import start_xvnc
+from .support.xserver import start_xvfb, stop_process
 
 COOKIE = b"MIT-MAGIC-COOKIE-1"
 LOCAL, WILD = 256, 0xFFFF
@@ -75,42 +76,51 @@ def test_a_display_without_a_number_is_refused_by_name(display: str) -> None:
         display_number(display)
 
 
-# -- two seats ------------------------------------------------------------------------------------
+# -- three seats ------------------------------------------------------------------------------------
 
 
 @dataclass
-class TwoSeats:
+class Seats:
     daemon: Daemon
-    servers: dict[str, XServer]
+    #: Each seat's X display (the VNC seat's: its x_display).
+    displays: dict[str, str]
 
 
 @pytest.fixture(scope="module")
-def two_seats(seat_users: SeatUsers) -> Iterator[TwoSeats]:
+def seats(seat_users: SeatUsers) -> Iterator[Seats]:
     base = Path(tempfile.mkdtemp(prefix="cud-xauth-", dir="/tmp"))
     base.chmod(0o755)
     model = ScriptedModel(scenario({"message": "done"}))
     url = model.start()
-    servers: dict[str, XServer] = {}
+    procs: list[subprocess.Popen[bytes]] = []
+    displays: dict[str, str] = {}
     daemon = None
     try:
         shared: list[XauthEntry] = []
         tables = []
-        for seat in ("s1", "s2"):
+        for seat in ("s1", "s2", "v3"):
             cookie = secrets.token_bytes(16)
             own = base / f"{seat}.auth"  # the server's own file: its cookie alone
             own.write_bytes(encode(cookie_entries(b"", cookie)))
             own.chmod(0o600)
             (base / seat).mkdir()
-            server = servers[seat] = start_xvfb(base / seat, width=320, height=240, auth=own)
-            shared += cookie_entries(display_number(server.display), cookie)
+            if seat == "v3":
+                vnc = start_xvnc(base / seat, width=320, height=240, security_types="VncAuth", auth=own)
+                procs.append(vnc.proc)
+                (base / seat / "password").write_text(vnc.password)
+                where = (f'vnc = "{vnc.server}"\nvnc_password_file = "{base / seat / "password"}"\n'
+                         f'x_display = "{vnc.display}"')
+                display = vnc.display
+            else:
+                server = start_xvfb(base / seat, width=320, height=240, auth=own)
+                procs.append(server.proc)
+                display = server.display
+                where = f'display = "{display}"'
+            displays[seat] = display
+            shared += cookie_entries(display_number(display), cookie)
             user = seat_users.make()
-            tables.append(textwrap.dedent(f"""\
-                [[seats]]
-                name = "{seat}"
-                display = "{server.display}"
-                user = "{user.name}"
-                home = "{make_home(base / seat, user)}"
-                """))
+            tables.append(f'[[seats]]\nname = "{seat}"\n{where}\nuser = "{user.name}"\n'
+                          f'home = "{make_home(base / seat, user)}"\n')
         everyone = base / "Xauthority"  # the daemon's: every display's cookie
         everyone.write_bytes(encode(shared))
         everyone.chmod(0o600)
@@ -118,40 +128,41 @@ def two_seats(seat_users: SeatUsers) -> Iterator[TwoSeats]:
         daemon = Daemon(":0", url, workdir=base / "daemon", seats={}, config="".join(tables),
                         extra_env={"XAUTHORITY": str(everyone)})
         daemon.start()
-        yield TwoSeats(daemon, servers)
+        yield Seats(daemon, displays)
     finally:
         if daemon is not None:
             daemon.cleanup()
-        for server in servers.values():
-            stop_process(server.proc)
+        for proc in procs:
+            stop_process(proc)
         model.stop()
         shutil.rmtree(base, ignore_errors=True)
 
 
-def run_as_seat(seats: TwoSeats, seat: str, *argv: str) -> tuple[int, str]:
+def run_as_seat(seats: Seats, seat: str, *argv: str) -> tuple[int, str]:
     done = seats.daemon.call("exec", seat=seat, argv=list(argv), timeout=30)
     return done["exit_code"], (base64.b64decode(done["stdout"]) + base64.b64decode(done["stderr"])).decode()
 
 
-def test_a_seats_user_opens_its_own_display_and_not_the_other_seats(two_seats: TwoSeats) -> None:
-    for seat, other in (("s1", "s2"), ("s2", "s1")):
-        own, theirs = two_seats.servers[seat].display, two_seats.servers[other].display
-        code, out = run_as_seat(two_seats, seat, "xdpyinfo", "-display", own)
+def test_a_seats_user_opens_its_own_display_and_not_the_other_seats(seats: Seats) -> None:
+    for seat, own in seats.displays.items():
+        code, out = run_as_seat(seats, seat, "xdpyinfo", "-display", own)
         assert code == 0 and f"name of display:    {own}" in out, out
-        code, out = run_as_seat(two_seats, seat, "xdpyinfo", "-display", theirs)
-        assert code != 0 and "unable to open display" in out, (seat, out)
+        for other, theirs in seats.displays.items():
+            if other != seat:
+                code, out = run_as_seat(seats, seat, "xdpyinfo", "-display", theirs)
+                assert code != 0 and "unable to open display" in out, (seat, other, out)
 
 
-def test_the_sessions_cookie_file_holds_its_displays_entries_only(two_seats: TwoSeats) -> None:
-    for seat in ("s1", "s2"):
-        code, out = run_as_seat(two_seats, seat, "/bin/sh", "-c", 'stat -c %a:%U "$XAUTHORITY"; xauth -n list')
+def test_the_sessions_cookie_file_holds_its_displays_entries_only(seats: Seats) -> None:
+    for seat, display in seats.displays.items():
+        code, out = run_as_seat(seats, seat, "/bin/sh", "-c", 'stat -c %a:%U "$XAUTHORITY"; xauth -n list')
         assert code == 0, out
         mode, *entries = out.splitlines()
-        number = display_number(two_seats.servers[seat].display).decode()
+        number = display_number(display).decode()
         assert mode.startswith("600:") and entries, out
         assert all(line.split()[0].endswith(f":{number}") for line in entries), out
 
 
-def test_the_daemon_itself_still_reaches_both_displays(two_seats: TwoSeats) -> None:
-    states = {seat["name"]: seat["state"] for seat in two_seats.daemon.call("seats")}
-    assert states == {"s1": "idle", "s2": "idle"}, states
+def test_the_daemon_itself_still_reaches_every_display(seats: Seats) -> None:
+    states = {seat["name"]: seat["state"] for seat in seats.daemon.call("seats")}
+    assert states == {"s1": "idle", "s2": "idle", "v3": "idle"}, states
