@@ -336,6 +336,10 @@ def test_a_displays_buses_admit_its_seats_user_and_not_another_seats(systemd: Pr
                     "/usr/sbin/nologin", name], check=True, capture_output=True)
     seat_users.made.append(name)  # removed with the others at the end
     mine, other = SeatUser.lookup("user", name), seat_users.make()
+    # The unit must leave the host's files alone: a bind over a missing path would create it there.
+    host = [Path("/etc/at-spi2"), Path("/usr/share/defaults/at-spi2/accessibility.conf")]
+    before = [path.exists() for path in host]
+    assert before[1], "at-spi2-core's default accessibility.conf, which the unit binds over, is missing"
     lib = Path(tempfile.mkdtemp(prefix="cud-lib-"))
     unit = f"cud-bus@{number}.service"
     try:
@@ -365,6 +369,7 @@ def test_a_displays_buses_admit_its_seats_user_and_not_another_seats(systemd: Pr
             assert done.returncode == 0, (address, done.stderr)
             refused = _bus_get_id(systemd, address, other.uid, other.gid)
             assert refused.returncode != 0, (address, refused.stdout)
+        assert [path.exists() for path in host] == before
     finally:
         systemd.systemctl("stop", unit)
         shutil.rmtree(systemd.units / f"{unit}.d", ignore_errors=True)
