@@ -1,6 +1,8 @@
-"""The sandbox's secrets: the X authority cookie every display shares, and the VNC password.
+"""The sandbox's secrets: each X server's own cookie, the file of them all the daemon reads, and the VNC password.
 
-Both are written mode 0600 and never pass through argv.
+Each X server has a cookie of its own, so a holder of one display's cookie (a seat's user, who gets
+only its display's entries from the daemon) cannot open another's. All are written mode 0600 and
+never pass through argv.
 """
 
 from __future__ import annotations
@@ -12,39 +14,56 @@ import socket
 import string
 import struct
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from parts import Settings
 from procs import SandboxError
 
-__all__ = ("ensure_vnc_password", "write_xauthority")
+__all__ = ("ensure_vnc_password", "share_xauthorities", "write_xauthority")
 
 
-def write_xauthority(path: Path) -> None:
-    """A fresh MIT cookie valid for any display number (the number is not known before -displayfd).
-
-    One FamilyLocal entry for this host (python-xlib matches only that kind)
-    and one FamilyWild entry; both with an empty display number, which every
-    client library takes to match any display.
-    """
+def _entries(cookie: bytes, number: bytes) -> bytes:
+    """One FamilyLocal entry for this host (python-xlib matches only that kind) and one FamilyWild
+    entry, both for display ``number`` (b"": any display)."""
 
     def counted(data: bytes) -> bytes:
         return struct.pack(">H", len(data)) + data
 
-    cookie = secrets.token_bytes(16)
-
     def entry(family: int, address: bytes) -> bytes:
-        number = b""  # any display
         return struct.pack(">H", family) + b"".join(
             counted(field) for field in (address, number, b"MIT-MAGIC-COOKIE-1", cookie)
         )
 
-    data = entry(256, socket.gethostname().encode()) + entry(0xFFFF, b"")
+    return entry(256, socket.gethostname().encode()) + entry(0xFFFF, b"")
+
+
+def _replace(path: Path, data: bytes) -> None:
     temporary = path.with_suffix(".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    temporary.unlink(missing_ok=True)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as out:
         out.write(data)
     os.replace(temporary, path)
+
+
+def write_xauthority(path: Path) -> None:
+    """A fresh MIT cookie for one X server (its ``-auth`` file), for any display number: the number
+    is not known before -displayfd, and the server itself ignores it. Only this server takes it."""
+    _replace(path, _entries(secrets.token_bytes(16), b""))
+
+
+def share_xauthorities(path: Path, servers: Mapping[str, Path]) -> None:
+    """The file of every X server's cookie (display -> its ``-auth`` file), each entry for its display's
+    number: what the daemon, the probes and the sandbox's owner read. The daemon hands each seat's
+    user only its own display's entries (cud.daemon.session.xauth)."""
+    from cud.daemon.session.xauth import display_number, parse  # the venv's: the sandbox's `check` needs none
+
+    data = b""
+    for display, own in servers.items():
+        cookie = parse(own.read_bytes(), source=str(own))[0].data
+        data += _entries(cookie, display_number(display))
+    _replace(path, data)
 
 
 def ensure_vnc_password(settings: Settings) -> None:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from buses import LAUNCHER, a11y_argv, app_env, session_argv
-from credentials import ensure_vnc_password, write_xauthority
+from credentials import ensure_vnc_password, share_xauthorities, write_xauthority
 from parts import SEAT_PARTS, Seat, Settings, kind_of, prefix_of, seat_place, seat_spec
 from probes import answers
 from procs import Record, SandboxError, spawn, state_of, wait_for
@@ -34,9 +34,10 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _base_env(settings: Settings, display: str | None) -> dict[str, str]:
+def _base_env(settings: Settings, display: str | None, xserver: Record | None = None) -> dict[str, str]:
+    """The environment of a part; with ``xserver``, its cookie only (a seat's parts), else every display's."""
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "XAUTHORITY", "CUD_SOCKET")}
-    env["XAUTHORITY"] = str(settings.path("Xauthority"))
+    env["XAUTHORITY"] = str(_cookie_of(settings, xserver))
     if display:
         env["DISPLAY"] = display
     return env
@@ -58,15 +59,19 @@ def _read_displayfd(fd: int, proc: subprocess.Popen[bytes], log: Path, timeout: 
     return ":" + data.decode().strip()
 
 
+def _cookie_of(settings: Settings, xserver: Record | None) -> Path:
+    """An X server's own cookie file; for None (or a server recorded before they had one), every display's."""
+    own = None if xserver is None else xserver.info.get("xauthority")
+    return Path(own) if own else settings.path("Xauthority")
+
+
 def _start_xserver(
     settings: Settings, name: str, log: Path, records: dict[str, Record]
 ) -> tuple[subprocess.Popen[bytes], Record]:
-    xauthority = settings.path("Xauthority")
-    # One cookie for every display of the sandbox (the daemon and the viewers read one
-    # file): a fresh one, unless another seat's X server still runs with the current one.
-    others = [r for n, r in records.items() if kind_of(n) == "xserver" and n != name and state_of(r) == "running"]
-    if not others or not xauthority.exists():
-        write_xauthority(xauthority)
+    # A cookie of its own for every X server, so that one display's cookie opens no other. The
+    # daemon reads them all from one file (Xauthority), rewritten once the number is known.
+    xauthority = settings.path(f"{name}.Xauthority")
+    write_xauthority(xauthority)
     read_fd, write_fd = os.pipe()
     common = ["-displayfd", str(write_fd), "-nolisten", "tcp", "-noreset", "-auth", str(xauthority)]
     vnc_port = None
@@ -91,6 +96,11 @@ def _start_xserver(
         os.close(read_fd)
     if vnc_port is not None:
         record.info["vnc_port"] = str(vnc_port)
+    record.info["xauthority"] = str(xauthority)
+    running = {n: r for n, r in records.items() if kind_of(n) == "xserver" and n != name and state_of(r) == "running"}
+    share_xauthorities(settings.path("Xauthority"), {
+        r.info["display"]: Path(r.info["xauthority"]) for r in (*running.values(), record)
+        if "display" in r.info and "xauthority" in r.info})
     return proc, record
 
 
@@ -115,7 +125,9 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
     xserver = records.get(prefix + "xserver") if kind in SEAT_PARTS else records.get("xserver")
     display = xserver.info["display"] if kind not in ("xserver", "session-bus") and xserver is not None else None
     # Everything on a seat is in that seat's session, with accessibility on (buses.py).
-    env = app_env(_base_env(settings, display), records.get(prefix + "session-bus") if kind in SEAT_PARTS else None)
+    # A seat's parts get its display's cookie only; the daemon and the model, every display's.
+    env = app_env(_base_env(settings, display, xserver if kind in SEAT_PARTS else None),
+                  records.get(prefix + "session-bus") if kind in SEAT_PARTS else None)
     if kind == "xserver":
         proc, record = _start_xserver(settings, name, log, records)
     elif kind == "session-bus":
@@ -127,14 +139,15 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
     elif kind == "a11y-bus":
         session = seat_session(settings, _seat_of(settings, prefix))
         argv, extra = a11y_argv(settings, prefix, session)
-        # As the sandbox's own user (buses.py), with its cookie: it sets AT_SPI_BUS on the X root window.
+        # As the sandbox's own user (buses.py), with its display's cookie only (env): it sets AT_SPI_BUS on
+        # the X root window.
         proc, record = spawn(name, argv, log, {**env, **extra}, program=LAUNCHER)
     elif kind == "openbox":
         proc, record = spawn(name, ["openbox", "--sm-disable"], log, env)
     elif kind == "x11vnc":
         ensure_vnc_password(settings)
         port = free_port()
-        argv = ["x11vnc", "-display", str(display), "-auth", str(settings.path("Xauthority")),
+        argv = ["x11vnc", "-display", str(display), "-auth", str(_cookie_of(settings, xserver)),
                 "-rfbauth", str(settings.path("vnc-passwd")), "-localhost", "-rfbport", str(port),
                 "-forever", "-shared", "-viewonly", "-noxdamage"]
         proc, record = spawn(name, argv, log, env)

@@ -300,6 +300,12 @@ def check_seats(box: Sandbox, count: int) -> dict[str, str]:
         display = displays[seat] = mine["xserver"].info["display"]
         assert "-displayfd" in mine["xserver"].cmdline  # the server chose its number
         assert x_connects(display, cookie) and not x_connects(display, "/nonexistent")
+        # Its server's own cookie opens it, and no other seat's display (one cookie per server).
+        own = Path(mine["xserver"].info["xauthority"])
+        assert x_connects(display, own)
+        for other in seats:
+            if other != seat:
+                assert not x_connects(records[f"{other}.xserver"].info["display"], own), (seat, other)
         seen = screen(display, cookie)
         assert seen["size"] == [1280, 800] and seen["pixels"] > 0
         assert seen["wm"], f"{seat}: no window manager on {display}"
@@ -328,6 +334,12 @@ def check_daemon_seats(box: Sandbox, displays: dict[str, str]) -> None:
                                            "seats", "--json"], capture_output=True, text=True, timeout=60)))
     assert [(seat["name"], seat.get("display")) for seat in listed] == list(displays.items())
     assert all(seat["state"] == "idle" and seat["size"] == [1280, 800] and seat["error"] is None for seat in listed)
+    # Each seat's user opens its own display and no other seat's (the daemon gives it its display's cookie only).
+    for seat, display in displays.items():
+        for other in displays.values():
+            done = subprocess.run([str(VENV / "bin" / "cuctl"), "--socket", str(box.dir / "cud.sock"), "exec", seat,
+                                   "--", "xdpyinfo", "-display", other], capture_output=True, text=True, timeout=60)
+            assert (done.returncode == 0) == (other == display), (seat, other, done.stdout, done.stderr)
 
 
 def received(box: Sandbox, seat: str) -> list[str]:

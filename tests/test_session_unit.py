@@ -6,11 +6,13 @@ installed as written plus a drop-in naming the test's seat user (the unit says
 ``User=cud-seat-%i``; the tests make throwaway users instead). cud talks to it over its
 real system bus (dbus-daemon, started by that systemd) with the daemon's own code; the polkit
 rule (systemd/cud-session.rules) is decided by a real polkitd started by that systemd too.
+``cud-bus@.service`` runs there too, to show whom a display's buses admit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import pwd
 import shutil
 import subprocess
 import tempfile
@@ -313,3 +315,72 @@ def test_the_polkit_rule_lets_cuds_user_stop_and_start_session_units_and_nothing
         subprocess.run(["nsenter", "-t", str(systemd.pid), "-m", "umount", "/etc/polkit-1/rules.d"],
                        capture_output=True)
         shutil.rmtree(rules, ignore_errors=True)
+
+
+def _bus_get_id(systemd: PrivateSystemd, address: str, uid: int, gid: int) -> subprocess.CompletedProcess[str]:
+    """``GetId`` on the bus at ``address`` (a path in the private systemd's /run) as uid:gid, in no group."""
+    return subprocess.run(["nsenter", "-t", str(systemd.pid), "-m", "--", "setpriv", f"--reuid={uid}",
+                           f"--regid={gid}", "--clear-groups", "--", "dbus-send", f"--bus={address}",
+                           "--print-reply=literal", "--reply-timeout=10000", "--dest=org.freedesktop.DBus",
+                           "/org/freedesktop/DBus", "org.freedesktop.DBus.GetId"],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_displays_buses_admit_its_seats_user_and_not_another_seats(systemd: PrivateSystemd,
+                                                                      seat_users: SeatUsers) -> None:
+    """cud-bus@N as written (its configs installed in a directory of the test's), under the real systemd: seat
+    N's user (cud-seat-N, in no group) reaches its session and accessibility buses; another seat's user neither."""
+    number = next(n for n in range(73100, 73200) if not _user_exists(f"cud-seat-{n}"))
+    name = f"cud-seat-{number}"
+    subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
+                    "/usr/sbin/nologin", name], check=True, capture_output=True)
+    seat_users.made.append(name)  # removed with the others at the end
+    mine, other = SeatUser.lookup("user", name), seat_users.make()
+    # The unit must leave the host's files alone: a bind over a missing path would create it there.
+    host = [Path("/etc/at-spi2"), Path("/usr/share/defaults/at-spi2/accessibility.conf")]
+    before = [path.exists() for path in host]
+    assert before[1], "at-spi2-core's default accessibility.conf, which the unit binds over, is missing"
+    lib = Path(tempfile.mkdtemp(prefix="cud-lib-"))
+    unit = f"cud-bus@{number}.service"
+    try:
+        lib.chmod(0o755)
+        for source, target in (("cud-session-bus.conf", "session-bus.conf"),
+                               ("cud-accessibility.conf", "accessibility.conf")):
+            shutil.copy(SYSTEMD / source, lib / target)
+        text = (SYSTEMD / "cud-bus@.service").read_text().replace("/usr/local/lib/cud", str(lib))
+        (systemd.units / "cud-bus@.service").write_text(text)
+        (systemd.units / f"{unit}.d").mkdir()
+        # The group cud-display does not exist here: nobody runs the buses instead (as in test_systemd_run);
+        # the configs are in /tmp, which PrivateTmp= would hide.
+        (systemd.units / f"{unit}.d" / "test.conf").write_text("[Service]\nUser=nobody\nGroup=nogroup\n"
+                                                                "PrivateTmp=no\n")
+        systemd.reload()
+        started = systemd.systemctl("start", unit)
+        assert started.returncode == 0, started.stderr + systemd.systemctl("status", unit).stdout
+        session = f"unix:path=/run/cud-bus/{number}/bus"
+        reply = subprocess.run(["nsenter", "-t", str(systemd.pid), "-m", "--", "dbus-send", f"--bus={session}",
+                                "--print-reply=literal", "--dest=org.a11y.Bus", "/org/a11y/bus",
+                                "org.a11y.Bus.GetAddress"], capture_output=True, text=True, timeout=60)
+        assert reply.returncode == 0, reply.stderr
+        a11y = reply.stdout.strip().split(",")[0]
+        assert a11y.startswith(f"unix:path=/run/cud-bus/{number}/at-spi/"), a11y
+        for address in (session, a11y):
+            done = _bus_get_id(systemd, address, mine.uid, mine.gid)
+            assert done.returncode == 0, (address, done.stderr)
+            refused = _bus_get_id(systemd, address, other.uid, other.gid)
+            assert refused.returncode != 0, (address, refused.stdout)
+        assert [path.exists() for path in host] == before
+    finally:
+        systemd.systemctl("stop", unit)
+        shutil.rmtree(systemd.units / f"{unit}.d", ignore_errors=True)
+        (systemd.units / "cud-bus@.service").unlink(missing_ok=True)
+        systemd.reload()
+        shutil.rmtree(lib, ignore_errors=True)
+
+
+def _user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True

@@ -296,6 +296,24 @@ def test_units_and_cud_agree_on_the_shared_cookie_file() -> None:
     assert re.search(r"^d /run/cud-display 0755 cud-display cud-display -$", tmpfiles, re.M)
 
 
+def test_a_seats_user_is_told_to_join_no_group_that_reads_every_displays_cookie() -> None:
+    """The group cud-display reads /run/cud-display/Xauthority (every display's cookie): a seat's user made
+    as the unit and docs say is not in it, and cud-bus@N admits seat N's user by name instead."""
+    made = [(SYSTEMD / "cud-session@.service").read_text(), (ROOT / "docs" / "sessions.md").read_text()]
+    for text in made:
+        commands = re.findall(r"useradd .*?cud-seat-N", text, re.S)  # the command, over its lines
+        assert commands and not any("cud-display" in command for command in commands), commands
+    assert not re.search(r"^m cud-seat", (SYSTEMD / "cud.sysusers.conf").read_text(), re.M)
+    bus = unit_settings(SYSTEMD / "cud-bus@.service")
+    rendered = [line for line in bus["ExecStartPre"] if "@SEAT_USER@/cud-seat-%i/" in line]
+    assert len(rendered) == 2 and "--config-file=/run/cud-bus/%i/session-bus.conf" in bus["ExecStart"][0]
+    default = "/usr/share/defaults/at-spi2/accessibility.conf"  # at-spi2-core's: there wherever the launcher is
+    assert f"-/run/cud-bus/%i/accessibility.conf:{default}" in bus["BindReadOnlyPaths"]
+    assert bus["InaccessiblePaths"] == ["-/etc/at-spi2"]  # where the launcher looks first, often missing
+    # A bind over a path that may be missing would make it, empty, on the host: every launcher there then fails.
+    assert not any(":/etc/" in line for line in bus["BindReadOnlyPaths"]), bus["BindReadOnlyPaths"]
+
+
 @needs_analyze
 def test_systemd_analyze_verify_accepts_cud_with_the_documented_three_seat_drop_in(
     prefix_install: Path, tmp_path: Path

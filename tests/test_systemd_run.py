@@ -85,8 +85,10 @@ def unit_runner(prefix_install: Path, short_tmp: Path) -> Iterator[object]:
                 path = self.run / runtime.replace("cud-display/", "").replace("%i", str(self.number))
                 path.mkdir(parents=True, exist_ok=True)
                 os.chown(path, nobody.pw_uid, nobody.pw_gid)
+                path.chmod(int(s.get("RuntimeDirectoryMode", ["0755"])[0], 8))
+            umask = int(s.get("UMask", ["0022"])[0], 8)  # what systemd gives every Exec line
             for line in s.get("ExecStartPre", []):
-                subprocess.run([*as_user, *unit_command(line, env, replace)], check=True, timeout=30)
+                subprocess.run([*as_user, *unit_command(line, env, replace)], check=True, timeout=30, umask=umask)
             # The unit's Environment=, as systemd gives it (paths moved like the command lines').
             unset = ("DISPLAY", "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "NOTIFY_SOCKET")
             process_env = {k: v for k, v in os.environ.items() if k not in unset}
@@ -101,7 +103,8 @@ def unit_runner(prefix_install: Path, short_tmp: Path) -> Iterator[object]:
                 process_env["NOTIFY_SOCKET"] = str(notify.path)
             with open(short_tmp / f"{unit}.log", "ab") as log:
                 proc = subprocess.Popen([*as_user, *unit_command(s["ExecStart"][0], env, replace)],
-                                        stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=process_env)
+                                        stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=process_env,
+                                        umask=umask)
             procs.append(proc)  # setpriv execs the program: this pid is the server's
             if notify is not None:
                 try:  # systemd runs ExecStartPost= once the service says it is ready
@@ -111,7 +114,7 @@ def unit_runner(prefix_install: Path, short_tmp: Path) -> Iterator[object]:
                     notify.close()
             for line in s.get("ExecStartPost", []):
                 subprocess.run([*as_user, *unit_command(line, env, replace)], check=True, timeout=60,
-                               stdout=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL, umask=umask)
             return proc
 
         def stop(self, unit: str, proc: subprocess.Popen[bytes], number: int) -> None:
@@ -274,6 +277,15 @@ def test_cud_bus_unit_gives_the_display_a_session_and_accessibility_bus_that_app
         except AssertionError:
             raise AssertionError(f"registered: {seen[-3:]}; the app: {(short_tmp / 'demo-app.log').read_text()}")
 
+        # The bus configs the unit runs on are its instance's: they admit cud-seat-N by name.
+        for conf in ("session-bus.conf", "accessibility.conf"):
+            text = (runtime / conf).read_text()
+            assert f'<allow user="cud-seat-{number}"/>' in text and "@SEAT_USER@" not in text, conf
+        # Seat N's user, in no group of the unit's, can reach both sockets; the buses' policy decides.
+        assert stat.S_IMODE(runtime.stat().st_mode) == 0o755
+        assert stat.S_IMODE((runtime / "at-spi").stat().st_mode) == 0o711
+        for socket_path in (runtime / "bus", Path(a11y.split(",")[0].removeprefix("unix:path="))):
+            assert stat.S_IMODE(socket_path.stat().st_mode) == 0o777, socket_path
         # Who may connect: root and the bus's own user; another user is turned away.
         assert dbus_call(address, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.GetId",
                          uid=pwd.getpwnam("nobody").pw_uid).returncode == 0
@@ -293,17 +305,19 @@ def test_cud_bus_unit_gives_the_display_a_session_and_accessibility_bus_that_app
 
 
 @pytest.mark.parametrize("conf", ["session-bus.conf", "accessibility.conf"])
-def test_the_bus_configs_admit_the_group_cud_display_and_no_one_else(prefix_install: Path, short_tmp: Path,
-                                                                      conf: str) -> None:
-    # The group does not exist here: the same config naming group "daemon" (uid 1's) stands in for it.
+def test_the_bus_configs_admit_the_group_cud_display_and_the_seats_user_and_no_one_else(
+        prefix_install: Path, short_tmp: Path, conf: str) -> None:
+    # The group does not exist here: the same config naming group "daemon" (uid 1's) stands in for it,
+    # and user "sys" (uid 3) for the seat's user the unit writes in; uid 2 is another seat's user.
     text = (prefix_install / "lib/cud" / conf).read_text()
     assert text.count('<allow group="cud-display"/>') == 1 and "<allow user=\"*\"/>" not in text
+    assert text.count('<allow user="@SEAT_USER@"/>') == 1
     nobody = pwd.getpwnam("nobody")
     short_tmp.chmod(0o755)  # the bus's user must reach its directory
     place = short_tmp / "bus"
     place.mkdir(mode=0o755)
     os.chown(place, nobody.pw_uid, nobody.pw_gid)
-    (place / conf).write_text(text.replace('group="cud-display"', 'group="daemon"'))
+    (place / conf).write_text(text.replace('group="cud-display"', 'group="daemon"').replace("@SEAT_USER@", "sys"))
     address = f"unix:path={place}/socket"
     with open(short_tmp / "bus.log", "ab") as log:
         proc = subprocess.Popen(["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
@@ -313,7 +327,8 @@ def test_the_bus_configs_admit_the_group_cud_display_and_no_one_else(prefix_inst
         get_id = ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.GetId")
         wait_until(lambda: dbus_call(address, *get_id).returncode == 0, 30, "the bus to answer root")
         assert dbus_call(address, *get_id, uid=1).returncode == 0  # a member of the group
-        assert dbus_call(address, *get_id, uid=2).returncode != 0  # anyone else
+        assert dbus_call(address, *get_id, uid=3).returncode == 0  # the seat's user
+        assert dbus_call(address, *get_id, uid=2).returncode != 0  # anyone else: another seat's user too
     finally:
         stop_process(proc)
 

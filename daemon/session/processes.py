@@ -31,6 +31,7 @@ from cud.daemon.session.sweep import SEAT_MARK
 from cud.daemon.session.template import SeatWriter, template_flaw
 from cud.daemon.session.unit import SessionUnit
 from cud.daemon.session.user import SeatUser
+from cud.daemon.session.xauth import encode, read_entries_for
 from cud.errors import PathRefused, SessionError
 
 __all__ = ("Completed", "SeatSession", "session_for")
@@ -58,12 +59,13 @@ class Completed:
 
 @dataclasses.dataclass(frozen=True)
 class SessionPlaces:
-    """Where a session lives: its display, its session bus, its template, the daemon's X cookie."""
+    """Where a session lives: its display, its session bus, its template, the daemon's X cookies."""
 
     display: str | None
     session_bus: str | None
     template: Path | None
-    #: The X authority file the daemon uses (copied for the user: the daemon's is not theirs to read).
+    #: The X authority file the daemon uses; the user gets a copy of the display's entries only (the
+    #: daemon's is not theirs to read, and may hold other seats' displays' cookies).
     xauthority: Path | None = None
 
 
@@ -101,15 +103,16 @@ class SeatSession:
         return self._runtime
 
     def _copy_xauthority(self) -> None:
-        """Copy the daemon's X cookie for the user, again whenever it changed (a restarted X server's)."""
-        source = self.places.xauthority
-        if source is None or self._runtime is None:
+        """Give the user the cookie of the seat's display only, again whenever the daemon's file changed
+        (a restarted X server's): the daemon's file may hold every seat's display's (cud.daemon.session.xauth)."""
+        source, display = self.places.xauthority, self.places.display
+        if source is None or display is None or self._runtime is None:
             return
         try:
             stamp = os.stat(source).st_mtime_ns
             if stamp == self._cookie_copied:
                 return
-            data = source.read_bytes()
+            entries = read_entries_for(source, display)
         except OSError:
             return  # no cookie to share: the display takes clients without one (Xvfb in the tests)
         self._cookie_copied = stamp
@@ -117,11 +120,13 @@ class SeatSession:
         # The directory is the user's: whatever the user put at that name goes, and a new file is made.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(target)
+        if not entries:
+            return  # the daemon holds no cookie for this display: the user gets none either
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as out:
             if os.geteuid() == 0:
                 os.fchown(out.fileno(), self.account.uid, self.account.gid)
-            out.write(data)
+            out.write(encode(entries))
 
     @property
     def env(self) -> Mapping[str, str]:

@@ -141,19 +141,19 @@ def _start_x11vnc(display: str, workdir: Path, passwd: Path, password: str, port
 
 
 def start_xvnc(workdir: Path, password: str = "s3cret", port: int | None = None, width: int = 1280,
-               height: int = 800, security_types: str | None = None) -> VncServer:
+               height: int = 800, security_types: str | None = None, auth: Path | None = None) -> VncServer:
     """TigerVNC's Xvnc on a display it picks, serving RFB on 127.0.0.1 with VncAuth.
 
     ``security_types`` None keeps Xvnc's default (TLSVnc,VncAuth): the driver must
-    pick VncAuth itself.
+    pick VncAuth itself. With ``auth``, only holders of a cookie in that file are X clients.
     """
     passwd = write_vnc_passwd(workdir / "xvnc.passwd", password)
     return _on_a_free_port(
-        lambda chosen: _start_xvnc(workdir, passwd, password, chosen, width, height, security_types), port)
+        lambda chosen: _start_xvnc(workdir, passwd, password, chosen, width, height, security_types, auth), port)
 
 
 def _start_xvnc(workdir: Path, passwd: Path, password: str, port: int, width: int, height: int,
-                security_types: str | None) -> VncServer:
+                security_types: str | None, auth: Path | None = None) -> VncServer:
     log = workdir / f"xvnc-{port}.log"
     read_fd, write_fd = os.pipe()
     argv = ["Xvnc", "-displayfd", str(write_fd), "-geometry", f"{width}x{height}", "-depth", "24",
@@ -161,6 +161,8 @@ def _start_xvnc(workdir: Path, passwd: Path, password: str, port: int, width: in
             "-nolisten", "tcp", "-AlwaysShared"]
     if security_types is not None:
         argv += ["-SecurityTypes", security_types]
+    if auth is not None:
+        argv += ["-auth", str(auth)]
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(argv, pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log_file,
                                 stderr=subprocess.STDOUT)

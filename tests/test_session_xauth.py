@@ -1,0 +1,168 @@
+"""One X cookie per display: a seat's user opens its own display, never another seat's (docs/sessions.md).
+
+One daemon with three seats, each with its own user: two on Xvfb servers and one VNC seat on an
+Xvnc (its ``x_display`` the Xvnc's), each server taking only its own cookie; the daemon's
+XAUTHORITY holds all three (as /run/cud-display/Xauthority does under systemd).
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cud.daemon.session.xauth import XauthEntry, display_number, encode, entries_for, parse
+from cud.errors import SessionError
+from cud.scripted import ScriptedModel
+
+from .support.daemon import Daemon, scenario
+from .support.seat_users import SeatUsers, make_home
+from .support.vnc import start_xvnc
+from .support.xserver import start_xvfb, stop_process
+
+COOKIE = b"MIT-MAGIC-COOKIE-1"
+LOCAL, WILD = 256, 0xFFFF
+
+
+def cookie_entries(number: bytes, cookie: bytes) -> list[XauthEntry]:
+    """A display's FamilyLocal entry (what python-xlib matches) and its FamilyWild one (libX11's fallback)."""
+    return [XauthEntry(LOCAL, socket.gethostname().encode(), number, COOKIE, cookie),
+            XauthEntry(WILD, b"", number, COOKIE, cookie)]
+
+
+# -- the parser --------------------------------------------------------------------------------
+
+
+def test_the_parser_reads_what_xauth_writes_and_encode_writes_it_back(tmp_path: Path) -> None:
+    path = tmp_path / "auth"
+    path.touch()
+    cookies = {n: secrets.token_hex(16) for n in ("3", "12")}
+    script = "".join(f"add :{n} MIT-MAGIC-COOKIE-1 {c}\n" for n, c in cookies.items())
+    subprocess.run(["xauth", "-q", "-i", "-f", str(path), "source", "-"], input=script.encode(), check=True)
+    blob = path.read_bytes()
+    entries = parse(blob)
+    assert {(e.number.decode(), e.data.hex()) for e in entries} == set(cookies.items())
+    assert all(e.name == COOKIE for e in entries)
+    assert encode(entries) == blob
+    assert [e.number for e in entries_for(entries, ":12.0")] == [b"12"]
+    assert [e.number for e in entries_for(entries, "unix:3")] == [b"3"]
+    assert entries_for(entries, ":4") == []  # another display's cookie is never a stand-in
+
+
+def test_entries_for_any_display_serve_only_when_the_file_has_none_for_this_one() -> None:
+    anyone = XauthEntry(WILD, b"", b"", COOKIE, b"w" * 16)
+    three = cookie_entries(b"3", b"3" * 16)
+    assert entries_for([anyone], ":7") == [anyone]  # a lone display's file may hold just that
+    assert entries_for([anyone, *three], ":3") == three
+
+
+@pytest.mark.parametrize("blob", [b"\x01", b"\x01\x00\x00\x05ab", encode(cookie_entries(b"1", b"k" * 16))[:-3]])
+def test_a_cut_file_is_a_session_error_naming_it(blob: bytes) -> None:
+    with pytest.raises(SessionError, match="the file 'x' is cut short"):
+        parse(blob, source="the file 'x'")
+
+
+@pytest.mark.parametrize("display", ["", "host", ":", ":x", "host:.0"])
+def test_a_display_without_a_number_is_refused_by_name(display: str) -> None:
+    with pytest.raises(SessionError, match=f"X display {display!r}"):
+        display_number(display)
+
+
+# -- three seats ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Seats:
+    daemon: Daemon
+    #: Each seat's X display (the VNC seat's: its x_display).
+    displays: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def seats(seat_users: SeatUsers) -> Iterator[Seats]:
+    base = Path(tempfile.mkdtemp(prefix="cud-xauth-", dir="/tmp"))
+    base.chmod(0o755)
+    model = ScriptedModel(scenario({"message": "done"}))
+    url = model.start()
+    procs: list[subprocess.Popen[bytes]] = []
+    displays: dict[str, str] = {}
+    daemon = None
+    try:
+        shared: list[XauthEntry] = []
+        tables = []
+        for seat in ("s1", "s2", "v3"):
+            cookie = secrets.token_bytes(16)
+            own = base / f"{seat}.auth"  # the server's own file: its cookie alone
+            own.write_bytes(encode(cookie_entries(b"", cookie)))
+            own.chmod(0o600)
+            (base / seat).mkdir()
+            if seat == "v3":
+                vnc = start_xvnc(base / seat, width=320, height=240, security_types="VncAuth", auth=own)
+                procs.append(vnc.proc)
+                (base / seat / "password").write_text(vnc.password)
+                where = (f'vnc = "{vnc.server}"\nvnc_password_file = "{base / seat / "password"}"\n'
+                         f'x_display = "{vnc.display}"')
+                display = vnc.display
+            else:
+                server = start_xvfb(base / seat, width=320, height=240, auth=own)
+                procs.append(server.proc)
+                display = server.display
+                where = f'display = "{display}"'
+            displays[seat] = display
+            shared += cookie_entries(display_number(display), cookie)
+            user = seat_users.make()
+            tables.append(f'[[seats]]\nname = "{seat}"\n{where}\nuser = "{user.name}"\n'
+                          f'home = "{make_home(base / seat, user)}"\n')
+        everyone = base / "Xauthority"  # the daemon's: every display's cookie
+        everyone.write_bytes(encode(shared))
+        everyone.chmod(0o600)
+        (base / "daemon").mkdir(mode=0o755)
+        daemon = Daemon(":0", url, workdir=base / "daemon", seats={}, config="".join(tables),
+                        extra_env={"XAUTHORITY": str(everyone)})
+        daemon.start()
+        yield Seats(daemon, displays)
+    finally:
+        if daemon is not None:
+            daemon.cleanup()
+        for proc in procs:
+            stop_process(proc)
+        model.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def run_as_seat(seats: Seats, seat: str, *argv: str) -> tuple[int, str]:
+    done = seats.daemon.call("exec", seat=seat, argv=list(argv), timeout=30)
+    return done["exit_code"], (base64.b64decode(done["stdout"]) + base64.b64decode(done["stderr"])).decode()
+
+
+def test_a_seats_user_opens_its_own_display_and_not_the_other_seats(seats: Seats) -> None:
+    for seat, own in seats.displays.items():
+        code, out = run_as_seat(seats, seat, "xdpyinfo", "-display", own)
+        assert code == 0 and f"name of display:    {own}" in out, out
+        for other, theirs in seats.displays.items():
+            if other != seat:
+                code, out = run_as_seat(seats, seat, "xdpyinfo", "-display", theirs)
+                assert code != 0 and "unable to open display" in out, (seat, other, out)
+
+
+def test_the_sessions_cookie_file_holds_its_displays_entries_only(seats: Seats) -> None:
+    for seat, display in seats.displays.items():
+        code, out = run_as_seat(seats, seat, "/bin/sh", "-c", 'stat -c %a:%U "$XAUTHORITY"; xauth -n list')
+        assert code == 0, out
+        mode, *entries = out.splitlines()
+        number = display_number(display).decode()
+        assert mode.startswith("600:") and entries, out
+        assert all(line.split()[0].endswith(f":{number}") for line in entries), out
+
+
+def test_the_daemon_itself_still_reaches_every_display(seats: Seats) -> None:
+    states = {seat["name"]: seat["state"] for seat in seats.daemon.call("seats")}
+    assert states == {"s1": "idle", "s2": "idle", "v3": "idle"}, states
