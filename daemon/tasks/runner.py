@@ -390,7 +390,7 @@ class TaskRun:
         """The ``stuck`` event, then a person's word (on_stuck "ask") or the task's end as ``stuck``.
         True if the model may go on; False if the task was cancelled meanwhile."""
         self.store.add_event(self.task["id"], "stuck", stuck.as_event())
-        what = {"rule": stuck.rule, "times": stuck.times, "period": stuck.period, "action": stuck.action}
+        what = stuck.details
         if self.guard_settings["on_stuck"] != "ask":
             raise TaskStuck(f"{stuck.message}; the task was stopped (its on_stuck is 'fail')", **what)
         check = {"id": "stuck", "code": "stuck", "message": f"{stuck.message}; let it continue?"}
