@@ -10,6 +10,7 @@ from .a11y import A11yBus, a11y_env
 from .apps.base import Rect
 from .apps.reporting import SYSTEM_PYTHON, ReportingApp
 from .desktop import Desktop
+from .recorder import wait_until
 
 __all__ = ("BusyApp",)
 
@@ -40,5 +41,7 @@ class BusyApp(ReportingApp):
         return x + w // 2, y + h // 2
 
     def reset(self) -> None:
-        """Entry empty, list and document at the top, no menu open, no download, focus on Download."""
-        self.command("reset")
+        """Entry empty, list and document at the top, no menu open, no download, focus on Download; returns
+        once that is painted, so that a task's first screenshot does not catch the window halfway."""
+        state = self.command("reset")
+        wait_until(lambda: self._state().get("painted", 0) >= state["resets"], 10, "the busy window to paint its reset")
