@@ -126,7 +126,11 @@ def test_typing_and_deleting_in_a_full_entry_is_stuck() -> None:
                                                           if i % 2 == 0 else {"type": "type", "text": "!"}])
              for i in range(40)]
     found = play(StuckGuard(5, 4), steps)
-    assert found is not None and found[1].rule in ("repeat", "cycle"), found
+    assert found is not None and found[0] == 8 and found[1].rule == "cycle", found
+    # And the repeat rule on its own: the text came back, so the screen is the same one (from the second
+    # step on: the first time, the text was new).
+    found = play(StuckGuard(5, 0), steps)
+    assert found is not None and found[0] == 11 and (found[1].rule, found[1].period) == ("repeat", 2), found
 
 
 def test_focus_moving_between_two_fields_is_no_progress() -> None:
@@ -136,6 +140,8 @@ def test_focus_moving_between_two_fields_is_no_progress() -> None:
     found = play(StuckGuard(5, 4), steps)
     assert found is not None and found[0] == 8
     assert (found[1].rule, found[1].period, found[1].times) == ("cycle", 2, 4)
+    found = play(StuckGuard(5, 0), steps)  # the first change of focus is one; the rest come back
+    assert found is not None and found[0] == 11 and (found[1].rule, found[1].period) == ("repeat", 2), found
 
 
 # -- batches -------------------------------------------------------------------------------
