@@ -120,17 +120,21 @@ def test_a_model_opening_and_closing_one_menu_trips_the_cycle_rule(bench: Bench)
     assert ran >= 5, ran
 
 
-def test_a_model_clicking_two_dead_spots_in_turn_is_stuck_at_the_limits_round(bench: Bench) -> None:
+@pytest.mark.parametrize("second", ["click", "wait"])
+def test_a_model_alternating_on_an_unchanged_screen_is_stuck_at_the_limits_round(bench: Bench, second: str) -> None:
+    """Two dead spots clicked in turn, or a dead spot clicked and a wait: both on the label, where nothing
+    happens and nothing moves."""
     x, y = bench.app.centre("still")
-    left, right = (x - 60, y), (x + 60, y)  # both on the label: nothing happens, nothing moves
-    task, events = bench.run([click(left), click(right)] * 8, repeat_limit=3, on_stuck="fail")
+    first = click((x - 60, y))
+    other = click((x + 60, y)) if second == "click" else {"actions": [{"type": "wait"}]}
+    task, events = bench.run([first, other] * 8, repeat_limit=3, on_stuck="fail")
     assert task["state"] == "stuck", task["error"]
     (stuck,) = stuck_events(events)
     assert (stuck["rule"], stuck["period"], stuck["times"]) == ("repeat", 2, 3), stuck
-    assert [(a["x"], a["y"]) for a in stuck["actions"]] == [left, right]
+    assert stuck["actions"] == [first["actions"][0], other["actions"][0]]
     assert "the same 2 actions" in stuck["message"] and "3 times in a row" in stuck["message"]
-    # Three rounds of two clicks: the sixth is the one stopped.
-    assert actions_run(events, "click") == 5
+    # Three rounds of two: the sixth action is the one stopped.
+    assert actions_run(events, "click") + actions_run(events, "wait") == 5
 
 
 def test_a_model_typing_one_character_a_step_into_a_full_entry_is_not_stuck(bench: Bench) -> None:
