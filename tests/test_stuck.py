@@ -1,34 +1,37 @@
 """The stuck guard (docs/stuck.md) through the real daemon, the scripted model over the real SDK, and a
-real GTK window (tests/support/forms/busy_gtk.py: menus, an entry, a download, a long list, a long document).
+real GTK window (tests/support/forms/busy_gtk.py: menus, an entry, a download, a long list, a long document)
+whose tree is on a real accessibility bus (at-spi-bus-launcher, tests/support/a11y.py).
 
 One desktop, one window, one scripted model and one daemon for the module; each test (and
 each Hypothesis example) is its own task with its own scenario (``scripted:NAME``), starting
-from the window's ``reset``. A model that clicks one dead spot trips the repeat rule at
-exactly ``repeat_limit``; one that opens and closes one menu trips the cycle rule; ``ask``
-brings it to a person, ``fail`` ends it ``stuck``. Random legitimate work (typing, scrolling
-the list, waiting while a download moves, opening and closing menus, paging the document)
-never trips either: the property counts its runs and false alarms and prints the figure.
+from the window's ``reset``. A model that clicks one dead spot, or two in turn, trips the repeat
+rule at exactly ``repeat_limit`` rounds; one that opens and closes one menu trips the cycle rule;
+``ask`` brings it to a person, ``fail`` ends it ``stuck``. A model that types one character a step
+into the entry long after it is full (it scrolls: the screen stays the same, pixel for pixel) is
+making progress, which the entry's text on the accessibility bus shows. Random legitimate work
+(typing, filling the entry and typing on one character a step, scrolling the list, waiting while a download
+moves, opening and closing menus, paging the document) never trips either: the property counts
+its runs and false alarms and prints the figure.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from PIL import Image
 
 from cud.scripted import MODEL_PREFIX, ScriptedModel
 from cud.scripted.scenario import parse_scenario
+from tests.support.a11y import a11y_desktop
 from tests.support.busy_app import BusyApp
 from tests.support.daemon import Daemon, scenario
-from tests.support.desktop import start_desktop
 
 FINAL = ("succeeded", "failed", "cancelled", "stuck")
 _names = itertools.count(1)
@@ -54,23 +57,22 @@ class Bench:
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[Bench]:
-    workdir = Path(tempfile.mkdtemp(prefix="cud-stuck-"))
-    try:
-        with start_desktop("x11", workdir) as desktop:
-            app = BusyApp(desktop)
-            app.start()
-            model = ScriptedModel(scenario({"message": "done"}))
-            daemon: Daemon | None = None
-            try:
-                daemon = Daemon(desktop.display, model.start())
-                yield Bench(app, model, daemon.start())
-            finally:
-                if daemon is not None:
-                    daemon.cleanup()
-                model.stop()
-                app.stop()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with a11y_desktop("cud-stuck-") as (desktop, bus):
+        app = BusyApp(desktop, bus)
+        app.start()
+        model = ScriptedModel(scenario({"message": "done"}))
+        daemon: Daemon | None = None
+        try:
+            # A roomy lookup time: a loaded machine must not make the entry's text unknown (the guard then
+            # has the pixels alone, as on a seat without the bus).
+            config = f'session_bus = "{bus.address}"\ntarget_timeout = 5\nmax_steps = 200\n'
+            daemon = Daemon(desktop.display, model.start(), config=config)
+            yield Bench(app, model, daemon.start())
+        finally:
+            if daemon is not None:
+                daemon.cleanup()
+            model.stop()
+            app.stop()
 
 
 def click(point: tuple[int, int]) -> dict[str, Any]:
@@ -105,12 +107,48 @@ def test_the_same_click_on_a_static_screen_is_stuck_at_exactly_repeat_limit(benc
 
 def test_a_model_opening_and_closing_one_menu_trips_the_cycle_rule(bench: Bench) -> None:
     menu = bench.app.centre("menu:File")
-    task, events = bench.run([click(menu), key("ESC")] * 6, cycle_limit=3, on_stuck="fail")
+    # The repeat rule, which sees the same two actions too once the screens come back, is left out of it.
+    task, events = bench.run([click(menu), key("ESC")] * 10, cycle_limit=3, repeat_limit=50, on_stuck="fail")
     assert task["state"] == "stuck", task["error"]
     (stuck,) = stuck_events(events)
     assert (stuck["rule"], stuck["period"], stuck["times"]) == ("cycle", 2, 3), stuck
-    # Three rounds of two screens: the sixth action is the one stopped.
-    assert actions_run(events, "click") + actions_run(events, "keypress") == 5
+    # Three rounds of two screens: the sixth action is the one stopped, or a later one where a screenshot
+    # showed the screen from before its action. The driver's settle (two equal frames 20 ms apart) can end
+    # before GTK has even handled the click or the Escape on a loaded machine: the model is then sent a menu
+    # still open, and that round is not the one before. The count to the exact action: test_stuck_guard.py.
+    ran = actions_run(events, "click") + actions_run(events, "keypress")
+    assert ran >= 5, ran
+
+
+@pytest.mark.parametrize("second", ["click", "wait"])
+def test_a_model_alternating_on_an_unchanged_screen_is_stuck_at_the_limits_round(bench: Bench, second: str) -> None:
+    """Two dead spots clicked in turn, or a dead spot clicked and a wait: both on the label, where nothing
+    happens and nothing moves."""
+    x, y = bench.app.centre("still")
+    first = click((x - 60, y))
+    other = click((x + 60, y)) if second == "click" else {"actions": [{"type": "wait"}]}
+    task, events = bench.run([first, other] * 8, repeat_limit=3, on_stuck="fail")
+    assert task["state"] == "stuck", task["error"]
+    (stuck,) = stuck_events(events)
+    assert (stuck["rule"], stuck["period"], stuck["times"]) == ("repeat", 2, 3), stuck
+    assert stuck["actions"] == [first["actions"][0], other["actions"][0]]
+    assert "the same 2 actions" in stuck["message"] and "3 times in a row" in stuck["message"]
+    # Three rounds of two: the sixth action is the one stopped.
+    assert actions_run(events, "click") + actions_run(events, "wait") == 5
+
+
+def test_a_model_typing_one_character_a_step_into_a_full_entry_is_not_stuck(bench: Bench) -> None:
+    """100 characters, one a step: the entry fills after about 55 and then scrolls with each one, the
+    screen the same pixel for pixel; the entry's text on the accessibility bus is what shows progress."""
+    task, events = bench.run([click(bench.app.centre("entry"))] + [{"actions": [{"type": "type", "text": "x"}]}] * 100,
+                             on_stuck="fail", max_steps=150)
+    assert task["state"] == "succeeded", (task["error"], stuck_events(events))
+    assert not stuck_events(events)
+    assert bench.app.value() == "x" * 100
+    # The case at hand: past the guard's limits, steps whose screens were the same pixel for pixel.
+    shots = sorted((bench.daemon.state_dir / "trajectories" / str(task["id"])).glob("step-*.png"))
+    pixels = [np.asarray(Image.open(shot).convert("RGB")) for shot in shots[-30:]]
+    assert len(shots) > 100 and all(np.array_equal(p, pixels[0]) for p in pixels), "the entry did not fill"
 
 
 @pytest.mark.parametrize("decision", ["approve", "deny"])
@@ -144,14 +182,18 @@ def test_on_stuck_ask_brings_it_to_a_person(bench: Bench, decision: str) -> None
 THINK = 0.6
 WORDS = ["amber", "cedar", "ember", "fjord", "onyx", "quartz"]
 MENU_TITLES = ["File", "Edit", "View", "Help"]
+#: Characters that overfill the entry (400 pixels wide: about 55 x's).
+FULL = 80
 
 
 @st.composite
 def segments(draw: st.DrawFn) -> tuple[str, Any]:
     """One piece of legitimate work, as (kind, its parameters): the steps are made with the app's regions."""
-    kind = draw(st.sampled_from(["type", "scroll", "menus", "page"]))
+    kind = draw(st.sampled_from(["type", "fill", "scroll", "menus", "page"]))
     if kind == "type":
         return kind, draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
+    if kind == "fill":  # what to type, one character a step, and how many steps
+        return kind, (draw(st.sampled_from(["x", "ab", "abc", "abcd"])), draw(st.integers(6, 16)))
     if kind == "scroll":
         return kind, (draw(st.integers(1, 6)), draw(st.sampled_from([100, 200, 300])))
     if kind == "menus":
@@ -170,6 +212,12 @@ def _steps(app: BusyApp, work: list[tuple[str, Any]], waits: int) -> list[dict[s
     for kind, params in work:
         if kind == "type":
             steps += [click(app.centre("entry"))] + [{"actions": [{"type": "type", "text": w}]} for w in params]
+        elif kind == "fill":
+            # The entry filled at once, then one character a step: it scrolls, and the same characters in
+            # turn show the same pixels again (every step for one character, every other for two...).
+            chars, count = params
+            steps += [click(app.centre("entry")), {"actions": [{"type": "type", "text": chars * (FULL // len(chars))}]}]
+            steps += [{"actions": [{"type": "type", "text": chars[i % len(chars)]}]} for i in range(count)]
         elif kind == "scroll":
             count, pixels = params
             x, y = app.centre("list")
@@ -202,6 +250,10 @@ def tally(request: pytest.FixtureRequest) -> Iterator[dict[str, int]]:
 @example(work=[("scroll", (6, 100)), ("page", 6)], waits=6)
 @example(work=[("menus", [("File", "click"), ("Edit", "escape"), ("File", "escape"), ("Edit", "click")])], waits=0)
 @example(work=[("type", ["amber", "amber", "amber"]), ("type", ["amber", "amber", "amber"])], waits=0)
+# Typing into a full entry, one character a step: before the guard read the entry's text, the same screen
+# again and again, the same action (or the same few) on it, and the task was stopped as stuck.
+@example(work=[("fill", ("x", 16))], waits=0)
+@example(work=[("fill", ("abc", 16)), ("fill", ("ab", 12))], waits=0)
 # Found: a menu "closed" by a second click on its title stays open in GTK and takes the scrolls that follow,
 # which then change nothing: a model stuck indeed. The script now closes menus as a person would.
 @example(work=[("menus", [("File", "click")]), ("scroll", (5, 100))], waits=0)

@@ -22,7 +22,8 @@ listener registered; GTK's and Qt's bridges here send focus changes regardless)
 and keeps, per application, the object that last gained the focus. A lookup
 checks that object's state (one call) and walks its parents, instead of walking
 the window's tree; when the cache has nothing (the focus has not moved since the
-connection) or its object lost the focus, the walk is the fallback.
+connection) or its object lost the focus, the walk is the fallback. The object that last gained the focus in any application
+(``last_focus``) is what the stuck guard reads after each screenshot (:meth:`Atspi.held_state`).
 
 Nothing here bounds time itself: the caller (:mod:`cud.daemon.targets.lookup`) wraps each
 lookup in one deadline and drops the connection when it passes.
@@ -60,6 +61,10 @@ SCREEN = 0
 NO_EXTENTS = -(2**31)
 #: A chain deeper than this is a loop in a broken tree, not a deeper widget.
 MAX_DEPTH = 64
+#: Characters of a focused text read for its state (with its length): an entry's whole text, a document's start.
+TEXT_LIMIT = 4096
+#: States that are what a control holds (a toggle's, a row's), as against where it is or how it looks.
+HELD_STATES = frozenset({"checked", "indeterminate", "expanded", "selected", "pressed"})
 
 
 Ref = tuple[str, str]  # (bus name, object path)
@@ -102,6 +107,8 @@ class Atspi:
         self._apps: dict[str, App] = {}
         #: Per application bus name, the path of the object that last gained the focus (from events).
         self._focus: dict[str, str] = {}
+        #: The object that last gained the focus in any application (events, or a focus lookup's find).
+        self.last_focus: Ref | None = None
         self._lock = asyncio.Lock()
         #: D-Bus method calls sent so far (every one goes through :meth:`_call`): what lookups
         #: cost the bus, so that "this lookup did not ask the bus" can be observed.
@@ -129,6 +136,7 @@ class Atspi:
             except (OSError, ValueError, EOFError) as exc:
                 raise AtspiError(f"the accessibility bus {address!r} cannot be reached: {exc}", bus=address) from None
             self._focus.clear()
+            self.last_focus = None
             bus.add_message_handler(self._on_message)
             with contextlib.suppress(AtspiError):  # no registry, no events: the walk still finds the focus
                 await self._call(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
@@ -145,8 +153,11 @@ class Atspi:
             if len(self._focus) >= MAX_FOCUS_APPS and message.sender not in self._focus:
                 self._focus.clear()
             self._focus[message.sender] = message.path
+            self.last_focus = (message.sender, message.path)
         elif self._focus.get(message.sender) == message.path:
             del self._focus[message.sender]
+            if self.last_focus == (message.sender, message.path):
+                self.last_focus = None
 
     def drop(self) -> None:
         """Forget the connection (after a lookup overran: its replies may still come)."""
@@ -246,6 +257,28 @@ class Atspi:
             return None
         return float(value.value)
 
+    async def _text_state(self, ref: Ref) -> tuple[int, str] | None:
+        """The object's text length and its first TEXT_LIMIT characters; None if it has no text."""
+        try:
+            (count,), (text,) = await asyncio.gather(
+                self.call(ref, "org.freedesktop.DBus.Properties", "Get", "ss", [TEXT, "CharacterCount"]),
+                self.call(ref, TEXT, "GetText", "ii", [0, TEXT_LIMIT]))
+        except AtspiError:
+            return None
+        return int(count.value), str(text)
+
+    async def held_state(self, ref: Ref) -> int | None:
+        """A hash of what ``ref`` holds (its text, value and HELD_STATES) if it has the focus; None if not.
+
+        One round of concurrent calls, each answer bounded (TEXT_LIMIT), nothing kept: an
+        entry that scrolls as it fills shows the same pixels after each new character, but
+        its text says it changed.
+        """
+        states, text, value = await asyncio.gather(self.state_bits(ref), self._text_state(ref), self.value(ref))
+        if "focused" not in states:
+            return None
+        return hash((ref, text, value, HELD_STATES.intersection(states)))
+
     async def read(self, ref: Ref, *, bounds: bool = True) -> Element:
         """Role, name, description, states (and bounds): one round of concurrent calls."""
         calls = [self.call(ref, ACCESSIBLE, "GetRoleName"), self._property(ref[0], ref[1], "Name"),
@@ -294,6 +327,7 @@ class Atspi:
         if (path := self._focus.get(app.bus_name)) is not None:
             chain = await self._focus_chain((app.bus_name, path))
             if chain:
+                self.last_focus = chain[-1]
                 return chain
             self._focus.pop(app.bus_name, None)
         frames = await self.frames(app)
@@ -326,6 +360,7 @@ class Atspi:
                         seen += 1
         if best is None:
             return []
+        self.last_focus = best
         chain = [best]
         while (up := parents[chain[-1]]) is not None:
             chain.append(up)

@@ -86,6 +86,8 @@ class TargetResolver:
         self._warming_since = 0.0
         #: Applications (by pid) that overran a lookup: (until when they are not asked, why).
         self._slow: dict[int, tuple[float, str]] = {}
+        #: Applications (by bus name) that overran a read of their focused element's state: until when not asked.
+        self._slow_state: dict[str, float] = {}
 
     @classmethod
     def for_seat(cls, display: str | None, session_bus: str | None, *, vnc: bool,
@@ -158,6 +160,28 @@ class TargetResolver:
 
     async def focus(self) -> Target:
         return await self._bounded({"kind": "focus"}, self._focused_element, window_call="active_window")
+
+    async def focus_state(self) -> int | None:
+        """A hash of what the focused element holds (text, value, checked and the like), for the stuck guard;
+        None when it cannot be known now (no bus, nothing focused, an application that overran).
+
+        No search: the element is the one the focus events (or the last focus lookup) named, read in
+        one round of calls bounded by ``timeout``. An application that overran is not asked again for
+        RETRY_AFTER seconds, so a hung one costs one timeout, not one per step.
+        """
+        atspi = self._atspi
+        ref = atspi.last_focus if atspi is not None else None
+        if atspi is None or ref is None or self._bus_reason() or time.monotonic() < self._slow_state.get(ref[0], 0.0):
+            return None
+        try:
+            return await asyncio.wait_for(atspi.held_state(ref), self.timeout)
+        except TimeoutError:
+            if len(self._slow_state) >= 64:  # many short-lived applications: start over
+                self._slow_state.clear()
+            self._slow_state[ref[0]] = time.monotonic() + RETRY_AFTER
+        except AtspiError:
+            pass  # gone since it had the focus, or a lost connection (the next lookup says so)
+        return None
 
     async def close(self) -> None:
         if self._warming is not None:

@@ -7,6 +7,7 @@ fingerprint.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
@@ -58,5 +59,8 @@ class RecordingDriver:
         shot = await self._invoke("screenshot", cancelled=cancelled)
         self._run.on_screenshot(shot, ms_since(started))
         if self._run.guard.active:
-            self._run.guard.see(await self._driver.call("fingerprint"))
+            # The screen's tiles and, where the accessibility tree tells, what the focused element holds:
+            # an entry that scrolls as it fills changes no pixel, but its text changes.
+            screen, held = await asyncio.gather(self._driver.call("fingerprint"), self._run.seat.targets.focus_state())
+            self._run.guard.see(screen, held)
         return shot

@@ -390,14 +390,13 @@ class TaskRun:
         """The ``stuck`` event, then a person's word (on_stuck "ask") or the task's end as ``stuck``.
         True if the model may go on; False if the task was cancelled meanwhile."""
         self.store.add_event(self.task["id"], "stuck", stuck.as_event())
-        what = {"rule": stuck.rule, "times": stuck.times, "period": stuck.period, "action": stuck.action}
         if self.guard_settings["on_stuck"] != "ask":
-            raise TaskStuck(f"{stuck.message}; the task was stopped (its on_stuck is 'fail')", **what)
+            raise TaskStuck(f"{stuck.message}; the task was stopped (its on_stuck is 'fail')", **stuck.details)
         check = {"id": "stuck", "code": "stuck", "message": f"{stuck.message}; let it continue?"}
         try:
             return await self._ask("stuck", [check], [stuck.action], [None], bind=False)
         except ApprovalError as exc:  # denied or timed out: a person did not let it go on
-            raise TaskStuck(f"{stuck.message}; {exc.message}", **what) from None
+            raise TaskStuck(f"{stuck.message}; {exc.message}", **stuck.details) from None
 
     async def _ask(self, kind: str, checks: list[dict[str, Any]], actions: list[dict[str, Any]],
                    targets: list[Any], *, bind: bool = True) -> bool:

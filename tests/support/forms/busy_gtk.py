@@ -8,7 +8,8 @@ Download button, so nothing blinks until a test clicks into a text.
 
 The state adds to the probe's: ``regions`` (each widget's screen rectangle, and each menu
 title's), ``progress`` (0..1), ``list_top`` and ``doc_top`` (scroll positions) and
-``menu_open``. Commands: ``reset`` (entry emptied, list and document at the top, no menu
+``menu_open``, and ``resets`` and ``painted`` (resets carried out, and of those the ones whose
+frame has been painted). Commands: ``reset`` (entry emptied, list and document at the top, no menu
 open, the download stopped at 0, the focus back on Download).
 A download runs from 0 to 100% in DOWNLOAD_SECONDS, in steps of 0.5%: the bar and its label
 show what they never showed before while it runs, as a real download's do.
@@ -38,6 +39,9 @@ WORDS = ["amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbo
          "lumen", "marble", "nectar", "onyx", "pewter", "quartz", "russet", "sienna", "tundra"]
 
 probe = Probe()
+# No CSS transitions: a focus ring that fades for a moment after the reset's focus change would be in a
+# task's first screenshot and gone from its second, a change no action made (the caret still blinks).
+Gtk.Settings.get_default().set_property("gtk-enable-animations", False)
 window = Gtk.Window(title="Busy work")
 window.connect("destroy", Gtk.main_quit)
 window.set_default_size(1000, 700)
@@ -92,6 +96,8 @@ panes.pack_start(doc_scroll, True, True, 0)
 outer.pack_start(panes, True, True, 0)
 
 progress = {"value": 0.0, "timer": 0}
+#: Resets carried out and painted: the window's frame after a reset is on the screen once ``painted`` counts it.
+resets = {"done": 0, "painted": 0}
 
 
 def advance() -> bool:
@@ -136,7 +142,12 @@ def state() -> dict[str, Any]:
             "value": entry.get_text(), "progress": progress["value"],
             "list_top": round(list_scroll.get_vadjustment().get_value()),
             "doc_top": round(doc_scroll.get_vadjustment().get_value()),
-            "menu_open": any(item.get_submenu().get_visible() for item in titles.values())}
+            "menu_open": any(item.get_submenu().get_visible() for item in titles.values()),
+            "resets": resets["done"], "painted": resets["painted"]}
+
+
+def after_paint(_clock: Gdk.FrameClock) -> None:
+    resets["painted"] = resets["done"]
 
 
 def run(command: str) -> None:
@@ -150,12 +161,15 @@ def run(command: str) -> None:
         doc.get_buffer().place_cursor(doc.get_buffer().get_start_iter())
         stop_download()
         download.grab_focus()
+        resets["done"] += 1
+        window.queue_draw()  # a frame after the reset, even if it changed nothing: its paint is the sign
     else:
         print(f"busy probe: unknown command {command!r}", file=sys.stderr)
 
 
 GLib.timeout_add(20, lambda: probe.tick(state, lambda: window.get_mapped() and window.is_active(), run) or True)
 window.show_all()
+window.get_frame_clock().connect("after-paint", after_paint)
 window.move(0, 0)
 download.grab_focus()
 window.present()
