@@ -59,6 +59,11 @@ def _dbus_send(bus: str, dest: str, path: str, method: str, *args: str) -> str |
     return result.stdout.strip() if result.returncode == 0 else None
 
 
+#: Seconds a bus or launcher may take to answer: a poll, so a wide bound costs a quiet machine nothing,
+#: and a CI machine under load (two test processes and their apps on 2 cores) needed more than 20.
+START_TIMEOUT = 60
+
+
 def _bus_answers(address: str, launcher: subprocess.Popen[bytes]) -> bool:
     """Our launcher owns org.a11y.Bus on the session bus, and the registry answers on the bus it names.
 
@@ -104,7 +109,7 @@ def start_a11y_bus(desktop: Desktop) -> A11yBus:
         raise
     bus = A11yBus(address, session, launcher)
     try:
-        wait_until(lambda: _bus_answers(address, launcher), 20,
+        wait_until(lambda: _bus_answers(address, launcher), START_TIMEOUT,
                    "at-spi-bus-launcher to own org.a11y.Bus and its registry to answer")
     except BaseException:
         bus.stop()
@@ -156,7 +161,7 @@ def start_shared_a11y_bus(desktop: Desktop, users: list[str]) -> A11yBus:
                                     "--nofork", "--nopidfile"], stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_until(lambda: (workdir / "bus").exists(), 20, "the shared session bus to listen")
+        wait_until(lambda: (workdir / "bus").exists(), START_TIMEOUT, "the shared session bus to listen")
         env = {**desktop.env, "DBUS_SESSION_BUS_ADDRESS": address, "XDG_RUNTIME_DIR": str(workdir)}
         script = f'mount --bind "$1" {DEFAULTS} && exec {LAUNCHER} --launch-immediately'
         with open(workdir / "at-spi-bus-launcher.log", "ab") as log:
@@ -168,7 +173,7 @@ def start_shared_a11y_bus(desktop: Desktop, users: list[str]) -> A11yBus:
         raise
     bus = A11yBus(address, session, launcher)
     try:
-        wait_until(lambda: _bus_answers(address, launcher), 20, "at-spi-bus-launcher to own org.a11y.Bus")
+        wait_until(lambda: _bus_answers(address, launcher), START_TIMEOUT, "at-spi-bus-launcher to own org.a11y.Bus")
     except BaseException:
         bus.stop()
         raise
