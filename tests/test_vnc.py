@@ -37,7 +37,8 @@ from cud.drivers.vnc import VNCDriver
 from cud.drivers.vnc_client import Connection
 from cud.errors import (ActionRejected, AuthenticationFailed, ConfigError, DisplayUnavailable, DriverTimeout,
                         OutOfBounds, UnknownKey)
-from tests.support.rawx import DRAG_PATH, RawWindow, assert_double_click_is_timed_right, drag_events, held_state
+from tests.support.rawx import (DRAG_PATH, RawWindow, assert_double_click_is_timed_right, drag_events, held_state,
+                                 server_time)
 from tests.support.recorder import Recorder, events_before_marker, presses, wait_until
 from tests.support.vnc import VncServer, start_x11vnc, start_xvnc
 from tests.support.xserver import XServer, start_xvfb
@@ -368,20 +369,30 @@ def _while_x11vnc_measures(vnc: VncServer, raw: RawWindow, act: Callable[[VNCDri
     raise AssertionError("x11vnc measured none of 3 connections: the measurement was never exercised")
 
 
-# While x11vnc measures, it delivers input in one burst when it is done: without the
-# driver's answer, a click's press and release arrived 6 s late in one millisecond.
-# Read at the X server, against half the driver's pauses: x11vnc reads an event up to a
-# turn of its loop late (seen: a 30 ms hold stamped 21 ms), and a slow machine only
-# lengthens pauses; in one burst they are 0.
-def test_a_click_keeps_its_hold_while_x11vnc_measures_the_link(measuring: tuple[VncServer, RawWindow]) -> None:
+# While x11vnc measures, it holds input back and delivers it in one burst when it is done:
+# without the driver's answer, a click's press and release, and a whole drag, reached the
+# X server 6 s late in one millisecond (x11vnc waits 5 s for a client that does not answer).
+# What the X server stamps is checked only for what the driver controls. A loaded machine
+# delays x11vnc and Xvfb too, and then they deliver a few events in a burst of their own
+# (seen: a drag's press and first motion stamped together, though sent 30 ms apart), so
+# neither a click's 30 ms hold nor a single step of a drag can be read at the X server;
+# a delay of seconds, and a drag's whole schedule in one burst, can.
+#: Latest the X server may get a click after the driver's call returned (the fence: x11vnc
+#: read it): under half the 5 s x11vnc holds input when the driver does not answer.
+HELD_BACK_MS = 2500
+
+
+def test_a_click_is_not_held_back_while_x11vnc_measures_the_link(measuring: tuple[VncServer, RawWindow]) -> None:
     vnc, raw = measuring
 
-    def click(driver: VNCDriver) -> dict[str, int]:
+    def click(driver: VNCDriver) -> tuple[int, dict[str, int]]:
         driver.click({"type": "click", "x": 300, "y": 200, "button": "left"})
-        return {kind: t for kind, _, _, _, _, t in raw.timed_events(until_release_of=1) if kind != "motion"}
+        returned = server_time(vnc.display)  # after the call, so a slow test only makes it later
+        return returned, {kind: t for kind, _, _, _, _, t in raw.timed_events(until_release_of=1) if kind != "motion"}
 
-    times = _while_x11vnc_measures(vnc, raw, click)
-    assert times["release"] - times["press"] >= 15  # the 30 ms hold
+    returned, stamped = _while_x11vnc_measures(vnc, raw, click)
+    assert set(stamped) == {"press", "release"}, stamped
+    assert stamped["release"] - returned < HELD_BACK_MS, (returned, stamped)
 
 
 def test_a_drag_arrives_paced_while_x11vnc_measures_the_link(measuring: tuple[VncServer, RawWindow]) -> None:
@@ -395,8 +406,12 @@ def test_a_drag_arrives_paced_while_x11vnc_measures_the_link(measuring: tuple[Vn
 
     stamped = _while_x11vnc_measures(vnc, raw, drag)
     assert stamped[0][0] == "press" and stamped[-1][0] == "release" and len(stamped) > 2, stamped
-    (_, pressed), (_, moved), (_, released) = stamped[0], stamped[1], stamped[-1]
-    assert moved - pressed >= 15 and released - pressed >= 45, stamped  # the 30 ms hold; 90 ms in all
+    # The driver sends the release the schedule's pauses after the press (a slow machine only
+    # lengthens them); held back, the whole drag arrives in one burst. The X server's span
+    # falls short of the schedule only by how much later than the release the press was
+    # delivered: half of it (~0.4 s) is room for a loaded machine, and nothing for a burst.
+    scheduled = drag_motion(tuple((p["x"], p["y"]) for p in DRAG_PATH), (WIDTH, HEIGHT)).seconds
+    assert stamped[-1][1] - stamped[0][1] >= scheduled * 1000 / 2, (scheduled, stamped)
 
 
 # -- rejections and held state ---------------------------------------------------------------

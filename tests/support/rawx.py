@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import time
 
-from Xlib import X
+from Xlib import X, Xatom
 from Xlib.display import Display
 
-__all__ = ("RawWindow", "held_state", "wheel_presses", "drag_events", "double_click_presses",
+__all__ = ("RawWindow", "held_state", "server_time", "wheel_presses", "drag_events", "double_click_presses",
            "assert_double_click_is_timed_right", "DRAG_PATH",
            "DOUBLE_CLICK_LIMIT_MS")
 
@@ -75,6 +75,24 @@ def held_state(display: str) -> tuple[list[int], int]:
         mask = dpy.screen().root.query_pointer().mask
         buttons = mask & (X.Button1Mask | X.Button2Mask | X.Button3Mask | X.Button4Mask | X.Button5Mask)
         return keys, buttons
+    finally:
+        dpy.close()
+
+
+def server_time(display: str) -> int:
+    """The X server's clock now (ms, as it stamps events): the time of a property change made here.
+
+    Read on a connection of its own, so that no event of a ``RawWindow`` is consumed.
+    """
+    dpy = Display(display)
+    try:
+        window = dpy.screen().root.create_window(0, 0, 1, 1, 0, X.CopyFromParent, event_mask=X.PropertyChangeMask)
+        window.change_property(dpy.intern_atom("CUD_TEST_CLOCK"), Xatom.STRING, 8, b"")
+        dpy.flush()
+        while True:
+            event = dpy.next_event()
+            if event.type == X.PropertyNotify:
+                return int(event.time)
     finally:
         dpy.close()
 
