@@ -108,6 +108,7 @@ def seats(seat_users: SeatUsers) -> Iterator[Seats]:
                 vnc = start_xvnc(base / seat, width=320, height=240, security_types="VncAuth", auth=own)
                 procs.append(vnc.proc)
                 (base / seat / "password").write_text(vnc.password)
+                (base / seat / "password").chmod(0o600)  # a secret no seat's user may read (config refuses it)
                 where = (f'vnc = "{vnc.server}"\nvnc_password_file = "{base / seat / "password"}"\n'
                          f'x_display = "{vnc.display}"')
                 display = vnc.display
