@@ -1,13 +1,18 @@
-"""Ending every process of a seat's session, whatever detached itself, and sparing the session's own buses.
+"""Ending every process of a seat's session, whatever detached itself, and whatever names it owns on a bus.
 
 The seat's user belongs to the seat, so "the session" is every process of that
 uid (real or effective): what setsid, nohup or a double fork detached is still
-the user's, and so is what D-Bus activation started on a bus the user runs. One
-process alone is spared (:func:`infrastructure`): the seat's session bus daemon,
-the one the kernel says listens at the seat's bus address. Nothing is spared for
-a name it owns on a bus: the user may claim any (``org.a11y.Bus`` included), so
-the accessibility launcher the daemon reads targets through ends too when it is
-the user's, and the reset starts it again (:mod:`cud.daemon.session.a11y`).
+the user's, and so is what D-Bus activation started on a bus the user runs. No
+process of the user's is spared, for a name it owns on a bus or for listening at
+the seat's bus address: the user may claim any name (``org.a11y.Bus`` included),
+so the accessibility launcher the daemon reads targets through ends too when it
+is the user's, and the reset starts it again (:mod:`cud.daemon.session.a11y`);
+and a bus daemon of the user's is the user's program like any other (the user may
+end it and listen at its address itself), so it ends too, and the reset then
+fails naming it (:func:`cud.daemon.session.reset`): a seat's session bus must be
+run by another user. One process alone is spared (:func:`spared`): the seat's
+session bus daemon, the one the kernel says listens at the seat's bus address,
+when it is *not* a process of the session.
 
 Ending is freeze, then kill: every process found is sent SIGSTOP, and /proc is
 read again until a pass finds nothing new (a stopped process cannot fork, so
@@ -35,7 +40,7 @@ import urllib.parse
 from cud.daemon.session.a11y import name_owner
 from cud.errors import SessionError
 
-__all__ = ("SEAT_MARK", "end_processes", "infrastructure", "session_pids")
+__all__ = ("SEAT_MARK", "bus_daemon", "end_processes", "session_pids", "spared")
 
 #: The mark every process started in a session carries in its environment.
 SEAT_MARK = "CUD_SEAT"
@@ -87,6 +92,10 @@ def _descendants(roots: list[int], table: dict[int, tuple[int, int, str, int]]) 
     return out
 
 
+def _marked(pid: int, mark: bytes | None) -> bool:
+    return mark is None or mark in (_read(f"/proc/{pid}/environ") or b"").split(b"\0")
+
+
 def session_pids(uid: int, mark: bytes | None = None, spare: frozenset[int] = frozenset()) -> list[int]:
     """Live processes (zombies are already dead) of ``uid`` (with ``mark`` in their environment, if given)."""
     me = os.getpid()
@@ -94,7 +103,7 @@ def session_pids(uid: int, mark: bytes | None = None, spare: frozenset[int] = fr
     for pid, (ruid, euid, state, _ppid) in _processes().items():
         if pid == me or pid in spare or uid not in (ruid, euid) or state in ("Z", "X"):
             continue
-        if mark is not None and mark not in (_read(f"/proc/{pid}/environ") or b"").split(b"\0"):
+        if not _marked(pid, mark):
             continue
         found.append(pid)
     return found
@@ -135,34 +144,48 @@ def _listener(address: str) -> tuple[int, int] | None:
     return (pid, uid) if pid > 0 else None
 
 
-async def infrastructure(session_bus: str | None) -> tuple[int | None, frozenset[int]]:
-    """The seat's bus daemon, and what is spared: that one process, nothing else (none of its children).
-
-    Nothing else is the session's own: whatever holds a name on the bus (``org.a11y.Bus`` too, which the
-    user may claim) is a process like any other, and the accessibility launcher is started again after
-    the reset (:mod:`cud.daemon.session.a11y`).
-    """
+async def bus_daemon(session_bus: str | None) -> tuple[int, int] | None:
+    """(pid, uid) of the seat's session bus daemon: the process the kernel names as listening at ``session_bus``
+    (SO_PEERCRED); None if there is no bus or nobody listens there."""
     if session_bus is None:
-        return None, frozenset()
-    found = await asyncio.to_thread(_listener, session_bus)
-    if found is None:
-        return None, frozenset()
-    return found[0], frozenset({found[0]})
+        return None
+    return await asyncio.to_thread(_listener, session_bus)
 
 
-async def end_processes(uid: int, *, seat: str, session_bus: str | None, marked: bool,
-                        timeout: float) -> tuple[int, frozenset[int]]:
-    """End every process of the session (see the module's text): how many there were, and the pids spared.
+def spared(bus: tuple[int, int] | None, uid: int, mark: bytes | None) -> frozenset[int]:
+    """What the sweep spares: the bus daemon ``bus`` (:func:`bus_daemon`) alone, and only when it is not a process
+    of the session; nothing else (none of its children, nothing for a name it owns on the bus).
+
+    A bus daemon is the session's when the kernel says a process of ``uid`` listens (SO_PEERCRED), or that pid's
+    real or effective uid is ``uid`` now (a bus that dropped to the user after it bound its socket), and, for a
+    daemon running as the seat's user itself, it carries the session's ``mark``.
+    """
+    if bus is None:
+        return frozenset()
+    pid, listening_uid = bus
+    status = _status(str(pid))
+    if status is None:
+        return frozenset()  # gone: nothing to spare
+    ruid, euid, _state, _ppid = status
+    if uid in (listening_uid, ruid, euid) and _marked(pid, mark):
+        return frozenset()
+    return frozenset({pid})
+
+
+async def end_processes(uid: int, *, seat: str, session_bus: str | None, bus: tuple[int, int] | None,
+                        marked: bool, timeout: float) -> tuple[int, frozenset[int]]:
+    """End every process of the session (see the module's text): how many there were, and the pids spared
+    (the bus daemon ``bus`` at ``session_bus``, :func:`bus_daemon`, if it is not the session's).
 
     SessionError, naming them, if some are still there at ``timeout``.
     """
     mark = f"{SEAT_MARK}={seat}".encode() if marked else None
-    bus, spare = await infrastructure(session_bus)
+    spare = spared(bus, uid, mark)
     ended: set[int] = set()
-    if bus is not None:  # what activation started there as another user: the bus daemon's children
+    if bus is not None and bus[0] in spare:  # what activation started there as another user: its children
         table = _processes()
         foreign = [pid for pid, (ruid, _euid, state, ppid) in table.items()
-                   if ppid == bus and pid not in spare and ruid != uid and state not in ("Z", "X")]
+                   if ppid == bus[0] and pid not in spare and ruid != uid and state not in ("Z", "X")]
         if foreign and session_bus is not None:
             # But the accessibility launcher of a bus of another user's (cud-bus@ activates it): the seat's
             # user can neither signal it nor make it theirs. One of the seat's user's ends below with the rest.
