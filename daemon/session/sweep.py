@@ -22,8 +22,11 @@ carrying the session's mark (``CUD_SEAT=<seat>`` in their environment, inherited
 through every fork), never itself or the rest of its user's desktop.
 
 What activation started on a bus of *another* user (a bus root runs with
-service files) is found as that bus daemon's children and ended too, but for the
-accessibility launcher there (cud-bus@'s), which is not the seat user's either.
+service files, cud-bus@'s) runs as that user, and not as the bus daemon's child
+(dbus-daemon's services are reparented): it is found by the bus address dbus-daemon
+puts in every service's environment (``DBUS_STARTER_ADDRESS``) and ended too, with
+what it started, but for the accessibility launcher there (cud-bus@'s), which is
+not the seat user's either.
 """
 
 from __future__ import annotations
@@ -68,6 +71,12 @@ def _status(pid: str) -> tuple[int, int, str, int] | None:
             uids = line.split()[1:3]
             return int(uids[0]), int(uids[1]), fields[0].decode(), int(fields[1])
     return None
+
+
+def _started(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), which tells it from a later process given the same pid."""
+    raw = _read(f"/proc/{pid}/stat")
+    return None if raw is None else int(raw.rsplit(b")", 1)[1].split()[19])
 
 
 def _processes() -> dict[int, tuple[int, int, str, int]]:
@@ -172,6 +181,58 @@ def spared(bus: tuple[int, int] | None, uid: int, mark: bytes | None) -> frozens
     return frozenset({pid})
 
 
+def _activated(uid: int, session_bus: str, bus: tuple[int, int],
+               table: dict[int, tuple[int, int, str, int]]) -> list[int]:
+    """What D-Bus activation started on the bus ``bus`` of another user, and what that started: processes of
+    the bus's user whose environment names the bus (dbus-daemon gives every service it starts
+    ``DBUS_STARTER_ADDRESS``; the services are not its children, they are reparented), with every process below
+    them that is not the seat user's (those end with the rest)."""
+    where = _bus_socket(session_bus)
+    status = table.get(bus[0])
+    owners = {bus[1], *(status[:2] if status is not None else ())}
+    me, roots = os.getpid(), []
+    for pid, (ruid, _euid, state, _ppid) in table.items():
+        if pid in (me, bus[0]) or ruid not in owners or ruid == uid or state in ("Z", "X"):
+            continue
+        for entry in (_read(f"/proc/{pid}/environ") or b"").split(b"\0"):
+            if entry.startswith(b"DBUS_STARTER_ADDRESS="):
+                address = entry.partition(b"=")[2].decode(errors="replace")
+                if _bus_socket(address) == where:
+                    roots.append(pid)
+                break
+    return [pid for pid in _descendants(roots, table)
+            if pid != me and pid != bus[0] and table[pid][0] != uid and table[pid][2] not in ("Z", "X")]
+
+
+async def _end_activated(uid: int, seat: str, session_bus: str, bus: tuple[int, int], deadline: float) -> set[int]:
+    """End what activation started on the bus of another user (:func:`_activated`), waiting until it is gone:
+    all but the accessibility launcher there and its bus (cud-bus@ activates it), which the seat's user can
+    neither signal nor make theirs (one of the seat's user's ends with the rest)."""
+    table = _processes()
+    foreign = _activated(uid, session_bus, bus, table)
+    if not foreign:
+        return set()
+    owner = await name_owner(session_bus)
+    if owner is not None and owner[1] != uid:
+        keep = _descendants([owner[0]], table)
+        foreign = [pid for pid in foreign if pid not in keep]
+    # By pid and start time: a pid freed meanwhile and given to another process of another user is not signalled.
+    started = {pid: when for pid in foreign if (when := _started(pid)) is not None}
+    ended = set(started)
+    while True:
+        left = [pid for pid, when in started.items() if _started(pid) == when
+                and (status := _status(str(pid))) is not None and status[2] not in ("Z", "X")]
+        if not left:
+            return ended
+        if time.monotonic() > deadline:
+            raise SessionError(f"seat {seat!r}: {len(left)} processes D-Bus activation started on {session_bus} "
+                               f"did not end within the reset's time (pids {left[:10]})", seat=seat, pids=left[:10])
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(_POLL)
+
+
 async def end_processes(uid: int, *, seat: str, session_bus: str | None, bus: tuple[int, int] | None,
                         marked: bool, timeout: float) -> tuple[int, frozenset[int]]:
     """End every process of the session (see the module's text): how many there were, and the pids spared
@@ -181,23 +242,10 @@ async def end_processes(uid: int, *, seat: str, session_bus: str | None, bus: tu
     """
     mark = f"{SEAT_MARK}={seat}".encode() if marked else None
     spare = spared(bus, uid, mark)
-    ended: set[int] = set()
-    if bus is not None and bus[0] in spare:  # what activation started there as another user: its children
-        table = _processes()
-        foreign = [pid for pid, (ruid, _euid, state, ppid) in table.items()
-                   if ppid == bus[0] and pid not in spare and ruid != uid and state not in ("Z", "X")]
-        if foreign and session_bus is not None:
-            # But the accessibility launcher of a bus of another user's (cud-bus@ activates it): the seat's
-            # user can neither signal it nor make it theirs. One of the seat's user's ends below with the rest.
-            owner = await name_owner(session_bus)
-            if owner is not None and owner[1] != uid:
-                keep = _descendants([owner[0]], table)
-                foreign = [pid for pid in foreign if pid not in keep]
-        for pid in foreign:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                ended.add(pid)
     deadline = time.monotonic() + timeout
+    ended: set[int] = set()
+    if bus is not None and bus[0] in spare and session_bus is not None:
+        ended = await _end_activated(uid, seat, session_bus, bus, deadline)
     stopped: set[int] = set()
     while True:
         left = session_pids(uid, mark, spare)
