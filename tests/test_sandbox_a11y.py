@@ -88,7 +88,7 @@ def test_two_seats_each_on_its_own_buses_with_targets_that_name_the_demo_field(s
             assert os.stat(f"/proc/{bus}").st_uid == os.stat(box.dir / f"{seat}.session").st_uid == os.geteuid()
             if os.geteuid() == 0:  # a seat user of its own: it can neither end the bus nor listen at its address
                 tried = as_user(config[seat]["user"], [SYSTEM_PYTHON, "-c", TAKEOVER, str(bus),
-                                                       address.removeprefix("unix:path=")])
+                                                       address.removeprefix("unix:path="), "--exit"])
                 assert json.loads(tried) == {"kill": "Operation not permitted", "rename": "Permission denied",
                                              "unlink": "Permission denied", "listen": "Address already in use"}
                 assert procs.state_of(records[f"{seat}.session-bus"]) == "running"

@@ -102,7 +102,8 @@ def bus_call(address: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 #: What the seat's user tries against the seat's session bus: end its daemon, move its socket away, listen at its
-#: address. Prints what each attempt gave; a listener it got stays (the "bus" a sweep sparing it would keep).
+#: address. Prints what each attempt gave; a listener it got stays (the "bus" a sweep sparing it would keep), unless
+#: given ``--exit``.
 TAKEOVER = textwrap.dedent("""\
     import json, os, signal, socket, sys
     bus, path = int(sys.argv[1]), sys.argv[2]
@@ -119,7 +120,7 @@ TAKEOVER = textwrap.dedent("""\
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     attempt("listen", lambda: (listener.bind(path), listener.listen()))
     print(json.dumps(tried), flush=True)
-    if tried["listen"] == "done":
+    if tried["listen"] == "done" and "--exit" not in sys.argv:
         signal.pause()
     """)
 
