@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from cud.daemon.session import xclients
 from cud.daemon.session.remove import remove_contents
-from cud.daemon.session.sweep import SEAT_MARK, bus_daemon, end_processes, session_pids, spared
+from cud.daemon.session.sweep import SEAT_MARK, bus_daemon, bus_of_session, end_processes, session_pids, spared
 from cud.errors import CudError, SessionError
 
 if TYPE_CHECKING:
@@ -75,24 +75,25 @@ async def _end_session(session: SeatSession) -> tuple[int, frozenset[int]]:
     uid, mark = session.account.uid, session.account.is_self
     await session.a11y.note(session)  # a launcher of the user's ends below: started again at the end
     address = session.places.session_bus
+    marked = f"{SEAT_MARK}={session.seat}".encode() if mark else None
     bus = await bus_daemon(address)
+    users_bus = bus is not None and bus_of_session(bus, uid, marked)  # before the sweep ends it
     before = 0
     if session.unit is not None:
-        marked = f"{SEAT_MARK}={session.seat}".encode() if mark else None
         before = len(session_pids(uid, marked, spared(bus, uid, marked)))
         await session.unit.restart(RESET_TIMEOUT)
     swept, spare = await end_processes(uid, seat=session.seat, session_bus=address, bus=bus, marked=mark,
                                        timeout=RESET_TIMEOUT)
-    _refuse_a_bus_of_the_session(session, bus, spare)
+    _refuse_a_bus_of_the_session(session, bus, users_bus)
     return max(before, swept), spare
 
 
-def _refuse_a_bus_of_the_session(session: SeatSession, bus: tuple[int, int] | None, spare: frozenset[int]) -> None:
+def _refuse_a_bus_of_the_session(session: SeatSession, bus: tuple[int, int] | None, users_bus: bool) -> None:
     """SessionError when the seat's session bus was served by a process of the session (the sweep ended it):
     the seat's user could end it and listen at its address with a program of its own, so cud keeps no bus of
     the user's. Remembered (:attr:`SeatSession.bus_refused`) until another user's bus listens there: the bus
     ended, a later reset would otherwise find nobody listening and hand out a seat without its bus."""
-    if bus is not None and bus[0] in spare:
+    if bus is not None and not users_bus:
         session.bus_refused = None  # another user's bus serves the address (again)
     elif bus is not None:
         user = session.account

@@ -43,7 +43,7 @@ import urllib.parse
 from cud.daemon.session.a11y import name_owner
 from cud.errors import SessionError
 
-__all__ = ("SEAT_MARK", "bus_daemon", "end_processes", "session_pids", "spared")
+__all__ = ("SEAT_MARK", "bus_daemon", "bus_of_session", "end_processes", "session_pids", "spared")
 
 #: The mark every process started in a session carries in its environment.
 SEAT_MARK = "CUD_SEAT"
@@ -161,24 +161,24 @@ async def bus_daemon(session_bus: str | None) -> tuple[int, int] | None:
     return await asyncio.to_thread(_listener, session_bus)
 
 
-def spared(bus: tuple[int, int] | None, uid: int, mark: bytes | None) -> frozenset[int]:
-    """What the sweep spares: the bus daemon ``bus`` (:func:`bus_daemon`) alone, and only when it is not a process
-    of the session; nothing else (none of its children, nothing for a name it owns on the bus).
-
-    A bus daemon is the session's when the kernel says a process of ``uid`` listens (SO_PEERCRED), or that pid's
-    real or effective uid is ``uid`` now (a bus that dropped to the user after it bound its socket), and, for a
-    daemon running as the seat's user itself, it carries the session's ``mark``.
-    """
-    if bus is None:
-        return frozenset()
+def bus_of_session(bus: tuple[int, int], uid: int, mark: bytes | None) -> bool:
+    """Whether the bus daemon ``bus`` (:func:`bus_daemon`) is a process of the session: the kernel says a process
+    of ``uid`` listens (SO_PEERCRED), or that pid's real or effective uid is ``uid`` now (a bus that dropped to the
+    user after it bound its socket); for a daemon running as the seat's user itself, it carries the ``mark`` too."""
     pid, listening_uid = bus
     status = _status(str(pid))
-    if status is None:
-        return frozenset()  # gone: nothing to spare
-    ruid, euid, _state, _ppid = status
-    if uid in (listening_uid, ruid, euid) and _marked(pid, mark):
+    if status is None:  # gone since: the kernel's word alone
+        return listening_uid == uid and mark is None
+    return uid in (listening_uid, status[0], status[1]) and _marked(pid, mark)
+
+
+def spared(bus: tuple[int, int] | None, uid: int, mark: bytes | None) -> frozenset[int]:
+    """What the sweep spares: the bus daemon ``bus`` (:func:`bus_daemon`) alone, and only when it is there and not
+    a process of the session (:func:`bus_of_session`); nothing else (none of its children, nothing for a name it
+    owns on the bus)."""
+    if bus is None or _status(str(bus[0])) is None or bus_of_session(bus, uid, mark):
         return frozenset()
-    return frozenset({pid})
+    return frozenset({bus[0]})
 
 
 def _activated(uid: int, session_bus: str, bus: tuple[int, int],
