@@ -1,9 +1,12 @@
 """Each seat's session bus and accessibility bus, and the environment that puts applications on them.
 
-The session bus is the seat's session's: it runs as the seat's user (seat_sessions.py), who
-can then put the session's applications on it, and lets the sandbox's own user (the daemon,
-the demo app) in too. The accessibility launcher runs as the sandbox's own user, so that a
-seat's reset, which ends every process of the seat's user, leaves it (:func:`a11y_argv`). Every seat has its own D-Bus session bus (a ``dbus-daemon`` of type session) listening on
+The session bus runs as the sandbox's own user, as cud-bus@ runs it as ``cud-display``, and
+lets the seat's user (seat_sessions.py) in, who can then put the session's applications on
+it: a seat's reset ends every process of the seat's user (docs/sessions.md), and refuses a
+seat whose bus is one of them; nor can the seat's user end a bus of another user, or listen
+at its address, as its socket's directory is the sandbox's (:func:`session_argv`). The
+accessibility launcher runs as the sandbox's own user too, so that the reset leaves it
+(:func:`a11y_argv`). Every seat has its own D-Bus session bus (a ``dbus-daemon`` of type session) listening on
 a socket file in the sandbox directory (``session/bus``, or ``seatK.session/bus``): never an
 abstract socket, which any process on the machine could reach and which two seats
 could mix up. Under it runs at-spi2-core's ``at-spi-bus-launcher``: it starts the
@@ -35,7 +38,7 @@ from pathlib import Path
 
 from parts import Settings
 from procs import Record, SandboxError
-from seat_sessions import SeatSession, own
+from seat_sessions import SeatSession
 
 __all__ = ("A11Y_ENV", "LAUNCHER", "a11y_answers", "a11y_argv", "app_env", "check_socket_paths", "session_answers",
            "session_argv")
@@ -52,7 +55,8 @@ _MAX_SOCKET_PATH = 107
 
 
 def socket_path(settings: Settings, prefix: str) -> Path:
-    """The session bus's socket, in a directory of the seat's user (who runs the bus)."""
+    """The session bus's socket, in a directory of the sandbox's (who runs the bus) that the seat's user cannot
+    write: the user can neither remove the socket nor listen there itself."""
     return settings.path(f"{prefix}session") / "bus"
 
 
@@ -89,6 +93,7 @@ _SESSION_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Con
   <auth>EXTERNAL</auth>
   <policy context="default">
     <allow user="{daemon_user}"/>
+    <allow user="{seat_user}"/>
     <allow send_destination="*" eavesdrop="true"/>
     <allow eavesdrop="true"/>
     <allow own="*"/>
@@ -107,14 +112,17 @@ def _escape(value: bytes) -> str:
 
 
 def session_argv(settings: Settings, prefix: str, session: SeatSession) -> tuple[list[str], str]:
-    """How a seat's session bus starts (as the seat's user), and its address; a stale socket of a dead bus goes.
+    """How a seat's session bus starts (as the sandbox's user: see the module's text), and its address; a stale
+    socket of a dead bus goes.
 
-    The daemon and the sandbox's own parts (the demo app) run as the sandbox's user,
-    which the bus lets in too.
+    The daemon and the sandbox's own parts (the demo app) run as the sandbox's user, and
+    the seat's user is let in.
     """
     path = socket_path(settings, prefix)
-    path.parent.mkdir(mode=0o700, exist_ok=True)
-    own(session, path.parent)
+    path.parent.mkdir(mode=0o755, exist_ok=True)
+    # Made by an older sandbox as the seat user's: the sandbox's again, and nothing of the user's left in it.
+    os.chown(path.parent, os.geteuid(), os.getegid(), follow_symlinks=False)
+    path.parent.chmod(0o755)
     try:
         if stat.S_ISSOCK(path.lstat().st_mode):
             path.unlink()  # the previous bus died without removing it (we hold the sandbox's lock)
@@ -122,7 +130,8 @@ def session_argv(settings: Settings, prefix: str, session: SeatSession) -> tuple
         pass
     address = f"unix:path={_escape(os.fsencode(path))}"  # also nothing left that XML would need escaped
     conf = settings.path(f"{prefix}session-bus.conf")
-    conf.write_text(_SESSION_CONF.format(address=address, daemon_user=pwd.getpwuid(os.geteuid()).pw_name))
+    conf.write_text(_SESSION_CONF.format(address=address, daemon_user=pwd.getpwuid(os.geteuid()).pw_name,
+                                         seat_user=session.user))
     return ["dbus-daemon", f"--config-file={conf}", "--nofork", "--nopidfile"], address
 
 

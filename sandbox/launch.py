@@ -131,10 +131,10 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
     if kind == "xserver":
         proc, record = _start_xserver(settings, name, log, records)
     elif kind == "session-bus":
-        # The seat's buses are its session's: they run as the seat's user (seat_sessions.py).
+        # As the sandbox's own user, admitting the seat's (buses.py): a seat's reset ends every process of its user.
         session = seat_session(settings, _seat_of(settings, prefix))
         argv, address = session_argv(settings, prefix, session)
-        proc, record = spawn(name, argv, log, env, become=session.become())
+        proc, record = spawn(name, argv, log, env)
         record.info["address"] = address
     elif kind == "a11y-bus":
         session = seat_session(settings, _seat_of(settings, prefix))

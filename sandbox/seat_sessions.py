@@ -31,7 +31,7 @@ from pathlib import Path
 from parts import Seat, Settings
 from procs import SandboxError
 
-__all__ = ("SeatSession", "own", "remove_seat_users", "seat_session", "seat_user_name")
+__all__ = ("SeatSession", "remove_seat_users", "seat_session", "seat_user_name")
 
 #: What the sandbox made, to be removed by ``sandbox-down``: users and their homes.
 RECORD = "seat-users.json"
@@ -131,12 +131,6 @@ def seat_session(settings: Settings, seat: Seat) -> SeatSession:
     if os.geteuid() == 0:
         os.chown(home, entry.pw_uid, entry.pw_gid)
     return SeatSession(entry.pw_name, entry.pw_uid, entry.pw_gid, home, template)
-
-
-def own(session: SeatSession, path: Path) -> None:
-    """Give a directory the sandbox made for the seat's session (its buses' sockets) to the seat's user."""
-    if os.geteuid() == 0:
-        os.chown(path, session.uid, session.gid)
 
 
 def remove_seat_users(settings: Settings, say: object) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import pwd
 import random
 import stat
 import sys
@@ -18,6 +19,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from tests.support.session_seat import SYSTEM_PYTHON, TAKEOVER
 from tests.test_sandbox import VENV, Sandbox, environ, ok, procs
 
 FIELD = {"role": "text", "name": "Line to send", "application": "cud-demo"}
@@ -28,6 +30,15 @@ def cuctl(box: Sandbox, *args: str) -> Any:
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def as_user(name: str, argv: list[str]) -> str:
+    """``argv``'s output, run as the user ``name``."""
+    entry = pwd.getpwnam(name)
+    done = subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups",
+                           *argv], capture_output=True, text=True, timeout=60, cwd="/")
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def named(node: dict[str, Any], name: str) -> dict[str, Any] | None:
@@ -70,9 +81,17 @@ def test_two_seats_each_on_its_own_buses_with_targets_that_name_the_demo_field(s
             app = records[f"{seat}.demo-app"]
             address = records[f"{seat}.session-bus"].info["address"]
             # A socket file of the sandbox's own, not an abstract socket anyone could reach; in a directory
-            # of the seat's user, who runs the seat's buses (sandbox/seat_sessions.py).
+            # of the sandbox's, which runs the seat's session bus (sandbox/buses.py), admitting the seat's user.
             assert address == f"unix:path={box.dir}/{seat}.session/bus", address
             assert stat.S_ISSOCK((box.dir / f"{seat}.session" / "bus").stat().st_mode)
+            bus = records[f"{seat}.session-bus"].pid
+            assert os.stat(f"/proc/{bus}").st_uid == os.stat(box.dir / f"{seat}.session").st_uid == os.geteuid()
+            if os.geteuid() == 0:  # a seat user of its own: it can neither end the bus nor listen at its address
+                tried = as_user(config[seat]["user"], [SYSTEM_PYTHON, "-c", TAKEOVER, str(bus),
+                                                       address.removeprefix("unix:path="), "--exit"])
+                assert json.loads(tried) == {"kill": "Operation not permitted", "rename": "Permission denied",
+                                             "unlink": "Permission denied", "listen": "Address already in use"}
+                assert procs.state_of(records[f"{seat}.session-bus"]) == "running"
             assert config[seat]["home"] == f"{box.dir}/homes/{seat}"
             a11y = records[f"{seat}.a11y-bus"].info["address"]
             assert a11y.startswith(f"unix:path={box.dir}/{seat}.a11y/at-spi/"), a11y

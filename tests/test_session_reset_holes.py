@@ -1,12 +1,15 @@
-"""The reset against a seat user who fights it: a name owned on the bus, links planted under the copy, a tree too
-deep to recurse, and a reset asked for right after an ``exec``.
+"""The reset against a seat user who fights it: a name owned on the bus, the bus's socket taken over, links
+planted under the copy, a tree too deep to recurse, and a reset asked for right after an ``exec``.
 
-One real daemon for the module (tests/support/session_seat.py): openbox on Xvfb, a session bus of the seat's
-user, a home and its template. The seat's user is one these tests made, so its processes are theirs to end.
+One real daemon for the module (tests/support/session_seat.py): openbox on Xvfb, a session bus run by root that
+admits the seat's user (as cud-bus@ runs it as cud-display), a home and its template. The seat's user is one
+these tests made, so its processes are theirs to end.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import signal
@@ -27,7 +30,8 @@ from cud.spec.load import load_spec
 from cud.spec.wire import submit_fields
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers, tree_hash
-from tests.support.session_seat import SEAT, SYSTEM_PYTHON, SessionSeat, bus_call, session_seat
+from tests.support.session_seat import (SEAT, SYSTEM_PYTHON, TAKEOVER, SessionSeat, alive, as_seat_user,
+                                        bus_call, listening, session_seat)
 from tests.support.xserver import stop_process
 
 LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
@@ -61,6 +65,20 @@ _SQUATTER = textwrap.dedent("""\
     """)
 
 
+#: A program of the seat's user that owns a name on the seat's session bus, and a child that owns another.
+_OWNER = textwrap.dedent("""\
+    import os, sys
+    from gi.repository import Gio, GLib
+    if os.fork() == 0:
+        os.setsid()
+        name = "org.cud.Squat.Child"
+    else:
+        name = "org.cud.Squat"
+    Gio.bus_own_name(Gio.BusType.SESSION, name, Gio.BusNameOwnerFlags.NONE, None, None, None)
+    GLib.MainLoop().run()
+    """)
+
+
 @pytest.fixture(scope="module")
 def seat(seat_users: SeatUsers) -> Iterator[SessionSeat]:
     base = Path(tempfile.mkdtemp(prefix="cud-reset-holes-", dir="/tmp"))
@@ -80,19 +98,6 @@ def call(where: SessionSeat, kind: str, **fields: object) -> dict[str, object]:
 def a11y_owner(seat: SessionSeat) -> int | None:
     reply = bus_call(seat.bus_address, "org.freedesktop.DBus.GetConnectionUnixProcessID", "string:org.a11y.Bus")
     return int(reply.stdout.split()[-1]) if reply.returncode == 0 else None
-
-
-def as_seat_user(seat: SessionSeat) -> list[str]:
-    user = seat.user
-    return [] if user.is_self else ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups"]
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
-        return False
 
 
 def test_exec_then_reset_at_once_is_never_refused(seat: SessionSeat) -> None:
@@ -123,7 +128,7 @@ def test_exec_then_reset_at_once_is_never_refused(seat: SessionSeat) -> None:
         for _ in range(200):
             client.call("exec", seat=SEAT, argv=["/usr/bin/setsid", "-f", "/bin/sleep", "1000"], timeout=30)
             client.call("reset", seat=SEAT)  # refused, it would raise WrongState
-    assert session_pids(seat.user.uid, spare=frozenset({seat.bus.pid})) == []
+    assert session_pids(seat.user.uid) == []
 
 
 def test_a_reset_while_a_task_holds_the_seat_is_refused(seat: SessionSeat, tmp_path: Path) -> None:
@@ -268,3 +273,81 @@ def test_a_link_planted_while_the_template_is_copied_is_never_written_through(se
         planter.join()
     call(seat, "reset", seat=SEAT)
     assert tree_hash(seat.home) == tree_hash(seat.template)
+
+
+def name_owner(seat: SessionSeat, name: str) -> int | None:
+    reply = bus_call(seat.bus_address, "org.freedesktop.DBus.GetConnectionUnixProcessID", f"string:{name}")
+    return int(reply.stdout.split()[-1]) if reply.returncode == 0 else None
+
+
+def launcher_tree(seat: SessionSeat) -> set[int]:
+    """The accessibility launcher that owns org.a11y.Bus now and every process below it (none if nobody owns it):
+    once the seat had a launcher of its user's, the reset starts a fresh one after the sweep."""
+    owner = a11y_owner(seat)
+    if owner is None:
+        return set()
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                parents[int(entry.name)] = int((entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+    tree, grown = {owner}, True
+    while grown:
+        below = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= below
+        grown = bool(below)
+    return tree
+
+
+def reset_ends_every_process_of_the_user(seat: SessionSeat) -> None:
+    """A reset, after which no process of the seat's user that ran before it is left, and none at all but the fresh
+    accessibility launcher the reset starts, if the seat had one."""
+    before = set(session_pids(seat.user.uid))
+    call(seat, "reset", seat=SEAT)
+    after = set(session_pids(seat.user.uid))
+    assert not before & after, before & after
+    assert after <= launcher_tree(seat), after
+
+
+def test_after_the_reset_no_process_of_the_seat_user_is_left_not_one_owning_names_on_the_bus(
+        seat: SessionSeat) -> None:
+    script = seat.base / "owner.py"
+    script.write_text(_OWNER)
+    env = {"PATH": "/usr/bin:/bin", "DBUS_SESSION_BUS_ADDRESS": seat.bus_address, "HOME": str(seat.home)}
+    owner = subprocess.Popen([*as_seat_user(seat), SYSTEM_PYTHON, str(script)], env=env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(lambda: name_owner(seat, "org.cud.Squat") == owner.pid, 30, "the program to own its name")
+        wait_until(lambda: name_owner(seat, "org.cud.Squat.Child") is not None, 30, "its child to own its name")
+        assert len(session_pids(seat.user.uid)) >= 2
+        reset_ends_every_process_of_the_user(seat)  # none spared: neither for a name nor as the bus
+        assert name_owner(seat, "org.cud.Squat") is None and name_owner(seat, "org.cud.Squat.Child") is None
+        # The bus is root's: still there, still the one listening, still answering.
+        assert seat.bus.poll() is None and listening(seat.bus_address) == (seat.bus.pid, 0)
+        assert bus_call(seat.bus_address, "org.freedesktop.DBus.GetId").returncode == 0
+    finally:
+        stop_process(owner)
+
+
+def test_the_seat_user_can_neither_end_the_bus_nor_listen_at_its_address(seat: SessionSeat) -> None:
+    """The bus is root's, its socket in a directory of root's: the seat's user cannot put a program of its own
+    where the daemon and the session's applications look for the bus."""
+    script = seat.base / "takeover.py"
+    script.write_text(TAKEOVER)
+    path = seat.bus_address.removeprefix("unix:path=")
+    attacker = subprocess.Popen([*as_seat_user(seat), SYSTEM_PYTHON, str(script), str(seat.bus.pid), path],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    try:
+        assert attacker.stdout is not None
+        tried = json.loads(attacker.stdout.readline())
+        assert tried == {"kill": "Operation not permitted", "rename": "Permission denied",
+                         "unlink": "Permission denied", "listen": "Address already in use"}, tried
+        assert seat.bus.poll() is None and listening(seat.bus_address) == (seat.bus.pid, 0)
+        reset_ends_every_process_of_the_user(seat)
+        assert listening(seat.bus_address) == (seat.bus.pid, 0)
+        assert bus_call(seat.bus_address, "org.freedesktop.DBus.GetId").returncode == 0
+    finally:
+        stop_process(attacker)
+        if attacker.stdout is not None:
+            attacker.stdout.close()

@@ -88,6 +88,9 @@ class SeatSession:
         self.unit = unit
         #: The accessibility launcher a reset starts again (cud.daemon.session.a11y).
         self.a11y = A11yLauncher()
+        #: Why the reset refuses the seat's session bus (served by a process of the user's), until another
+        #: user's bus serves its address (cud.daemon.session.reset).
+        self.bus_refused: str | None = None
 
     # -- environment ---------------------------------------------------------------------
     @property

@@ -6,11 +6,12 @@ In order, each step with a deadline; a step that cannot finish fails the reset w
 
 1. **Processes.** With a session unit (``session_unit``), systemd stops it and starts
    it again (:mod:`cud.daemon.session.unit`): every command's cgroup goes with it. Then,
-   and without a unit, every process of the seat's user but the session bus daemon
-   (:mod:`cud.daemon.session.sweep`): whatever setsid, nohup, a double fork or D-Bus
-   activation started (with a unit: only what escaped it), whatever names it owns on a
-   bus (an accessibility launcher of the user's is started again at the end:
-   :mod:`cud.daemon.session.a11y`).
+   and without a unit, every process of the seat's user (:mod:`cud.daemon.session.sweep`):
+   whatever setsid, nohup, a double fork or D-Bus activation started (with a unit: only
+   what escaped it), whatever names it owns on a bus (an accessibility launcher of the
+   user's is started again at the end: :mod:`cud.daemon.session.a11y`). The seat's session
+   bus daemon is spared only when it is another user's; one of the seat's user's ends too,
+   and the reset fails naming it, at every reset until another user's bus listens there.
 2. **X clients.** Every client on the seat's display that is the user's or has a
    window on screen, the window manager excepted, is disconnected (``XKillClient``)
    until none is left: an application started by someone else (the sandbox's demo
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from cud.daemon.session import xclients
 from cud.daemon.session.remove import remove_contents
-from cud.daemon.session.sweep import SEAT_MARK, end_processes, infrastructure, session_pids
+from cud.daemon.session.sweep import SEAT_MARK, bus_daemon, bus_of_session, end_processes, session_pids, spared
 from cud.errors import CudError, SessionError
 
 if TYPE_CHECKING:
@@ -74,17 +75,40 @@ class ResetReport:
 async def _end_session(session: SeatSession) -> tuple[int, frozenset[int]]:
     """Step 1: with a session unit, systemd stops it (every command unit's cgroup with it) and starts it again;
     then, and without one, the uid sweep ends what is left (with a unit: what escaped it, such as services D-Bus
-    activation started outside it)."""
+    activation started outside it). A session bus of the seat's user ends with the rest, and fails the reset."""
     uid, mark = session.account.uid, session.account.is_self
     await session.a11y.note(session)  # a launcher of the user's ends below: started again at the end
+    address = session.places.session_bus
+    marked = f"{SEAT_MARK}={session.seat}".encode() if mark else None
+    bus = await bus_daemon(address)
+    users_bus = bus is not None and bus_of_session(bus, uid, marked)  # before the sweep ends it
     before = 0
     if session.unit is not None:
-        _bus, spare = await infrastructure(session.places.session_bus)
-        before = len(session_pids(uid, f"{SEAT_MARK}={session.seat}".encode() if mark else None, spare))
+        before = len(session_pids(uid, marked, spared(bus, uid, marked)))
         await session.unit.restart(RESET_TIMEOUT)
-    swept, spared = await end_processes(uid, seat=session.seat, session_bus=session.places.session_bus, marked=mark,
-                                        timeout=RESET_TIMEOUT)
-    return max(before, swept), spared
+    swept, spare = await end_processes(uid, seat=session.seat, session_bus=address, bus=bus, marked=mark,
+                                       timeout=RESET_TIMEOUT)
+    _refuse_a_bus_of_the_session(session, bus, users_bus)
+    return max(before, swept), spare
+
+
+def _refuse_a_bus_of_the_session(session: SeatSession, bus: tuple[int, int] | None, users_bus: bool) -> None:
+    """SessionError when the seat's session bus was served by a process of the session (the sweep ended it):
+    the seat's user could end it and listen at its address with a program of its own, so cud keeps no bus of
+    the user's. Remembered (:attr:`SeatSession.bus_refused`) until another user's bus listens there: the bus
+    ended, a later reset would otherwise find nobody listening and hand out a seat without its bus."""
+    if bus is not None and not users_bus:
+        session.bus_refused = None  # another user's bus serves the address (again)
+    elif bus is not None:
+        user = session.account
+        session.bus_refused = (
+            f"seat {session.seat!r}: its session bus {session.places.session_bus} was served by pid {bus[0]}, "
+            f"a process of its user {user.name!r} (uid {user.uid}), which the reset ends with the rest of the "
+            f"session; run the seat's session bus as another user (root, or a bus user as cud-bus@ does) with a "
+            f"policy admitting {user.name!r}, its socket in a directory {user.name!r} cannot write "
+            "(docs/sessions.md)")
+    if session.bus_refused is not None:
+        raise SessionError(session.bus_refused, seat=session.seat, bus=session.places.session_bus)
 
 
 async def _end_x_clients(session: SeatSession, spared: frozenset[int]) -> int:

@@ -1,13 +1,18 @@
-"""Ending every process of a seat's session, whatever detached itself, and sparing the session's own buses.
+"""Ending every process of a seat's session, whatever detached itself, and whatever names it owns on a bus.
 
 The seat's user belongs to the seat, so "the session" is every process of that
 uid (real or effective): what setsid, nohup or a double fork detached is still
-the user's, and so is what D-Bus activation started on a bus the user runs. One
-process alone is spared (:func:`infrastructure`): the seat's session bus daemon,
-the one the kernel says listens at the seat's bus address. Nothing is spared for
-a name it owns on a bus: the user may claim any (``org.a11y.Bus`` included), so
-the accessibility launcher the daemon reads targets through ends too when it is
-the user's, and the reset starts it again (:mod:`cud.daemon.session.a11y`).
+the user's, and so is what D-Bus activation started on a bus the user runs. No
+process of the user's is spared, for a name it owns on a bus or for listening at
+the seat's bus address: the user may claim any name (``org.a11y.Bus`` included),
+so the accessibility launcher the daemon reads targets through ends too when it
+is the user's, and the reset starts it again (:mod:`cud.daemon.session.a11y`);
+and a bus daemon of the user's is the user's program like any other (the user may
+end it and listen at its address itself), so it ends too, and the reset then
+fails naming it (:func:`cud.daemon.session.reset`): a seat's session bus must be
+run by another user. One process alone is spared (:func:`spared`): the seat's
+session bus daemon, the one the kernel says listens at the seat's bus address,
+when it is *not* a process of the session.
 
 Ending is freeze, then kill: every process found is sent SIGSTOP, and /proc is
 read again until a pass finds nothing new (a stopped process cannot fork, so
@@ -17,8 +22,11 @@ carrying the session's mark (``CUD_SEAT=<seat>`` in their environment, inherited
 through every fork), never itself or the rest of its user's desktop.
 
 What activation started on a bus of *another* user (a bus root runs with
-service files) is found as that bus daemon's children and ended too, but for the
-accessibility launcher there (cud-bus@'s), which is not the seat user's either.
+service files, cud-bus@'s) runs as that user, and not as the bus daemon's child
+(dbus-daemon's services are reparented): it is found by the bus address dbus-daemon
+puts in every service's environment (``DBUS_STARTER_ADDRESS``) and ended too, with
+what it started, but for the accessibility launcher there (cud-bus@'s), which is
+not the seat user's either.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ import urllib.parse
 from cud.daemon.session.a11y import name_owner
 from cud.errors import SessionError
 
-__all__ = ("SEAT_MARK", "end_processes", "infrastructure", "session_pids")
+__all__ = ("SEAT_MARK", "bus_daemon", "bus_of_session", "end_processes", "session_pids", "spared")
 
 #: The mark every process started in a session carries in its environment.
 SEAT_MARK = "CUD_SEAT"
@@ -65,6 +73,12 @@ def _status(pid: str) -> tuple[int, int, str, int] | None:
     return None
 
 
+def _started(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), which tells it from a later process given the same pid."""
+    raw = _read(f"/proc/{pid}/stat")
+    return None if raw is None else int(raw.rsplit(b")", 1)[1].split()[19])
+
+
 def _processes() -> dict[int, tuple[int, int, str, int]]:
     found = {}
     for entry in os.listdir("/proc"):
@@ -87,6 +101,10 @@ def _descendants(roots: list[int], table: dict[int, tuple[int, int, str, int]]) 
     return out
 
 
+def _marked(pid: int, mark: bytes | None) -> bool:
+    return mark is None or mark in (_read(f"/proc/{pid}/environ") or b"").split(b"\0")
+
+
 def session_pids(uid: int, mark: bytes | None = None, spare: frozenset[int] = frozenset()) -> list[int]:
     """Live processes (zombies are already dead) of ``uid`` (with ``mark`` in their environment, if given)."""
     me = os.getpid()
@@ -94,7 +112,7 @@ def session_pids(uid: int, mark: bytes | None = None, spare: frozenset[int] = fr
     for pid, (ruid, euid, state, _ppid) in _processes().items():
         if pid == me or pid in spare or uid not in (ruid, euid) or state in ("Z", "X"):
             continue
-        if mark is not None and mark not in (_read(f"/proc/{pid}/environ") or b"").split(b"\0"):
+        if not _marked(pid, mark):
             continue
         found.append(pid)
     return found
@@ -135,46 +153,99 @@ def _listener(address: str) -> tuple[int, int] | None:
     return (pid, uid) if pid > 0 else None
 
 
-async def infrastructure(session_bus: str | None) -> tuple[int | None, frozenset[int]]:
-    """The seat's bus daemon, and what is spared: that one process, nothing else (none of its children).
-
-    Nothing else is the session's own: whatever holds a name on the bus (``org.a11y.Bus`` too, which the
-    user may claim) is a process like any other, and the accessibility launcher is started again after
-    the reset (:mod:`cud.daemon.session.a11y`).
-    """
+async def bus_daemon(session_bus: str | None) -> tuple[int, int] | None:
+    """(pid, uid) of the seat's session bus daemon: the process the kernel names as listening at ``session_bus``
+    (SO_PEERCRED); None if there is no bus or nobody listens there."""
     if session_bus is None:
-        return None, frozenset()
-    found = await asyncio.to_thread(_listener, session_bus)
-    if found is None:
-        return None, frozenset()
-    return found[0], frozenset({found[0]})
+        return None
+    return await asyncio.to_thread(_listener, session_bus)
 
 
-async def end_processes(uid: int, *, seat: str, session_bus: str | None, marked: bool,
-                        timeout: float) -> tuple[int, frozenset[int]]:
-    """End every process of the session (see the module's text): how many there were, and the pids spared.
+def bus_of_session(bus: tuple[int, int], uid: int, mark: bytes | None) -> bool:
+    """Whether the bus daemon ``bus`` (:func:`bus_daemon`) is a process of the session: the kernel says a process
+    of ``uid`` listens (SO_PEERCRED), or that pid's real or effective uid is ``uid`` now (a bus that dropped to the
+    user after it bound its socket); for a daemon running as the seat's user itself, it carries the ``mark`` too."""
+    pid, listening_uid = bus
+    status = _status(str(pid))
+    if status is None:  # gone since: the kernel's word alone
+        return listening_uid == uid and mark is None
+    return uid in (listening_uid, status[0], status[1]) and _marked(pid, mark)
+
+
+def spared(bus: tuple[int, int] | None, uid: int, mark: bytes | None) -> frozenset[int]:
+    """What the sweep spares: the bus daemon ``bus`` (:func:`bus_daemon`) alone, and only when it is there and not
+    a process of the session (:func:`bus_of_session`); nothing else (none of its children, nothing for a name it
+    owns on the bus)."""
+    if bus is None or _status(str(bus[0])) is None or bus_of_session(bus, uid, mark):
+        return frozenset()
+    return frozenset({bus[0]})
+
+
+def _activated(uid: int, session_bus: str, bus: tuple[int, int],
+               table: dict[int, tuple[int, int, str, int]]) -> list[int]:
+    """What D-Bus activation started on the bus ``bus`` of another user, and what that started: processes of
+    the bus's user whose environment names the bus (dbus-daemon gives every service it starts
+    ``DBUS_STARTER_ADDRESS``; the services are not its children, they are reparented), with every process below
+    them that is not the seat user's (those end with the rest)."""
+    where = _bus_socket(session_bus)
+    status = table.get(bus[0])
+    owners = {bus[1], *(status[:2] if status is not None else ())}
+    me, roots = os.getpid(), []
+    for pid, (ruid, _euid, state, _ppid) in table.items():
+        if pid in (me, bus[0]) or ruid not in owners or ruid == uid or state in ("Z", "X"):
+            continue
+        for entry in (_read(f"/proc/{pid}/environ") or b"").split(b"\0"):
+            if entry.startswith(b"DBUS_STARTER_ADDRESS="):
+                address = entry.partition(b"=")[2].decode(errors="replace")
+                if _bus_socket(address) == where:
+                    roots.append(pid)
+                break
+    return [pid for pid in _descendants(roots, table)
+            if pid != me and pid != bus[0] and table[pid][0] != uid and table[pid][2] not in ("Z", "X")]
+
+
+async def _end_activated(uid: int, seat: str, session_bus: str, bus: tuple[int, int], deadline: float) -> set[int]:
+    """End what activation started on the bus of another user (:func:`_activated`), waiting until it is gone:
+    all but the accessibility launcher there and its bus (cud-bus@ activates it), which the seat's user can
+    neither signal nor make theirs (one of the seat's user's ends with the rest)."""
+    table = _processes()
+    foreign = _activated(uid, session_bus, bus, table)
+    if not foreign:
+        return set()
+    owner = await name_owner(session_bus)
+    if owner is not None and owner[1] != uid:
+        keep = _descendants([owner[0]], table)
+        foreign = [pid for pid in foreign if pid not in keep]
+    # By pid and start time: a pid freed meanwhile and given to another process of another user is not signalled.
+    started = {pid: when for pid in foreign if (when := _started(pid)) is not None}
+    ended = set(started)
+    while True:
+        left = [pid for pid, when in started.items() if _started(pid) == when
+                and (status := _status(str(pid))) is not None and status[2] not in ("Z", "X")]
+        if not left:
+            return ended
+        if time.monotonic() > deadline:
+            raise SessionError(f"seat {seat!r}: {len(left)} processes D-Bus activation started on {session_bus} "
+                               f"did not end within the reset's time (pids {left[:10]})", seat=seat, pids=left[:10])
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(_POLL)
+
+
+async def end_processes(uid: int, *, seat: str, session_bus: str | None, bus: tuple[int, int] | None,
+                        marked: bool, timeout: float) -> tuple[int, frozenset[int]]:
+    """End every process of the session (see the module's text): how many there were, and the pids spared
+    (the bus daemon ``bus`` at ``session_bus``, :func:`bus_daemon`, if it is not the session's).
 
     SessionError, naming them, if some are still there at ``timeout``.
     """
     mark = f"{SEAT_MARK}={seat}".encode() if marked else None
-    bus, spare = await infrastructure(session_bus)
-    ended: set[int] = set()
-    if bus is not None:  # what activation started there as another user: the bus daemon's children
-        table = _processes()
-        foreign = [pid for pid, (ruid, _euid, state, ppid) in table.items()
-                   if ppid == bus and pid not in spare and ruid != uid and state not in ("Z", "X")]
-        if foreign and session_bus is not None:
-            # But the accessibility launcher of a bus of another user's (cud-bus@ activates it): the seat's
-            # user can neither signal it nor make it theirs. One of the seat's user's ends below with the rest.
-            owner = await name_owner(session_bus)
-            if owner is not None and owner[1] != uid:
-                keep = _descendants([owner[0]], table)
-                foreign = [pid for pid in foreign if pid not in keep]
-        for pid in foreign:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                ended.add(pid)
+    spare = spared(bus, uid, mark)
     deadline = time.monotonic() + timeout
+    ended: set[int] = set()
+    if bus is not None and bus[0] in spare and session_bus is not None:
+        ended = await _end_activated(uid, seat, session_bus, bus, deadline)
     stopped: set[int] = set()
     while True:
         left = session_pids(uid, mark, spare)

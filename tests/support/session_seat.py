@@ -1,4 +1,4 @@
-"""A real daemon with one seat that has a session: openbox on Xvfb, a session bus of the seat's user, a home.
+"""A real daemon with one seat that has a session: openbox on Xvfb, a session bus, a home.
 
 Laid out in a directory every seat user can reach::
 
@@ -6,8 +6,13 @@ Laid out in a directory every seat user can reach::
                      change it, and no FIFO or device: docs/sessions.md)
     base/home/       the seat's home (its user's)
     base/sentinel/   beside the home: a reset must never touch it (its tree hash is checked)
-    base/bus/        the seat's session bus (run as the seat's user, like the sandbox's), which
-                     may activate one service: org.cud.SessionTest, a GTK Python program
+    base/bus/        the seat's session bus, run by root (the tests' user) as cud-bus@ runs it as cud-display,
+                     admitting the seat's user, its socket in this directory of root's (0755) that the
+                     seat's user cannot write: a reset ends every process of the seat's user, and the user
+                     can neither end the bus nor listen at its address. It may activate one service
+                     (org.cud.SessionTest, a GTK Python program), which then runs as root: a bus daemon's
+                     child the reset ends. ``bus_as_seat_user``: run by the seat's user instead, in a
+                     directory of theirs (the setup the daemon refuses: docs/sessions.md)
     base/daemon/     the daemon's socket and state
 
 Everything is stopped by pid at the end.
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import struct
 import subprocess
 import textwrap
 from collections.abc import Iterator
@@ -33,7 +40,7 @@ from .recorder import wait_until
 from .seat_users import make_home
 from .xserver import stop_process
 
-__all__ = ("SEAT", "SessionSeat", "bus_call", "session_seat")
+__all__ = ("SEAT", "TAKEOVER", "SessionSeat", "alive", "as_seat_user", "bus_call", "listening", "session_seat")
 
 SEAT = "s1"
 #: Debian's Python, with python3-gi: what the activatable service runs on.
@@ -44,8 +51,8 @@ Gio.bus_own_name(Gio.BusType.SESSION, "org.cud.SessionTest", Gio.BusNameOwnerFla
 GLib.MainLoop().run()
 """
 #: The seat's session bus. It looks like the sandbox's (sandbox/buses.py) and differs on purpose:
-#: it names a service directory (these tests activate org.cud.SessionTest as the seat's user; the
-#: sandbox's bus must activate nothing) and lets root in (the tests' daemon). The sandbox's scripts
+#: it names a service directory (these tests activate org.cud.SessionTest; the sandbox's bus must
+#: activate nothing). Root (the tests' daemon) and the seat's user are let in. The sandbox's scripts
 #: are standard-library programs that import their neighbours as top-level modules, so sharing the
 #: text would tie the test support to their import path for a dozen lines of XML.
 _BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
@@ -57,6 +64,7 @@ _BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configu
   <servicedir>{services}</servicedir>
   <policy context="default">
     <allow user="root"/>
+    <allow user="{user}"/>
     <allow send_destination="*" eavesdrop="true"/>
     <allow eavesdrop="true"/>
     <allow own="*"/>
@@ -93,6 +101,53 @@ def bus_call(address: str, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=15)
 
 
+#: What the seat's user tries against the seat's session bus: end its daemon, move its socket away, listen at its
+#: address. Prints what each attempt gave; a listener it got stays (the "bus" a sweep sparing it would keep), unless
+#: given ``--exit``.
+TAKEOVER = textwrap.dedent("""\
+    import json, os, signal, socket, sys
+    bus, path = int(sys.argv[1]), sys.argv[2]
+    tried = {}
+    def attempt(what, act):
+        try:
+            act()
+            tried[what] = "done"
+        except OSError as exc:
+            tried[what] = exc.strerror
+    attempt("kill", lambda: os.kill(bus, signal.SIGKILL))
+    attempt("rename", lambda: os.rename(path, path + ".old"))
+    attempt("unlink", lambda: os.unlink(path))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    attempt("listen", lambda: (listener.bind(path), listener.listen()))
+    print(json.dumps(tried), flush=True)
+    if tried["listen"] == "done" and "--exit" not in sys.argv:
+        signal.pause()
+    """)
+
+
+def as_seat_user(seat: SessionSeat) -> list[str]:
+    """The prefix that runs a command as the seat's user (nothing when that is us)."""
+    user = seat.user
+    return [] if user.is_self else ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups"]
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except FileNotFoundError:
+        return False
+
+
+def listening(address: str) -> tuple[int, int]:
+    """(pid, uid) of the process the kernel names as listening at the bus ``address`` (SO_PEERCRED)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(address.removeprefix("unix:path="))
+        pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    return pid, uid
+
+
 def _template(path: Path) -> None:
     (path / "Desktop").mkdir(parents=True)
     (path / "Desktop" / "notes.txt").write_text("first line\n")
@@ -114,24 +169,27 @@ def _sentinel(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def session_seat(user: SeatUser, base: Path, config: str = "",
-                 env: dict[str, str] | None = None) -> Iterator[SessionSeat]:
+def session_seat(user: SeatUser, base: Path, config: str = "", env: dict[str, str] | None = None,
+                 bus_as_seat_user: bool = False) -> Iterator[SessionSeat]:
     """The seat ``s1`` with ``user``'s session under ``base`` (0755), its daemon, bus and desktop; ``config``
     is added to the daemon's config file (right after the seat's table: bare keys are the seat's), ``env`` to
-    the daemon's environment."""
+    the daemon's environment; ``bus_as_seat_user``: the bus is run by the seat's user (see the module's text)."""
     _template(base / "template")
     make_home(base, user)
     _sentinel(base / "sentinel")
     bus_dir = base / "bus"
     (bus_dir / "services").mkdir(parents=True)
+    bus_dir.chmod(0o755)
     (bus_dir / "own_name.py").write_text(_OWN_NAME)
     (bus_dir / "services" / "org.cud.SessionTest.service").write_text(textwrap.dedent(f"""\
         [D-BUS Service]
         Name=org.cud.SessionTest
         Exec={SYSTEM_PYTHON} {bus_dir / 'own_name.py'}
         """))
-    (bus_dir / "bus.conf").write_text(_BUS_CONF.format(socket=bus_dir / "socket", services=bus_dir / "services"))
-    if os.geteuid() == 0:
+    (bus_dir / "bus.conf").write_text(_BUS_CONF.format(socket=bus_dir / "socket", services=bus_dir / "services",
+                                                       user=user.name))
+    as_user = bus_as_seat_user and not user.is_self
+    if as_user:
         os.chown(bus_dir, user.uid, user.gid)
     address = f"unix:path={bus_dir / 'socket'}"
     daemon_dir = base / "daemon"
@@ -141,7 +199,7 @@ def session_seat(user: SeatUser, base: Path, config: str = "",
     procs: list[subprocess.Popen[bytes]] = []
     try:
         with start_desktop("x11", base) as desktop:
-            become = [] if user.is_self else ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}",
+            become = [] if not as_user else ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}",
                                               "--clear-groups"]
             bus = subprocess.Popen([*become, "dbus-daemon", f"--config-file={bus_dir / 'bus.conf'}", "--nofork",
                                     "--nopidfile"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
