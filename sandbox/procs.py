@@ -69,10 +69,9 @@ def state_of(record: Record) -> str:
 
 def spawn(
     name: str, argv: Sequence[str], log: Path, env: Mapping[str, str], pass_fds: Sequence[int] = (),
-    become: Mapping[str, Any] | None = None, program: str | None = None,
+    program: str | None = None,
 ) -> tuple[subprocess.Popen[bytes], Record]:
     """Start ``argv`` in its own session (a Ctrl-C in the terminal must not reach it), output to ``log``;
-    ``become``: Popen's user/group/extra_groups, for a part of a seat's session run as the seat's user;
     ``program``: what ``argv`` (a wrapper: unshare, sh) execs in the end, whose command line is recorded."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
@@ -81,7 +80,7 @@ def spawn(
         try:
             proc = subprocess.Popen(
                 list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                env=dict(env), pass_fds=tuple(pass_fds), start_new_session=True, **(become or {}),
+                env=dict(env), pass_fds=tuple(pass_fds), start_new_session=True,
             )
         except FileNotFoundError:
             raise SandboxError(f"{name}: program {argv[0]!r} not found (run sandbox/deps.sh)") from None

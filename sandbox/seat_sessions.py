@@ -48,12 +48,6 @@ class SeatSession:
     home: Path
     template: Path
 
-    def become(self) -> dict[str, object]:
-        """Popen's keywords that run a part as the seat's user (nothing when that is us)."""
-        if self.uid == os.geteuid():
-            return {}
-        return {"user": self.uid, "group": self.gid, "extra_groups": []}
-
 
 def _made(settings: Settings) -> dict[str, str]:
     """The users the sandbox made, each with the home it made for it."""
