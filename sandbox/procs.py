@@ -16,7 +16,6 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 __all__ = ("Record", "SandboxError", "spawn", "load", "save", "forget", "state_of", "stop", "wait_for", "tail")
 
