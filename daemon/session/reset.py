@@ -16,8 +16,12 @@ In order, each step with a deadline; a step that cannot finish fails the reset w
    window on screen, the window manager excepted, is disconnected (``XKillClient``)
    until none is left: an application started by someone else (the sandbox's demo
    app, a root shell) goes too.
-3. **The clipboard.** CLIPBOARD and PRIMARY end without an owner.
-4. **The home.** Emptied through a descriptor of it, at any depth, never following
+3. **The display's door.** Access control is on again and the host access list (``xhost``) is
+   empty: an ``xhost +`` or ``xhost +si:localuser:NAME`` of the session would otherwise let
+   every local user in without the cookie, for every later task (the server keeps the list
+   while anything stays connected). Read back; anything left fails the reset.
+4. **The clipboard.** CLIPBOARD and PRIMARY end without an owner.
+5. **The home.** Emptied through a descriptor of it, at any depth, never following
    a link (:mod:`cud.daemon.session.remove`), then the template is copied by ``cp -a
    --reflink=auto`` (types, modes, symlinks, times; a reflink where the file system
    has them) into a staging directory of the daemon's (0700) in the home, reached
@@ -26,9 +30,9 @@ In order, each step with a deadline; a step that cannot finish fails the reset w
    link the user could have planted, even if something of the user's still ran.
    Measured in docs/sessions.md: the copy is well under the budget for 100 MB, so
    nothing more complicated (an overlay mount) is needed.
-5. **The runtime directory** (XDG_RUNTIME_DIR) is emptied: the session's sockets and
+6. **The runtime directory** (XDG_RUNTIME_DIR) is emptied: the session's sockets and
    caches go, its X cookie copy is written again.
-6. **The accessibility launcher**, if the seat had one of its user's, is started again.
+7. **The accessibility launcher**, if the seat had one of its user's, is started again.
 """
 
 from __future__ import annotations
@@ -132,6 +136,16 @@ async def _end_x_clients(session: SeatSession, spared: frozenset[int]) -> int:
         await asyncio.to_thread(xclients.kill_clients, name, left)
         ended += len(left)
         await asyncio.sleep(_POLL)
+
+
+async def _close_access(session: SeatSession) -> None:
+    name = session.places.display
+    if name is None:
+        return
+    left = await asyncio.to_thread(xclients.close_access, name)
+    if left:
+        raise SessionError(f"seat {session.seat!r}: the display {name} still lets clients in without its cookie "
+                           f"after the reset: {', '.join(left)}", seat=session.seat, display=name, entries=left)
 
 
 async def _clear_clipboard(session: SeatSession) -> None:
@@ -276,11 +290,12 @@ async def _tool(session: SeatSession, argv: list[str], what: str, *, keep: int) 
 
 
 async def reset_session(session: SeatSession) -> ResetReport:
-    """Steps 1 to 5 of the module's text, in order; SessionError naming what is left if one fails."""
+    """Steps 1 to 7 of the module's text, in order; SessionError naming what is left if one fails."""
     started = time.monotonic()
     try:
         processes, spared = await _end_session(session)
         x_clients = await _end_x_clients(session, spared)
+        await _close_access(session)
         await _clear_clipboard(session)
         await asyncio.to_thread(_empty_home, session)
         entries = await _fill_home(session)

@@ -6,6 +6,12 @@ each client's process (``LocalClientPIDMask``) and the range of resource ids it 
 a window belongs to the client whose range holds its id. The window manager is the
 client that owns the ``WM_S<screen>`` selection (ICCCM 2.8): every WM that manages
 a screen holds it.
+
+The display's host access list (``xhost``) is the server's, not a client's: it outlives
+every client that changed it for as long as the server does not reset, and the server
+does not while the window manager or the daemon stay connected. So a seat's user who ran
+``xhost +`` or ``xhost +si:localuser:NAME`` would leave the display open, without its
+cookie, to every local user for every later task; :func:`close_access` shuts it again.
 """
 
 from __future__ import annotations
@@ -18,11 +24,11 @@ from collections.abc import Iterator
 
 from Xlib import X, display as xdisplay, error as xerror
 from Xlib.ext import res
-from Xlib.protocol import request as xrequest
+from Xlib.protocol import request as xrequest, rq
 
 from cud.drivers.xlib_display import open_display
 
-__all__ = ("XClient", "clear_selections", "kill_clients", "selection_owners", "session_clients")
+__all__ = ("XClient", "clear_selections", "close_access", "kill_clients", "selection_owners", "session_clients")
 
 #: The selections a session's clipboard is: Ctrl+C/Ctrl+V's, and select/middle-click's.
 SELECTIONS = ("CLIPBOARD", "PRIMARY")
@@ -136,6 +142,44 @@ def clear_selections(name: str) -> None:
             xrequest.SetSelectionOwner(display=conn.display, window=X.NONE, selection=conn.intern_atom(selection),
                                        time=X.CurrentTime)
         conn.sync()
+
+
+class _ChangeHosts(rq.Request):
+    """ChangeHosts (opcode 109) with any family: python-xlib's own admits five families and refuses
+    FamilyLocalHost (252, ``xhost +local:``, every local connection let in), which ListHosts does report."""
+
+    _request = rq.Struct(
+        rq.Opcode(109),
+        rq.Set("mode", 1, (X.HostInsert, X.HostDelete)),
+        rq.RequestLength(),
+        rq.Card8("host_family"),
+        rq.Pad(1),
+        rq.LengthOf("host", 2),
+        rq.List("host", rq.Card8Obj),
+    )
+
+
+def close_access(name: str) -> list[str]:
+    """Turn access control on and delete every entry of the host access list, server-interpreted ones
+    (``si:localuser:NAME``, family 5, ``b"localuser\\0NAME"``) and ``local:`` included; then read it back.
+    Returns what still lets a client in without its cookie (access control off, each entry left: its family
+    and address); empty when the display takes its cookie alone."""
+    with _connect(name) as conn:
+        conn.set_access_control(X.EnableAccess)
+        for host in conn.list_hosts().hosts:
+            _ChangeHosts(display=conn.display, mode=X.HostDelete, host_family=host.family, host=list(host.name))
+        conn.sync()
+        return _describe(conn.list_hosts())
+
+
+def _describe(hosts: object) -> list[str]:
+    left = [] if hosts.mode == X.EnableAccess else ["access control disabled"]  # type: ignore[attr-defined]
+    for host in hosts.hosts:  # type: ignore[attr-defined]
+        address = bytes(host.name)
+        shown = (address.replace(b"\0", b":").decode(errors="replace") if host.family == X.FamilyServerInterpreted
+                 else address.hex())
+        left.append(f"family {host.family} {shown!r}")
+    return left
 
 
 def _uid_of(pid: int) -> int | None:
