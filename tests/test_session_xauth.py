@@ -9,18 +9,21 @@ opened its display's door (``xhost``) finds it shut again after the reset.
 from __future__ import annotations
 
 import base64
+import pwd
 import secrets
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from cud.daemon.session.xclients import session_clients
 from cud.daemon.session.xauth import XauthEntry, display_number, encode, entries_for, parse
 from cud.errors import SessionError
 from cud.scripted import ScriptedModel
@@ -187,13 +190,18 @@ def opens_without_cookie(seats: Seats, seat: str, display: str) -> bool:
     return code == 0
 
 
-def test_a_door_the_seats_user_opened_with_xhost_is_shut_by_the_reset(seats: Seats) -> None:
+def test_a_door_the_seats_user_opened_with_xhost_is_shut_by_the_reset(seats: Seats,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """``xhost +``, ``+si:localuser:OTHER`` and ``+local:`` outlive their client while anything stays connected
-    (a window manager, here a stand-in holding a connection): the reset must restore access control."""
+    (a window manager, here a stand-in holding a connection): the reset restores access control, and
+    disconnects another user who came in meanwhile, without a window, to watch the next task."""
     display = seats.displays["s1"]
+    monkeypatch.setenv("XAUTHORITY", str(seats.everyone))
     holder = subprocess.Popen(  # keeps the server from resetting, as a window manager does
         [sys.executable, "-c", "import sys; from Xlib import display; d = display.Display(); sys.stdin.read()"],
         stdin=subprocess.PIPE, env={"DISPLAY": display, "XAUTHORITY": str(seats.everyone)})
+    other = pwd.getpwnam(seats.users["s2"])
+    watcher = None
     try:
         assert run_as_seat(seats, "s1", "xdpyinfo", "-display", display)[0] == 0  # the holder is connected by now
         assert not opens_without_cookie(seats, "s2", display)  # the door is shut to start with
@@ -204,10 +212,25 @@ def test_a_door_the_seats_user_opened_with_xhost_is_shut_by_the_reset(seats: Sea
             code, out = run_as_seat(seats, "s1", "xhost", door)
             assert code == 0, out
         assert opens_without_cookie(seats, "s2", display)
+        # s2's user stays connected through the door, without a window (xev -root watches the root window).
+        watcher = subprocess.Popen(["xev", "-root", "-display", display], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, user=other.pw_uid, group=other.pw_gid,
+                                   extra_groups=[], env={"XAUTHORITY": str(seats.empty), "PATH": "/usr/bin:/bin"})
+        for _ in range(600):  # a bound, not a measure: the loop ends as soon as xev is connected
+            if any(c.pid == watcher.pid for c in session_clients(display, other.pw_uid)):
+                break
+            assert watcher.poll() is None, "xev could not connect through the open door"
+            time.sleep(0.05)
+        else:
+            pytest.fail("xev never showed up among the display's clients")
         seats.daemon.call("reset", seat="s1")
         assert not opens_without_cookie(seats, "s2", display)
         code, out = run_as_seat(seats, "s1", "xhost")
         assert code == 0 and out.splitlines() == ["access control enabled, only authorized clients can connect"], out
+        assert watcher.wait(timeout=30) != 0  # its connection was closed: X's I/O error ends it
     finally:
+        if watcher is not None and watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
         holder.stdin.close()  # type: ignore[union-attr]
         holder.wait(timeout=30)

@@ -105,15 +105,36 @@ def _mapped(window: object, depth: int) -> Iterator[int]:
             continue
 
 
-def session_clients(name: str, uid: int, keep: frozenset[int] = frozenset()) -> list[XClient]:
+def session_clients(name: str, uid: int, keep: frozenset[int] = frozenset(), *,
+                    strangers: bool = False) -> list[XClient]:
     """The clients of ``name`` that are the session's: a process of ``uid``, or anything on screen but the WM.
 
-    ``keep``: pids never counted (the daemon itself, which reads the screen).
+    ``keep``: pids never counted (the daemon itself, which reads the screen). ``strangers``: also every
+    client that is not a process of root, of the daemon's user or of the X server's (or whose process the
+    server cannot name): what may have come in while the session had the display's door open
+    (:func:`close_access`), without a window, to watch and type into later tasks.
     """
     with _connect(name) as conn:
         own = {os.getpid(), *keep}
-        return [c for c in _clients(conn)
-                if not c.wm and c.pid not in own and (c.visible or (c.pid is not None and _uid_of(c.pid) == uid))]
+        trusted = _trusted_uids(name) if strangers else None
+        return [c for c in _clients(conn) if not c.wm and c.pid not in own and _goes(c, uid, trusted)]
+
+
+def _goes(client: XClient, uid: int, trusted: set[int] | None) -> bool:
+    if client.visible:
+        return True
+    owner = None if client.pid is None else _uid_of(client.pid)
+    return owner == uid or (trusted is not None and owner not in trusted)
+
+
+def _trusted_uids(name: str) -> set[int]:
+    """Root, the daemon's user and the X server's (the owner of its socket): who may hold the cookie."""
+    trusted = {0, os.geteuid()}
+    host, _colon, number = name.rpartition(":")
+    if not host:
+        with contextlib.suppress(OSError):
+            trusted.add(os.stat(f"/tmp/.X11-unix/X{number.split('.')[0]}").st_uid)
+    return trusted
 
 
 def kill_clients(name: str, clients: list[XClient]) -> None:
@@ -159,17 +180,20 @@ class _ChangeHosts(rq.Request):
     )
 
 
-def close_access(name: str) -> list[str]:
+def close_access(name: str) -> tuple[bool, list[str]]:
     """Turn access control on and delete every entry of the host access list, server-interpreted ones
     (``si:localuser:NAME``, family 5, ``b"localuser\\0NAME"``) and ``local:`` included; then read it back.
-    Returns what still lets a client in without its cookie (access control off, each entry left: its family
-    and address); empty when the display takes its cookie alone."""
+
+    Returns whether the door was open (access control off, or any entry), and what still lets a client in
+    without its cookie (each as its family and address); that is empty when the display takes its cookie alone.
+    """
     with _connect(name) as conn:
+        before = conn.list_hosts()
         conn.set_access_control(X.EnableAccess)
-        for host in conn.list_hosts().hosts:
+        for host in before.hosts:
             _ChangeHosts(display=conn.display, mode=X.HostDelete, host_family=host.family, host=list(host.name))
         conn.sync()
-        return _describe(conn.list_hosts())
+        return bool(_describe(before)), _describe(conn.list_hosts())
 
 
 def _describe(hosts: object) -> list[str]:
