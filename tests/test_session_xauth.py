@@ -2,23 +2,28 @@
 
 One daemon with three seats, each with its own user: two on Xvfb servers and one VNC seat on an
 Xvnc (its ``x_display`` the Xvnc's), each server taking only its own cookie; the daemon's
-XAUTHORITY holds all three (as /run/cud-display/Xauthority does under systemd).
+XAUTHORITY holds all three (as /run/cud-display/Xauthority does under systemd). A seat's user who
+opened its display's door (``xhost``) finds it shut again after the reset.
 """
 
 from __future__ import annotations
 
 import base64
+import pwd
 import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from cud.daemon.session.xclients import session_clients
 from cud.daemon.session.xauth import XauthEntry, display_number, encode, entries_for, parse
 from cud.errors import SessionError
 from cud.scripted import ScriptedModel
@@ -84,6 +89,11 @@ class Seats:
     daemon: Daemon
     #: Each seat's X display (the VNC seat's: its x_display).
     displays: dict[str, str]
+    #: Each seat's user's name.
+    users: dict[str, str]
+    #: The daemon's XAUTHORITY (every display's cookie) and an empty cookie file anyone may read.
+    everyone: Path
+    empty: Path
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +104,7 @@ def seats(seat_users: SeatUsers) -> Iterator[Seats]:
     url = model.start()
     procs: list[subprocess.Popen[bytes]] = []
     displays: dict[str, str] = {}
+    users: dict[str, str] = {}
     daemon = None
     try:
         shared: list[XauthEntry] = []
@@ -120,6 +131,7 @@ def seats(seat_users: SeatUsers) -> Iterator[Seats]:
             displays[seat] = display
             shared += cookie_entries(display_number(display), cookie)
             user = seat_users.make()
+            users[seat] = user.name
             tables.append(f'[[seats]]\nname = "{seat}"\n{where}\nuser = "{user.name}"\n'
                           f'home = "{make_home(base / seat, user)}"\n')
         everyone = base / "Xauthority"  # the daemon's: every display's cookie
@@ -129,7 +141,9 @@ def seats(seat_users: SeatUsers) -> Iterator[Seats]:
         daemon = Daemon(":0", url, workdir=base / "daemon", seats={}, config="".join(tables),
                         extra_env={"XAUTHORITY": str(everyone)})
         daemon.start()
-        yield Seats(daemon, displays)
+        empty = base / "empty.auth"
+        empty.touch(mode=0o644)
+        yield Seats(daemon, displays, users, everyone, empty)
     finally:
         if daemon is not None:
             daemon.cleanup()
@@ -167,3 +181,56 @@ def test_the_sessions_cookie_file_holds_its_displays_entries_only(seats: Seats) 
 def test_the_daemon_itself_still_reaches_every_display(seats: Seats) -> None:
     states = {seat["name"]: seat["state"] for seat in seats.daemon.call("seats")}
     assert states == {"s1": "idle", "s2": "idle", "v3": "idle"}, states
+
+
+def opens_without_cookie(seats: Seats, seat: str, display: str) -> bool:
+    """Whether the seat's user opens ``display`` with no cookie at all (XAUTHORITY an empty file)."""
+    code, out = run_as_seat(seats, seat, "env", f"XAUTHORITY={seats.empty}", "xdpyinfo", "-display", display)
+    assert code == 0 or "unable to open display" in out, out
+    return code == 0
+
+
+def test_a_door_the_seats_user_opened_with_xhost_is_shut_by_the_reset(seats: Seats,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``xhost +``, ``+si:localuser:OTHER`` and ``+local:`` outlive their client while anything stays connected
+    (a window manager, here a stand-in holding a connection): the reset restores access control, and
+    disconnects another user who came in meanwhile, without a window, to watch the next task."""
+    display = seats.displays["s1"]
+    monkeypatch.setenv("XAUTHORITY", str(seats.everyone))
+    holder = subprocess.Popen(  # keeps the server from resetting, as a window manager does
+        [sys.executable, "-c", "import sys; from Xlib import display; d = display.Display(); sys.stdin.read()"],
+        stdin=subprocess.PIPE, env={"DISPLAY": display, "XAUTHORITY": str(seats.everyone)})
+    other = pwd.getpwnam(seats.users["s2"])
+    watcher = None
+    try:
+        assert run_as_seat(seats, "s1", "xdpyinfo", "-display", display)[0] == 0  # the holder is connected by now
+        assert not opens_without_cookie(seats, "s2", display)  # the door is shut to start with
+        code, out = run_as_seat(seats, "s1", "xhost", f"+si:localuser:{seats.users['s2']}")
+        assert code == 0, out
+        assert opens_without_cookie(seats, "s2", display)  # the attack works: s2's user is in without a cookie
+        for door in ("+local:", "+"):
+            code, out = run_as_seat(seats, "s1", "xhost", door)
+            assert code == 0, out
+        assert opens_without_cookie(seats, "s2", display)
+        # s2's user stays connected through the door, without a window (xev -root watches the root window).
+        watcher = subprocess.Popen(["xev", "-root", "-display", display], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, user=other.pw_uid, group=other.pw_gid,
+                                   extra_groups=[], env={"XAUTHORITY": str(seats.empty), "PATH": "/usr/bin:/bin"})
+        for _ in range(600):  # a bound, not a measure: the loop ends as soon as xev is connected
+            if any(c.pid == watcher.pid for c in session_clients(display, other.pw_uid)):
+                break
+            assert watcher.poll() is None, "xev could not connect through the open door"
+            time.sleep(0.05)
+        else:
+            pytest.fail("xev never showed up among the display's clients")
+        seats.daemon.call("reset", seat="s1")
+        assert not opens_without_cookie(seats, "s2", display)
+        code, out = run_as_seat(seats, "s1", "xhost")
+        assert code == 0 and out.splitlines() == ["access control enabled, only authorized clients can connect"], out
+        assert watcher.wait(timeout=30) != 0  # its connection was closed: X's I/O error ends it
+    finally:
+        if watcher is not None and watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+        holder.stdin.close()  # type: ignore[union-attr]
+        holder.wait(timeout=30)

@@ -12,12 +12,18 @@ In order, each step with a deadline; a step that cannot finish fails the reset w
    user's is started again at the end: :mod:`cud.daemon.session.a11y`). The seat's session
    bus daemon is spared only when it is another user's; one of the seat's user's ends too,
    and the reset fails naming it, at every reset until another user's bus listens there.
-2. **X clients.** Every client on the seat's display that is the user's or has a
+2. **The display's door.** Access control is on again and the host access list (``xhost``) is
+   empty: an ``xhost +`` or ``xhost +si:localuser:NAME`` of the session would otherwise let
+   every local user in without the cookie, for every later task (the server keeps the list
+   while anything stays connected). Read back; anything left fails the reset.
+3. **X clients.** Every client on the seat's display that is the user's or has a
    window on screen, the window manager excepted, is disconnected (``XKillClient``)
    until none is left: an application started by someone else (the sandbox's demo
-   app, a root shell) goes too.
-3. **The clipboard.** CLIPBOARD and PRIMARY end without an owner.
-4. **The home.** Emptied through a descriptor of it, at any depth, never following
+   app, a root shell) goes too. If step 2 found the door open, so does every client
+   that is not root's, the daemon's user's or the X server's user's: it may have come in
+   through the door, without a window, to watch and type into later tasks.
+4. **The clipboard.** CLIPBOARD and PRIMARY end without an owner.
+5. **The home.** Emptied through a descriptor of it, at any depth, never following
    a link (:mod:`cud.daemon.session.remove`), then the template is copied by ``cp -a
    --reflink=auto`` (types, modes, symlinks, times; a reflink where the file system
    has them) into a staging directory of the daemon's (0700) in the home, reached
@@ -26,9 +32,9 @@ In order, each step with a deadline; a step that cannot finish fails the reset w
    link the user could have planted, even if something of the user's still ran.
    Measured in docs/sessions.md: the copy is well under the budget for 100 MB, so
    nothing more complicated (an overlay mount) is needed.
-5. **The runtime directory** (XDG_RUNTIME_DIR) is emptied: the session's sockets and
+6. **The runtime directory** (XDG_RUNTIME_DIR) is emptied: the session's sockets and
    caches go, its X cookie copy is written again.
-6. **The accessibility launcher**, if the seat had one of its user's, is started again.
+7. **The accessibility launcher**, if the seat had one of its user's, is started again.
 """
 
 from __future__ import annotations
@@ -111,7 +117,7 @@ def _refuse_a_bus_of_the_session(session: SeatSession, bus: tuple[int, int] | No
         raise SessionError(session.bus_refused, seat=session.seat, bus=session.places.session_bus)
 
 
-async def _end_x_clients(session: SeatSession, spared: frozenset[int]) -> int:
+async def _end_x_clients(session: SeatSession, spared: frozenset[int], *, strangers: bool) -> int:
     name = session.places.display
     if name is None:
         return 0
@@ -119,7 +125,7 @@ async def _end_x_clients(session: SeatSession, spared: frozenset[int]) -> int:
     deadline = time.monotonic() + RESET_TIMEOUT
     while True:
         try:
-            left = await asyncio.to_thread(xclients.session_clients, name, uid, spared)
+            left = await asyncio.to_thread(xclients.session_clients, name, uid, spared, strangers=strangers)
         except Exception as exc:  # python-xlib raises its own, unrelated, error classes
             raise SessionError(f"seat {session.seat!r}: the display {name} did not answer the reset: {exc}",
                                seat=session.seat) from None
@@ -132,6 +138,18 @@ async def _end_x_clients(session: SeatSession, spared: frozenset[int]) -> int:
         await asyncio.to_thread(xclients.kill_clients, name, left)
         ended += len(left)
         await asyncio.sleep(_POLL)
+
+
+async def _close_access(session: SeatSession) -> bool:
+    """Step 2: whether the display's door was open (then step 3 also ends the strangers who may have come in)."""
+    name = session.places.display
+    if name is None:
+        return False
+    was_open, left = await asyncio.to_thread(xclients.close_access, name)
+    if left:
+        raise SessionError(f"seat {session.seat!r}: the display {name} still lets clients in without its cookie "
+                           f"after the reset: {', '.join(left)}", seat=session.seat, display=name, entries=left)
+    return was_open
 
 
 async def _clear_clipboard(session: SeatSession) -> None:
@@ -276,11 +294,12 @@ async def _tool(session: SeatSession, argv: list[str], what: str, *, keep: int) 
 
 
 async def reset_session(session: SeatSession) -> ResetReport:
-    """Steps 1 to 5 of the module's text, in order; SessionError naming what is left if one fails."""
+    """Steps 1 to 7 of the module's text, in order; SessionError naming what is left if one fails."""
     started = time.monotonic()
     try:
         processes, spared = await _end_session(session)
-        x_clients = await _end_x_clients(session, spared)
+        was_open = await _close_access(session)
+        x_clients = await _end_x_clients(session, spared, strangers=was_open)
         await _clear_clipboard(session)
         await asyncio.to_thread(_empty_home, session)
         entries = await _fill_home(session)

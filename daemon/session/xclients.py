@@ -6,6 +6,12 @@ each client's process (``LocalClientPIDMask``) and the range of resource ids it 
 a window belongs to the client whose range holds its id. The window manager is the
 client that owns the ``WM_S<screen>`` selection (ICCCM 2.8): every WM that manages
 a screen holds it.
+
+The display's host access list (``xhost``) is the server's, not a client's: it outlives
+every client that changed it for as long as the server does not reset, and the server
+does not while the window manager or the daemon stay connected. So a seat's user who ran
+``xhost +`` or ``xhost +si:localuser:NAME`` would leave the display open, without its
+cookie, to every local user for every later task; :func:`close_access` shuts it again.
 """
 
 from __future__ import annotations
@@ -18,11 +24,11 @@ from collections.abc import Iterator
 
 from Xlib import X, display as xdisplay, error as xerror
 from Xlib.ext import res
-from Xlib.protocol import request as xrequest
+from Xlib.protocol import request as xrequest, rq
 
 from cud.drivers.xlib_display import open_display
 
-__all__ = ("XClient", "clear_selections", "kill_clients", "selection_owners", "session_clients")
+__all__ = ("XClient", "clear_selections", "close_access", "kill_clients", "selection_owners", "session_clients")
 
 #: The selections a session's clipboard is: Ctrl+C/Ctrl+V's, and select/middle-click's.
 SELECTIONS = ("CLIPBOARD", "PRIMARY")
@@ -99,15 +105,36 @@ def _mapped(window: object, depth: int) -> Iterator[int]:
             continue
 
 
-def session_clients(name: str, uid: int, keep: frozenset[int] = frozenset()) -> list[XClient]:
+def session_clients(name: str, uid: int, keep: frozenset[int] = frozenset(), *,
+                    strangers: bool = False) -> list[XClient]:
     """The clients of ``name`` that are the session's: a process of ``uid``, or anything on screen but the WM.
 
-    ``keep``: pids never counted (the daemon itself, which reads the screen).
+    ``keep``: pids never counted (the daemon itself, which reads the screen). ``strangers``: also every
+    client that is not a process of root, of the daemon's user or of the X server's (or whose process the
+    server cannot name): what may have come in while the session had the display's door open
+    (:func:`close_access`), without a window, to watch and type into later tasks.
     """
     with _connect(name) as conn:
         own = {os.getpid(), *keep}
-        return [c for c in _clients(conn)
-                if not c.wm and c.pid not in own and (c.visible or (c.pid is not None and _uid_of(c.pid) == uid))]
+        trusted = _trusted_uids(name) if strangers else None
+        return [c for c in _clients(conn) if not c.wm and c.pid not in own and _goes(c, uid, trusted)]
+
+
+def _goes(client: XClient, uid: int, trusted: set[int] | None) -> bool:
+    if client.visible:
+        return True
+    owner = None if client.pid is None else _uid_of(client.pid)
+    return owner == uid or (trusted is not None and owner not in trusted)
+
+
+def _trusted_uids(name: str) -> set[int]:
+    """Root, the daemon's user and the X server's (the owner of its socket): who may hold the cookie."""
+    trusted = {0, os.geteuid()}
+    host, _colon, number = name.rpartition(":")
+    if not host:
+        with contextlib.suppress(OSError):
+            trusted.add(os.stat(f"/tmp/.X11-unix/X{number.split('.')[0]}").st_uid)
+    return trusted
 
 
 def kill_clients(name: str, clients: list[XClient]) -> None:
@@ -136,6 +163,47 @@ def clear_selections(name: str) -> None:
             xrequest.SetSelectionOwner(display=conn.display, window=X.NONE, selection=conn.intern_atom(selection),
                                        time=X.CurrentTime)
         conn.sync()
+
+
+class _ChangeHosts(rq.Request):
+    """ChangeHosts (opcode 109) with any family: python-xlib's own admits five families and refuses
+    FamilyLocalHost (252, ``xhost +local:``, every local connection let in), which ListHosts does report."""
+
+    _request = rq.Struct(
+        rq.Opcode(109),
+        rq.Set("mode", 1, (X.HostInsert, X.HostDelete)),
+        rq.RequestLength(),
+        rq.Card8("host_family"),
+        rq.Pad(1),
+        rq.LengthOf("host", 2),
+        rq.List("host", rq.Card8Obj),
+    )
+
+
+def close_access(name: str) -> tuple[bool, list[str]]:
+    """Turn access control on and delete every entry of the host access list, server-interpreted ones
+    (``si:localuser:NAME``, family 5, ``b"localuser\\0NAME"``) and ``local:`` included; then read it back.
+
+    Returns whether the door was open (access control off, or any entry), and what still lets a client in
+    without its cookie (each as its family and address); that is empty when the display takes its cookie alone.
+    """
+    with _connect(name) as conn:
+        before = conn.list_hosts()
+        conn.set_access_control(X.EnableAccess)
+        for host in before.hosts:
+            _ChangeHosts(display=conn.display, mode=X.HostDelete, host_family=host.family, host=list(host.name))
+        conn.sync()
+        return bool(_describe(before)), _describe(conn.list_hosts())
+
+
+def _describe(hosts: object) -> list[str]:
+    left = [] if hosts.mode == X.EnableAccess else ["access control disabled"]  # type: ignore[attr-defined]
+    for host in hosts.hosts:  # type: ignore[attr-defined]
+        address = bytes(host.name)
+        shown = (address.replace(b"\0", b":").decode(errors="replace") if host.family == X.FamilyServerInterpreted
+                 else address.hex())
+        left.append(f"family {host.family} {shown!r}")
+    return left
 
 
 def _uid_of(pid: int) -> int | None:
