@@ -103,6 +103,27 @@ class SeatHome:
         finally:
             os.close(fd)
 
+    def open_directory(self, path: str | None) -> tuple[int, Path]:
+        """A descriptor of the directory ``path`` names (None: the home itself), and its real path.
+
+        The caller closes the descriptor. A command's working directory is entered through it
+        (cud.daemon.session.processes), never by a name the user could swap for a link meanwhile.
+        """
+        if path is None:
+            try:
+                return os.open(self.root, _DIR_FLAGS), self.root
+            except OSError as exc:
+                raise CudError(f"the seat's home {str(self.root)!r} cannot be opened: {exc.strerror}",
+                               home=str(self.root)) from None
+        with self._walk(path, create_parents=False, missing_ok=False) as found:
+            if found.status is None or not stat.S_ISDIR(found.status.st_mode):
+                raise PathRefused(f"working directory {path!r} in the seat's home is not a directory", path=path)
+            try:
+                fd = os.open(found.name, _DIR_FLAGS, dir_fd=found.parent)
+            except OSError as exc:
+                raise self._os_error(path, exc, "open") from None
+            return fd, self.root.joinpath(*found.relative)
+
     def write_bytes(self, path: str, data: bytes, *, mode: int | None = None) -> None:
         """Replace (or create) the file ``path`` names with ``data``, at once: parents made, owned by the user."""
         with self.open_write(path, mode=mode) as fd:

@@ -15,10 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import os
-import shutil
 import signal
-import tempfile
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,14 +26,17 @@ from cud.daemon.session import clipboard
 from cud.daemon.session.a11y import A11yLauncher
 from cud.daemon.session.home import SeatHome
 from cud.daemon.session.reset import ResetReport, reset_session
+from cud.daemon.session.runtime import RuntimeDir
 from cud.daemon.session.sweep import SEAT_MARK
 from cud.daemon.session.template import SeatWriter, template_flaw
 from cud.daemon.session.unit import SessionUnit
 from cud.daemon.session.user import SeatUser
 from cud.daemon.session.xauth import encode, read_entries_for
-from cud.errors import PathRefused, SessionError
+from cud.errors import SessionError
 
 __all__ = ("Completed", "SeatSession", "session_for")
+
+log = logging.getLogger(__name__)
 
 #: What a session's commands find on PATH: the system's programs, never the daemon's venv.
 SESSION_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -80,9 +82,12 @@ class SeatSession:
         self.home = SeatHome(home, user.uid, user.gid)
         self.places = places
         self.template = places.template
-        #: The session's runtime directory (XDG_RUNTIME_DIR): the user's, made at the first use.
-        self._runtime: Path | None = None
+        #: The session's runtime directory (XDG_RUNTIME_DIR): the user's, made at the first use, in a directory
+        #: of root's (cud.daemon.session.runtime).
+        self._runtime = RuntimeDir(seat, user.uid, user.gid)
         self._cookie_copied: int | None = None
+        #: Whether the runtime directory holds the display's cookie (written by the daemon, so known here).
+        self._cookie_there = False
         self._launched: set[int] = set()
         #: The systemd unit that is the session (``session_unit``): commands run as its transient units.
         self.unit = unit
@@ -96,20 +101,17 @@ class SeatSession:
     @property
     def runtime_dir(self) -> Path:
         """The session's own runtime directory (0700, the user's): sockets and the X cookie copy live there."""
-        if self._runtime is None or not self._runtime.is_dir():
-            path = Path(tempfile.mkdtemp(prefix=f"cud-session-{self.seat}-"))
-            if os.geteuid() == 0:
-                os.chown(path, self.account.uid, self.account.gid)
-            self._runtime = path
-            self._cookie_copied = None
+        path, made = self._runtime.ensure()
+        if made:
+            self._cookie_copied, self._cookie_there = None, False
         self._copy_xauthority()
-        return self._runtime
+        return path
 
     def _copy_xauthority(self) -> None:
         """Give the user the cookie of the seat's display only, again whenever the daemon's file changed
         (a restarted X server's): the daemon's file may hold every seat's display's (cud.daemon.session.xauth)."""
         source, display = self.places.xauthority, self.places.display
-        if source is None or display is None or self._runtime is None:
+        if source is None or display is None or self._runtime.path is None:
             return
         try:
             stamp = os.stat(source).st_mtime_ns
@@ -119,17 +121,16 @@ class SeatSession:
         except OSError:
             return  # no cookie to share: the display takes clients without one (Xvfb in the tests)
         self._cookie_copied = stamp
-        target = self._runtime / "Xauthority"
         # The directory is the user's: whatever the user put at that name goes, and a new file is made.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(target)
+        self._runtime.unlink("Xauthority")
+        self._cookie_there = False
         if not entries:
             return  # the daemon holds no cookie for this display: the user gets none either
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            if os.geteuid() == 0:
-                os.fchown(out.fileno(), self.account.uid, self.account.gid)
-            out.write(encode(entries))
+        with self._runtime.open_file("Xauthority", os.O_WRONLY | os.O_CREAT | os.O_EXCL) as fd:
+            data = memoryview(encode(entries))
+            while data:
+                data = data[os.write(fd, data):]
+        self._cookie_there = True
 
     @property
     def env(self) -> Mapping[str, str]:
@@ -149,7 +150,7 @@ class SeatSession:
         }
         if self.places.display is not None:
             env["DISPLAY"] = self.places.display
-        if (runtime / "Xauthority").exists():
+        if self._cookie_there:
             env["XAUTHORITY"] = str(runtime / "Xauthority")
         if self.places.session_bus is not None:
             env["DBUS_SESSION_BUS_ADDRESS"] = self.places.session_bus
@@ -166,19 +167,23 @@ class SeatSession:
             raise SessionError(f"command {items[0][:80]!r} is over {MAX_ARGV_BYTES} bytes long", argv=items[:1])
         return items
 
-    def _cwd(self, cwd: str | None) -> str:
-        if cwd is None:
-            return str(self.home.root)
-        path = self.home.resolve(cwd)
-        if not path.is_dir():
-            raise PathRefused(f"working directory {cwd!r} in the seat's home is not a directory", path=cwd)
-        return str(path)
+    @contextlib.contextmanager
+    def _cwd(self, cwd: str | None) -> typing.Iterator[_Cwd]:
+        """The working directory ``cwd`` names in the home (None: the home), open for as long as the block runs."""
+        fd, path = self.home.open_directory(cwd)
+        try:
+            yield _Cwd(fd, str(path))
+        finally:
+            os.close(fd)
 
-    async def _spawn(self, argv: list[str], cwd: str, **streams: object) -> asyncio.subprocess.Process:
-        # No preexec_fn: it is unsafe with threads, and the daemon has a driver thread per seat.
+    async def _spawn(self, argv: list[str], cwd: _Cwd, **streams: object) -> asyncio.subprocess.Process:
+        # No preexec_fn: it is unsafe with threads, and the daemon has a driver thread per seat. The child
+        # changes directory before it becomes the user (subprocess's order): through the descriptor of the
+        # directory the home's walk opened (its own copy, /proc/self/fd), never by a name the user could
+        # have swapped for a link to a directory only root may enter.
         try:
             return await asyncio.create_subprocess_exec(
-                *argv, cwd=cwd, env=dict(self.env), start_new_session=True, close_fds=True,
+                *argv, cwd=f"/proc/self/fd/{cwd.fd}", env=dict(self.env), start_new_session=True, close_fds=True,
                 **self.account.become(), **streams)  # type: ignore[arg-type]
         except OSError as exc:
             raise SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: {exc.strerror}",
@@ -188,20 +193,20 @@ class SeatSession:
                   max_output: int = 1 << 20) -> Completed:
         """Run ``argv`` as the seat's user in its session, in ``cwd`` (default: the home), bounded by ``timeout``."""
         items = self._argv(argv)
-        where = self._cwd(cwd)
-        if self.unit is not None:
-            return await self._run_in_unit(self.unit, items, where, timeout=timeout, stdin=stdin,
-                                           max_output=max_output)
-        # Pipes of our own, not asyncio's: its wait() also waits for its pipes to close, which
-        # a child left running in the background (holding them) would put off for ever.
-        pipes = [os.pipe(), os.pipe()]
-        try:
-            proc = await self._spawn(items, where, stdin=asyncio.subprocess.PIPE if stdin is not None else
-                                     asyncio.subprocess.DEVNULL, stdout=pipes[0][1], stderr=pipes[1][1])
-        except BaseException:
-            for fd in (*pipes[0], *pipes[1]):
-                os.close(fd)
-            raise
+        with self._cwd(cwd) as where:
+            if self.unit is not None:
+                return await self._run_in_unit(self.unit, items, where.path, timeout=timeout, stdin=stdin,
+                                               max_output=max_output)
+            # Pipes of our own, not asyncio's: its wait() also waits for its pipes to close, which
+            # a child left running in the background (holding them) would put off for ever.
+            pipes = [os.pipe(), os.pipe()]
+            try:
+                proc = await self._spawn(items, where, stdin=asyncio.subprocess.PIPE if stdin is not None else
+                                         asyncio.subprocess.DEVNULL, stdout=pipes[0][1], stderr=pipes[1][1])
+            except BaseException:
+                for fd in (*pipes[0], *pipes[1]):
+                    os.close(fd)
+                raise
         for _read, write in pipes:
             os.close(write)
         return await _collect(items, _ProcessGroup(proc), (pipes[0][0], pipes[1][0]), _feed(proc, stdin),
@@ -209,7 +214,8 @@ class SeatSession:
 
     async def _run_in_unit(self, unit: SessionUnit, items: list[str], where: str, *, timeout: float,
                            stdin: bytes | None, max_output: int) -> Completed:
-        """:meth:`run` as a transient unit of the session's systemd unit (cud.daemon.session.unit)."""
+        """:meth:`run` as a transient unit of the session's systemd unit (cud.daemon.session.unit): systemd enters
+        ``where`` (WorkingDirectory=) once the command is the user's."""
         pipes = [os.pipe(), os.pipe(), os.pipe()]  # stdin, stdout, stderr
         try:
             command = await unit.start(items, env=self.env, cwd=where, stdin=pipes[0][0], stdout=pipes[1][1],
@@ -227,20 +233,16 @@ class SeatSession:
     async def launch(self, argv: Sequence[str], *, cwd: str | None = None) -> int:
         """Start ``argv`` detached in the session (its own session, output to the runtime dir's log); its pid."""
         items = self._argv(argv)
-        where = self._cwd(cwd)
-        log_path = self.runtime_dir / "launched.log"
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            if os.geteuid() == 0:
-                os.fchown(fd, self.account.uid, self.account.gid)
+        _ = self.runtime_dir  # made (and the cookie copied) before the log is opened in it
+        # Never through a link, never blocking on a FIFO, never a file that is not the user's (runtime.py).
+        with self._cwd(cwd) as where, \
+                self._runtime.open_file("launched.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND) as fd:
             if self.unit is not None:
                 with open(os.devnull, "rb") as nothing:
-                    command = await self.unit.start(items, env=self.env, cwd=where, stdin=nothing.fileno(),
+                    command = await self.unit.start(items, env=self.env, cwd=where.path, stdin=nothing.fileno(),
                                                     stdout=fd, stderr=fd)
                 return await command.main_pid()  # ended at the next reset, by systemd
             proc = await self._spawn(items, where, stdin=asyncio.subprocess.DEVNULL, stdout=fd, stderr=fd)
-        finally:
-            os.close(fd)
         self._launched.add(proc.pid)
         # Reaped in the background, so a launched program that exits leaves no zombie.
         asyncio.ensure_future(self._reap(proc))
@@ -295,16 +297,27 @@ class SeatSession:
                                "the reset did not touch the session", seat=self.seat, template=str(self.template))
 
     def clear_runtime(self) -> None:
-        """Remove the runtime directory and what the session left there; the next use makes a new one."""
-        if self._runtime is not None:
-            shutil.rmtree(self._runtime, ignore_errors=True)
-            self._runtime = None
+        """Remove the runtime directory and what the session left there, at any depth and never through a link
+        (SessionError naming what stays and why); the next use makes a new one."""
+        self._runtime.clear()
+        self._cookie_copied, self._cookie_there = None, False
 
     def close(self) -> None:
         """The daemon is stopping: nothing of the session's is kept in the runtime directory."""
-        self.clear_runtime()
+        try:
+            self._runtime.close()
+        except SessionError as exc:  # the daemon stops all the same; the next start makes a new directory
+            log.warning("%s", exc)
         if self.unit is not None:
             self.unit.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cwd:
+    """A command's working directory: a descriptor of it (what the child enters), and its path (for systemd)."""
+
+    fd: int
+    path: str
 
 
 class _Running(typing.Protocol):

@@ -303,7 +303,7 @@ async def reset_session(session: SeatSession) -> ResetReport:
         await _clear_clipboard(session)
         await asyncio.to_thread(_empty_home, session)
         entries = await _fill_home(session)
-        session.clear_runtime()
+        await asyncio.to_thread(session.clear_runtime)  # at any depth: not on the event loop
         await session.a11y.restore(session, RESET_TIMEOUT)
     except CudError:
         raise
