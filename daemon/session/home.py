@@ -64,15 +64,16 @@ class SeatHome:
         return f"SeatHome({str(self.root)!r})"
 
     # -- the API -------------------------------------------------------------------------
-    def pin(self) -> None:
+    def pin(self, *, mode: int | None = None) -> None:
         """Record the home as it is now (at session start, after each reset: it may have been made meanwhile) as
-        the one every later walk must find, and close it to everyone but its user (0700): the home's modes
-        inside stay as made, the home itself keeps other seats' users out. SessionError if it is not a directory
-        of the user's."""
+        the one every later walk must find; with ``mode``, give it that mode (0700 at session start: the home
+        keeps other seats' users out, the modes inside stay as made). SessionError if it is not a directory of
+        the user's."""
         self._identity = None
         fd = self._open_root()
         try:
-            os.fchmod(fd, 0o700)
+            if mode is not None:
+                os.fchmod(fd, mode)
         finally:
             os.close(fd)
 

@@ -78,9 +78,10 @@ class SeatSession:
         self.user = user.name
         self.account = user
         self.home = SeatHome(home, user.uid, user.gid)
-        # The home as the session starts, 0700 (a home not made yet is made and recorded by the first reset).
+        # The home as the session starts, closed to other users as the reset leaves it (0700: a home from before
+        # may have kept a template's 0755); a home not made yet is made and recorded by the first reset.
         with contextlib.suppress(SessionError):
-            self.home.pin()
+            self.home.pin(mode=0o700)
         self.places = places
         self.template = places.template
         #: The session's runtime directory (XDG_RUNTIME_DIR): the user's, made at the first use.
@@ -285,8 +286,8 @@ class SeatSession:
         """
         await self.check_template()
         report = await reset_session(self)
-        # The home is the one the reset checked (the user's, made if it was missing): walks from now on find it,
-        # closed to everyone but its user whatever mode the template had.
+        # The home is the one the reset checked (the user's, made if it was missing, 0700): walks from now on
+        # must find it.
         await asyncio.to_thread(self.home.pin)
         return report
 
