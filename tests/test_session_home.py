@@ -290,6 +290,10 @@ def test_a_home_swapped_under_the_session_is_refused_naming_it(user: SeatUser,
     swapped_to(made)
     with pytest.raises(SessionError, match="no longer the directory the session started"):
         asyncio.run(session.write_file("g", b"no"))
+    # A reset takes the home as it finds it (its user's, emptied): the session goes on with that one.
+    asyncio.run(session.reset())
+    asyncio.run(session.write_file("g", b"now"))
+    assert (made / "g").read_bytes() == b"now" and not (made / "f").exists()
     # A home of another owner is refused too, even with nothing recorded yet.
     os.chown(made, 0, 0)
     fresh = SeatHome(made, user.uid, user.gid)
