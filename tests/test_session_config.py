@@ -396,3 +396,63 @@ def test_session_unit_names_are_systemds_service_names(base: Path, user: SeatUse
             load_seats(table, {}, {})
         assert "'seats[0].session_unit' must be a systemd service unit's name" in refused.value.message \
             or "'seats[0].session_unit' must be a non-empty string" in refused.value.message
+
+
+def _home_under(base: Path, user: SeatUser, other: SeatUser, kind: str) -> str:
+    """A home (not made yet) below a directory under ``base`` with one flaw (``kind``); its path."""
+    if kind == "in-tmp":  # straight in /tmp: sticky, but the home is its user's to rename, links and all
+        return f"/tmp/cud-home-{os.getpid()}-{kind}"
+    parent = base / f"hp-{kind}"
+    parent.mkdir(mode=0o755)
+    parent.chmod({"open": 0o777, "sticky": 0o1777, "group": 0o775}.get(kind, 0o755))
+    if kind == "group":
+        os.chown(parent, 0, user.gid)
+    elif kind in ("users", "users-above", "link"):
+        os.chown(parent, user.uid, user.gid)
+    elif kind == "other-seats":
+        os.chown(parent, other.uid, other.gid)
+    if kind == "users-above":  # a directory of root's, in one of the user's: the user renames it and all below
+        (parent / "x").mkdir(mode=0o755)
+        return str(parent / "x" / "h")
+    if kind == "link":  # a symlink is what it points to
+        (base / "to-hp-link").symlink_to(parent)
+        return str(base / "to-hp-link" / "h")
+    return str(parent / "h")
+
+
+@pytest.mark.parametrize(("kind", "where", "words"), [
+    ("open", "{base}/hp-open", "everyone (mode 0777), seats' users too"),
+    ("sticky", "{base}/hp-sticky", "everyone (mode 1777), seats' users too"),
+    ("in-tmp", "/tmp", "everyone (mode 1777), seats' users too"),
+    ("group", "{base}/hp-group", "seat 'one''s user, through its group (gid {gid})"),
+    ("users", "{base}/hp-users", "seat 'one''s user, who owns it"),
+    ("users-above", "{base}/hp-users-above", "seat 'one''s user, who owns it"),
+    ("other-seats", "{base}/hp-other-seats", "seat 'two''s user, who owns it"),
+    ("link", "{base}/hp-link", "seat 'one''s user, who owns it"),
+])
+def test_a_home_below_a_directory_a_seats_user_can_write_is_refused_by_name(
+        base: Path, user: SeatUser, seat_users: SeatUsers, kind: str, where: str, words: str) -> None:
+    """Review of issue 41, (10): whoever can write a directory above the home can put a symlink or another
+    directory in the home's place, and move where root's reset and file access go. Any seat's user counts;
+    sticky is no help for the home's own directory (the home is its user's: it may rename it)."""
+    other = seat_users.make()
+    home = _home_under(base, user, other, kind)
+    fill = {"base": str(base), "gid": str(user.gid)}
+    with pytest.raises(ConfigError) as refused:
+        load_config(config(base, seat("one", ":1", user=user.name, home=home)
+                           + seat("two", ":2", user=other.name, home=f"{base}/two")), env={})
+    assert (f"seat 'one': config key 'seats[0].home' = {home!r} is refused: the directory "
+            f"{where.format(**fill)!r} above it can be written by {words.format(**fill)}, who could put a symlink "
+            "or another directory in the home's place") in refused.value.message, refused.value.message
+    assert refused.value.details["key"] == "seats[0].home"
+
+
+def test_a_home_below_root_directories_and_a_sticky_one_further_up_loads(base: Path, user: SeatUser) -> None:
+    """The parent rule's other side: root's 0755 directories (the tests' homes live so), and a sticky directory
+    above the home's own (as /tmp above them: nobody renames root's entry in it)."""
+    (base / "sticky").mkdir(mode=0o755)
+    (base / "sticky").chmod(0o1777)
+    (base / "sticky" / "x").mkdir(mode=0o755)
+    for home in (f"{base}/h", f"{base}/sticky/x/h"):
+        loaded = load_config(config(base, seat("one", ":1", user=user.name, home=home)), env={})
+        assert loaded.seats[0].home == Path(home)

@@ -18,7 +18,7 @@ from cud.daemon.session.user import SeatUser
 from cud.daemon.spec.checks import run_check
 from cud.daemon.spec.verdict import collect
 from cud.daemon.store.trajectory import Trajectories
-from cud.errors import CudError, NotFound, PathRefused
+from cud.errors import CudError, NotFound, PathRefused, SessionError
 from cud.spec.checks import parse_check
 from tests.support.seat_users import SeatUsers, make_home, tree_hash
 from tests.support.swapper import swapping
@@ -243,3 +243,59 @@ def test_a_symlink_swapped_mid_check_or_collect_is_could_not_look_naming_the_pat
     with swapping(user, race, "link", "plain"):
         hits, collected, tried = asyncio.run(go())
     assert hits, f"the harness never swapped between the walk's lstat and its readlink in {tried} checks"
+
+
+def test_a_home_swapped_under_the_session_is_refused_naming_it(user: SeatUser,
+                                                                tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Review of issue 41, (10): the home is opened by its path, so a directory above it swapped for another moves
+    every read and write of root's elsewhere. Config load refuses a home below a directory a seat's user can
+    write, so here root swaps it (the home itself, then its parent) for a directory of the same user: each walk
+    finds it is not the home the session started with and refuses, naming the home; nothing is written there."""
+    base = tmp_path_factory.mktemp("swapped")
+    base.chmod(0o755)
+    parent = base / "p"
+    parent.mkdir(mode=0o755)
+    root = make_home(parent, user)
+    (root / "f").write_bytes(b"the home's")
+    os.chown(root / "f", user.uid, user.gid)
+    session = SeatSession("s", user, root, SessionPlaces(None, None, None))  # the session starts: home recorded
+    home = session.home
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700  # and closed to everyone but its user at session start
+    assert home.read_bytes("f", max_bytes=100) == b"the home's"
+
+    def swapped_to(made: Path) -> None:
+        for call in (lambda: home.read_bytes("f", max_bytes=100), lambda: home.write_bytes("g", b"no"),
+                     lambda: home.resolve("f")):
+            with pytest.raises(SessionError) as refused:
+                call()
+            assert f"the seat's home {str(home.root)!r} is no longer the directory the session started" in \
+                refused.value.message
+            assert refused.value.details["home"] == str(home.root)
+        assert not (made / "g").exists() and (made / "f").read_bytes() == b"elsewhere"
+
+    # The home itself replaced by another directory of the same user, holding a file of the same name.
+    root.rename(base / "old-home")
+    made = make_home(parent, user)
+    (made / "f").write_bytes(b"elsewhere")
+    swapped_to(made)
+    # The parent replaced by another holding such a home: the path is the same, the directory is not.
+    (made / "f").unlink()
+    made.rmdir()
+    (base / "old-home").rename(root)
+    assert home.read_bytes("f", max_bytes=100) == b"the home's"  # the one recorded, back: fine again
+    parent.rename(base / "old-p")
+    (base / "p").mkdir(mode=0o755)
+    made = make_home(base / "p", user)
+    (made / "f").write_bytes(b"elsewhere")
+    swapped_to(made)
+    with pytest.raises(SessionError, match="no longer the directory the session started"):
+        asyncio.run(session.write_file("g", b"no"))
+    # A reset takes the home as it finds it (its user's, emptied): the session goes on with that one.
+    asyncio.run(session.reset())
+    asyncio.run(session.write_file("g", b"now"))
+    assert (made / "g").read_bytes() == b"now" and not (made / "f").exists()
+    # A home of another owner is refused too, even with nothing recorded yet.
+    os.chown(made, 0, 0)
+    fresh = SeatHome(made, user.uid, user.gid)
+    with pytest.raises(SessionError, match=f"belongs to uid 0, not to its user \\(uid {user.uid}\\)"):
+        fresh.read_bytes("f", max_bytes=10)

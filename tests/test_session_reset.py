@@ -327,6 +327,33 @@ def test_a_template_changed_into_one_a_reset_must_not_copy_refuses_the_reset(sea
     assert_clean(seat, tree_hash(seat.sentinel))
 
 
+def test_after_a_reset_from_a_0755_template_no_other_user_reads_the_home(seat: SessionSeat, operator: SeatUser,
+                                                                         tmp_path: Path) -> None:
+    """Review of issue 41, (5): the home is 0700 after every reset, whatever the template's mode (0755 is
+    typical): another seat's user (the operator here, a real user of its own) and ``nobody`` can neither list
+    the home nor read the template's files or one root put there (``cuctl cp``), though those are 0644."""
+    sock, template = seat.daemon.socket, seat.template
+    template.chmod(0o755)
+    try:
+        assert cuctl(sock, "reset", SEAT).returncode == 0
+        local = tmp_path / "put.txt"
+        local.write_text("root's\n")
+        local.chmod(0o644)
+        assert cuctl(sock, "cp", str(local), f"{SEAT}:put.txt").returncode == 0
+        assert stat.S_IMODE(seat.home.stat().st_mode) == 0o700
+        assert stat.S_IMODE((seat.home / "Desktop" / "notes.txt").stat().st_mode) & 0o004  # readable inside
+        for name in (operator.name, "nobody"):
+            entry = pwd.getpwnam(name)
+            for argv in (["/bin/ls", str(seat.home)], ["/bin/cat", str(seat.home / "Desktop" / "notes.txt")],
+                         ["/bin/cat", str(seat.home / "put.txt")]):
+                done = subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
+                                       "--clear-groups", *argv], capture_output=True, text=True, cwd="/")
+                assert done.returncode != 0 and "Permission denied" in done.stderr, (name, argv, done)
+    finally:
+        template.chmod(0o700)
+    assert cuctl(sock, "reset", SEAT).returncode == 0
+
+
 def test_a_cancel_during_a_reset_that_fails_ends_the_task_cancelled(seat: SessionSeat, tmp_path: Path) -> None:
     """Back in the queue, the cancel would be forgotten and the task would run on the next clean seat."""
     sock = seat.daemon.socket

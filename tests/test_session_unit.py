@@ -63,6 +63,7 @@ def session(systemd: PrivateSystemd, user: SeatUser, base: Path, unit: str = UNI
     template = base / "template"
     (template / "Desktop").mkdir(parents=True)
     (template / "Desktop" / "notes.txt").write_text("hello\n")
+    template.chmod(0o700)  # the home is 0700 after a reset: tree_hash compares the home's own mode too
     made = session_for(SEAT, user, make_home(base, user), template, None, None, unit)
     assert made is not None and made.unit is not None
     made.unit = SessionUnit(SEAT, unit, user.name, bus_address=systemd.bus_address)

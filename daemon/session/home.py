@@ -8,6 +8,12 @@ symlink itself and follows it only while it stays inside the home. A path given
 with ``..``, an absolute path outside the home, and a symlink that leads out are
 refused with :class:`~cud.errors.PathRefused` naming the path as given; a symlink
 swapped in between two steps makes the next ``O_NOFOLLOW`` open fail, never lead out.
+
+The home itself is opened by its path, so it is checked each time to be the directory
+the session started with (its device and inode, recorded by :meth:`SeatHome.pin`),
+still its user's: a directory above it swapped meanwhile (config load refuses a home
+below a directory a seat's user can write, so only root could) is a
+:class:`~cud.errors.SessionError` naming the home, never a walk somewhere else.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cud.errors import CudError, NotFound, PathRefused
+from cud.errors import CudError, NotFound, PathRefused, SessionError
 
 __all__ = ("MAX_PATH_BYTES", "SeatHome")
 
@@ -51,11 +57,26 @@ class SeatHome:
         self.root = Path(os.path.realpath(root))
         self.uid = uid
         self.gid = gid
+        #: (st_dev, st_ino) of the home the session uses; None until the home was first seen (pin, or a walk).
+        self._identity: tuple[int, int] | None = None
 
     def __repr__(self) -> str:
         return f"SeatHome({str(self.root)!r})"
 
     # -- the API -------------------------------------------------------------------------
+    def pin(self, *, mode: int | None = None) -> None:
+        """Record the home as it is now (at session start, after each reset: it may have been made meanwhile) as
+        the one every later walk must find; with ``mode``, give it that mode (0700 at session start: the home
+        keeps other seats' users out, the modes inside stay as made). SessionError if it is not a directory of
+        the user's."""
+        self._identity = None
+        fd = self._open_root()
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+
     def resolve(self, path: str, *, for_write: bool = False) -> Path:
         """The real path ``path`` names in the home (symlinks inside it resolved); refused if it leads out.
 
@@ -193,12 +214,7 @@ class SeatHome:
         if not pending:
             if not missing_ok:  # resolve("") is the home itself
                 raise PathRefused(f"path {path!r} names the seat's home itself, not a file in it", path=path)
-        try:
-            root = os.open(self.root, _DIR_FLAGS)
-        except OSError as exc:
-            raise CudError(f"the seat's home {str(self.root)!r} cannot be opened: {exc.strerror}",
-                           home=str(self.root)) from None
-        stack = [root]  # the directories walked, each open: _find appends, this closes them all
+        stack = [self._open_root()]  # the directories walked, each open: _find appends, this closes them all
         try:
             try:
                 found = self._find(path, pending, stack, create_parents=create_parents, missing_ok=missing_ok)
@@ -211,6 +227,27 @@ class SeatHome:
         finally:
             for fd in stack:
                 os.close(fd)
+
+    def _open_root(self) -> int:
+        """A descriptor of the home, checked to be the directory recorded (see the module's text) and its user's."""
+        try:
+            fd = os.open(self.root, _DIR_FLAGS)
+        except OSError as exc:
+            raise SessionError(f"the seat's home {str(self.root)!r} cannot be opened: {exc.strerror}",
+                               home=str(self.root)) from None
+        info = os.fstat(fd)
+        seen = (info.st_dev, info.st_ino)
+        why = None
+        if info.st_uid != self.uid:
+            why = f"belongs to uid {info.st_uid}, not to its user (uid {self.uid})"
+        elif self._identity is not None and seen != self._identity:
+            why = (f"is no longer the directory the session started with (device {self._identity[0]}, inode "
+                   f"{self._identity[1]}; now {seen[0]}, {seen[1]}): a directory above it was replaced")
+        if why is not None:
+            os.close(fd)
+            raise SessionError(f"the seat's home {str(self.root)!r} {why}; not touching it", home=str(self.root))
+        self._identity = seen
+        return fd
 
     def _find(self, path: str, pending: list[str], stack: list[int], *, create_parents: bool,
               missing_ok: bool) -> _Found:

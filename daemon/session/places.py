@@ -9,7 +9,11 @@ process of the seat's user. Refused, naming the seat, the key and the path:
   bad as ``/etc``); the daemon's own home, and a directory that holds it; the daemon's
   state directory: equal to, inside, or holding it; a home holding the daemon's socket;
   another seat's home: equal to, inside, or holding it; an existing home of another
-  owner than the seat's user;
+  owner than the seat's user; a home below a directory a seat's user (any seat's) can
+  write: its own directory, sticky or not (the home is its user's, who may rename it
+  even out of a sticky ``/tmp``), or one above that (sticky there is safe: the entry is
+  not that user's). Whoever can write there could put a symlink or another directory in
+  the home's place and move where root's reset and file access go;
 * as a template, where a home is refused (the system's places, the daemon's home, what
   the daemon keeps; and inside what the daemon keeps as well): ``/etc`` or ``/dev`` would
   hand the system's files, devices included, to the seat's user; a template inside a
@@ -97,6 +101,7 @@ def check_places(places: Sequence[Place], *, daemon_dirs: Mapping[str, str], dae
     kept = {what: _real(path) for what, path in daemon_dirs.items()}
     own = _real(daemon_home) if daemon_homes_matter(daemon_home) else None
     homes = [(_real(p.home), p) for p in places]
+    writers = _writers(places)
     _check_users(places)
     for home, place in homes:
         shown = place.home
@@ -114,6 +119,7 @@ def check_places(places: Sequence[Place], *, daemon_dirs: Mapping[str, str], dae
             if other is not place and how is not None:
                 raise _refuse(place, "home", shown, f"it {how} the home of seat {other.seat!r} ({other.home!r})")
         _check_owner(place, home)
+        _check_parents(place, home, writers)
         if place.template is not None:
             _check_template(place, homes, kept, own)
 
@@ -160,6 +166,23 @@ def _check_owner(place: Place, home: PurePosixPath) -> None:
     if info.st_uid != place.uid:
         raise _refuse(place, "home", place.home, f"it belongs to uid {info.st_uid}, not to the seat's user "
                       f"(uid {place.uid}): a reset would wipe another's files")
+
+
+def _check_parents(place: Place, home: PurePosixPath, writers: Sequence[SeatWriter]) -> None:
+    """Refuse a home below a directory a seat's user can write (see the module's text)."""
+    for parent in home.parents:
+        try:
+            info = os.lstat(parent)
+        except FileNotFoundError:
+            continue  # the reset cannot make the home there either: it says so
+        except OSError as exc:
+            raise _refuse(place, "home", place.home, f"the directory {str(parent)!r} above it cannot be looked at: "
+                          f"{exc.strerror}") from None
+        who = seat_writer(info, writers, sticky_ok=parent != home.parent)
+        if who is not None:
+            raise _refuse(place, "home", place.home, f"the directory {str(parent)!r} above it can be written by "
+                          f"{who}, who could put a symlink or another directory in the home's place; keep homes "
+                          "in a directory only root can write (e.g. /var/lib/cud-seats, 0755)")
 
 
 def _check_template(place: Place, homes: list[tuple[PurePosixPath, Place]], kept: Mapping[str, PurePosixPath],

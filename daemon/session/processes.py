@@ -80,6 +80,10 @@ class SeatSession:
         self.user = user.name
         self.account = user
         self.home = SeatHome(home, user.uid, user.gid)
+        # The home as the session starts, closed to other users as the reset leaves it (0700: a home from before
+        # may have kept a template's 0755); a home not made yet is made and recorded by the first reset.
+        with contextlib.suppress(SessionError):
+            self.home.pin(mode=0o700)
         self.places = places
         self.template = places.template
         #: The session's runtime directory (XDG_RUNTIME_DIR): the user's, made at the first use, in a directory
@@ -283,7 +287,11 @@ class SeatSession:
         runs); a template that is no longer one refuses the reset before it touches anything.
         """
         await self.check_template()
-        return await reset_session(self)
+        report = await reset_session(self)
+        # The home is the one the reset checked (the user's, made if it was missing, 0700): walks from now on
+        # must find it.
+        await asyncio.to_thread(self.home.pin)
+        return report
 
     async def check_template(self) -> None:
         """SessionError naming the template and why, if it may no longer be one (config load checked it once)."""

@@ -44,7 +44,6 @@ import contextlib
 import dataclasses
 import os
 import secrets
-import stat
 import time
 from typing import TYPE_CHECKING
 
@@ -187,7 +186,7 @@ def _empty_home(session: SeatSession) -> None:
     """Remove everything in the home, through a descriptor of it (never a symlink's target), at any depth."""
     root = session.home.root
     if not os.path.lexists(root):
-        os.mkdir(root, 0o755)
+        os.mkdir(root, 0o700)
         if os.geteuid() == 0:
             os.chown(root, session.account.uid, session.account.gid, follow_symlinks=False)
     fd = _open_home(session)
@@ -229,7 +228,8 @@ def _drop_stage(session: SeatSession, home_fd: int, name: str, fd: int) -> None:
 
 def _move_in(session: SeatSession, stage_fd: int, home_fd: int) -> None:
     """The copy's entries renamed into the home (a rename follows no link), then the home takes the template's
-    mode and times, as ``cp -a`` gives them."""
+    times, as ``cp -a`` gives them, but not its mode: the home is 0700, so no other seat's user reads it (the
+    template is typically 0755)."""
     copy = os.open(_COPY, _DIR_FLAGS, dir_fd=stage_fd)
     try:
         for name in os.listdir(copy):
@@ -239,7 +239,7 @@ def _move_in(session: SeatSession, stage_fd: int, home_fd: int) -> None:
                 raise SessionError(f"seat {session.seat!r}: {name!r} of the template could not be put in the home: "
                                    f"{exc.strerror}", seat=session.seat, path=name) from None
         info = os.fstat(copy)
-        os.fchmod(home_fd, stat.S_IMODE(info.st_mode))
+        os.fchmod(home_fd, 0o700)
         os.utime(home_fd, ns=(info.st_atime_ns, info.st_mtime_ns))
     finally:
         os.close(copy)
