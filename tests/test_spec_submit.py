@@ -122,7 +122,7 @@ def test_a_submitter_who_had_the_operate_right_reads_their_tasks_collected_files
     root = Peer(pid=1, uid=0, gid=0, groups=frozenset(), name="root")
 
     def task(uid: int, collect: list[str]) -> Any:
-        return {"id": 7, "submitter": {"uid": uid, "name": "x"}, "spec": {"collect": {"files": collect}}}
+        return {"id": 7, "prompt": "p", "submitter": {"uid": uid, "name": "x"}, "spec": {"collect": {"files": collect}}}
 
     assert policy.may_read_collected(nobody, task(NOBODY.pw_uid, ["a.txt"]))
     assert not policy.may_read_collected(other, task(NOBODY.pw_uid, ["a.txt"]))
