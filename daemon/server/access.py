@@ -224,16 +224,20 @@ def _fails_only_looking(part: object) -> bool:
 
 def _quotes_session(error: ErrorInfo | None) -> bool:
     """Whether a task's error may quote the seat's session: a setup step's failure that did not only look."""
-    return error is not None and error["kind"] == "setup_failed" and not _fails_only_looking(error["details"].get("part"))
+    if error is None or error["kind"] != "setup_failed":
+        return False
+    return not _fails_only_looking((error.get("details") or {}).get("part"))
 
 
 def _withhold_error(error: ErrorInfo | None) -> ErrorInfo | None:
     """The task's error without what its setup step met in the session; still which step failed, and how."""
     if error is None or not _quotes_session(error):
         return error
-    details = error["details"]
-    message = failure_message(details["step"], details["key"], details.get("what"), WITHHELD_SETUP)
-    return {**error, "message": message}
+    details = error.get("details") or {}
+    if isinstance(details.get("step"), int) and isinstance(details.get("key"), str):
+        return {**error, "message": failure_message(details["step"], details["key"], details.get("what"),
+                                                    WITHHELD_SETUP)}
+    return {**error, "message": f"a setup step failed: {WITHHELD_SETUP}"}  # a shape this version did not write
 
 
 def _withhold_artifact(artifact: ArtifactView) -> ArtifactView:
