@@ -268,7 +268,7 @@ def test_a_collected_file_is_read_only_by_whoever_may_read_the_seats_files(seat:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="other users' requests need root to be made (setpriv)")
 def test_what_a_failed_setup_step_met_in_the_seats_session_is_read_only_by_whoever_may_read_its_files(
-        seat: SpecSeat, tmp_path: Path) -> None:
+        seat: SpecSeat) -> None:
     """root's setup ``run`` fails printing a file of the seat's home, and root's ``collect`` meets a link the seat's
     user made: a user with only the submit right sees that the step failed, which one and how, and which file
     was not kept, in show, list, follow and the record, but not what the session said; root sees it all."""
