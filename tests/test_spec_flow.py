@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from cud.daemon.session.user import SeatUser
-from cud.daemon.server.access import WITHHELD
+from cud.spec.setup import failure_message
+from cud.daemon.server.access import WITHHELD, WITHHELD_ARTIFACT, WITHHELD_SETUP
 from tests.support.daemon import cuctl, json_out, scenario
 from tests.support.seat_users import SeatUsers
 from tests.support.spec_seat import SpecSeat, spec_seat
@@ -263,3 +264,64 @@ def test_a_collected_file_is_read_only_by_whoever_may_read_the_seats_files(seat:
     for prefix in (as_user(operator.uid, operator.gid), None):
         read = cuctl(sock, "cp", source, "-", prefix=prefix)
         assert read.returncode == 0 and read.stdout == "root's secret\n", read
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="other users' requests need root to be made (setpriv)")
+def test_what_a_failed_setup_step_met_in_the_seats_session_is_read_only_by_whoever_may_read_its_files(
+        seat: SpecSeat) -> None:
+    """root's setup ``run`` fails printing a file of the seat's home, and root's ``collect`` meets a link the seat's
+    user made: a user with only the submit right sees that the step failed, which one and how, and which file
+    was not kept, in show, list, follow and the record, but not what the session said; root sees it all."""
+    secret = "the seat user's own secret 7b1f"
+    planted = seat.home / "secret-withhold.txt"
+    planted.write_text(secret + "\n")
+    os.chown(planted, seat.user.uid, seat.user.gid)
+    planted.chmod(0o600)
+    try:
+        head = 'prompt = "Look."\nseat = "s1"\nreset = false\nmax_steps = 1\n'
+        failing = seat.write("leaky-setup.toml", head + '[[setup]]\nrun = ["/bin/sh", "-c", '
+                                                         '"cat secret-withhold.txt; exit 3"]\n')
+        # The link's target is the secret (the spec does not know it): a link the collect does not follow.
+        linking = seat.write("leaky-collect.toml", head + '[[setup]]\nrun = ["/bin/sh", "-c", \'ln -sfn '
+                                                          '"/nonexistent/$(cat secret-withhold.txt)" out-link\']\n'
+                                                          '[[checks]]\nanswer = "re:."\n'
+                                                          '[collect]\nfiles = ["out-link"]\n')
+        _code, failed = seat.submit(failing)
+        _code, collected = seat.submit(linking)
+    finally:
+        planted.unlink()
+    # root (who has the operate right) reads what the session said.
+    what = "run /bin/sh -c cat secret-withhold.txt; exit 3"
+    assert failed["error"]["message"] == failure_message(0, "setup[0].run", what, "it exited with status 3, not 0; "
+                                                         f"output: {secret}"), failed["error"]
+    assert f"/nonexistent/{secret}" in collected["artifacts"][0]["error"], collected["artifacts"]
+    sock = seat.daemon.socket
+    os.chmod(seat.daemon.dir, 0o711)  # the socket's mode is the first fence; the rights are the second, tested here
+    os.chmod(sock, 0o666)
+    nobody = pwd.getpwnam("nobody")
+    as_nobody = as_user(nobody.pw_uid, nobody.pw_gid)
+    for task in (failed, collected):
+        number = str(task["id"])
+        shown = json_out(cuctl(sock, "show", number, "--json", prefix=as_nobody))
+        listed = next(t for t in json_out(cuctl(sock, "list", "--json", prefix=as_nobody)) if t["id"] == task["id"])
+        followed = cuctl(sock, "follow", number, prefix=as_nobody)
+        place = Path(tempfile.mkdtemp(prefix="cud-export-", dir="/tmp"))
+        try:
+            place.chmod(0o777)
+            exported = cuctl(sock, "export", number, "-o", str(place / "e"), prefix=as_nobody)
+            assert exported.returncode == 0, exported.stderr
+            record = b"".join(p.read_bytes() for p in (place / "e").rglob("*") if p.is_file())
+        finally:
+            shutil.rmtree(place)
+        assert listed == shown and secret not in json.dumps(shown), shown
+        assert secret not in followed.stdout and secret.encode() not in record, followed.stdout
+        assert secret in json.dumps(json_out(cuctl(sock, "show", number, "--json")))  # root still reads it
+        assert secret in cuctl(sock, "follow", number).stdout
+    # What is withheld is what the session said: that the step failed, which and how, stay.
+    error = json_out(cuctl(sock, "show", str(failed["id"]), "--json", prefix=as_nobody))["error"]
+    assert error == {**failed["error"], "message": failure_message(0, "setup[0].run", what, WITHHELD_SETUP)}, error
+    assert error["kind"] == "setup_failed" and error["details"]["key"] == "setup[0].run"
+    followed = cuctl(sock, "follow", str(failed["id"]), prefix=as_nobody).stdout
+    assert f"setup 1 ({what}): FAILED: {WITHHELD_SETUP}" in followed, followed
+    artifacts = json_out(cuctl(sock, "show", str(collected["id"]), "--json", prefix=as_nobody))["artifacts"]
+    assert artifacts == [{**collected["artifacts"][0], "error": WITHHELD_ARTIFACT}], artifacts

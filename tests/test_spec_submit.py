@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from cud.daemon.config import Access
-from cud.daemon.server.access import Peer, Policy
+from cud.daemon.server.access import WITHHELD_SETUP, Peer, Policy
 from cud.spec.checks import CHECK_KINDS, Check
-from cud.spec.setup import SETUP_KINDS, SetupStep
+from cud.spec.setup import SETUP_KINDS, SetupStep, failure_message
 from tests.support.daemon import Daemon, cuctl, json_out, scenario
 
 ANSWER = scenario({"message": "The answer is 42."}, look_first=False)
@@ -122,10 +122,48 @@ def test_a_submitter_who_had_the_operate_right_reads_their_tasks_collected_files
     root = Peer(pid=1, uid=0, gid=0, groups=frozenset(), name="root")
 
     def task(uid: int, collect: list[str]) -> Any:
-        return {"id": 7, "submitter": {"uid": uid, "name": "x"}, "spec": {"collect": {"files": collect}}}
+        return {"id": 7, "prompt": "p", "submitter": {"uid": uid, "name": "x"}, "spec": {"collect": {"files": collect}}}
 
     assert policy.may_read_collected(nobody, task(NOBODY.pw_uid, ["a.txt"]))
     assert not policy.may_read_collected(other, task(NOBODY.pw_uid, ["a.txt"]))
     assert not policy.may_read_collected(nobody, task(NOBODY.pw_uid, []))
     assert not policy.may_read_collected(nobody, task(0, ["a.txt"]))
     assert policy.may_read_collected(root, task(NOBODY.pw_uid, ["a.txt"]))
+
+
+def test_a_failed_setup_step_says_what_it_met_in_the_session_only_to_whoever_may_read_the_seats_files() -> None:
+    """``Policy.task_for``/``event_for``: why a step failed is withheld from a reader without the right unless only
+    the display was looked at (a ``wait_for`` that ran out); an error from before parts were recorded is withheld
+    (deny by default). Which step failed, and how, stay. A submitter whose spec acted in the session (submit took
+    the operate right for it) reads their own."""
+    policy = Policy(Access(submit_users=("nobody",)))
+    nobody = Peer(pid=1, uid=NOBODY.pw_uid, gid=NOBODY.pw_gid, groups=frozenset(), name="nobody")
+    root = Peer(pid=1, uid=0, gid=0, groups=frozenset(), name="root")
+    why = "it exited with status 3, not 0; output: a secret"
+
+    def task(uid: int, part: str | None) -> Any:
+        details = {"key": "setup[0].launch", "step": 0, "cause": "error", "what": "launch x",
+                   **({"part": part} if part is not None else {})}
+        return {"id": 7, "prompt": "p", "key": None, "submitter": {"uid": uid, "name": "x"},
+                "spec": {"setup": [{"launch": ["x"]}]}, "verdict": None, "artifacts": None,
+                "error": {"kind": "setup_failed", "message": failure_message(0, "setup[0].launch", "launch x", why),
+                          "details": details}}
+
+    def event(kind: str, data: dict[str, Any]) -> Any:
+        return {"task_id": 7, "seq": 1, "at": "", "kind": kind, "data": data}
+
+    withheld = failure_message(0, "setup[0].launch", "launch x", WITHHELD_SETUP)
+    for part in ("launch", None):
+        shown = policy.task_for(nobody, task(0, part))
+        assert shown["error"] == {**task(0, part)["error"], "message": withheld}
+        setup = event("setup", {"index": 0, "kind": "launch", "what": "launch x", "ok": False, "error": why,
+                                **({"part": part} if part else {})})
+        assert policy.event_for(nobody, task(0, part), setup)["data"] == {**setup["data"], "error": WITHHELD_SETUP}
+        end = event("end", {"state": "failed", "error": task(0, part)["error"]})
+        assert policy.event_for(nobody, task(0, part), end)["data"]["error"]["message"] == withheld
+        assert policy.task_for(root, task(0, part)) == task(0, part)
+        assert policy.task_for(nobody, task(NOBODY.pw_uid, part)) == task(NOBODY.pw_uid, part)  # their own
+    waited = event("setup", {"index": 0, "kind": "launch", "what": "launch x", "ok": False, "error": why,
+                             "part": "wait_for"})
+    assert policy.task_for(nobody, task(0, "wait_for")) == task(0, "wait_for")
+    assert policy.event_for(nobody, task(0, "wait_for"), waited) == waited

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal
 from cud.spec import values as v
 from cud.spec.matching import Match
 
-__all__ = ("SETUP_KINDS", "FileCopy", "SetupKind", "SetupStep", "WaitFor", "parse_step")
+__all__ = ("SETUP_KINDS", "FileCopy", "SetupKind", "SetupStep", "WaitFor", "failure_message", "parse_step")
 
 SetupKind = Literal["files", "run", "launch", "open", "clipboard", "sleep"]
 SETUP_KINDS: tuple[SetupKind, ...] = ("files", "run", "launch", "open", "clipboard", "sleep")
@@ -92,6 +92,12 @@ class SetupStep:
     #: list is of what is harmless, not of what acts: a kind added to SETUP_KINDS acts in the
     #: session (and needs the right) until it is named here.
     ONLY_WAITS: ClassVar[frozenset[str]] = frozenset({"sleep"})
+    #: The parts of a step (its kind, or ``wait_for``) whose failure says only what everyone who may
+    #: read the task may see: a wait, or the windows on the display when a ``wait_for`` ran out (as
+    #: a ``window`` check's). Any other part's failure may quote the seat's session (a ``run``'s
+    #: output, a path or link of its home), so what it says is read with the operate right
+    #: (docs/protocol.md, "Who may read collected files"). Deny by default, as ONLY_WAITS.
+    FAILS_ONLY_LOOKING: ClassVar[frozenset[str]] = frozenset({"sleep", "wait_for"})
 
     @property
     def acts_in_session(self) -> bool:
@@ -127,6 +133,14 @@ class SetupStep:
         if self.kind == "clipboard":
             return {"clipboard": self.text}
         return {"sleep": self.seconds}
+
+
+def failure_message(step: int, key: str, what: str | None, why: str) -> str:
+    """A failed setup step in words, for its task's error: which step, its key, the step, and why it failed.
+
+    The one wording, for the daemon that fails the task and for a reader from whom ``why`` is withheld.
+    """
+    return f"setup step {step + 1} ({key}{'' if what is None else ': ' + what}) failed: {why}"
 
 
 _STEP_KEYS: dict[str, frozenset[str]] = {

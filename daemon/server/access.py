@@ -7,7 +7,8 @@ config adds users and groups. Operating (``operate_users``/``operate_groups``) i
 running code and moving files on a seat's session: ``cuctl exec``, ``cp``,
 ``clipboard``, ``reset`` and a spec's steps and checks that act in the session. Submitting a
 prompt does not need it. A task's collected files are the seat's files, so reading them
-follows the same right (:meth:`Policy.may_read_collected`).
+follows the same right (:meth:`Policy.may_read_collected`), and so does reading whatever else of
+the seat's session a task's record quotes (:meth:`Policy.task_for`, :meth:`Policy.event_for`).
 """
 
 from __future__ import annotations
@@ -21,14 +22,20 @@ import struct
 
 from cud.daemon.config import Access
 
-from cud.errors import AccessDenied
-from cud.protocol import CheckResultView, EventView, TaskView
+from cud.errors import AccessDenied, SpecError
+from cud.protocol import ArtifactView, CheckResultView, ErrorInfo, EventView, TaskView
+from cud.spec import parse_spec
 from cud.spec.checks import Check
+from cud.spec.setup import SetupStep, failure_message
 
 __all__ = ()
 
 #: A check's ``why`` where what it saw in a seat's session is withheld from its reader.
 WITHHELD = "withheld: what this check saw in the seat's session is read with the operate right"
+#: Why a setup step failed, where that quotes the seat's session (a ``run``'s output, say).
+WITHHELD_SETUP = "withheld: what this step met in the seat's session is read with the operate right"
+#: Why a collected file was not kept (it names what the home held there).
+WITHHELD_ARTIFACT = "withheld: why this file was not kept is read with the operate right"
 
 # Linux's SO_PEERGROUPS (since 4.13): the peer's supplementary groups as the kernel sees them.
 _SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)
@@ -115,44 +122,67 @@ class Policy:
             )
 
     def may_read_collected(self, peer: Peer, task: TaskView) -> bool:
-        """Whether ``peer`` may read the files ``task``'s spec collected from a seat's home (docs/protocol.md).
+        """Whether ``peer`` may read what ``task`` took from a seat's session (docs/protocol.md).
 
-        They are the seat's files, so whoever may read the seat's files (the operate right) may
-        read them; so may the task's submitter when the submitter had that right. Submit refuses
-        a spec that collects from a peer without the operate right (``Spec.in_session``), so a
-        task whose spec collects was submitted with it. Submit or approve rights alone are not
-        enough: another submitter's task may have collected a home's secrets.
+        Its collected files, what its checks saw, why a setup step failed: they are the seat's files,
+        so whoever may read the seat's files (the operate right) may read them; so may the task's
+        submitter when the submitter had that right. Submit refuses a spec that acts in a seat's
+        session (``Spec.in_session``: it collects, runs, writes...) from a peer without the operate
+        right, so a task whose spec does was submitted with it. Submit or approve rights alone are
+        not enough: another submitter's task may have met a home's secrets.
         """
         if self.may_operate(peer):
             return True
-        collects = bool(((task["spec"] or {}).get("collect") or {}).get("files"))
-        return collects and task["submitter"]["uid"] == peer.uid
+        return task["submitter"]["uid"] == peer.uid and _acts_in_session(task)
 
     def task_for(self, peer: Peer, task: TaskView) -> TaskView:
-        """``task`` as ``peer`` may read it.
+        """``task`` as ``peer`` may read it: the one place every task view a peer gets passes.
 
         Another user's idempotency key is hidden (None) from a peer without the approve right: a
         key names a task only for its submitter (docs/protocol.md, ``submit``), so nobody else can
         claim it; still, it says what that user's suite runs next.
 
-        What its checks saw in the seat's session follows the collected files' rule: a ``file``
-        check's ``observed`` is the file's first 500 characters and its ``why`` may quote it; a
-        ``command`` check's is what ran as the seat's user printed: the seat's files, as much as a
-        collected file is. Whether each passed, and what it expected (the spec's own words), stay
-        readable to everyone who may read the task.
+        What the task met in the seat's session follows the collected files' rule
+        (:meth:`may_read_collected`): a ``file`` check's ``observed`` is the file's first 500
+        characters and its ``why`` may quote it; a ``command`` check's, and a failed ``run`` step's
+        error, quote what ran as the seat's user printed: the seat's files, as much as a collected
+        file is; why a file was not collected names what the home held there. Whether each check
+        passed and what it expected, which step failed and how (the spec's own words), and which
+        files were kept stay readable to everyone who may read the task.
         """
         if task["key"] is not None and task["submitter"]["uid"] != peer.uid and not self.may_approve(peer):
             task = {**task, "key": None}
-        verdict = task["verdict"]
-        if verdict is None or self.may_read_collected(peer, task):
+        verdict, artifacts = task["verdict"], task["artifacts"]
+        withheld: TaskView = {
+            **task, "error": _withhold_error(task["error"]),
+            "verdict": None if verdict is None else {**verdict, "checks": [_withhold(c) for c in verdict["checks"]]},
+            "artifacts": None if artifacts is None else [_withhold_artifact(a) for a in artifacts]}
+        # Most tasks quote nothing of the session: then who may read it need not be decided.
+        if withheld == task or self.may_read_collected(peer, task):
             return task
-        return {**task, "verdict": {**verdict, "checks": [_withhold(c) for c in verdict["checks"]]}}
+        return withheld
 
     def event_for(self, peer: Peer, task: TaskView, event: EventView) -> EventView:
-        """``event`` of ``task`` as ``peer`` may read it: a ``check`` event as the task's verdict shows that check."""
-        if event["kind"] != "check" or self.may_read_collected(peer, task):
+        """``event`` of ``task`` as ``peer`` may read it: each as the task's view (:meth:`task_for`) shows it.
+
+        A ``check`` event as the verdict shows that check, a failed ``setup`` step's as the task's
+        error, the ``end`` event's error as the task's, a ``collected`` event's files as its
+        ``artifacts``.
+        """
+        kind, data = event["kind"], event["data"]
+        if kind == "check":
+            withheld: dict[str, object] = dict(_withhold(data))  # type: ignore[arg-type]
+        elif kind == "setup" and "error" in data:
+            withheld = data if _fails_only_looking(data.get("part")) else {**data, "error": WITHHELD_SETUP}
+        elif kind == "end" and _quotes_session(data.get("error")):
+            withheld = {**data, "error": _withhold_error(data["error"])}
+        elif kind == "collected":
+            withheld = {**data, "files": [_withhold_artifact(a) for a in data["files"]]}
+        else:
             return event
-        return {**event, "data": dict(_withhold(event["data"]))}  # type: ignore[arg-type]
+        if withheld == data or self.may_read_collected(peer, task):
+            return event
+        return {**event, "data": withheld}
 
     def require_read_collected(self, peer: Peer, task: TaskView) -> None:
         if not self.may_read_collected(peer, task):
@@ -184,6 +214,45 @@ def _withhold(check: CheckResultView) -> CheckResultView:
     if check["kind"] in Check.ONLY_LOOKS:
         return check
     return {**check, "observed": None, "why": WITHHELD}
+
+
+def _fails_only_looking(part: object) -> bool:
+    """Whether a setup step's failure in ``part`` says only what every reader may see; a part not named
+    (a task from before parts were recorded) may quote the session (deny by default)."""
+    return part in SetupStep.FAILS_ONLY_LOOKING
+
+
+def _quotes_session(error: ErrorInfo | None) -> bool:
+    """Whether a task's error may quote the seat's session: a setup step's failure that did not only look."""
+    if error is None or error["kind"] != "setup_failed":
+        return False
+    return not _fails_only_looking((error.get("details") or {}).get("part"))
+
+
+def _withhold_error(error: ErrorInfo | None) -> ErrorInfo | None:
+    """The task's error without what its setup step met in the session; still which step failed, and how."""
+    if error is None or not _quotes_session(error):
+        return error
+    details = error.get("details") or {}
+    if isinstance(details.get("step"), int) and isinstance(details.get("key"), str):
+        return {**error, "message": failure_message(details["step"], details["key"], details.get("what"),
+                                                    WITHHELD_SETUP)}
+    return {**error, "message": f"a setup step failed: {WITHHELD_SETUP}"}  # a shape this version did not write
+
+
+def _withhold_artifact(artifact: ArtifactView) -> ArtifactView:
+    """A collected file's entry without why it was not kept (its path and that it was not stay)."""
+    return artifact if artifact["error"] is None else {**artifact, "error": WITHHELD_ARTIFACT}
+
+
+def _acts_in_session(task: TaskView) -> bool:
+    """Whether ``task``'s spec acts in a seat's session, which submit allowed only with the operate right."""
+    if task["spec"] is None:
+        return False
+    try:
+        return bool(parse_spec({"prompt": task["prompt"], **task["spec"]}).in_session())
+    except SpecError:  # a spec this version no longer reads: its submitter's right cannot be told
+        return False
 
 
 def _uid(name: str) -> int:

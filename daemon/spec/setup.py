@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 from cud.daemon.spec.desktop import Desktop, wait_until_found
 from cud.errors import CudError, SetupFailed
 from cud.spec import SetupStep, Spec, WaitFor
+from cud.spec.setup import failure_message
 
 if TYPE_CHECKING:
     from cud.daemon.session.processes import SeatSession
 
-__all__ = ("OPENER", "run_setup", "tail")
+__all__ = ("OPENER", "WaitRanOut", "run_setup", "tail")
 
 #: The desktop's opener for ``open`` (xdg-utils): a URL in the browser, a file in its application.
 OPENER = "xdg-open"
@@ -31,6 +32,10 @@ OPENER = "xdg-open"
 TAIL_CHARS = 400
 
 Record = Callable[[str, dict[str, Any]], None]
+
+
+class WaitRanOut(CudError):
+    """A ``wait_for`` ran out: it says what the display shows, not what the seat's session holds."""
 
 
 def tail(data: bytes, limit: int = TAIL_CHARS) -> str:
@@ -51,10 +56,12 @@ async def run_setup(session: SeatSession | None, desktop: Desktop, spec: Spec, f
             await _step(session, desktop, step, files)  # type: ignore[arg-type]
         except CudError as exc:
             ms = round((time.monotonic() - started) * 1000, 1)
+            # Which part failed decides who may read why (SetupStep.FAILS_ONLY_LOOKING, Policy.task_for).
+            part = "wait_for" if isinstance(exc, WaitRanOut) else step.kind
             record("setup", {"index": index, "kind": step.kind, "what": step.describe(), "ms": ms, "ok": False,
-                             "error": exc.message})
-            raise SetupFailed(f"setup step {index + 1} ({key}: {step.describe()}) failed: {exc.message}",
-                              key=key, step=index, cause=exc.kind) from None
+                             "part": part, "error": exc.message})
+            raise SetupFailed(failure_message(index, key, step.describe(), exc.message), key=key, step=index,
+                              cause=exc.kind, part=part, what=step.describe()) from None
         record("setup", {"index": index, "kind": step.kind, "what": step.describe(),
                          "ms": round((time.monotonic() - started) * 1000, 1), "ok": True})
 
@@ -87,7 +94,7 @@ async def _step(session: SeatSession, desktop: Desktop, step: SetupStep, files: 
 
 
 async def wait_for(desktop: Desktop, want: WaitFor) -> None:
-    """Until a window or an element like ``want`` is there; CudError after its timeout, saying what is there."""
+    """Until a window or an element like ``want`` is there; WaitRanOut after its timeout, saying what is there."""
     if want.is_window:
         found = await wait_until_found(lambda: desktop.find_windows(want.window_class, want.window_title),
                                        want.timeout)
@@ -96,9 +103,9 @@ async def wait_for(desktop: Desktop, want: WaitFor) -> None:
                 there = ", ".join(f"{w.wm_class!r} {w.title!r}" for w in (await desktop.windows())[:10]) or "none"
             except CudError as exc:
                 there = f"unknown: {exc.message}"
-            raise CudError(f"no window with {want.describe()} appeared within {want.timeout:g} s (windows now: "
+            raise WaitRanOut(f"no window with {want.describe()} appeared within {want.timeout:g} s (windows now: "
                            f"{there})")
         return
     found = await wait_until_found(lambda: desktop.find_elements(want.app, want.role, want.name), want.timeout)
     if not found:
-        raise CudError(f"no element with {want.describe()} appeared within {want.timeout:g} s")
+        raise WaitRanOut(f"no element with {want.describe()} appeared within {want.timeout:g} s")

@@ -37,7 +37,7 @@ async def pause(ctx: Context, request: PauseRequest) -> TaskView:
     if run.paused_by is None and run.pause_requested_by is None:
         ctx.daemon.store.control(request["id"], "pause_requested", peer.uid, peer.name, audit="pause")
         run.request_pause({"uid": peer.uid, "name": peer.name})
-    return ctx.daemon.store.task(request["id"])
+    return ctx.daemon.policy.task_for(peer, ctx.daemon.store.task(request["id"]))
 
 
 async def resume(ctx: Context, request: ResumeRequest) -> TaskView:
@@ -49,7 +49,7 @@ async def resume(ctx: Context, request: ResumeRequest) -> TaskView:
     state = "running" if run.paused_by is not None else None
     ctx.daemon.store.control(task_id, "resumed", peer.uid, peer.name, state=state, audit="resume")
     run.resume()
-    return ctx.daemon.store.task(task_id)
+    return ctx.daemon.policy.task_for(peer, ctx.daemon.store.task(task_id))
 
 
 async def act(ctx: Context, request: ActRequest) -> dict[str, Any]:

@@ -140,10 +140,10 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         if spool is not None:
             spool.close()
     if existing:
-        return {"id": task["id"], "task": task, "existing": True}
+        return {"id": task["id"], "task": daemon.policy.task_for(peer, task), "existing": True}
     daemon.seats.dispatch()
     task = daemon.store.task(task["id"])  # dispatch may have started it
-    return {"id": task["id"], "task": task, "existing": False}
+    return {"id": task["id"], "task": daemon.policy.task_for(peer, task), "existing": False}
 
 
 def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, int]]:
