@@ -145,3 +145,33 @@ def test_a_launcher_of_the_seat_user_in_its_session_is_still_read(setup: Setup, 
         stop_group(impostor)
     check = _element_check(seat, tmp_path)
     assert check["passed"] is False and check["why"] == "no such element is showing", check
+
+
+def _request_name(prefix: list[str], address: str, name: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*prefix, "dbus-send", f"--bus={address}", "--print-reply=literal",
+                           "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.RequestName",
+                           f"string:{name}", "uint32:0"], capture_output=True, text=True, timeout=30)
+
+
+def test_cud_bus_policy_lets_no_seat_user_own_org_a11y_bus(setup: Setup) -> None:
+    """systemd/cud-session-bus.conf, as cud-bus@ writes it for this seat's user: the user joins the bus and owns
+    names, but not org.a11y.Bus, which the launcher (root here, cud-display there) still may own."""
+    seat = setup.seat
+    where = Path(tempfile.mkdtemp(prefix="policy-", dir=seat.base))  # a path the seat's user can reach
+    where.chmod(0o755)
+    conf = where / "session-bus.conf"
+    conf.write_text((Path(__file__).parents[1] / "systemd" / "cud-session-bus.conf").read_text()
+                    .replace("@SEAT_USER@", seat.user.name))
+    address = f"unix:path={where / 'bus'}"
+    bus = subprocess.Popen(["dbus-daemon", f"--config-file={conf}", f"--address={address}", "--nofork",
+                            "--nopidfile"], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True, umask=0)  # keep_umask: a socket anyone may connect to
+    try:
+        wait_until(lambda: (where / "bus").exists(), 30, "the bus to listen")
+        user = as_seat_user(seat)
+        refused = _request_name(user, address, "org.a11y.Bus")
+        assert refused.returncode != 0 and "AccessDenied" in refused.stderr, refused
+        assert _request_name(user, address, "org.cud.AnyOther").returncode == 0
+        assert _request_name([], address, "org.a11y.Bus").returncode == 0
+    finally:
+        stop_group(bus)
