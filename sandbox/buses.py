@@ -98,8 +98,12 @@ _SESSION_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Con
     <allow eavesdrop="true"/>
     <allow own="*"/>
   </policy>
+  {deny}
 </busconfig>
 """
+#: The seat's user may not own org.a11y.Bus (as systemd/cud-session-bus.conf): its owner tells the daemon where
+#: the accessibility bus is, and the sandbox's launcher is to be the only one to tell it.
+_DENY_A11Y = '<policy user="{seat_user}"><deny own="org.a11y.Bus"/></policy>'
 
 
 #: What a D-Bus address value may hold unescaped (the D-Bus specification, "Server Addresses"),
@@ -130,8 +134,11 @@ def session_argv(settings: Settings, prefix: str, session: SeatSession) -> tuple
         pass
     address = f"unix:path={_escape(os.fsencode(path))}"  # also nothing left that XML would need escaped
     conf = settings.path(f"{prefix}session-bus.conf")
-    conf.write_text(_SESSION_CONF.format(address=address, daemon_user=pwd.getpwuid(os.geteuid()).pw_name,
-                                         seat_user=session.user))
+    daemon_user = pwd.getpwuid(os.geteuid()).pw_name
+    # A seat whose user is the sandbox's own runs its launcher as that user (a11y_argv): it must own the name.
+    deny = "" if session.uid == os.geteuid() else _DENY_A11Y.format(seat_user=session.user)
+    conf.write_text(_SESSION_CONF.format(address=address, daemon_user=daemon_user, seat_user=session.user,
+                                         deny=deny))
     return ["dbus-daemon", f"--config-file={conf}", "--nofork", "--nopidfile"], address
 
 

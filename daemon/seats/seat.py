@@ -34,6 +34,7 @@ from cud.daemon.seats.config import SeatConfig
 from cud.daemon.session.processes import SeatSession, session_for
 from cud.daemon.session.reset import ResetReport
 from cud.daemon.store.database import Store
+from cud.daemon.targets.a11y_trust import SeatTrust
 from cud.daemon.targets.lookup import TargetResolver
 from cud.daemon.store.trajectory import Trajectories, decode_data_url
 from openai import AsyncOpenAI
@@ -89,13 +90,16 @@ class Seat:
         self.approvals = parts.approvals
         self.trajectories = parts.trajectories
         self.driver = driver  # cud.drivers.aio.AsyncDriver
-        #: What actions on this seat touch (docs/targets.md).
-        self.targets = TargetResolver.for_seat(spec.target_display, spec.session_bus, vnc=spec.vnc is not None,
-                                               timeout=parts.config.target_timeout)
         #: Its session (user, home, processes: docs/sessions.md); None for a seat without ``user``/``home``.
         self.session: SeatSession | None = session_for(spec.name, spec.user, spec.home, spec.home_template,
                                                        spec.target_display, spec.session_bus,
                                                        spec.session_unit)
+        #: With a session, the address its user's launcher gives is confined to the session (a11y_trust).
+        trust = (None if self.session is None
+                 else SeatTrust(spec.name, self.session.account.uid, self.session.own_dirs))
+        #: What actions on this seat touch (docs/targets.md).
+        self.targets = TargetResolver.for_seat(spec.target_display, spec.session_bus, vnc=spec.vnc is not None,
+                                               timeout=parts.config.target_timeout, trust=trust)
         self._client = parts.client
         self._api_key = parts.api_key
         self._on_free = on_free

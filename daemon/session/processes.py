@@ -102,6 +102,13 @@ class SeatSession:
         self.bus_refused: str | None = None
 
     # -- environment ---------------------------------------------------------------------
+    def own_dirs(self) -> list[Path]:
+        """Where an accessibility bus of the user's may listen: the session's runtime directory (once made;
+        a launcher of the user's puts its socket in ``at-spi/`` there) and the home's ``.cache/at-spi``
+        (its place without a runtime directory). Nothing is made here."""
+        dirs = [self.home.root / ".cache" / "at-spi"]
+        return dirs if self._runtime is None else [self._runtime, *dirs]
+
     @property
     def runtime_dir(self) -> Path:
         """The session's own runtime directory (0700, the user's): sockets and the X cookie copy live there."""

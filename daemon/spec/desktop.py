@@ -15,6 +15,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+from cud.daemon.targets.a11y_trust import SeatTrust
 from cud.daemon.targets.atspi import Atspi, AtspiError, Element
 from cud.drivers.x11_windows import WindowInfo, X11Windows
 from cud.errors import AccessibilityError, DriverError
@@ -42,11 +43,11 @@ class Found:
 class Desktop:
     """One seat's windows and elements, read on demand; :meth:`close` drops the connections."""
 
-    def __init__(self, display: str | None, session_bus: str | None) -> None:
+    def __init__(self, display: str | None, session_bus: str | None, trust: SeatTrust | None = None) -> None:
         self.display = display
         self.session_bus = session_bus
         self._windows = X11Windows(display, timeout=X_TIMEOUT) if display else None
-        self._atspi = Atspi(session_bus) if session_bus else None
+        self._atspi = Atspi(session_bus, trust) if session_bus else None
 
     async def windows(self) -> list[WindowInfo]:
         """Every window the window manager manages; DriverError if the display cannot tell."""

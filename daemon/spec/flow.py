@@ -47,7 +47,7 @@ async def run_spec_task(seat: Seat, run: TaskRun, client: AsyncOpenAI) -> None:
     task = run.task
     spec = task_spec(task)
     files = seat.store.task_files(task["id"])
-    desktop = Desktop(seat.targets.display, seat.targets.session_bus)
+    desktop = Desktop(seat.targets.display, seat.targets.session_bus, seat.targets.trust)
     session = seat.session
 
     def record(kind: str, data: dict[str, object]) -> None:

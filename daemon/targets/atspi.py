@@ -39,6 +39,7 @@ from typing import Any
 from dbus_fast import Message, MessageType
 from dbus_fast.aio import MessageBus
 
+from cud.daemon.targets.a11y_trust import SeatTrust, connect_a11y_bus
 from cud.errors import AccessibilityError as AtspiError
 from cud.protocol import STATE_NAMES
 
@@ -49,6 +50,9 @@ COMPONENT = "org.a11y.atspi.Component"
 TEXT = "org.a11y.atspi.Text"
 VALUE = "org.a11y.atspi.Value"
 REGISTRY = "org.a11y.atspi.Registry"
+A11Y_BUS = "org.a11y.Bus"
+DBUS = "org.freedesktop.DBus"
+DBUS_PATH = "/org/freedesktop/DBus"
 ROOT_PATH = "/org/a11y/atspi/accessible/root"
 REGISTRY_PATH = "/org/a11y/atspi/registry"
 FOCUS_EVENT = "object:state-changed:focused"
@@ -99,10 +103,12 @@ def _states(words: list[int]) -> list[str]:
 
 
 class Atspi:
-    """One seat's view of the accessibility bus reached through ``session_bus`` (a D-Bus address)."""
+    """One seat's view of the accessibility bus reached through ``session_bus`` (a D-Bus address); ``trust``
+    names the seat and its user, whose launcher's address is confined (:mod:`cud.daemon.targets.a11y_trust`)."""
 
-    def __init__(self, session_bus: str) -> None:
+    def __init__(self, session_bus: str, trust: SeatTrust | None = None) -> None:
         self.session_bus = session_bus
+        self.trust = trust
         self._bus: MessageBus | None = None
         self._apps: dict[str, App] = {}
         #: Per application bus name, the path of the object that last gained the focus (from events).
@@ -128,13 +134,21 @@ class Atspi:
                 raise AtspiError(f"the session bus {self.session_bus!r} cannot be reached: {exc}",
                                  bus=self.session_bus) from None
             try:
-                (address,) = await self._call(session, "org.a11y.Bus", "/org/a11y/bus", "org.a11y.Bus", "GetAddress")
+                # Activation first, as a GetAddress to the well-known name would (cud-bus@'s bus starts the
+                # launcher on demand); a bus that starts nothing answers an error, and the owner is asked anyway.
+                with contextlib.suppress(AtspiError):
+                    await self._call(session, DBUS, DBUS_PATH, DBUS, "StartServiceByName", "su", [A11Y_BUS, 0])
+                # The owner's unique name is asked once and used for both questions: the well-known name
+                # could change hands between them (docs/targets.md, "Which accessibility bus").
+                (owner,) = await self._call(session, DBUS, DBUS_PATH, DBUS, "GetNameOwner", "s", [A11Y_BUS])
+                owner_uid: int | None = None
+                with contextlib.suppress(AtspiError):
+                    (owner_uid,) = await self._call(session, DBUS, DBUS_PATH, DBUS, "GetConnectionUnixUser", "s",
+                                                    [owner])
+                (address,) = await self._call(session, str(owner), "/org/a11y/bus", A11Y_BUS, "GetAddress")
             finally:
                 session.disconnect()
-            try:
-                bus = await MessageBus(bus_address=address).connect()
-            except (OSError, ValueError, EOFError) as exc:
-                raise AtspiError(f"the accessibility bus {address!r} cannot be reached: {exc}", bus=address) from None
+            bus = await connect_a11y_bus(self.trust, str(address), None if owner_uid is None else int(owner_uid))
             self._focus.clear()
             self.last_focus = None
             bus.add_message_handler(self._on_message)

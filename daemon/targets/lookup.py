@@ -25,6 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from cud.daemon.targets.a11y_trust import SeatTrust
 from cud.daemon.targets.atspi import Atspi, AtspiError, Element
 from cud.drivers.x11_windows import WindowInfo, X11Windows
 from cud.errors import DriverError, NotFound
@@ -71,14 +72,16 @@ class TargetResolver:
     """Resolve targets on one seat: ``display`` (None: no X of ours) and ``session_bus`` (None: none known)."""
 
     def __init__(self, display: str | None, session_bus: str | None, *, vnc: bool = False,
-                 timeout: float = HARD_TIMEOUT) -> None:
+                 timeout: float = HARD_TIMEOUT, trust: SeatTrust | None = None) -> None:
         self.timeout = timeout
         self.vnc = vnc
         #: Where this seat's windows and accessibility elements are read (a spec's checks read there too).
         self.display = display
         self.session_bus = session_bus
         self._windows = X11Windows(display, timeout=timeout) if display else None
-        self._atspi = Atspi(session_bus) if session_bus else None
+        #: The seat's user, whose launcher's address is confined (cud.daemon.targets.a11y_trust); None: no user.
+        self.trust = trust
+        self._atspi = Atspi(session_bus, trust) if session_bus else None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cud-targets") if display else None
         self._bus_down_until = 0.0
         self._bus_down_reason = ""
@@ -91,11 +94,11 @@ class TargetResolver:
 
     @classmethod
     def for_seat(cls, display: str | None, session_bus: str | None, *, vnc: bool,
-                 timeout: float = HARD_TIMEOUT) -> TargetResolver:
+                 timeout: float = HARD_TIMEOUT, trust: SeatTrust | None = None) -> TargetResolver:
         """The seat's resolver; an X seat on the daemon's own $DISPLAY shares the daemon's session bus."""
         if session_bus is None and display is not None and display == os.environ.get("DISPLAY"):
             session_bus = os.environ.get("DBUS_SESSION_BUS_ADDRESS") or None
-        return cls(display, session_bus, vnc=vnc, timeout=timeout)
+        return cls(display, session_bus, vnc=vnc, timeout=timeout, trust=trust)
 
     async def resolve(self, action: dict[str, Any]) -> Target | None:
         """The target of ``action``; None for actions that touch nothing (screenshot, wait)."""

@@ -131,6 +131,7 @@ _SHARED_BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus 
     <allow eavesdrop="true"/>
     <allow own="*"/>
   </policy>
+  {deny}
 </busconfig>
 """
 DEFAULTS = Path("/usr/share/defaults/at-spi2")
@@ -149,7 +150,9 @@ def start_shared_a11y_bus(desktop: Desktop, users: list[str]) -> A11yBus:
     workdir = Path(tempfile.mkdtemp(prefix="shared-bus-", dir=desktop.workdir))
     workdir.chmod(0o755)
     allow = "".join(f'<allow user="{name}"/>' for name in ["root", *users])
-    (workdir / "session.conf").write_text(_SHARED_BUS_CONF.format(allow=allow))
+    # As systemd/cud-session-bus.conf: the seats' users may not own org.a11y.Bus, root's launcher's.
+    deny = "".join(f'<policy user="{name}"><deny own="org.a11y.Bus"/></policy>' for name in users)
+    (workdir / "session.conf").write_text(_SHARED_BUS_CONF.format(allow=allow, deny=deny))
     conf = workdir / "at-spi2"
     conf.mkdir(mode=0o755)
     text = (DEFAULTS / "accessibility.conf").read_text()
