@@ -105,6 +105,11 @@ class SeatSession:
         self._copy_xauthority()
         return self._runtime
 
+    @property
+    def runtime_made(self) -> Path | None:
+        """The runtime directory if one was made (without making one): what the reset empties besides the home."""
+        return self._runtime
+
     def _copy_xauthority(self) -> None:
         """Give the user the cookie of the seat's display only, again whenever the daemon's file changed
         (a restarted X server's): the daemon's file may hold every seat's display's (cud.daemon.session.xauth)."""
