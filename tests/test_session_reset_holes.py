@@ -8,6 +8,7 @@ these tests made, so its processes are theirs to end.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -244,6 +245,23 @@ def test_fuse_mounts_of_the_seat_user_in_and_over_its_home_are_detached_by_the_r
     finally:
         stop_process(holder)
         for path in reversed(fuse_mounts_under(seat.home)):
+            subprocess.run(["umount", "-l", path], check=False)
+
+
+def test_a_fuse_mount_of_the_seat_user_in_its_runtime_directory_is_detached_by_the_reset(seat: SessionSeat) -> None:
+    """A command of the session mounts FUSE in XDG_RUNTIME_DIR: the reset detaches it, not only forgets it."""
+    script = ('mkdir "$XDG_RUNTIME_DIR/fuse" && /usr/bin/python3 -c "$0" "$XDG_RUNTIME_DIR/fuse" '
+              '&& echo "$XDG_RUNTIME_DIR"')
+    done = call(seat, "exec", seat=SEAT, argv=["/bin/sh", "-c", script, _FUSE_MOUNT], timeout=30)
+    assert done["exit_code"] == 0, done
+    runtime = Path(base64.b64decode(str(done["stdout"])).decode().splitlines()[-1])
+    try:
+        assert fuse_mounts_under(runtime) == [str(runtime / "fuse")]
+        call(seat, "reset", seat=SEAT)
+        assert fuse_mounts_under(runtime) == []
+        assert not runtime.exists()
+    finally:
+        for path in fuse_mounts_under(runtime):
             subprocess.run(["umount", "-l", path], check=False)
 
 
