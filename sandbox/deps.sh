@@ -43,6 +43,7 @@ iproute2
 openssh-client
 openssh-server
 sshfs
+fuse3
 dbus-daemon
 dbus-bin
 at-spi2-core
@@ -78,6 +79,8 @@ xdg-utils
 # openssh-client                ssh, which cuctl --host runs; ssh-keygen for the tests' keys
 # openssh-server                sshd: the ssh tests start their own on 127.0.0.1 (never the system's)
 # sshfs                         a real network filesystem (over that sshd) that a state directory on is refused
+# fuse3                         fusermount3 (setuid, as on desktops, which many packages pull it onto): a seat's
+#                               user mounts FUSE in its home, which the reset detaches (sshfs depends on it too)
 # dbus-daemon, dbus-bin         a session bus per seat (dbus-daemon; dbus-send in the target tests), which
 #                               applications find the accessibility bus through
 # at-spi2-core                  at-spi-bus-launcher and the registry: the accessibility bus cud reads targets from

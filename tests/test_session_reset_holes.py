@@ -8,6 +8,7 @@ these tests made, so its processes are theirs to end.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -25,7 +26,9 @@ import pytest
 from Xlib.display import Display
 
 from cud.cuctl.client import Client, RemoteError
+from cud.daemon.session.remove import remove_contents
 from cud.daemon.session.sweep import session_pids
+from cud.errors import SessionError
 from cud.spec.load import load_spec
 from cud.spec.wire import submit_fields
 from tests.support.recorder import wait_until
@@ -172,13 +175,112 @@ def test_a_tree_the_reset_cannot_remove_is_named_with_why(seat: SessionSeat) -> 
     mount.mkdir(parents=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "cud-test", str(mount)], check=True)
     try:
+        (mount / "admins.txt").write_text("kept\n")
         with pytest.raises(RemoteError) as failed:
             call(seat, "reset", seat=SEAT)
         assert f"{str(mount)!r} could not be removed: Device or resource busy" in str(failed.value), failed.value
+        assert "mounted by root" in str(failed.value), failed.value
+        assert (mount / "admins.txt").read_text() == "kept\n"  # root's mount: neither detached nor emptied
     finally:
         subprocess.run(["umount", str(mount)], check=True)
     call(seat, "reset", seat=SEAT)
     assert tree_hash(seat.home) == tree_hash(seat.template)
+
+
+#: A program of the seat's user that mounts a FUSE file system at argv[1] with the setuid fusermount3, as
+#: libfuse does (_FUSE_COMMFD: fusermount3 hands back the /dev/fuse descriptor), and serves nothing: with
+#: argv[2] "hold" it keeps the descriptor (a server that never answers, until the sweep ends it), else it
+#: exits at once (the connection aborts: the mount stays, dead). Prints "mounted" once the mount is there.
+_FUSE_MOUNT = textwrap.dedent("""\
+    import os, socket, subprocess, sys, time
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    subprocess.run(["/usr/bin/fusermount3", "-o", "rw,nosuid,nodev,fsname=cud-test,subtype=cudtest", "--",
+                    sys.argv[1]], env={"_FUSE_COMMFD": str(theirs.fileno()), "PATH": "/usr/bin:/bin"},
+                   pass_fds=(theirs.fileno(),), check=True)
+    _msg, fds, _flags, _addr = socket.recv_fds(ours, 1, 1)
+    print("mounted", flush=True)
+    if sys.argv[2:] == ["hold"]:
+        os.setsid()
+        while True:
+            time.sleep(60)
+    """)
+
+
+def fuse_mount(seat: SessionSeat, path: Path, hold: bool) -> subprocess.Popen[bytes]:
+    """``path`` (a directory of the seat's user) mounted by the seat's user with FUSE (see _FUSE_MOUNT)."""
+    proc = subprocess.Popen([*as_seat_user(seat), SYSTEM_PYTHON, "-c", _FUSE_MOUNT, str(path),
+                             *(["hold"] if hold else [])], stdout=subprocess.PIPE, cwd="/")
+    assert proc.stdout is not None
+    with proc.stdout:
+        assert proc.stdout.readline() == b"mounted\n"
+    if not hold:
+        assert proc.wait(30) == 0
+    return proc
+
+
+def fuse_mounts_under(top: Path) -> list[str]:
+    """The cudtest FUSE mounts at or below ``top``, from the mount table."""
+    with open("/proc/self/mountinfo") as fh:
+        return [line.split()[4] for line in fh
+                if "fuse.cudtest" in line and (line.split()[4] + "/").startswith(f"{top}/")]
+
+
+def test_fuse_mounts_of_the_seat_user_in_and_over_its_home_are_detached_by_the_reset(seat: SessionSeat) -> None:
+    """fusermount3 is setuid: the user mounts a FUSE file system in its home (its server kept, ended by the
+    sweep) and one over the home itself (its server gone at once); the reset detaches both and succeeds."""
+    inside = seat.home / "m"
+    inside.mkdir()
+    os.chown(inside, seat.user.uid, seat.user.gid)
+    holder = fuse_mount(seat, inside, hold=True)
+    try:
+        fuse_mount(seat, seat.home, hold=False)
+        assert fuse_mounts_under(seat.home) == [str(inside), str(seat.home)]
+        with pytest.raises(OSError):
+            os.lstat(seat.home / "m")  # the dead mount over the home: root may not look in (no allow_other)
+        report = call(seat, "reset", seat=SEAT)
+        assert report["processes"] >= 1, report  # the holder
+        assert fuse_mounts_under(seat.home) == []
+        assert tree_hash(seat.home) == tree_hash(seat.template)
+        assert call(seat, "seats")[0]["state"] == "idle"  # type: ignore[index]
+    finally:
+        stop_process(holder)
+        for path in reversed(fuse_mounts_under(seat.home)):
+            subprocess.run(["umount", "-l", path], check=False)
+
+
+def test_a_fuse_mount_of_the_seat_user_in_its_runtime_directory_is_detached_by_the_reset(seat: SessionSeat) -> None:
+    """A command of the session mounts FUSE in XDG_RUNTIME_DIR: the reset detaches it, not only forgets it."""
+    script = ('mkdir "$XDG_RUNTIME_DIR/fuse" && /usr/bin/python3 -c "$0" "$XDG_RUNTIME_DIR/fuse" '
+              '&& echo "$XDG_RUNTIME_DIR"')
+    done = call(seat, "exec", seat=SEAT, argv=["/bin/sh", "-c", script, _FUSE_MOUNT], timeout=30)
+    assert done["exit_code"] == 0, done
+    runtime = Path(base64.b64decode(str(done["stdout"])).decode().splitlines()[-1])
+    try:
+        assert fuse_mounts_under(runtime) == [str(runtime / "fuse")]
+        call(seat, "reset", seat=SEAT)
+        assert fuse_mounts_under(runtime) == []
+        assert not runtime.exists()
+    finally:
+        for path in fuse_mounts_under(runtime):
+            subprocess.run(["umount", "-l", path], check=False)
+
+
+def test_a_dead_fuse_mount_is_named_by_the_removal_never_a_raw_os_error(seat: SessionSeat) -> None:
+    """Where a mount is still there (a removal outside the reset's detaching), looking at it is a SessionError
+    naming it, not the OSError (EACCES, ENOTCONN) of a FUSE mount whose server is gone."""
+    top = Path(tempfile.mkdtemp(prefix="dead-fuse-", dir=seat.base))
+    (top / "dead").mkdir()
+    os.chown(top, seat.user.uid, seat.user.gid)
+    os.chown(top / "dead", seat.user.uid, seat.user.gid)
+    fuse_mount(seat, top / "dead", hold=False)
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(SessionError, match=f"{str(top / 'dead')!r} could not be looked at: "):
+            remove_contents(fd, str(top), deadline=time.monotonic() + 30, what="seat 's1'")
+    finally:
+        os.close(fd)
+        subprocess.run(["umount", "-l", str(top / "dead")], check=True)
+        shutil.rmtree(top)
 
 
 def test_a_launcher_of_the_seat_user_ends_with_the_reset_and_starts_again(seat: SessionSeat) -> None:

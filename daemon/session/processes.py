@@ -107,7 +107,8 @@ class SeatSession:
         a launcher of the user's puts its socket in ``at-spi/`` there) and the home's ``.cache/at-spi``
         (its place without a runtime directory). Nothing is made here."""
         dirs = [self.home.root / ".cache" / "at-spi"]
-        return dirs if self._runtime is None else [self._runtime, *dirs]
+        made = self._runtime.path
+        return dirs if made is None else [made, *dirs]
 
     @property
     def runtime_dir(self) -> Path:
@@ -117,6 +118,11 @@ class SeatSession:
             self._cookie_copied, self._cookie_there = None, False
         self._copy_xauthority()
         return path
+
+    @property
+    def runtime_made(self) -> Path | None:
+        """The runtime directory if one was made (without making one): what the reset empties besides the home."""
+        return self._runtime.path
 
     def _copy_xauthority(self) -> None:
         """Give the user the cookie of the seat's display only, again whenever the daemon's file changed

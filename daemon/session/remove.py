@@ -76,6 +76,9 @@ def remove_contents(top_fd: int, shown: str, *, deadline: float, what: str) -> i
                 info = os.lstat(name, dir_fd=fd)
             except FileNotFoundError:
                 continue
+            except OSError as exc:  # a dead FUSE mount root cannot enter (EACCES, ENOTCONN): named, never raw
+                raise SessionError(f"{what}: {here(name)!r} could not be looked at: {exc.strerror}",
+                                   path=here(name)) from None
             if not stat.S_ISDIR(info.st_mode):
                 _remove(lambda: os.unlink(name, dir_fd=fd), lambda: here(name), what)
                 removed += 1

@@ -48,6 +48,7 @@ import time
 from typing import TYPE_CHECKING
 
 from cud.daemon.session import xclients
+from cud.daemon.session.mounts import detach_user_mounts
 from cud.daemon.session.remove import remove_contents
 from cud.daemon.session.sweep import SEAT_MARK, bus_daemon, bus_of_session, end_processes, session_pids, spared
 from cud.errors import CudError, SessionError
@@ -301,6 +302,8 @@ async def reset_session(session: SeatSession) -> ResetReport:
         was_open = await _close_access(session)
         x_clients = await _end_x_clients(session, spared, strangers=was_open)
         await _clear_clipboard(session)
+        await asyncio.to_thread(detach_user_mounts, [session.home.root, *filter(None, [session.runtime_made])],
+                                f"seat {session.seat!r}")  # a user's FUSE mount would stop the removal for good
         await asyncio.to_thread(_empty_home, session)
         entries = await _fill_home(session)
         await asyncio.to_thread(session.clear_runtime)  # at any depth: not on the event loop
