@@ -39,6 +39,7 @@ from typing import Any
 from dbus_fast import Message, MessageType
 from dbus_fast.aio import MessageBus
 
+from cud.daemon.targets import dbus_writes  # noqa: F401  (every bus waits out a full socket)
 from cud.daemon.targets.a11y_trust import SeatTrust, connect_a11y_bus
 from cud.errors import AccessibilityError as AtspiError
 from cud.protocol import STATE_NAMES

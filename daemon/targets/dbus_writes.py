@@ -1,0 +1,71 @@
+"""dbus-fast's writer, made to wait when the socket is full instead of dropping the connection.
+
+dbus-fast (5.2.0, as python-dbus-next before it: its issues #153/#154) sends from
+``_MessageWriter.write_callback`` on a non-blocking socket and treats every exception as
+the connection's end, ``BlockingIOError`` (EAGAIN) included. A burst of calls while the
+bus daemon is slow to read (a loaded machine: the accessibility bus's dbus-daemon gets no
+CPU for a moment) fills the socket's buffer, the send raises EAGAIN, and the whole
+connection is finalized: every later lookup and element check failed with "the
+accessibility bus connection was lost: [Errno 9] Bad file descriptor", a red verdict
+that meant only that cud could not look.
+
+EAGAIN and EINTR here mean "not now": the writer keeps its place in the message
+(``buf``/``offset``) and waits for the socket to be writable again, as the loop's writer
+callback it registers. Any other error still ends the connection, as upstream does.
+
+The patch replaces the writer class dbus-fast's ``MessageBus.connect`` builds (it looks the
+name up in its module at each connect), once, when the targets room loads it (``atspi.py``
+imports it; the daemon loads that at start), so every bus the daemon opens after gets it. ``write_callback`` is upstream's with the
+one ``except`` added, so the version is pinned below 6 in pyproject.toml and
+``tests/test_dbus_writes.py`` fails if the shape it relies on changes.
+"""
+
+from __future__ import annotations
+
+import array
+import socket
+
+from dbus_fast.aio import message_bus as _upstream
+
+__all__ = ("PatientWriter",)
+
+
+class PatientWriter(_upstream._MessageWriter):
+    """dbus-fast's writer, but a full socket is waited out instead of ending the connection."""
+
+    def write_callback(self, remove_writer: bool = True) -> None:
+        sock = self.sock
+        try:
+            while True:
+                if self.buf is None:
+                    if not self.messages:
+                        if remove_writer:
+                            self.loop.remove_writer(self.fd)
+                        return
+                    buf, unix_fds, fut = self.messages.popleft()
+                    self.unix_fds = unix_fds
+                    self.buf = memoryview(buf)
+                    self.offset = 0
+                    self.fut = fut
+                if self.unix_fds and self.negotiate_unix_fd:
+                    ancdata = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", self.unix_fds))]
+                    self.offset += sock.sendmsg([self.buf[self.offset:]], ancdata)
+                    self.unix_fds = None
+                else:
+                    self.offset += sock.send(self.buf[self.offset:])
+                if self.offset < len(self.buf):
+                    return  # the rest when the socket is writable (the writer callback is registered)
+                self.buf = None
+                _upstream._future_set_result(self.fut, None)
+        except (BlockingIOError, InterruptedError):
+            # Nothing was sent of this piece: try again once the bus daemon has read.
+            self.loop.add_writer(self.fd, self.write_callback)
+        except Exception as exc:
+            if self.bus._user_disconnect:
+                _upstream._future_set_result(self.fut, None)
+            else:
+                _upstream._future_set_exception(self.fut, exc)
+            self.bus._finalize(exc)
+
+
+_upstream._MessageWriter = PatientWriter  # type: ignore[misc]
