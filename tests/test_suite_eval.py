@@ -202,7 +202,7 @@ def test_a_daemon_killed_mid_suite_comes_back_and_every_run_is_judged_once(seats
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.communicate()  # and its pipes closed: a failed assert above must not leak them to a later test
     assert proc.returncode == 0, stderr
     assert "waiting up to" in stderr and "answers again" in stderr
     data = results(out)
@@ -334,7 +334,7 @@ def test_another_users_submit_under_a_running_evals_next_key_is_their_own_task_n
     finally:
         if suite.poll() is None:
             suite.kill()
-            suite.wait()
+            suite.communicate()  # and its pipes closed: a failed assert above must not leak them to a later test
     assert suite.returncode == 1, stderr  # b fails, by design
     runs = {Path(r["spec"]).stem: r for r in results(out)["runs"]}
     assert {n: r["outcome"] for n, r in runs.items()} == {"a": "passed", "b": "failed"}, runs
