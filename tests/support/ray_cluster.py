@@ -242,8 +242,13 @@ class Fleet:
                              log=log)
 
     def tasks(self, prefix: str) -> dict[str, list[dict[str, Any]]]:
-        """Every daemon's tasks whose key starts with ``prefix``, by machine."""
-        return {name: list(m.call("list", key_prefix=prefix)) for name, m in self.machines.items()}
+        """Every daemon's tasks whose key starts with ``prefix``, by machine, whoever submitted them.
+
+        Not ``list``'s ``key_prefix``: that matches the caller's own keys only (a key names a task only
+        for its submitter), and a node may run as a user of its own (w4); root, an approver, sees
+        every task's key in the whole list."""
+        return {name: [t for t in m.call("list") if (t["key"] or "").startswith(prefix)]
+                for name, m in self.machines.items()}
 
     # -- faults ------------------------------------------------------------------------------------
     def raylet(self, machine: Machine) -> int:
