@@ -289,7 +289,12 @@ def test_a_machine_lost_mid_task_comes_back_and_names_the_retries(fleet: Fleet) 
         old = machine.call("list", key_prefix=f"eval:{run_id}/")
         return old if old and all("; retried as attempt 2 on " in (t["reason"] or "") for t in old) else None
 
-    old = wait_until(named, 120, "w1's lost attempts to name their retries")
+    try:
+        old = wait_until(named, 120, "w1's lost attempts to name their retries")
+    except AssertionError as timeout:
+        seen = [(t["id"], t["key"], t["state"], t["reason"]) for t in machine.call("list")]
+        agent = (machine.dir / "agent.log").read_text(errors="replace")[-3000:]
+        raise AssertionError(f"{timeout}: w1's tasks {seen}; its agent's log ends:\n{agent}") from None
     assert len(old) == len(lost) and all(t["state"] == "interrupted" for t in old), old
     assert all(t["reason"].startswith("the daemon stopped while the task was running") for t in old), old
     judged_once(fleet, results_of(out), 6)
