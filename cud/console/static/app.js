@@ -344,8 +344,11 @@ async function frames(card, name) {
         throw new ApiError(response.status, body.error);
       }
       const url = URL.createObjectURL(await response.blob());
+      // Decoded off-page first: the shown picture is never blank (naturalWidth 0) while the next one loads.
+      const next = new Image();
+      next.src = url;
+      await next.decode();
       img.src = url;
-      await img.decode();
       if (shown) URL.revokeObjectURL(shown);
       shown = url;
       card.dataset.frames = String(Number(card.dataset.frames) + 1);
