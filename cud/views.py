@@ -1,4 +1,4 @@
-"""Kept for compatibility: the reply types are in :mod:`cud.protocol.replies`; import them from :mod:`cud.protocol`."""
+"""Kept for compatibility: the reply types are in :mod:`cud.protocol.replies` (import :mod:`cud.protocol`)."""
 
 from cud.protocol import *  # noqa: F403
 from cud.protocol import __all__ as __all__

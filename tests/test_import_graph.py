@@ -78,7 +78,7 @@ def _resolve(modules: dict[str, Path], name: str) -> str | None:
 
 
 def import_lines(modules: dict[str, Path], type_checking: bool = False) -> dict[str, list[tuple[str, int, str]]]:
-    """module -> (known module it imports, line, the statement) for each import (``from pkg import mod``: ``pkg.mod``)."""
+    """module -> (the known module, line, statement) of each import (``from pkg import mod`` imports ``pkg.mod``)."""
     found: dict[str, list[tuple[str, int, str]]] = {}
     for name, path in modules.items():
         is_package = path.name == "__init__.py"

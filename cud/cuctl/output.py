@@ -7,7 +7,9 @@ import os
 import sys
 from typing import Any, TextIO
 
-from cud.phrases.text import cut, printable  # the shared shortening; cuctl's modules import them from here too
+# The shared shortening and control-character filter; cuctl's modules import them from here too.
+from cud.phrases.text import cut as cut
+from cud.phrases.text import printable as printable
 
 __all__ = ()
 
