@@ -226,19 +226,22 @@ def layer_of(name: str, places: dict[str, str] = PLACES) -> str | None:
     return None
 
 
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def wrong_way(modules: dict[str, Path], places: dict[str, str] = PLACES,
               may_import: dict[str, frozenset[str]] = MAY_IMPORT) -> list[str]:
     """Every module no layer holds, and every import from a layer to one it may not import, as a line each."""
-    found = [f"{name} ({modules[name].relative_to(ROOT) if modules[name].is_relative_to(ROOT) else modules[name]}) "
-             f"is in no layer: add it to PLACES" for name in sorted(modules) if layer_of(name, places) is None]
+    found = [f"{name} ({_shown(modules[name])}) is in no layer: add it to PLACES"
+             for name in sorted(modules) if layer_of(name, places) is None]
     for name, edges in sorted(import_lines(modules, type_checking=True).items()):
         layer = layer_of(name, places)
-        path = modules[name]
-        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
         for target, line, statement in sorted(edges, key=lambda edge: (edge[1], edge[0])):
             target_layer = layer_of(target, places)
             if layer is not None and target_layer is not None and target_layer not in may_import[layer]:
-                found.append(f"{where}:{line}: {name} ({layer}) imports {target} ({target_layer}): {statement}")
+                found.append(f"{_shown(modules[name])}:{line}: {name} ({layer}) imports {target} ({target_layer}): "
+                             f"{statement}")
     return found
 
 
