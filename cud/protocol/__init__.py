@@ -9,22 +9,16 @@ One room, imported by both sides as one module (``from cud.protocol import ...``
 - :mod:`cud.protocol.replies`: what replies contain (tasks, approvals, events, seats) and their states;
 - :mod:`cud.protocol.element_states`: the accessibility state names both sides speak.
 
-Each module's ``__all__`` is its public part; this package exports all of them.
+Each module's ``__all__`` is its public part, and this package star-imports them all. It keeps
+no list of its own: a star import re-exports for type checkers too, while a computed
+``__all__`` (``+= framing.__all__``) is one mypy cannot read, and would hide every name.
 """
 
 from __future__ import annotations
 
-from cud.errors import ProtocolError
-from cud.protocol import element_states, framing, replies, request_checks, requests
+from cud.errors import ProtocolError as ProtocolError  # what the checks raise
 from cud.protocol.element_states import *  # noqa: F403 (the package is one import for both sides; each __all__ is its list)
 from cud.protocol.framing import *  # noqa: F403
 from cud.protocol.replies import *  # noqa: F403
 from cud.protocol.request_checks import *  # noqa: F403
 from cud.protocol.requests import *  # noqa: F403
-
-__all__ = ["ProtocolError"]
-__all__ += element_states.__all__
-__all__ += framing.__all__
-__all__ += replies.__all__
-__all__ += request_checks.__all__
-__all__ += requests.__all__
