@@ -21,7 +21,7 @@ from PIL import Image
 
 import cud
 from cud.cuctl.main import main
-from cud.cuctl.output import cut
+from cud.phrases.text import cut
 from cud.protocol import PROTOCOL_VERSION
 from tests.support.daemon import Daemon, scenario
 from tests.support.recorder import Recorder

@@ -17,7 +17,7 @@ test here, naming the entry and the page, until the page has it:
   itself which top-level keys take a table, so a new table cannot miss an entry here;
 * docs/metrics.md: every metric family ``cuctl metrics`` prints from a running daemon, and
   none it does not print;
-* docs/report.md: every kind of task event (:data:`cud.views.EVENT_KINDS`, the only kinds
+* docs/report.md: every kind of task event (:data:`cud.protocol.EVENT_KINDS`, the only kinds
   the store writes) and none other; docs/notifications.md: every ``[[notify]]`` event
   (:data:`cud.daemon.hooks.config.EVENTS`);
 * docs/report.md's export layout: every file and folder ``cuctl export`` writes for a real
@@ -55,7 +55,7 @@ from cud.daemon.tasks.guard_config import GUARD_KEYS
 from cud.daemon.video.config import VIDEO_KEYS
 from cud.errors import ConfigError
 from cud.scripted import ScriptedModel
-from cud.views import EVENT_KINDS
+from cud.protocol import EVENT_KINDS
 from tests.support.daemon import Daemon, cuctl, scenario
 from tests.support.xserver import XServer, start_xvfb
 from tests.test_docs import DOCS, links

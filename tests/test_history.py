@@ -15,7 +15,7 @@ import pytest
 from cud.daemon.config import load_config
 from cud.daemon.model.history import PLACEHOLDER, PLACEHOLDER_BYTES, History, ReplayHistory, StoredHistory, load_history
 from cud.errors import ConfigError
-from cud.request_limits import image_bytes, image_stats, image_urls
+from cud.model_api.image_limits import image_bytes, image_stats, image_urls
 from tests.support.daemon import cuctl, scenario
 
 # -- the [history] table ----------------------------------------------------------------------

@@ -10,7 +10,14 @@ first call, and still ties the two modules into one concern. Imports under
 The sandbox's scripts (``sandbox/*.py``, run as scripts and importing each
 other by bare name) are checked the same way, as their own graph.
 
-``python tests/test_import_graph.py`` prints every circle found (exit status 1 if any).
+Arrows point one way, too: every module of the package is in one layer
+(:data:`PLACES`), and a layer imports only the layers :data:`MAY_IMPORT` names.
+The daemon and the clients meet in the shared library and never import each
+other; nothing below them imports either. Here imports under ``TYPE_CHECKING``
+count as well: a type borrowed from a higher layer still ties the lower one to it.
+
+``python tests/test_import_graph.py`` prints every circle and every arrow pointing
+the wrong way (exit status 1 if any).
 """
 
 from __future__ import annotations
@@ -46,15 +53,15 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement that can run, at any depth (functions included, TYPE_CHECKING blocks not)."""
+def _imports(tree: ast.AST, type_checking: bool = False) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement that can run, at any depth (functions included; TYPE_CHECKING blocks if asked)."""
     found: list[ast.Import | ast.ImportFrom] = []
     pending: list[ast.AST] = [tree]
     while pending:
         node = pending.pop()
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found.append(node)
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
+        if isinstance(node, ast.If) and _is_type_checking(node.test) and not type_checking:
             pending.extend(node.orelse)
             continue
         pending.extend(ast.iter_child_nodes(node))
@@ -70,14 +77,15 @@ def _resolve(modules: dict[str, Path], name: str) -> str | None:
     return None
 
 
-def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """module -> the known modules it imports (``from pkg import mod`` counts as importing ``pkg.mod``)."""
-    graph: dict[str, set[str]] = {}
+def import_lines(modules: dict[str, Path], type_checking: bool = False) -> dict[str, list[tuple[str, int, str]]]:
+    """module -> (the known module, line, statement) of each import (``from pkg import mod`` imports ``pkg.mod``)."""
+    found: dict[str, list[tuple[str, int, str]]] = {}
     for name, path in modules.items():
         is_package = path.name == "__init__.py"
         package = name if is_package else name.rpartition(".")[0]
-        edges: set[str] = set()
-        for node in _imports(ast.parse(path.read_text(), str(path))):
+        source = path.read_text()
+        edges: list[tuple[str, int, str]] = []
+        for node in _imports(ast.parse(source, str(path)), type_checking):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:
@@ -89,12 +97,18 @@ def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
                 # ``from cud.cuctl import ssh`` imports the module cud.cuctl.ssh; ``from x import name`` imports x.
                 targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
                            for alias in node.names]
-            for target in targets:
+            statement = " ".join((ast.get_source_segment(source, node) or "").split())
+            for target in dict.fromkeys(targets):
                 known = _resolve(modules, target)
                 if known is not None and known != name:
-                    edges.add(known)
-        graph[name] = edges
-    return graph
+                    edges.append((known, node.lineno, statement))
+        found[name] = edges
+    return found
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the known modules it imports (imports that run: TYPE_CHECKING blocks left out)."""
+    return {name: {target for target, _, _ in edges} for name, edges in import_lines(modules).items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -148,6 +162,89 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+# -- layers ------------------------------------------------------------------------------------
+#: The layer of each module of the package: an exact name, or ``pkg.*`` for a package and everything
+#: under it; the most specific entry wins. A module that matches none fails the test: place it.
+PLACES: dict[str, str] = {
+    # What every layer uses: the package's version and the error hierarchy.
+    "cud": "base",
+    "cud.errors": "base",
+    # The displays (X11, VNC): they know nothing of tasks, sockets or clients.
+    "cud.drivers.*": "drivers",
+    # The shared library: the words daemon and clients both speak.
+    "cud.protocol.*": "shared",
+    "cud.phrases.*": "shared",
+    "cud.model_api.*": "shared",
+    "cud.spec.*": "shared",
+    "cud.budget": "shared",
+    "cud.seat_needs": "shared",
+    "cud.suggest": "shared",
+    # ... and its old import paths, kept for compatibility.
+    "cud.requests": "shared",
+    "cud.request_checks": "shared",
+    "cud.views": "shared",
+    "cud.target_phrases": "shared",
+    "cud.request_limits": "shared",
+    # The daemon: its rooms and the service that ties them.
+    "cud.daemon.*": "daemon",
+    # The clients: cuctl, the console, the report, a suite, the fleet on Ray, the scripted model.
+    "cud.cuctl.*": "clients",
+    "cud.console.*": "clients",
+    "cud.record.*": "clients",
+    "cud.suite.*": "clients",
+    "cud.fleet.*": "clients",
+    "cud.scripted.*": "clients",
+    # The command lines that wire both sides: ``cud`` itself, and ``cud fleet join``'s agent and
+    # watcher, which are clients of their own daemon (over its socket) and of Ray.
+    "cud.daemon.main": "commands",
+    "cud.daemon.fleet.cli": "commands",
+    "cud.daemon.fleet.agent": "commands",
+    "cud.daemon.fleet.watch": "commands",
+}
+
+#: What each layer may import, its own layer included. The daemon and the clients are peers: they
+#: meet in the shared library and never import each other.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "base": frozenset({"base"}),
+    "drivers": frozenset({"base", "drivers"}),
+    "shared": frozenset({"base", "shared"}),
+    "daemon": frozenset({"base", "drivers", "shared", "daemon"}),
+    "clients": frozenset({"base", "drivers", "shared", "clients"}),
+    "commands": frozenset({"base", "drivers", "shared", "daemon", "clients", "commands"}),
+}
+
+
+def layer_of(name: str, places: dict[str, str] = PLACES) -> str | None:
+    """The layer of module ``name``: its own entry, else the nearest ``pkg.*`` above it; None if unplaced."""
+    if name in places:
+        return places[name]
+    package = name
+    while package:
+        if f"{package}.*" in places:
+            return places[f"{package}.*"]
+        package = package.rpartition(".")[0]
+    return None
+
+
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def wrong_way(modules: dict[str, Path], places: dict[str, str] = PLACES,
+              may_import: dict[str, frozenset[str]] = MAY_IMPORT) -> list[str]:
+    """Every module no layer holds, and every import from a layer to one it may not import, as a line each."""
+    found = [f"{name} ({_shown(modules[name])}) is in no layer: add it to PLACES"
+             for name in sorted(modules) if layer_of(name, places) is None]
+    for name, edges in sorted(import_lines(modules, type_checking=True).items()):
+        layer = layer_of(name, places)
+        for target, line, statement in sorted(edges, key=lambda edge: (edge[1], edge[0])):
+            target_layer = layer_of(target, places)
+            if layer is not None and target_layer is not None and target_layer not in may_import[layer]:
+                found.append(f"{_shown(modules[name])}:{line}: {name} ({layer}) imports {target} ({target_layer}): "
+                             f"{statement}")
+    return found
+
+
 def test_the_checker_finds_a_circle_through_a_function_level_import(tmp_path: Path) -> None:
     # The checker itself: a circle made only by an import inside a function, one
     # through ``from package import module``, and a relative one are all found;
@@ -183,9 +280,48 @@ def test_no_import_circle_in_the_sandbox_scripts() -> None:
     assert cycles(graph) == []
 
 
+def test_the_checker_finds_an_arrow_pointing_the_wrong_way(tmp_path: Path) -> None:
+    # A low module importing a high one is named with its line, a TYPE_CHECKING one too; a
+    # module in no layer is named; downward imports and a peer's own layer pass.
+    package = tmp_path / "pkg"
+    package.mkdir()
+    sources = {
+        "__init__.py": "",
+        "low.py": "import os\n\ndef f():\n    from pkg.high import thing\n",
+        "typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import high\n",
+        "high.py": "from pkg import low\nfrom pkg.peer import x\n",
+        "peer.py": "",
+        "stray.py": "from pkg import low\n",
+    }
+    modules = {}
+    for file, text in sources.items():
+        (package / file).write_text(text)
+        modules["pkg" if file == "__init__.py" else f"pkg.{file[:-3]}"] = package / file
+    places = {"pkg": "low", "pkg.low": "low", "pkg.typed": "low", "pkg.high": "high", "pkg.peer": "high"}
+    may_import = {"low": frozenset({"low"}), "high": frozenset({"low", "high"})}
+    assert wrong_way(modules, places, may_import) == [
+        f"pkg.stray ({package / 'stray.py'}) is in no layer: add it to PLACES",
+        f"{package / 'low.py'}:4: pkg.low (low) imports pkg.high (high): from pkg.high import thing",
+        f"{package / 'typed.py'}:3: pkg.typed (low) imports pkg.high (high): from pkg import high",
+    ]
+    assert layer_of("pkg.peer.deep", {"pkg.peer.*": "high", "pkg.*": "low"}) == "high"
+
+
+def test_every_arrow_points_down_or_within_a_layer() -> None:
+    modules = package_modules()
+    assert layer_of("cud.daemon.tasks.runner") == "daemon" and layer_of("cud.daemon.main") == "commands"
+    assert set(PLACES.values()) == set(MAY_IMPORT)
+    stale = [place for place in PLACES if not any(name == place or name.startswith(place[:-1]) for name in modules)]
+    assert stale == [], "PLACES names modules that no longer exist"
+    arrows = wrong_way(modules)
+    assert arrows == [], "arrows that point the wrong way (see PLACES and MAY_IMPORT):\n" + "\n".join(arrows)
+
+
 if __name__ == "__main__":
     found = [circle for graph in (import_graph(package_modules()), import_graph(sandbox_modules()))
              for circle in cycles(graph)]
     for circle in found:
         print(" <-> ".join(circle))
-    sys.exit(1 if found else 0)
+    arrows = wrong_way(package_modules())
+    print(*arrows, sep="\n")
+    sys.exit(1 if found or arrows else 0)

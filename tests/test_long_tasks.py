@@ -19,7 +19,7 @@ from Xlib import X
 from Xlib import display as xdisplay
 
 from cud.daemon.model.history import PLACEHOLDER
-from cud.request_limits import MAX_IMAGE_BYTES, image_bytes, image_urls
+from cud.model_api.image_limits import MAX_IMAGE_BYTES, image_bytes, image_urls
 from tests.support.daemon import Daemon, scenario
 from tests.support.recorder import Recorder
 from tests.support.vnc import VncServer, start_x11vnc

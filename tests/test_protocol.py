@@ -186,3 +186,31 @@ def test_bad_control_requests_are_named(fields: dict[str, object], needle: str) 
     with pytest.raises(ProtocolError) as info:
         parse_request({"v": PROTOCOL_VERSION, **fields})
     assert needle in info.value.message, info.value.message
+
+
+def test_the_package_exports_every_public_name_of_its_modules() -> None:
+    # ``from cud.protocol import X`` is the one import for both sides: each module's __all__
+    # must list what it defines (the package star-imports each module), no name is in two
+    # modules, and the old paths cud.requests, cud.request_checks and cud.views give the same objects.
+    import ast
+    import importlib
+    from pathlib import Path
+
+    import cud.protocol
+
+    names: list[str] = []
+    for short in ("element_states", "framing", "replies", "request_checks", "requests"):
+        module = importlib.import_module(f"cud.protocol.{short}")
+        tree = ast.parse(Path(str(module.__file__)).read_text())
+        defined = {node.name for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+        defined |= {target.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                    for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                    if isinstance(target, ast.Name)}
+        defined = {name for name in defined if not name.startswith("_") and name != "__all__"}
+        assert defined - set(module.__all__) == set(), f"{module.__name__} defines names its __all__ leaves out"
+        names += module.__all__
+        assert all(getattr(cud.protocol, name) is getattr(module, name) for name in module.__all__)
+    assert len(names) == len(set(names)) > 100
+    for old in ("cud.requests", "cud.request_checks", "cud.views"):
+        module = importlib.import_module(old)
+        assert all(getattr(module, name) is getattr(cud.protocol, name) for name in names)

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from cud.daemon.config import load_config
 from cud.daemon.targets.rules import RULE_KEYS, decide, parse_rules
 from cud.errors import ConfigError
-from cud.record.model import describe_action
+from cud.phrases.actions import describe_action
 
 WINDOW = {"id": 1, "class": "Chromium", "instance": "chromium", "title": "Settings – Chromium", "pid": 4121,
           "process": "chromium"}

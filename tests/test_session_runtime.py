@@ -24,7 +24,7 @@ import pytest
 
 from cud.cuctl.client import Client, RemoteError
 from cud.spec.load import load_spec
-from cud.views import FINAL_STATES
+from cud.protocol import FINAL_STATES
 from cud.spec.wire import submit_fields
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers

@@ -27,11 +27,11 @@ from cud.cuctl.dial import Dialer
 from cud.cuctl.export import fetch_record
 from cud.cuctl.tasks import describe_event
 from cud.errors import CudError
+from cud.phrases.actions import describe_action
 from cud.protocol import MAX_ID, SCREENSHOT_FILE_NAME
 from cud.record.html import CSP as REPORT_CSP
 from cud.record.html import MEDIA_TYPES
 from cud.record.html import render
-from cud.record.model import describe_action
 from cud.record.overlay import svg_overlay
 from cud.record.verdict import check_line, verdict_line
 from cud.record.video import VIDEO_TYPES, event_moment

@@ -17,8 +17,8 @@ from typing import Any
 
 from cud.console.link import Link
 from cud.errors import CudError
+from cud.phrases.actions import describe, describe_action
 from cud.protocol import LIVE_STATES
-from cud.record.model import describe, describe_action
 
 __all__ = ("Watch",)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, short, table
-from cud.record.model import describe_approval
+from cud.phrases.actions import describe_approval
 
 __all__ = ("approval_rows",)
 

@@ -8,7 +8,7 @@ import json
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json
 from cud.errors import ProtocolError
-from cud.record.model import describe
+from cud.phrases.actions import describe
 
 __all__ = ()
 

@@ -4,39 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from typing import Any, TextIO
+
+# The shared shortening and control-character filter; cuctl's modules import them from here too.
+from cud.phrases.text import cut as cut
+from cud.phrases.text import printable as printable
 
 __all__ = ()
 
 
 def emit_json(value: Any) -> None:
     print(json.dumps(value, ensure_ascii=False, indent=None, separators=(",", ": ")))
-
-
-#: A cut word is dropped only while what is left keeps this share of the width: one long word
-#: (a URL, a path) is cut inside instead of leaving almost nothing.
-_KEEP = 0.5
-_LAST_WORD = re.compile(r"\s\S*\Z")
-#: Left off the end of a cut text, before the "…": a comma or colon there would read as the text's own.
-_TRAILING = " \t\n\r\f\v,;:"
-
-
-def cut(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters: whole if it fits, else cut after a whole word, with "…".
-
-    The one shortening of text for people (cuctl's columns and lines, the phrases of
-    :mod:`cud.target_phrases` and :mod:`cud.record.model`, the report); whitespace is kept as it is.
-    """
-    if len(text) <= width:
-        return text
-    head = text[: max(width - 1, 0)]
-    if head and not text[len(head)].isspace():  # the cut falls inside a word: leave that word out
-        last = _LAST_WORD.search(head)
-        if last is not None and last.start() >= width * _KEEP:
-            head = head[: last.start()]
-    return head.rstrip(_TRAILING) + "…"
 
 
 def short(text: str | None, width: int = 60) -> str:
@@ -69,15 +48,6 @@ def table(headers: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     for row in [headers, *rows]:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
-
-
-# C0 and C1 controls and DEL; a tab or newline in model text would break the line layout too.
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters shown as U+FFFD: model text must not drive the terminal."""
-    return _CONTROLS.sub("\ufffd", text)
 
 
 def warn(text: str) -> None:

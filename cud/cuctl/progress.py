@@ -25,8 +25,9 @@ from cud.budget import describe_cost
 from cud.cuctl import tasks
 from cud.cuctl.client import Client
 from cud.cuctl.output import printable, short, terminal_columns
+from cud.phrases.actions import describe_action, describe_approval
 from cud.protocol import FINAL_STATES
-from cud.record.model import describe_action, describe_approval, describe_usage
+from cud.record.model import describe_usage
 
 __all__ = ("follow",)
 

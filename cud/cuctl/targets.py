@@ -7,7 +7,7 @@ from typing import Any
 
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, printable
-from cud.target_phrases import target_phrase
+from cud.phrases.targets import target_phrase
 
 __all__ = ()
 

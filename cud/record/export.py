@@ -18,7 +18,7 @@ or ``FILE.tgz`` writes the same files into a tar archive under ``task-ID/``::
     DIR/artifacts/PATH ...     each file the spec's [collect] kept, at its path in the seat's
                                home (listed in the manifest's "files" as "artifacts/PATH")
 
-The event kinds are :data:`cud.views.EVENT_KINDS`; docs/report.md says what each one's
+The event kinds are :data:`cud.protocol.EVENT_KINDS`; docs/report.md says what each one's
 ``data`` holds.
 
 Screens can show anything, so the directory is created 0700 and every file

@@ -16,7 +16,7 @@ import math
 from html import escape
 from typing import Any
 
-from cud.record.model import point
+from cud.phrases.actions import point
 
 __all__ = ("captions", "svg_overlay")
 

@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from cud.request_limits import MAX_IMAGE_BYTES, MAX_IMAGES, image_stats, image_urls
+from cud.model_api.image_limits import MAX_IMAGE_BYTES, MAX_IMAGES, image_stats, image_urls
 from cud.scripted.chain import (
     IMAGE_TOKENS, CallTurns, ChainError, Chains, Context, Stored, compaction_item, compaction_threshold,
 )

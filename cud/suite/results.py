@@ -35,7 +35,7 @@ from typing import Any
 from cud.budget import format_amount
 from cud.errors import ConfigError
 from cud.record.verdict import passed as task_passed
-from cud.views import FINAL_STATES
+from cud.protocol import FINAL_STATES
 
 __all__ = ("Attempt", "Results", "SpecRun", "wilson", "MAX_ATTEMPTS", "RESULTS_FILE")
 

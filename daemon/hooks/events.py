@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from cud.daemon.store.writes import now_iso
+from cud.phrases.actions import describe
 from cud.protocol import ApprovalView, TaskView
-from cud.record.model import describe
 
 __all__ = ("PROMPT_CHARS", "TEXT_CHARS", "approval_event", "command_env", "ntfy_body", "seat_event", "slack_body",
            "summary", "task_event")

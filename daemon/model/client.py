@@ -27,7 +27,7 @@ from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from cud.daemon.model.history import History, shaper_for
 from cud.errors import ModelRequestError
-from cud.request_limits import MAX_IMAGE_BYTES, MAX_IMAGES, image_stats
+from cud.model_api.image_limits import MAX_IMAGE_BYTES, MAX_IMAGES, image_stats
 
 if TYPE_CHECKING:
     import httpx2

@@ -33,7 +33,7 @@ from typing import Any, Literal, Protocol
 from cud.daemon.config_values import bad
 from cud.daemon.config_values import table as checked_table
 from cud.errors import ConfigError
-from cud.request_limits import MAX_IMAGE_BYTES, MAX_IMAGES, image_bytes, image_urls
+from cud.model_api.image_limits import MAX_IMAGE_BYTES, MAX_IMAGES, image_bytes, image_urls
 
 __all__ = ("HISTORY_KEYS", "History", "HistoryShaper", "load_history", "shaper_for")
 

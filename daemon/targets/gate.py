@@ -17,9 +17,9 @@ from typing import Any
 from cud.daemon.targets.rules import Rule, Verdict, decide
 from cud.daemon.targets.lookup import TargetResolver
 from cud.errors import ApprovalError, PolicyDenied
+from cud.phrases.actions import describe_action
+from cud.phrases.targets import identity, identity_phrase
 from cud.protocol import Target
-from cud.record.model import describe_action
-from cud.target_phrases import identity, identity_phrase
 
 __all__ = ("TargetGate",)
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from cud.daemon.tasks.screen_binding import changed_outside_volatile
-from cud.record.model import describe_action
+from cud.phrases.actions import describe_action
 
 __all__ = ("CAME_BACK_SCREENS", "MAX_PERIOD", "POINT_TOLERANCE", "Stuck", "StuckGuard")
 

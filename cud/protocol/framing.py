@@ -1,10 +1,10 @@
-"""The socket protocol between ``cud`` and ``cuctl``: every message, its framing and its checks.
+"""The socket protocol's framing: one JSON object per line, its version, and the messages around replies.
 
 Framing: one JSON object per line (UTF-8, ``\\n``-terminated), at most
 :data:`MAX_MESSAGE_BYTES` including the newline. Every message carries ``"v":``
-:data:`PROTOCOL_VERSION`. The requests are in :mod:`cud.requests`, their fields'
-checks and limits in :mod:`cud.request_checks`, what replies contain in
-:mod:`cud.views`; all are re-exported here.
+:data:`PROTOCOL_VERSION`. The requests are in :mod:`cud.protocol.requests`, their
+fields' checks and limits in :mod:`cud.protocol.request_checks`, what replies contain
+in :mod:`cud.protocol.replies`; :mod:`cud.protocol` exports all of them.
 
 A client sends one request and reads zero or more streamed messages (``event``
 for ``follow``, ``chunk`` for ``screenshot``, ``event`` then ``file`` for
@@ -26,122 +26,34 @@ from typing import Any, Literal, TypedDict, Union, cast
 
 import cud
 from cud.errors import ProtocolError
-from cud.request_checks import (  # noqa: F401 (re-exported: the protocol is one import for both sides)
-    ARTIFACT_FILE_NAME,
-    HUMAN_ACTIONS,
-    IDEMPOTENCY_KEY,
-    MAX_ARGV_BYTES,
-    MAX_ARGV_ITEMS,
-    MAX_CLIPBOARD_TEXT,
-    MAX_CYCLE_LIMIT,
-    MAX_DURATION_LIMIT,
-    MAX_EXEC_SECONDS,
-    MAX_FILE_LIMIT,
-    MAX_ID,
-    MAX_PATH_TEXT,
-    MAX_REPEAT_LIMIT,
-    MAX_STEPS_LIMIT,
-    MAX_TASK_RULES,
-    MAX_TEXT,
-    MAX_TREE_COUNT,
-    MAX_TREE_DEPTH,
-    ON_STUCK,
-    RECORD_FILE_NAME,
-    REQUEST_TYPES,
-    SCREENSHOT_FILE_NAME,
-    check_field,
-    parse_request,
-)
-from cud.requests import (  # noqa: F401 (re-exported, as below)
-    ActRequest,
-    ApprovalsRequest,
-    ApproveRequest,
-    CancelRequest,
-    InterruptRequest,
-    DenyRequest,
-    ClipboardRequest,
-    ExecRequest,
-    FollowRequest,
-    GetRequest,
-    PutRequest,
-    ResetRequest,
-    ImageRequest,
-    ArtifactRequest,
-    ListRequest,
-    MetricsRequest,
-    PauseRequest,
-    PingRequest,
-    RecordRequest,
-    Request,
-    ResumeRequest,
-    ScreenshotRequest,
-    InspectRequest,
-    TreeRequest,
-    SeatsRequest,
-    ShowRequest,
-    SubmitRequest,
-    VideoRequest,
-)
-from cud.views import (  # noqa: F401 (re-exported: the protocol is one import for both sides)
-    APPROVAL_POLICIES,
-    EVENT_KINDS,
-    FINAL_STATES,
-    LIVE_STATES,
-    POLICY_STRICTNESS,
-    SEAT_NAME,
-    SEAT_STATES,
-    STATE_NAMES,
-    TASK_STATES,
-    ApprovalKind,
-    ApprovalPolicy,
-    ApprovalState,
-    ApprovalView,
-    ErrorInfo,
-    EventView,
-    GuardView,
-    Person,
-    PingResult,
-    RecordFile,
-    RecordResult,
-    ScreenshotResult,
-    SeatState,
-    SeatView,
-    Target,
-    TaskState,
-    TaskView,
-    USAGE_KEYS,
-    UsageView,
-    CostView,
-    PriceView,
-    VERDICTS,
-    ArtifactView,
-    CheckResultView,
-    Verdict,
-    VerdictView,
-)
+from cud.protocol.replies import ErrorInfo, EventView
+from cud.protocol.request_checks import RECORD_FILE_NAME, parse_request
 
 __all__ = [
-    "APPROVAL_POLICIES",
     "CHUNK_BYTES",
-    "EVENT_KINDS",
-    "FINAL_STATES",
-    "LIVE_STATES",
     "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
-    "ARTIFACT_FILE_NAME",
-    "RECORD_FILE_NAME",
-    "SCREENSHOT_FILE_NAME",
-    "REQUEST_TYPES",
-    "check_field",
-    "SEAT_NAME",
-    "SEAT_STATES",
-    "TASK_STATES",
+    "ChunkMessage",
+    "DaemonMessage",
+    "ErrorReply",
+    "EventMessage",
+    "FileMessage",
+    "OkReply",
+    "ReadyMessage",
+    "Reply",
+    "VersionMismatch",
+    "chunk_message",
     "decode",
     "encode",
     "error_reply",
+    "event_message",
+    "file_message",
     "ok_reply",
     "parse_message",
-    "parse_request",
+    "parse_upload_chunk",
+    "ready_message",
+    "request",
+    "version_mismatch_reply",
 ]
 
 #: 2: seats (the ``seats`` request, ``seat`` in submit, screenshot and every task).
