@@ -3,6 +3,11 @@
 Every error carries a message that names the offending value and a ``details``
 dict with the same facts in machine-readable form, so the daemon can put them
 in a task record and ``cuctl`` can print them without parsing the message.
+
+One class per cause, each with its own ``kind`` (the name on the wire); the wire
+dict ``{"kind", "message", "details"}`` is made by :meth:`CudError.to_dict` and
+nowhere else. Every kind is listed in docs/protocol.md ("Error kinds"), and
+tests/test_error_kinds.py keeps the three in step.
 """
 
 from __future__ import annotations
@@ -20,12 +25,18 @@ __all__ = [
     "DriverTimeout",
     "AuthenticationFailed",
     "ProtocolError",
+    "TooManyConnections",
     "AccessDenied",
     "ApprovalError",
     "NotFound",
     "TaskTimeout",
+    "TaskStuck",
     "StorageFull",
+    "ModelApiError",
     "ModelRequestError",
+    "ComputerUseFailed",
+    "InternalError",
+    "WrongState",
     "PolicyDenied",
     "AccessibilityError",
     "ConnectionFailed",
@@ -33,6 +44,10 @@ __all__ = [
     "SessionError",
     "SpecError",
     "SetupFailed",
+    "BudgetExceeded",
+    "BadRequest",
+    "ConsoleRefused",
+    "FleetError",
 ]
 
 
@@ -105,6 +120,15 @@ class ProtocolError(CudError):
     kind = "protocol"
 
 
+class TooManyConnections(ProtocolError):
+    """The daemon's connection slots are taken (``max_connections``, a user's share of them): try again.
+
+    A ProtocolError by design: it was sent as one (kind ``protocol``) before it had a kind of its own, so a
+    client's ``except ProtocolError`` still catches it; on the wire its kind is its own."""
+
+    kind = "too_many_connections"
+
+
 class AccessDenied(CudError):
     """The peer is not allowed to do what it asked."""
 
@@ -142,10 +166,33 @@ class TaskStuck(CudError):
     kind = "stuck"
 
 
-class ModelRequestError(CudError):
-    """The model's API refused a request in a way a setting fixes; the message names the setting."""
+class ModelApiError(CudError):
+    """The model's API failed a request (an HTTP error, a lost connection); ``details.status`` is the HTTP
+    status when there was one."""
+
+    kind = "api"
+
+
+class ModelRequestError(ModelApiError):
+    """The model's API refused a request in a way a setting fixes; the message names the setting.
+
+    A ModelApiError whose cause is known: its own kind, so a client can show the setting."""
 
     kind = "model_request"
+
+
+class ComputerUseFailed(CudError):
+    """The computer-use loop (the SDK's toolset) refused the model's answer: an invalid action, a malformed
+    tool call; the task fails."""
+
+    kind = "computer_use"
+
+
+class InternalError(CudError):
+    """A bug or an unexpected library error: the daemon keeps running, the request or task fails. The message
+    names the exception's type (a request's reply says no more: the log has the traceback)."""
+
+    kind = "internal"
 
 
 class WrongState(CudError):
@@ -201,3 +248,24 @@ class BudgetExceeded(CudError):
     or the person asked denied more."""
 
     kind = "budget_exceeded"
+
+
+class BadRequest(CudError):
+    """A request to the console's HTTP API (``cuctl console``) is malformed: a bad id, a body that is not the
+    JSON object asked for. Console only, never on the socket."""
+
+    kind = "bad_request"
+
+
+class ConsoleRefused(CudError):
+    """The console's gate refused a browser's request: a wrong Host or Origin, no session, a used token, no such
+    page. Console only, never on the socket."""
+
+    kind = "console"
+
+
+class FleetError(CudError):
+    """Ray could not carry out a fleet's attempt: its retries were spent (its nodes kept dying), or the remote
+    call itself raised (client side, ``cud.fleet``, only)."""
+
+    kind = "fleet"

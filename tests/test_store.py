@@ -437,3 +437,20 @@ def test_a_v11_database_upgrades_to_keys_per_submitter_and_keeps_every_row(tmp_p
         assert alices["state"] == "queued"
     finally:
         store.close()
+
+
+def test_the_row_groups_extend_the_connection_and_declare_none_of_it_again() -> None:
+    """Store's groups of rows (counts, spend) get the connection, transactions and events from the one class
+    that owns them: none re-declares those members (``if TYPE_CHECKING:`` stubs drift from the real ones)."""
+    import ast
+
+    from cud.daemon.store.connection import StoreConnection
+    from cud.daemon.store.counts import CountRows
+    from cud.daemon.store.spend import SpendRows
+
+    assert all(issubclass(rows, StoreConnection) for rows in (Store, CountRows, SpendRows))
+    for path in sorted((Path(__file__).parent.parent / "daemon" / "store").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                stubs = [s for s in node.body if isinstance(s, ast.If) and "TYPE_CHECKING" in ast.unparse(s.test)]
+                assert not stubs, f"{path.name}: {node.name} declares members under TYPE_CHECKING"

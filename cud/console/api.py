@@ -26,7 +26,7 @@ from cud.cuctl.client import Client, RemoteError
 from cud.cuctl.dial import Dialer
 from cud.cuctl.export import fetch_record
 from cud.cuctl.tasks import describe_event
-from cud.errors import CudError
+from cud.errors import BadRequest, ConsoleRefused, CudError
 from cud.phrases.actions import describe_action
 from cud.protocol import MAX_ID, SCREENSHOT_FILE_NAME
 from cud.record.html import CSP as REPORT_CSP
@@ -46,12 +46,8 @@ MAX_TASKS = 200
 _STATUS = {
     "bad_request": 400, "protocol": 400, "action_rejected": 400, "out_of_bounds": 400, "unknown_key": 400,
     "access_denied": 403, "not_found": 404, "approval": 409, "connection": 502, "display_unavailable": 503,
-    "driver_timeout": 504, "storage_full": 507,
+    "driver_timeout": 504, "storage_full": 507, "too_many_connections": 503,
 }
-
-
-class BadRequest(CudError):
-    kind = "bad_request"
 
 
 class Images:
@@ -83,13 +79,13 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except web.HTTPNotFound:
-        return refusal(request, 404, f"no such page: {request.path[:100]!r}")
+        return refusal(request, 404, ConsoleRefused(f"no such page: {request.path[:100]!r}"))
     except web.HTTPMethodNotAllowed as exc:
-        return refusal(request, 405, f"{request.method} is not allowed on {request.path[:100]!r}; "
-                                     f"use {', '.join(sorted(exc.allowed_methods))}")
+        return refusal(request, 405, ConsoleRefused(f"{request.method} is not allowed on {request.path[:100]!r}; "
+                                                    f"use {', '.join(sorted(exc.allowed_methods))}"))
     except CudError as exc:
         source = "daemon" if isinstance(exc, RemoteError) else "console"
-        return refusal(request, _STATUS.get(exc.kind, 409), exc.message, exc.kind, source)
+        return refusal(request, _STATUS.get(exc.kind, 409), exc, source)
 
 
 # -- input ------------------------------------------------------------------------------------
@@ -265,7 +261,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         try:
             queue.put_nowait(("end", await link.call("follow", on_event, wait_forever=True, id=task_id)))
         except CudError as exc:
-            queue.put_nowait(("failure", {"kind": exc.kind, "message": exc.message}))
+            queue.put_nowait(("failure", exc.to_dict()))
 
     reader = asyncio.create_task(follow())
     try:  # until the task ends, the daemon fails, or the page goes away (then the write fails)

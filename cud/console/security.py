@@ -28,6 +28,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import hdrs, web
 
+from cud.errors import ConsoleRefused, CudError
+
 __all__ = ("CSP", "Gate")
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
@@ -36,14 +38,13 @@ _SAFE_METHODS = frozenset({"GET", "HEAD"})
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def refusal(request: web.Request, status: int, message: str, kind: str = "console",
-            source: str = "console") -> web.Response:
+def refusal(request: web.Request, status: int, error: CudError, source: str = "console") -> web.Response:
     """An error the page can show (``source``: who refused, the console or the daemon): JSON under
-    /api/, plain text elsewhere (a person reads it)."""
+    /api/ (the error's own wire dict, and the source), plain text elsewhere (a person reads it)."""
     if request.path.startswith("/api/"):
-        body = json.dumps({"error": {"kind": kind, "message": message, "source": source}})
+        body = json.dumps({"error": {**error.to_dict(), "source": source}})
         return web.Response(status=status, text=body, content_type="application/json")
-    return web.Response(status=status, text=message + "\n", content_type="text/plain")
+    return web.Response(status=status, text=error.message + "\n", content_type="text/plain")
 
 
 def _see_other() -> web.Response:
@@ -70,19 +71,19 @@ class Gate:
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         host = request.headers.get(hdrs.HOST)
         if host != self.host:
-            return refusal(request, 403, f"Host {host!r} is not this console's address {self.host!r}")
+            return refusal(request, 403, ConsoleRefused(f"Host {host!r} is not this console's address {self.host!r}"))
         if "token" in request.query:
             return self._exchange(request)
         if not self._session(request):
-            return refusal(request, 401, "no console session: open the URL `cuctl console` printed "
-                                         "(its token works once; restart the console for a new one)")
+            return refusal(request, 401, ConsoleRefused("no console session: open the URL `cuctl console` printed "
+                                                        "(its token works once; restart the console for a new one)"))
         if request.method not in _SAFE_METHODS:
             origin = request.headers.get(hdrs.ORIGIN)
             if origin != self.origin:
-                return refusal(request, 403, f"Origin {origin!r} is not this console's {self.origin!r}")
+                return refusal(request, 403, ConsoleRefused(f"Origin {origin!r} is not this console's {self.origin!r}"))
             if request.content_type != "application/json":
-                return refusal(request, 415, f"a {request.method} needs a JSON body "
-                                             f"(Content-Type application/json), got {request.content_type!r}")
+                return refusal(request, 415, ConsoleRefused(f"a {request.method} needs a JSON body (Content-Type "
+                                                            f"application/json), got {request.content_type!r}"))
         return await handler(request)
 
     def _exchange(self, request: web.Request) -> web.StreamResponse:
@@ -91,8 +92,8 @@ class Gate:
             return _see_other()
         if request.method != "GET" or request.path != "/" or self._token is None \
                 or not hmac.compare_digest(given, self._token):
-            return refusal(request, 403, "this token is wrong or was already used: restart `cuctl console` "
-                                         "for a new URL")
+            return refusal(request, 403, ConsoleRefused("this token is wrong or was already used: restart "
+                                                        "`cuctl console` for a new URL"))
         self._token = None  # once only: a copied URL is useless afterwards
         session = secrets.token_urlsafe(32)
         self._sessions.add(session)

@@ -26,7 +26,7 @@ from cud.cuctl.export import fetch_record
 from cud.cuctl.output import emit_json, printable, short, table
 from cud.cuctl.progress import live_terminal
 from cud.cuctl.report import write_private
-from cud.errors import AccessDenied, ConfigError, ConnectionFailed, CudError
+from cud.errors import AccessDenied, BudgetExceeded, ConfigError, ConnectionFailed, CudError
 from cud.protocol import SeatView
 from cud.record.html import render
 from cud.seat_needs import SeatNeeds
@@ -207,7 +207,7 @@ class Suite:
         why = f"not submitted: the suite's {self.budget.words(self.results.attempts)}"
         while self.todo:
             attempt = self.todo.popleft()
-            attempt.state, attempt.error = "refused", {"kind": "budget_exceeded", "message": why}
+            attempt.state, attempt.error = "refused", BudgetExceeded(why).to_dict()
             if attempt not in self.results.attempts:
                 self.results.attempts.append(attempt)
             self._ended(attempt)
@@ -251,7 +251,7 @@ class Suite:
             self.todo.appendleft(attempt)  # not known to be submitted: submitted again (same key) once it is back
             raise
         except (RemoteError, AccessDenied) as exc:  # refused (rights, a seat without a session): it would be again
-            attempt.state, attempt.error = "refused", {"kind": exc.kind, "message": exc.message}
+            attempt.state, attempt.error = "refused", exc.to_dict()
             self._ended(attempt)
             return
         self.flying.append(attempt)

@@ -19,6 +19,7 @@ from typing import Any
 
 from cud.cuctl.eval import Suite
 from cud.cuctl.report import write_private
+from cud.errors import FleetError
 from cud.fleet import need_ray
 from cud.fleet.remote import reattach, submit_attempt
 from cud.suite.plan import Planned
@@ -92,7 +93,7 @@ class FleetSuite(Suite):
                     self.reattached.discard(ref)
                     self.todo.appendleft(attempt)
                     continue
-                attempt.state, attempt.error = "failed", {"kind": "fleet", "message": _first_line(exc)}
+                attempt.state, attempt.error = "failed", FleetError(_first_line(exc)).to_dict()
                 self._ended(attempt)
                 continue
             final = self._take(attempt, outcome)

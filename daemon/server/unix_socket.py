@@ -36,7 +36,7 @@ from typing import Any
 
 from cud.daemon.server.access import Peer, Policy, peer_of
 
-from cud.errors import ConfigError, CudError, ProtocolError
+from cud.errors import AccessDenied, ConfigError, CudError, InternalError, ProtocolError, TooManyConnections
 from cud.protocol import (MAX_MESSAGE_BYTES, VersionMismatch, decode, encode, error_reply, ok_reply,
                           parse_request, parse_upload_chunk, version_mismatch_reply)
 
@@ -192,17 +192,13 @@ class Server:
         if not self.policy.may_connect(peer):
             # Logged, not written to the database: a refused peer must not be able to fill the disk.
             log.warning("refused connection from %s (uid %d, pid %d): not in [access]", peer.name, peer.uid, peer.pid)
-            await send(
-                dict(error_reply({
-                    "kind": "access_denied",
-                    "message": f"user {peer.name!r} (uid {peer.uid}) may not use this daemon: not in [access]",
-                    "details": {"uid": peer.uid},
-                }))
-            )
+            await send(dict(error_reply(AccessDenied(
+                f"user {peer.name!r} (uid {peer.uid}) may not use this daemon: not in [access]", uid=peer.uid,
+            ).to_dict())))
             return
         conn = _Conn(peer.uid, task)
         if not self._admit(conn):
-            await send(dict(error_reply(ProtocolError(
+            await send(dict(error_reply(TooManyConnections(
                 f"too many connections in progress (a user may hold {self._share()} of the daemon's "
                 f"{self.max_connections}: its config key 'max_connections', within its file-descriptor limit); "
                 "try again",
@@ -246,9 +242,7 @@ class Server:
                 raise
             except Exception as exc:
                 log.exception("request %r failed", request.get("type"))
-                reply = encode(dict(error_reply({
-                    "kind": "internal", "message": f"internal error: {type(exc).__name__}", "details": {},
-                })))
+                reply = encode(dict(error_reply(InternalError(f"internal error: {type(exc).__name__}").to_dict())))
             writer.write(reply)
             await asyncio.wait_for(writer.drain(), self.write_timeout)
             if failed and receiving:

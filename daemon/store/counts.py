@@ -1,20 +1,19 @@
 """What the metrics count (daemon/metrics.py): cheap aggregate queries over the tasks and approvals, run at
 scrape time.
 
-Rows of :class:`cud.daemon.store.database.Store`, which inherits them: the same connection (``_db``).
+Rows of :class:`cud.daemon.store.database.Store`, which inherits them; they read through the store's
+connection (:class:`~cud.daemon.store.connection.StoreConnection`).
 """
 
 from __future__ import annotations
 
-import sqlite3
-from typing import TYPE_CHECKING
+from cud.daemon.store.connection import StoreConnection
 
 __all__ = ("CountRows",)
 
 
-class CountRows:
-    if TYPE_CHECKING:
-        _db: sqlite3.Connection
+class CountRows(StoreConnection):
+    """The metrics' counts."""
 
     def task_counts(self) -> dict[str, int]:
         """How many tasks the database holds in each state."""

@@ -1,15 +1,10 @@
 """Durable state: tasks, their events, approvals and an audit trail in one SQLite file (WAL).
 
-Every public method that changes rows does so in ONE transaction, so a crash
-leaves either all of a change or none of it. The schema and its migrations
-are in :mod:`cud.daemon.store.schema`.
-
-Events are published to subscribers only after their transaction commits, so
-a follower never sees an event that a crash could take back.
-
-A full disk makes a write fail whole with ``StorageFull``. Writes that finish or
-decide work already accepted (``_finishing``) then ask ``on_full`` to free the
-space reserve (``daemon/store/disk_reserve.py``) and try once more; a submission does not.
+The connection, its one-transaction writes, the events published after commit and the full-disk
+failure are :mod:`cud.daemon.store.connection`'s; the schema and its migrations are in
+:mod:`cud.daemon.store.schema`. Writes that finish or decide work already accepted (``finishing``)
+ask ``on_full`` on a full disk to free the space reserve (``daemon/store/disk_reserve.py``) and try
+once more; a submission does not.
 """
 
 from __future__ import annotations
@@ -18,20 +13,21 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from cud.budget import format_amount
-from cud.errors import ConfigError, NotFound, StorageFull
-from cud.daemon.store.spec_files import StoredFiles
 from cud.daemon.store.counts import CountRows
+# SCHEMA_VERSION is schema.py's, kept importable from here (tests, the fixture scripts in tests/data/).
+from cud.daemon.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
+from cud.daemon.store.schema import approval_view, task_view
+from cud.daemon.store.spec_files import StoredFiles
 from cud.daemon.store.spend import SpendRows
 from cud.daemon.store.writes import finishing, iso_to_epoch, now_iso
-from cud.daemon.store.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
-from cud.protocol import (EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, EventView,
-                          GuardView, TaskView, UsageView, VerdictView)
+from cud.errors import NotFound
+from cud.protocol import (FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, EventView, GuardView, TaskView,
+                          UsageView, VerdictView)
 from cud.seat_needs import SeatNeeds
 from cud.spec import Spec
 
@@ -39,113 +35,12 @@ __all__ = ()
 
 #: An approval with the seat of its task: an approver of several seats must know which screen it is.
 _APPROVALS = "SELECT approvals.*, tasks.seat AS seat FROM approvals JOIN tasks ON tasks.id = approvals.task_id"
-Subscriber = Callable[[EventView], None]
+
 
 class Store(CountRows, SpendRows):
-    """The daemon's one connection to its database. Used from the event loop's thread only."""
-
-    def __init__(self, path: Path, on_full: Callable[[], bool] | None = None) -> None:
-        self.path = path
-        #: Frees room on a full disk (the space reserve); True if it freed any.
-        self.on_full = on_full
-        try:
-            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
-        except sqlite3.Error as exc:
-            raise ConfigError(f"cannot open database {str(path)!r}: {exc}", path=str(path)) from None
-        self._db.row_factory = sqlite3.Row
-        mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        if mode != "wal":
-            raise ConfigError(f"database {str(path)!r} cannot use WAL (journal mode {mode!r})", path=str(path))
-        # NORMAL in WAL mode survives a killed process; submit() asks for FULL so a
-        # submission also survives a power loss before it is acknowledged.
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._subscribers: list[Subscriber] = []
-        self._pending: list[EventView] = []
-        self._migrate()
-
-    def close(self) -> None:
-        self._db.close()
-
-    # -- plumbing -----------------------------------------------------------------------------
-    def _migrate(self) -> None:
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise ConfigError(
-                f"database {str(self.path)!r} has schema version {version}, newer than this cud's "
-                f"{SCHEMA_VERSION}; refusing to touch it",
-                path=str(self.path),
-                version=version,
-            )
-        # Foreign keys off while migrating: a rebuilt table is dropped and renamed, which
-        # would otherwise cascade into its events (checked whole before each commit).
-        self._db.execute("PRAGMA foreign_keys=OFF")
-        try:
-            for target in range(version, SCHEMA_VERSION):
-                # executescript commits first, so run each step's statements in our own transaction.
-                with self._tx() as db:
-                    for statement in split_sql(MIGRATIONS[target]):
-                        db.execute(statement)
-                    broken = db.execute("PRAGMA foreign_key_check").fetchall()
-                    if broken:
-                        raise ConfigError(f"migrating {str(self.path)!r} to schema {target + 1} broke "
-                                          f"{len(broken)} references; nothing was changed", path=str(self.path))
-                    db.execute(f"PRAGMA user_version = {target + 1}")
-        finally:
-            self._db.execute("PRAGMA foreign_keys=ON")
-
-    @contextlib.contextmanager
-    def _tx(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
-        if durable:
-            self._db.execute("PRAGMA synchronous=FULL")
-        pending: list[EventView] = []
-        self._pending = pending
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-            self._db.execute("COMMIT")
-        except BaseException as exc:
-            if self._db.in_transaction:  # SQLite may have rolled back itself (SQLITE_FULL)
-                self._db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
-                raise StorageFull(
-                    f"the disk holding {str(self.path)!r} is full; nothing was written",
-                    path=str(self.path),
-                ) from None
-            raise
-        finally:
-            self._pending = []
-            if durable:
-                self._db.execute("PRAGMA synchronous=NORMAL")
-        for event in pending:
-            for subscriber in list(self._subscribers):
-                subscriber(event)
-
-    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
-        self._subscribers.append(subscriber)
-        return lambda: self._subscribers.remove(subscriber) if subscriber in self._subscribers else None
-
-    def _event(self, db: sqlite3.Connection, task_id: int, kind: str, data: dict[str, Any]) -> EventView:
-        if kind not in EVENT_KINDS:  # a bug: the record, its readers and docs/report.md know only these
-            raise ValueError(f"unknown event kind {kind!r}; add it to cud.protocol.EVENT_KINDS (cud/protocol/replies.py) and docs/report.md")
-        seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE task_id = ?", (task_id,)).fetchone()[0]
-        at = now_iso()
-        db.execute(
-            "INSERT INTO events (task_id, seq, at, kind, data) VALUES (?, ?, ?, ?, ?)",
-            (task_id, seq, at, kind, json.dumps(data, ensure_ascii=False)),
-        )
-        event: EventView = {"task_id": task_id, "seq": seq, "at": at, "kind": kind, "data": data}
-        self._pending.append(event)
-        return event
-
-    def _audit(
-        self, db: sqlite3.Connection, uid: int, name: str, request: str, target: int | None, outcome: str
-    ) -> None:
-        db.execute(
-            "INSERT INTO audit (at, uid, name, request, target, outcome) VALUES (?, ?, ?, ?, ?, ?)",
-            (now_iso(), uid, name, request, target, outcome),
-        )
+    """The daemon's durable state: its tasks and approvals here, what they spend and what the metrics count in
+    the rows it inherits, all over one connection (:class:`StoreConnection`). Used from the event loop's
+    thread only."""
 
     # -- tasks ----------------------------------------------------------------------------------
     def submit(self, prompt: str, model: str, max_steps: int, approval: str, uid: int, name: str,

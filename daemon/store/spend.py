@@ -1,31 +1,25 @@
 """What tasks spend (docs/budgets.md): a task's cost, the day's spend, raised budgets, held tasks.
 
-The budget rows of :class:`cud.daemon.store.database.Store`, which inherits them: the same
-connection and transactions (``_tx``, ``_db``, ``_event``).
+The budget rows of :class:`cud.daemon.store.database.Store`, which inherits them; they are written in the
+store's transactions (:class:`~cud.daemon.store.connection.StoreConnection`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sqlite3
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cud.budget import format_amount
+from cud.daemon.store.connection import StoreConnection
 from cud.daemon.store.writes import finishing
-from cud.protocol import CostView, EventView
+from cud.protocol import CostView
 
 __all__ = ("SpendRows",)
 
 
-class SpendRows:
-    if TYPE_CHECKING:
-        _db: sqlite3.Connection
-
-        def _tx(self, *, durable: bool = False) -> contextlib.AbstractContextManager[sqlite3.Connection]: ...
-
-        def _event(self, db: sqlite3.Connection, task_id: int, kind: str, data: dict[str, Any]) -> EventView: ...
+class SpendRows(StoreConnection):
+    """A task's cost, the day's spend, raised budgets, held tasks."""
 
     @finishing
     def add_cost(self, task_id: int, total: CostView, day: str, amount: Decimal | None) -> None:

@@ -37,7 +37,8 @@ from cud.daemon.store.trajectory import StepRecord, TaskUsage, ms_since, tokens_
 from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
-from cud.errors import ApprovalError, BudgetExceeded, CudError, TaskStuck, TaskTimeout
+from cud.errors import (ApprovalError, BudgetExceeded, ComputerUseFailed, CudError, InternalError, ModelApiError,
+                        TaskStuck, TaskTimeout)
 from cud.protocol import ArtifactView, TaskView, VerdictView
 
 if TYPE_CHECKING:
@@ -200,15 +201,15 @@ class TaskRun:
             state, error = "stuck", exc.to_dict()
         except ComputerUseError as exc:
             if self.cancel_reason is None:
-                error = {"kind": "computer_use", "message": self.seat.redact(str(exc)), "details": {}}
+                error = ComputerUseFailed(self.seat.redact(str(exc))).to_dict()
         except CudError as exc:
             error = exc.to_dict()
             error["message"] = self.seat.redact(error["message"])
         except openai.APIError as exc:
-            error = {"kind": "api", "message": self.seat.redact(str(exc)), "details": _api_details(exc)}
+            error = ModelApiError(self.seat.redact(str(exc)), **_api_details(exc)).to_dict()
         except Exception as exc:  # a bug or an unexpected library error: keep the daemon, fail the task
             log.exception("task %d failed unexpectedly", self.task["id"])
-            error = {"kind": "internal", "message": self.seat.redact(f"{type(exc).__name__}: {exc}"), "details": {}}
+            error = InternalError(self.seat.redact(f"{type(exc).__name__}: {exc}")).to_dict()
         finally:
             self.stop_clock()
             toolset.close()
