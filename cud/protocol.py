@@ -83,7 +83,7 @@ from cud.requests import (  # noqa: F401 (re-exported, as below)
     VideoRequest,
 )
 from cud.views import (  # noqa: F401 (re-exported: the protocol is one import for both sides)
-    APPROVAL_POLICIES,
+    APPROVAL_MODES,
     EVENT_KINDS,
     FINAL_STATES,
     LIVE_STATES,
@@ -93,7 +93,7 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
     STATE_NAMES,
     TASK_STATES,
     ApprovalKind,
-    ApprovalPolicy,
+    ApprovalMode,
     ApprovalState,
     ApprovalView,
     ErrorInfo,
@@ -121,7 +121,7 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
 )
 
 __all__ = [
-    "APPROVAL_POLICIES",
+    "APPROVAL_MODES",
     "CHUNK_BYTES",
     "EVENT_KINDS",
     "FINAL_STATES",

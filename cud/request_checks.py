@@ -15,7 +15,7 @@ from cud.budget import MAX_TOKENS_LIMIT, parse_amount
 from cud.errors import ProtocolError
 from cud.requests import Request
 from cud.seat_needs import MAX_SEAT_TAGS, SCREEN_RULE, TAG_RULE, is_screen, is_tag
-from cud.views import APPROVAL_POLICIES, SEAT_NAME
+from cud.views import APPROVAL_MODES, SEAT_NAME
 
 __all__ = [
     "ARTIFACT_FILE_NAME",
@@ -224,7 +224,7 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "max_cost": (_amount, False),
         "max_input_tokens": (_integer(1, MAX_TOKENS_LIMIT), False),
         "max_output_tokens": (_integer(1, MAX_TOKENS_LIMIT), False),
-        "approval": (_choice(*APPROVAL_POLICIES), False),
+        "approval": (_choice(*APPROVAL_MODES), False),
         "seat": (_seat_name, False),
         "screen": (_screen, False),
         "seat_tags": (_seat_tags, False),

@@ -10,7 +10,7 @@ import re
 from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = [
-    "APPROVAL_POLICIES",
+    "APPROVAL_MODES",
     "EVENT_KINDS",
     "FINAL_STATES",
     "SEAT_NAME",
@@ -47,8 +47,8 @@ FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "i
 #: A task under way: it holds a seat (and a dead daemon leaves it interrupted).
 LIVE_STATES: frozenset[str] = frozenset({"running", "awaiting_approval", "paused"})
 
-ApprovalPolicy = Literal["safety", "actions"]
-APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = ("safety", "actions")
+ApprovalMode = Literal["safety", "actions"]
+APPROVAL_MODES: tuple[ApprovalMode, ...] = ("safety", "actions")
 #: Stricter policies come later: a submitter may only move right in this tuple.
 POLICY_STRICTNESS = {"safety": 0, "actions": 1}
 
@@ -174,7 +174,7 @@ class TaskView(TypedDict):
     max_cost: str | None
     max_input_tokens: int | None
     max_output_tokens: int | None
-    approval: ApprovalPolicy
+    approval: ApprovalMode
     #: The seat it runs or ran on; while queued, the seat it is pinned to (null: any).
     seat: str | None
     #: Whether the submitter named the seat.
@@ -339,5 +339,5 @@ class RecordResult(TypedDict):
     events: int
     files: list[RecordFile]
     #: The collected files (``artifacts/PATH``) not sent: the peer may not read them
-    #: (``Policy.may_read_collected``, docs/protocol.md); [] when all were sent.
+    #: (``AccessRights.may_read_collected``, docs/protocol.md); [] when all were sent.
     withheld: list[str]

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, time, timedelta
 
 from cud.budget import format_money
-from cud.daemon.budget.guard import today
+from cud.daemon.budget.meter import today
 from cud.daemon.config import read_secret_file
 from cud.daemon.tasks.runner import TaskRun
 from cud.daemon.seats.seat import FULL_DISK_RETRY, Seat, SeatParts
@@ -89,7 +89,7 @@ class Seats:
         if any(seat.meets(needs) and (not session or seat.session is not None) for seat in self):
             return
         offer = "; ".join(f"{seat.name} (screen {'unknown now' if seat.size is None else screen_of(seat.size)}, "
-                          f"{'tags ' + ', '.join(seat.spec.tags) if seat.spec.tags else 'no tags'}"
+                          f"{'tags ' + ', '.join(seat.seat_config.tags) if seat.seat_config.tags else 'no tags'}"
                           f"{', a session' if seat.session is not None else ''})" for seat in self)
         raise NotFound(f"no seat of this daemon {'with a session ' if session else ''}meets {needs.words()}; "
                        f"its seats: {offer}", seat=needs.seat, screen=needs.screen, seat_tags=list(needs.tags))

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import openai
-from cud.daemon.budget.guard import BudgetGuard
+from cud.daemon.budget.meter import BudgetMeter
 from cud.daemon.tasks.recording_driver import RecordingDriver
 from cud.daemon.tasks.screen_binding import ScreenWatch
 from cud.daemon.tasks.stuck import Stuck, StuckGuard
@@ -70,13 +70,13 @@ class TaskRun:
         self.seat = seat
         self.store = seat.store
         self.task = task
-        self.policy = task["approval"]
+        self.approval_mode = task["approval"]
         self.cancel_reason: str | None = None
         #: The task ends ``interrupted``, not ``cancelled``, when stopped: the daemon stops, or an ``interrupt``.
         self.ends_interrupted = False
         #: Set when the task ran past its max_duration: it then fails with this error.
         self.timed_out: TaskTimeout | None = None
-        #: Set when the task ended at a budget (cud.daemon.budget.guard): it then ends budget_exceeded.
+        #: Set when the task ended at a budget (cud.daemon.budget.meter): it then ends budget_exceeded.
         self.over_budget: BudgetExceeded | None = None
         self.job: asyncio.Task[Any] | None = None
         self.in_model = False
@@ -100,7 +100,7 @@ class TaskRun:
         self.cancelled = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self.usage = TaskUsage()
-        self.budget = BudgetGuard(self)
+        self.budget = BudgetMeter(self)
         #: Awaited once, before the first action or approval of the task (the seat's video has its
         #: first frame then, so every step and approval has its moment in it).
         self.before_acting: Callable[[], Awaitable[None]] | None = None
@@ -367,12 +367,13 @@ class TaskRun:
         if stuck is not None and not await self._stuck(stuck):
             return False
         target = await self.gate.look(plain)
-        verdict = self.gate.verdict(plain)  # a deny rule raises here: the action never runs
-        asks = verdict.decision == "ask" if verdict is not None else self.policy == "actions" and kind not in _HARMLESS
+        rule_decision = self.gate.rule_decision(plain)  # a deny rule raises here: the action never runs
+        asks = (rule_decision.decision == "ask" if rule_decision is not None
+                else self.approval_mode == "actions" and kind not in _HARMLESS)
         if self._covered:
             self._covered -= 1
         elif asks:
-            checks = [verdict.as_check()] if verdict is not None else []
+            checks = [rule_decision.as_check()] if rule_decision is not None else []
             if not await self._ask("action", checks, [plain], [target]):
                 return False
             self._bound = True
