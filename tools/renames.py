@@ -26,6 +26,8 @@ PY = ("cud/**/*.py", "daemon/**/*.py", "drivers/**/*.py", "tests/**/*.py", "benc
       "examples/**/*.py")
 DOCS = ("docs/*.md", "README.md")
 ALL = PY + DOCS
+#: A line with this in it names an old name on purpose (docs/layout.md's glossary): it is left alone.
+KEEP = "renamed from"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +58,10 @@ RETIRED: tuple[str, ...] = (
     "cud.daemon.budget.guard:BudgetGuard",
     "cud.daemon.service:Daemon.dispatch",
     "cud.daemon.server.unix_socket:Dispatch",
+    "cud.daemon.seats.seat:Seat.check",
+    "cud.daemon.targets.gate:TargetGate.check",
+    "cud.daemon.seats.seat:Seat.spec",
+    "cud.daemon.tasks.runner:TaskRun.policy",
 )
 
 _SERVER = ("daemon/server/**/*.py", "daemon/service.py")
@@ -96,6 +102,7 @@ RENAMES: tuple[Rename, ...] = (
     # -- spec: only a task spec; a seat's `[[seats]]` entry is its seat_config ----------------------
     Rename(r"\bself\.spec\b", "self.seat_config", ("daemon/seats/seat.py",), "seat config"),
     Rename(r"(?<![\w.\"'])spec\b(?![\"'])", "seat_config", ("daemon/seats/seat.py",), "seat config"),
+    Rename(r"(?<![\w.\"'])spec\b(?![\"'])", "seat_config", ("daemon/seats/dispatch.py",), "seat config"),
     Rename(r"\bseat\.spec\b(?!s)", "seat.seat_config", ("daemon/**/*.py", "tests/**/*.py"), "seat config"),
     # -- guard: only the stuck guard ([guard]); what a task may spend is the budget meter ------------
     Rename(r"\bcud\.daemon\.budget\.guard\b", "cud.daemon.budget.meter", ALL, "budget meter"),
@@ -116,6 +123,14 @@ RENAMES: tuple[Rename, ...] = (
            ("daemon/server/unix_socket.py",), "request handler"),
     Rename(r"\bself\.dispatch,", "self.handle_request,", ("daemon/service.py",), "request handler"),
     Rename(r"\basync def dispatch\(", "async def handle_request(", ("daemon/service.py",), "request handler"),
+    # -- check: a spec's check; a seat's own test is its health check; the gate's is the binding's --
+    Rename(r"\basync def check\(self\) -> bool", "async def health_check(self) -> bool", ("daemon/seats/seat.py",),
+           "health check"),
+    Rename(r"\bself\.check\(\)", "self.health_check()", ("daemon/seats/seat.py",), "health check"),
+    Rename(r"\bseat\.check\(\)", "seat.health_check()", ("daemon/**/*.py", "tests/**/*.py"), "health check"),
+    Rename(r"\bdef check\(self, action", "def check_binding(self, action", ("daemon/targets/gate.py",),
+           "approval binding"),
+    Rename(r"\.gate\.check\(", ".gate.check_binding(", ("daemon/tasks/**/*.py", "tests/**/*.py"), "approval binding"),
     # -- the lines these renames made too long, and imports put back in order --------------------
     Rename(r"session_for\(seat_config\.name, seat_config\.user, seat_config\.home, seat_config\.home_template,\n"
            r" +seat_config\.target_display, seat_config\.session_bus,\n +seat_config\.session_unit\)",
@@ -168,7 +183,13 @@ def rename(check: bool) -> dict[str, int]:
         pattern = re.compile(item.old, re.M)
         for path in _files(item.paths):
             text = path.read_text()
+            # A line that says what a name was ("renamed from …", the glossary's) keeps the old name.
+            kept = [line for line in text.splitlines(keepends=True) if KEEP in line]
+            for i, line in enumerate(kept):
+                text = text.replace(line, f"\0{i}\0", 1)
             new, n = pattern.subn(item.new, text)
+            for i, line in enumerate(kept):
+                new = new.replace(f"\0{i}\0", line, 1)
             if n:
                 counts[str(path.relative_to(ROOT))] = counts.get(str(path.relative_to(ROOT)), 0) + n
                 if not check:

@@ -249,7 +249,7 @@ class Seat:
             raise WrongState(f"seat {self.name!r} is busy ({why}); reset it when it is idle", seat=self.name,
                              state=self.state)
 
-    async def check(self) -> bool:
+    async def health_check(self) -> bool:
         """Ask the display for a round trip; become unavailable, or available again. True if it answered."""
         self._checking = True  # before any await: the seat is not free from here on
         async with self._hold:
@@ -300,7 +300,7 @@ class Seat:
             if task is None:
                 if not await self._pause(HEALTH_INTERVAL) and not self._stopping and self._task is None:
                     was = self.state
-                    await self.check()
+                    await self.health_check()
                     if self.state == "idle" and was == "unavailable":
                         self._on_free()
                 continue
@@ -319,7 +319,7 @@ class Seat:
             # busy meanwhile: no task may be handed over before the display has been looked at.
             await self.driver.call("rest")
             self.state = "idle"  # check() takes it back if the display does not answer; it is
-            await self.check()  # not free while checking, and starts checking before any await
+            await self.health_check()  # not free while checking, and starts checking before any await
             self._prune()
             if _TRIM is not None:
                 _TRIM(0)

@@ -56,7 +56,7 @@ class TargetGate:
     def unbind(self) -> None:
         self._approved.clear()
 
-    def check(self, action: dict[str, Any]) -> None:
+    def check_binding(self, action: dict[str, Any]) -> None:
         """Refuse the next approved action if the element at its point is not the one approved."""
         approved = self._approved.popleft() if self._approved else None
         now = identity(self.current)  # type: ignore[arg-type]

@@ -383,7 +383,7 @@ class TaskRun:
             self._bound = False
             self.gate.unbind()
         if self._bound and kind in _POINTER:
-            self.gate.check(plain)
+            self.gate.check_binding(plain)
             await self._check_binding(action)
         return True
 
