@@ -62,6 +62,8 @@ RETIRED: tuple[str, ...] = (
     "cud.daemon.targets.gate:TargetGate.check",
     "cud.daemon.seats.seat:Seat.spec",
     "cud.daemon.tasks.runner:TaskRun.policy",
+    "cud.drivers.png:PngSettings.guard",
+    "cud.drivers.png:GUARD_SHIFT",
 )
 
 _SERVER = ("daemon/server/**/*.py", "daemon/service.py")
@@ -112,6 +114,13 @@ RENAMES: tuple[Rename, ...] = (
            ("daemon/budget/__init__.py",), "budget meter"),
     Rename(r"\bBudgetGuard\b", "BudgetMeter", ALL, "budget meter"),
     Rename(r"\bbudget guard\b", "budget meter", ALL, "budget meter"),
+    Rename(r"\bguard=(True|False)\b", r"pillow_floor=\1", ("drivers/png.py", "bench/**/*.py", "tests/**/*.py", "docs/*.md"),
+           "guard"),
+    Rename(r"\bsettings\.guard\b", "settings.pillow_floor", ("drivers/png.py",), "guard"),
+    Rename(r"^    guard: bool = True", "    pillow_floor: bool = True", ("drivers/png.py",), "guard"),
+    Rename(r"\bGUARD_SHIFT\b", "PILLOW_FLOOR_SHIFT", ("drivers/**/*.py", "tests/**/*.py", "bench/**/*.py"), "guard"),
+    Rename(r"The check \(``guard``\)", "The check (``pillow_floor``)", ("drivers/png.py",), "guard"),
+    Rename(r"the console's guards \(token", "the console's defences (token", DOCS, "guard"),
     # -- dispatch: only which seat runs which task; the socket hands a request to its handler -------
     Rename(r"\bDispatch\b", "RequestHandler", ("daemon/server/unix_socket.py",), "request handler"),
     Rename(r"\bdispatch: RequestHandler\b", "handle_request: RequestHandler", ("daemon/server/unix_socket.py",),
