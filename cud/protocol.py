@@ -87,7 +87,7 @@ from cud.views import (  # noqa: F401 (re-exported: the protocol is one import f
     EVENT_KINDS,
     FINAL_STATES,
     LIVE_STATES,
-    POLICY_STRICTNESS,
+    APPROVAL_MODE_STRICTNESS,
     SEAT_NAME,
     SEAT_STATES,
     STATE_NAMES,

@@ -49,8 +49,8 @@ LIVE_STATES: frozenset[str] = frozenset({"running", "awaiting_approval", "paused
 
 ApprovalMode = Literal["safety", "actions"]
 APPROVAL_MODES: tuple[ApprovalMode, ...] = ("safety", "actions")
-#: Stricter policies come later: a submitter may only move right in this tuple.
-POLICY_STRICTNESS = {"safety": 0, "actions": 1}
+#: Stricter modes come later: a submitter may only move right in this tuple.
+APPROVAL_MODE_STRICTNESS = {"safety": 0, "actions": 1}
 
 #: budget: a task reached a budget and asks for more (docs/budgets.md); stuck: the model repeats itself (docs/stuck.md).
 ApprovalKind = Literal["safety", "action", "budget", "stuck"]

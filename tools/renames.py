@@ -55,6 +55,7 @@ RETIRED: tuple[str, ...] = (
     "cud.daemon.targets.gate:TargetGate.verdict",
     "cud.views:ApprovalPolicy",
     "cud.views:APPROVAL_POLICIES",
+    "cud.views:POLICY_STRICTNESS",
     "cud.daemon.budget.guard:BudgetGuard",
     "cud.daemon.service:Daemon.dispatch",
     "cud.daemon.server.unix_socket:Dispatch",
@@ -74,6 +75,12 @@ RENAMES: tuple[Rename, ...] = (
     Rename(r"\bAPPROVAL_POLICIES\b", "APPROVAL_MODES", ALL, "approval mode"),
     Rename(r"\b([Aa])pproval polic(y|ies)\b", lambda m: f"{m[1]}pproval mode{'s' if m[2] == 'ies' else ''}",
            ALL, "approval mode"),
+    Rename(r"\bPOLICY_STRICTNESS\b", "APPROVAL_MODE_STRICTNESS", ALL, "approval mode"),
+    Rename(r"#: Stricter policies come later", "#: Stricter modes come later", ("cud/**/*.py",), "approval mode"),
+    Rename(r"the (``|`)actions\1 policy\b", r"the \1actions\1 approval mode", ALL, "approval mode"),
+    Rename(r"A submitter may make the policy stricter, never looser", "A submitter may make the approval mode stricter, "
+           "never looser", DOCS, "approval mode"),
+    Rename(r"the approval\npolicy decides as before", "the approval\nmode decides as before", DOCS, "approval mode"),
     Rename(r"\bself\.policy\b", "self.approval_mode", ("daemon/tasks/**/*.py",), "approval mode"),
     # -- policy: only `[policy]` (its rules); who may do what is the daemon's access rights ---------
     Rename(r"(?<![-\w])(?<!Security )Policy\b(?! [Rr]ules)", "AccessRights", ALL, "access rights"),
@@ -87,7 +94,7 @@ RENAMES: tuple[Rename, ...] = (
     Rename(r"\bpolicy = AccessRights\(", "rights = AccessRights(", ("tests/**/*.py",), "access rights"),
     Rename(r"\bpolicy\.(may_|require_|task_for|event_for)", r"rights.\1", ("tests/test_spec_submit.py",),
            "access rights"),
-    Rename(r"its\n  policy lets it submit", "its\n  access rights let it submit", ("daemon/server/unix_socket.py",),
+    Rename(r"the access\n  policy lets it submit", "its access\n  rights let it submit", ("daemon/server/unix_socket.py",),
            "access rights"),
     # -- verdict: only a spec's task verdict ("passed" | "failed"); a rule gives a decision ---------
     Rename(r"\bVerdict\b(?!View)", "RuleDecision", ("daemon/targets/*.py", "tests/test_rules.py",

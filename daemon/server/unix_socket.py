@@ -4,8 +4,8 @@ Defences, each against a named failure:
 
 * the socket is bound under umask 0117, so it is never more open than 0660,
   not even for an instant between bind() and chmod();
-* every peer is identified with SO_PEERCRED and refused unless the access
-  policy lets it submit or approve, whatever the file mode says;
+* every peer is identified with SO_PEERCRED and refused unless its access
+  rights let it submit or approve, whatever the file mode says;
 * reads and writes have deadlines, so a slow or half-open client only ties up
   its own connection; a line over the size cap closes that connection;
 * every connection runs in its own task and every error in it is contained,

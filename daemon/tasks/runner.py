@@ -4,7 +4,7 @@ Only this module acts on a display (the seat's health checks only look). A task
 is one call of ``AsyncComputerToolset.run`` whose callbacks are wired to the daemon:
 
 * ``approve_safety_checks`` -> an approval record, awaited until decided;
-* ``before_action`` -> the ``actions`` policy, and the screen binding of approvals;
+* ``before_action`` -> the ``actions`` approval mode, and the screen binding of approvals;
 * ``cancelled`` -> ``cuctl cancel`` and shutdown;
 * ``on_diagnostic`` -> the task's event log.
 

@@ -27,7 +27,7 @@ from cud.spec.wire import spec_from_request
 from cud.errors import AccessDenied, ConfigError, ProtocolError, SpecError, StorageFull, WrongState
 from cud.protocol import (
     FINAL_STATES,
-    POLICY_STRICTNESS,
+    APPROVAL_MODE_STRICTNESS,
     CancelRequest,
     EventView,
     FollowRequest,
@@ -99,7 +99,7 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         return {"id": known["id"], "task": known, "existing": True}  # before any upload: no bytes for nothing
     config = daemon.config
     approval = request.get("approval", config.approval)
-    if POLICY_STRICTNESS[approval] < POLICY_STRICTNESS[config.approval]:
+    if APPROVAL_MODE_STRICTNESS[approval] < APPROVAL_MODE_STRICTNESS[config.approval]:
         raise AccessDenied(
             f"approval mode {approval!r} is looser than the daemon's {config.approval!r} (its config key "
             "'approval'); a task may only be stricter",
