@@ -56,6 +56,7 @@ RETIRED: tuple[str, ...] = (
     "cud.views:ApprovalPolicy",
     "cud.views:APPROVAL_POLICIES",
     "cud.views:POLICY_STRICTNESS",
+    "cud.daemon.store.trajectory:StepRecord",
     "cud.daemon.budget.guard:BudgetGuard",
     "cud.daemon.service:Daemon.dispatch",
     "cud.daemon.server.unix_socket:Dispatch",
@@ -147,6 +148,8 @@ RENAMES: tuple[Rename, ...] = (
     Rename(r"\bdef check\(self, action", "def check_binding(self, action", ("daemon/targets/gate.py",),
            "approval binding"),
     Rename(r"\.gate\.check\(", ".gate.check_binding(", ("daemon/tasks/**/*.py", "tests/**/*.py"), "approval binding"),
+    # -- record: everything kept of one task; a step's timings are not "a record" ------------------
+    Rename(r"\bStepRecord\b", "StepTimings", ALL, "record"),
     # -- the lines these renames made too long, and imports put back in order --------------------
     Rename(r"session_for\(seat_config\.name, seat_config\.user, seat_config\.home, seat_config\.home_template,\n"
            r" +seat_config\.target_display, seat_config\.session_bus,\n +seat_config\.session_unit\)",

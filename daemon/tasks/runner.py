@@ -33,7 +33,7 @@ from cud.daemon.tasks.stuck import Stuck, StuckGuard
 from cud.daemon.model.client import ModelRequests, Sent
 from cud.daemon.targets.rules import parse_rules
 from cud.daemon.targets.gate import TargetGate
-from cud.daemon.store.trajectory import StepRecord, TaskUsage, ms_since, tokens_of
+from cud.daemon.store.trajectory import StepTimings, TaskUsage, ms_since, tokens_of
 from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
@@ -80,7 +80,7 @@ class TaskRun:
         self.over_budget: BudgetExceeded | None = None
         self.job: asyncio.Task[Any] | None = None
         self.in_model = False
-        self.step: StepRecord | None = None
+        self.step: StepTimings | None = None
         self.steps = 0
         self.last_screenshot: str | None = None
         self._covered = 0  # actions still covered by the approval just granted
@@ -162,7 +162,7 @@ class TaskRun:
 
     async def play(self, client: AsyncOpenAI) -> Ending:
         """The model's part: one run of the SDK's loop, until it answers, fails, or is stopped."""
-        self.step = StepRecord(number=1, started=time.monotonic(), saw=None)
+        self.step = StepTimings(number=1, started=time.monotonic(), saw=None)
         toolset = AsyncComputerToolset(RecordingDriver(self.seat.driver, self))
         self.start_clock()
         self.seat.targets.warm_soon()  # connecting is no action's lookup; the task does not wait for it
@@ -245,7 +245,7 @@ class TaskRun:
         if self.step is not None and (self.step.model_ms or self.step.actions):
             ended = time.monotonic()
             self._finish_step(ended)
-            self.step = StepRecord(number=self.steps + 1, started=ended, saw=self.last_screenshot)
+            self.step = StepTimings(number=self.steps + 1, started=ended, saw=self.last_screenshot)
         self.in_model = True
 
     def on_model_end(self, model_ms: float, response: Any, sent: Sent) -> None:
