@@ -76,7 +76,8 @@ def _self_attributes(cls: type) -> set[str]:
             targets = node.targets if isinstance(node, ast.Assign) else (
                 [node.target] if isinstance(node, ast.AnnAssign) else [])
             for target in targets:
-                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                        and target.value.id == "self"):
                     found.add(target.attr)
     return found
 
@@ -117,7 +118,7 @@ def protocol_exists(name: str) -> bool:
     message = getattr(cud.protocol, kind, None)
     if not (isinstance(message, type) and typing.is_typeddict(message)):
         return False
-    return not field or field in message.__required_keys__ | message.__optional_keys__
+    return not field or field in message.__annotations__  # a TypedDict's holds every key, its bases' too
 
 
 CHECKS = {"code": code_exists, "config": config_exists, "protocol": protocol_exists}

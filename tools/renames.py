@@ -79,8 +79,8 @@ RENAMES: tuple[Rename, ...] = (
     Rename(r"\bPOLICY_STRICTNESS\b", "APPROVAL_MODE_STRICTNESS", ALL, "approval mode"),
     Rename(r"#: Stricter policies come later", "#: Stricter modes come later", ("cud/**/*.py",), "approval mode"),
     Rename(r"the (``|`)actions\1 policy\b", r"the \1actions\1 approval mode", ALL, "approval mode"),
-    Rename(r"A submitter may make the policy stricter, never looser", "A submitter may make the approval mode stricter, "
-           "never looser", DOCS, "approval mode"),
+    Rename(r"A submitter may make the policy stricter, never looser",
+           "A submitter may make the approval mode stricter, never looser", DOCS, "approval mode"),
     Rename(r"the approval\npolicy decides as before", "the approval\nmode decides as before", DOCS, "approval mode"),
     Rename(r"\bself\.policy\b", "self.approval_mode", ("daemon/tasks/**/*.py",), "approval mode"),
     # -- policy: only `[policy]` (its rules); who may do what is the daemon's access rights ---------
@@ -95,8 +95,8 @@ RENAMES: tuple[Rename, ...] = (
     Rename(r"\bpolicy = AccessRights\(", "rights = AccessRights(", ("tests/**/*.py",), "access rights"),
     Rename(r"\bpolicy\.(may_|require_|task_for|event_for)", r"rights.\1", ("tests/test_spec_submit.py",),
            "access rights"),
-    Rename(r"the access\n  policy lets it submit", "its access\n  rights let it submit", ("daemon/server/unix_socket.py",),
-           "access rights"),
+    Rename(r"the access\n  policy lets it submit", "its access\n  rights let it submit",
+           ("daemon/server/unix_socket.py",), "access rights"),
     # -- verdict: only a spec's task verdict ("passed" | "failed"); a rule gives a decision ---------
     Rename(r"\bVerdict\b(?!View)", "RuleDecision", ("daemon/targets/*.py", "tests/test_rules.py",
                                                    "tests/test_targets*.py"), "rule decision"),
@@ -122,8 +122,8 @@ RENAMES: tuple[Rename, ...] = (
            ("daemon/budget/__init__.py",), "budget meter"),
     Rename(r"\bBudgetGuard\b", "BudgetMeter", ALL, "budget meter"),
     Rename(r"\bbudget guard\b", "budget meter", ALL, "budget meter"),
-    Rename(r"\bguard=(True|False)\b", r"pillow_floor=\1", ("drivers/png.py", "bench/**/*.py", "tests/**/*.py", "docs/*.md"),
-           "guard"),
+    Rename(r"\bguard=(True|False)\b", r"pillow_floor=\1",
+           ("drivers/png.py", "bench/**/*.py", "tests/**/*.py", "docs/*.md"), "guard"),
     Rename(r"\bsettings\.guard\b", "settings.pillow_floor", ("drivers/png.py",), "guard"),
     Rename(r"^    guard: bool = True", "    pillow_floor: bool = True", ("drivers/png.py",), "guard"),
     Rename(r"\bGUARD_SHIFT\b", "PILLOW_FLOOR_SHIFT", ("drivers/**/*.py", "tests/**/*.py", "bench/**/*.py"), "guard"),
@@ -153,7 +153,8 @@ RENAMES: tuple[Rename, ...] = (
     # -- the lines these renames made too long, and imports put back in order --------------------
     Rename(r"session_for\(seat_config\.name, seat_config\.user, seat_config\.home, seat_config\.home_template,\n"
            r" +seat_config\.target_display, seat_config\.session_bus,\n +seat_config\.session_unit\)",
-           "session_for(\n            seat_config.name, seat_config.user, seat_config.home, seat_config.home_template,\n"
+           "session_for(\n"
+           "            seat_config.name, seat_config.user, seat_config.home, seat_config.home_template,\n"
            "            seat_config.target_display, seat_config.session_bus, seat_config.session_unit)",
            ("daemon/seats/seat.py",), "seat config"),
     Rename(r"for_seat\(seat_config\.target_display, seat_config\.session_bus, vnc=seat_config\.vnc is not None,\n",
@@ -168,9 +169,9 @@ RENAMES: tuple[Rename, ...] = (
     Rename(r"(?<=%dx%d\", )self\.name, self\.seat_config\.where, again, \*self\.size\)  # type",
            "self.name, self.seat_config.where, again,\n                     *self.size)  # type",
            ("daemon/seats/seat.py",), "seat config"),
-    Rename(r"""    \"\"\"``AccessRights\.task_for``/``event_for``: why a step failed is withheld from a reader without the right unless only
-    the display""", """    \"\"\"``AccessRights.task_for``/``event_for``: why a step failed is withheld from a reader without the right unless
-    only the display""", ("tests/test_spec_submit.py",), "access rights"),
+    Rename(r"(``AccessRights\.task_for``/``event_for``: why a step failed is withheld from a reader without the right "
+           r"unless) only\n    the display", r"\1\n    only the display", ("tests/test_spec_submit.py",),
+           "access rights"),
     Rename(r"import Peer, AccessRights\b", "import AccessRights, Peer", ALL, "access rights"),
     Rename(r"\bWITHHELD_SETUP, Peer, AccessRights\b", "WITHHELD_SETUP, AccessRights, Peer", ALL, "access rights"),
 )
