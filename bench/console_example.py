@@ -2,7 +2,7 @@
 
 Everything is real and private to this run, as in ``bench.report_example``: an
 Xvfb with openbox it picks a display for, the sandbox's demo app on an
-accessibility bus, the daemon on a temp socket recording video (approval policy
+accessibility bus, the daemon on a temp socket recording video (approval mode
 ``actions``, so the model's first click waits for a person), the demo submitted
 as a task spec, the scripted model playing ``demo``, ``cuctl console`` and
 Debian's Chromium through Playwright, showing the page as a person would: the

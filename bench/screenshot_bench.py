@@ -43,9 +43,9 @@ SIZES = ((1920, 1080), (1280, 800))
 TARGET_OVER_PILLOW, TARGET_OVER_SCROT, TARGET_BYTES = 15.0, 10.0, 1.0
 FRONTIER = (
     ("cud 0.1: Sub/Up, ISA-L 1, no classes",
-     PngSettings(engine="isal", level=1, filters=(SUB, UP), classify=False, guard=False)),
+     PngSettings(engine="isal", level=1, filters=(SUB, UP), classify=False, pillow_floor=False)),
     ("Sub/Up/Average/Paeth, ISA-L 1, no classes, no check",
-     PngSettings(engine="isal", level=1, filters=(SUB, UP, AVERAGE, PAETH), classify=False, guard=False)),
+     PngSettings(engine="isal", level=1, filters=(SUB, UP, AVERAGE, PAETH), classify=False, pillow_floor=False)),
     ("classes, ISA-L 1", PngSettings(engine="isal", level=1)),
     ("classes, ISA-L 2", PngSettings(engine="isal", level=2)),
     ("classes, ISA-L 3", PngSettings(engine="isal", level=3)),
@@ -53,7 +53,7 @@ FRONTIER = (
     ("classes, zlib-ng 3 (default)", PngSettings()),
     ("classes, zlib-ng 4", PngSettings(level=4)),
     ("classes, zlib-ng 6", PngSettings(level=6)),
-    ("default without the check against Pillow", PngSettings(guard=False)),
+    ("default without the check against Pillow", PngSettings(pillow_floor=False)),
     ("default on one thread", PngSettings(threads=1)),
 )
 

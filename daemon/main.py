@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a seat: an X display driven one task at a time (repeat for more seats)")
     run.add_argument("--vnc-password-file", metavar="F", help="file holding the VNC password")
     run.add_argument("--model", metavar="NAME", help="default model for tasks")
-    run.add_argument("--approval", choices=("safety", "actions"), help="approval policy")
+    run.add_argument("--approval", choices=("safety", "actions"), help="approval mode")
     run.add_argument("--approval-timeout", type=float, metavar="S", help="seconds an approval may stay pending")
     run.add_argument("--max-steps", type=int, metavar="N", help="model turns per task, default and ceiling")
     run.add_argument("--max-duration", type=int, metavar="S",

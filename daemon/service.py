@@ -19,7 +19,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cud.daemon.server.access import Peer, Policy
+from cud.daemon.server.access import AccessRights, Peer
 from cud.daemon.tasks.approvals import Approvals
 from cud.daemon.config import Config, resolve_api_key
 from cud.daemon.server.handlers import HANDLERS, Context
@@ -52,7 +52,7 @@ class Daemon:
         """``state_lock``: this daemon's lock on ``config.state_dir``, released when the daemon stops."""
         self.config = config
         self.state_lock = state_lock
-        self.policy = Policy(config.access)
+        self.access_rights = AccessRights(config.access)
         self.notifier = Notifier()
         self._stop = asyncio.Event()
         self._signals = 0
@@ -93,7 +93,7 @@ class Daemon:
         self.notifications.register(self.metrics.registry)
         await self.notifications.start()
         await self.seats.start()
-        self.server = Server(config.socket, self.policy, self.dispatch,
+        self.server = Server(config.socket, self.access_rights, self.handle_request,
                              max_connections=connection_slots(config.max_connections))
         await self.server.start()
         loop = asyncio.get_running_loop()
@@ -105,7 +105,7 @@ class Daemon:
             self._textfile = asyncio.create_task(
                 self.metrics.write_every(config.metrics.textfile, config.metrics.interval), name="metrics textfile")
         self.seats.dispatch()  # tasks queued before the restart
-        where = ", ".join(f"{seat.name}={seat.spec.where}" for seat in self.seats)
+        where = ", ".join(f"{seat.name}={seat.seat_config.where}" for seat in self.seats)
         log.info("cud ready on %s (seats %s, protocol %d, pid %d)", config.socket, where, PROTOCOL_VERSION, os.getpid())
         self.notifier.ready(f"serving {len(self.seats)} seat(s) on {config.socket}")
 
@@ -151,7 +151,7 @@ class Daemon:
                 task.cancel()
 
     # -- requests ------------------------------------------------------------------------
-    async def dispatch(
+    async def handle_request(
         self, peer: Peer, request: dict[str, Any], send: Callable[[dict[str, Any]], Awaitable[None]],
         receive: Callable[[], Awaitable[bytes]],
     ) -> Any:

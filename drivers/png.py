@@ -19,13 +19,13 @@ docs/screenshots.md has the guarantee and the measured table, docs/benchmarks.md
   joins the filters (Average leaves them) and deflate gets Huffman codes only: string matching finds
   nothing there. A gradient has every residual non-zero too, but all alike: near
   zero bits a byte, so it is not taken for noise.
-* The check (``guard``) is what keeps every other band from losing to Pillow: the
+* The check (``pillow_floor``) is what keeps every other band from losing to Pillow: the
   band is filtered as Pillow filters (per row the cheapest of None, Up, Sub, Paeth)
   and deflated by zlib (Pillow's own) at level 6 with Pillow's memLevel and
   strategy. Text keeps its unfiltered part
   when that is smaller; other bands take the check's part as theirs. Parts under
   1/1024 of their band's bytes are not checked (docs/screenshots.md says what
-  this guarantees and where it rests on measurement). ``guard=False`` gives the
+  this guarantees and where it rests on measurement). ``pillow_floor=False`` gives the
   cheap classes alone: the rest then get Sub, Up, Average and zlib-ng level 3.
 * A band whose pixels, and the row above that its filters read, are those of the
   last frame keeps its compressed part; an identical frame keeps the whole PNG.
@@ -70,9 +70,9 @@ NOISE_BITS = 7.0
 #: 7 bits, those where level 6 beat Huffman codes alone by 3-12% (noise beside a flat margin: seed 77008's
 #: top band, 5.2% or 18 KiB, which put the screen 12 KiB over Pillow's) had 5-21%.
 NOISE_ZEROS = 0.02
-#: A band's part is checked against the Pillow-like one when it is over 1/2**GUARD_SHIFT of its filtered
+#: A band's part is checked against the Pillow-like one when it is over 1/2**PILLOW_FLOOR_SHIFT of its filtered
 #: bytes: below that, all the bands of a frame together could lose at most 1/1024 of the frame's size.
-GUARD_SHIFT = 10
+PILLOW_FLOOR_SHIFT = 10
 _ENGINES = {"zlib-ng": (zlib_ng, range(1, 10)), "isal": (isal_zlib, range(4))}
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
@@ -96,7 +96,7 @@ class PngSettings:
     #: Reuse a band's compressed part while its pixels are unchanged.
     reuse: bool = True
     #: Check each band's part against the band filtered and deflated as Pillow would, keeping the smaller.
-    guard: bool = True
+    pillow_floor: bool = True
 
     def __post_init__(self) -> None:
         if self.engine not in _ENGINES:
@@ -190,12 +190,12 @@ class _Band:
         if share < SYNTHETIC_SHARE:
             unfiltered(rgb, rows)
             part = _deflate(settings.engine, settings.level, rows, flush)
-            if not settings.guard or len(part) <= rows.size >> GUARD_SHIFT:
+            if not settings.pillow_floor or len(part) <= rows.size >> PILLOW_FLOOR_SHIFT:
                 self._finish(part, rows)
                 return True
             np.subtract(rgb[1:], rgb[:-1], out=spare[:, 1:])
             checked = spare
-        elif settings.guard:
+        elif settings.pillow_floor:
             checked = rows  # its Up residuals are there already; nothing cheaper is tried first
             if share > NOISE_SHARE:
                 np.subtract(rgb[1:], rgb[:-1], out=rows[:, 1:])

@@ -1,4 +1,4 @@
-"""Approvals: approve, deny, timeout, the ``actions`` policy, and binding to the screen shown."""
+"""Approvals: approve, deny, timeout, the ``actions`` approval mode, and binding to the screen shown."""
 
 from __future__ import annotations
 

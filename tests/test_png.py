@@ -105,12 +105,12 @@ def test_every_setting_holds_exactly_the_frame(settings: PngSettings, size: tupl
 def test_bands_are_classed_by_their_content() -> None:
     width, height = 640, 3 * BAND_ROWS
     # Without the check, which may replace a band's part with a smaller one filtered otherwise.
-    png = PngEncoder(PngSettings(guard=False)).encode(_classes_frame(width, height).tobytes(), width, height)
+    png = PngEncoder(PngSettings(pillow_floor=False)).encode(_classes_frame(width, height).tobytes(), width, height)
     types = _filter_types(png, width, height)
     assert set(types[:BAND_ROWS]) == {0}  # text-like: unfiltered, so repeated glyphs match
     assert PAETH in set(types[BAND_ROWS:2 * BAND_ROWS])  # noise: Paeth is offered there and wins rows
     assert 0 not in set(types[2 * BAND_ROWS:]) and PAETH not in set(types[2 * BAND_ROWS:])  # mixed: adaptive
-    plain = PngEncoder(PngSettings(classify=False, guard=False)).encode(_classes_frame(width, height).tobytes(), width, height)
+    plain = PngEncoder(PngSettings(classify=False, pillow_floor=False)).encode(_classes_frame(width, height).tobytes(), width, height)
     assert 0 not in set(_filter_types(plain, width, height))
 
 

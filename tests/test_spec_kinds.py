@@ -178,6 +178,6 @@ answer = "re:."
     assert code == 1 and task["state"] == "failed" and task["error"]["kind"] == "setup_failed"
     assert task["error"]["message"] == ("setup step 1 (setup[0].launch: launch /bin/sleep 30) failed: no window with "
                                         "window_class is 'NeverThere' appeared within 1 s (windows now: none)")
-    # It only looked at the display, so everyone who may read the task reads why (Policy.task_for).
+    # It only looked at the display, so everyone who may read the task reads why (AccessRights.task_for).
     assert task["error"]["details"]["part"] == "wait_for"
     assert len(seat.model.requests) == asked

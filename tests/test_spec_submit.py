@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from cud.daemon.config import Access
-from cud.daemon.server.access import WITHHELD_SETUP, Peer, Policy
+from cud.daemon.server.access import WITHHELD_SETUP, AccessRights, Peer
 from cud.spec.checks import CHECK_KINDS, Check
 from cud.spec.setup import SETUP_KINDS, SetupStep, failure_message
 from tests.support.daemon import Daemon, cuctl, json_out, scenario
@@ -114,9 +114,9 @@ def test_without_the_operate_right_a_spec_may_not_act_in_a_session(start_daemon:
 
 
 def test_a_submitter_who_had_the_operate_right_reads_their_tasks_collected_files() -> None:
-    """``Policy.may_read_collected``: the operate right reads any task's collected files; without it, only the
+    """``AccessRights.may_read_collected``: the operate right reads any task's collected files; without it, only the
     submitter of a task whose spec collects (submit took the operate right for it) reads them, since lost."""
-    policy = Policy(Access(submit_users=("nobody",)))
+    rights = AccessRights(Access(submit_users=("nobody",)))
     nobody = Peer(pid=1, uid=NOBODY.pw_uid, gid=NOBODY.pw_gid, groups=frozenset(), name="nobody")
     other = Peer(pid=1, uid=NOBODY.pw_uid - 1, gid=NOBODY.pw_gid, groups=frozenset(), name="other")
     root = Peer(pid=1, uid=0, gid=0, groups=frozenset(), name="root")
@@ -124,19 +124,19 @@ def test_a_submitter_who_had_the_operate_right_reads_their_tasks_collected_files
     def task(uid: int, collect: list[str]) -> Any:
         return {"id": 7, "prompt": "p", "submitter": {"uid": uid, "name": "x"}, "spec": {"collect": {"files": collect}}}
 
-    assert policy.may_read_collected(nobody, task(NOBODY.pw_uid, ["a.txt"]))
-    assert not policy.may_read_collected(other, task(NOBODY.pw_uid, ["a.txt"]))
-    assert not policy.may_read_collected(nobody, task(NOBODY.pw_uid, []))
-    assert not policy.may_read_collected(nobody, task(0, ["a.txt"]))
-    assert policy.may_read_collected(root, task(NOBODY.pw_uid, ["a.txt"]))
+    assert rights.may_read_collected(nobody, task(NOBODY.pw_uid, ["a.txt"]))
+    assert not rights.may_read_collected(other, task(NOBODY.pw_uid, ["a.txt"]))
+    assert not rights.may_read_collected(nobody, task(NOBODY.pw_uid, []))
+    assert not rights.may_read_collected(nobody, task(0, ["a.txt"]))
+    assert rights.may_read_collected(root, task(NOBODY.pw_uid, ["a.txt"]))
 
 
 def test_a_failed_setup_step_says_what_it_met_in_the_session_only_to_whoever_may_read_the_seats_files() -> None:
-    """``Policy.task_for``/``event_for``: why a step failed is withheld from a reader without the right unless only
-    the display was looked at (a ``wait_for`` that ran out); an error from before parts were recorded is withheld
+    """``AccessRights.task_for``/``event_for``: why a step failed is withheld from a reader without the right unless
+    only the display was looked at (a ``wait_for`` that ran out); an error from before parts were recorded is withheld
     (deny by default). Which step failed, and how, stay. A submitter whose spec acted in the session (submit took
     the operate right for it) reads their own."""
-    policy = Policy(Access(submit_users=("nobody",)))
+    rights = AccessRights(Access(submit_users=("nobody",)))
     nobody = Peer(pid=1, uid=NOBODY.pw_uid, gid=NOBODY.pw_gid, groups=frozenset(), name="nobody")
     root = Peer(pid=1, uid=0, gid=0, groups=frozenset(), name="root")
     why = "it exited with status 3, not 0; output: a secret"
@@ -154,16 +154,16 @@ def test_a_failed_setup_step_says_what_it_met_in_the_session_only_to_whoever_may
 
     withheld = failure_message(0, "setup[0].launch", "launch x", WITHHELD_SETUP)
     for part in ("launch", None):
-        shown = policy.task_for(nobody, task(0, part))
+        shown = rights.task_for(nobody, task(0, part))
         assert shown["error"] == {**task(0, part)["error"], "message": withheld}
         setup = event("setup", {"index": 0, "kind": "launch", "what": "launch x", "ok": False, "error": why,
                                 **({"part": part} if part else {})})
-        assert policy.event_for(nobody, task(0, part), setup)["data"] == {**setup["data"], "error": WITHHELD_SETUP}
+        assert rights.event_for(nobody, task(0, part), setup)["data"] == {**setup["data"], "error": WITHHELD_SETUP}
         end = event("end", {"state": "failed", "error": task(0, part)["error"]})
-        assert policy.event_for(nobody, task(0, part), end)["data"]["error"]["message"] == withheld
-        assert policy.task_for(root, task(0, part)) == task(0, part)
-        assert policy.task_for(nobody, task(NOBODY.pw_uid, part)) == task(NOBODY.pw_uid, part)  # their own
+        assert rights.event_for(nobody, task(0, part), end)["data"]["error"]["message"] == withheld
+        assert rights.task_for(root, task(0, part)) == task(0, part)
+        assert rights.task_for(nobody, task(NOBODY.pw_uid, part)) == task(NOBODY.pw_uid, part)  # their own
     waited = event("setup", {"index": 0, "kind": "launch", "what": "launch x", "ok": False, "error": why,
                              "part": "wait_for"})
-    assert policy.task_for(nobody, task(0, "wait_for")) == task(0, "wait_for")
-    assert policy.event_for(nobody, task(0, "wait_for"), waited) == waited
+    assert rights.task_for(nobody, task(0, "wait_for")) == task(0, "wait_for")
+    assert rights.event_for(nobody, task(0, "wait_for"), waited) == waited

@@ -155,7 +155,7 @@ def test_a_deny_rule_stops_the_click_and_fails_the_task_naming_it(desk: Any, dia
 def test_an_ask_rule_raises_an_approval_naming_the_element(desk: Any, dialog: FormApp) -> None:
     steps = [{"actions": [click(dialog.button("Cancel"))]}, {"actions": [click(dialog.button("Delete account"))]}]
     since = dialog.mark()
-    with Run(desk, steps, RULES["ask_delete"]) as daemon:  # approval policy "safety": only the rule asks
+    with Run(desk, steps, RULES["ask_delete"]) as daemon:  # approval mode "safety": only the rule asks
         task_id = daemon.call("submit", prompt="cancel, then delete")["id"]
         approval = daemon.wait_approval(task_id)
         assert approval["targets"][0]["element"]["name"] == "Delete account"

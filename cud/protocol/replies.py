@@ -8,17 +8,17 @@ from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict, get_args
 
 __all__ = [
-    "APPROVAL_POLICIES",
+    "APPROVAL_MODES",
     "EVENT_KINDS",
     "FINAL_STATES",
     "LIVE_STATES",
-    "POLICY_STRICTNESS",
+    "APPROVAL_MODE_STRICTNESS",
     "SEAT_STATES",
     "TASK_STATES",
     "USAGE_KEYS",
     "VERDICTS",
     "ApprovalKind",
-    "ApprovalPolicy",
+    "ApprovalMode",
     "ApprovalState",
     "ApprovalView",
     "ArtifactView",
@@ -55,10 +55,10 @@ FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "i
 #: A task under way: it holds a seat (and a dead daemon leaves it interrupted).
 LIVE_STATES: frozenset[str] = frozenset({"running", "awaiting_approval", "paused"})
 
-ApprovalPolicy = Literal["safety", "actions"]
-APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = get_args(ApprovalPolicy)
-#: Stricter policies come later: a submitter may only move right in this tuple.
-POLICY_STRICTNESS = {"safety": 0, "actions": 1}
+ApprovalMode = Literal["safety", "actions"]
+APPROVAL_MODES: tuple[ApprovalMode, ...] = get_args(ApprovalMode)
+#: Stricter modes come later: a submitter may only move right in this tuple.
+APPROVAL_MODE_STRICTNESS = {"safety": 0, "actions": 1}
 
 #: budget: a task reached a budget and asks for more (docs/budgets.md); stuck: the model repeats itself (docs/stuck.md).
 ApprovalKind = Literal["safety", "action", "budget", "stuck"]
@@ -171,7 +171,7 @@ class TaskView(TypedDict):
     max_cost: str | None
     max_input_tokens: int | None
     max_output_tokens: int | None
-    approval: ApprovalPolicy
+    approval: ApprovalMode
     #: The seat it runs or ran on; while queued, the seat it is pinned to (null: any).
     seat: str | None
     #: Whether the submitter named the seat.
@@ -336,5 +336,5 @@ class RecordResult(TypedDict):
     events: int
     files: list[RecordFile]
     #: The collected files (``artifacts/PATH``) not sent: the peer may not read them
-    #: (``Policy.may_read_collected``, docs/protocol.md); [] when all were sent.
+    #: (``AccessRights.may_read_collected``, docs/protocol.md); [] when all were sent.
     withheld: list[str]

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from cud.budget import MAX_TOKENS_LIMIT, parse_amount
 from cud.errors import ProtocolError
-from cud.protocol.replies import APPROVAL_POLICIES
+from cud.protocol.replies import APPROVAL_MODES
 from cud.protocol.requests import Request
 from cud.seat_needs import MAX_SEAT_TAGS, SCREEN_RULE, TAG_RULE, is_screen, is_tag
 
@@ -227,7 +227,7 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[_FieldCheck, bool]]] = {
         "max_cost": (_amount, False),
         "max_input_tokens": (_integer(1, MAX_TOKENS_LIMIT), False),
         "max_output_tokens": (_integer(1, MAX_TOKENS_LIMIT), False),
-        "approval": (_choice(*APPROVAL_POLICIES), False),
+        "approval": (_choice(*APPROVAL_MODES), False),
         "seat": (_seat_name, False),
         "screen": (_screen, False),
         "seat_tags": (_seat_tags, False),

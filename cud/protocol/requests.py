@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict, Union
 
-from cud.protocol.replies import ApprovalPolicy
+from cud.protocol.replies import ApprovalMode
 
 __all__ = [
     "PingRequest",
@@ -57,7 +57,7 @@ class SubmitRequest(TypedDict):
     max_cost: NotRequired[str | float | int]  # an exact decimal string, or a number
     max_input_tokens: NotRequired[int]
     max_output_tokens: NotRequired[int]
-    approval: NotRequired[ApprovalPolicy]
+    approval: NotRequired[ApprovalMode]
     #: Pin the task to this seat; without it the first free seat takes it.
     seat: NotRequired[str]
     #: The seat's screen must be this size, WIDTHxHEIGHT (cud.seat_needs); a task waits for such a seat.

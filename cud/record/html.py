@@ -124,7 +124,7 @@ def _header(task: dict[str, Any], all_steps: list[Step]) -> str:
         # Records from before seats (cud 0.1) have none: they ran on the one display.
         ("Seat", escape(str(task.get("seat") or "default")) + (" (pinned)" if task.get("pinned") else "")),
         ("Submitted by", _person(task.get("submitter"))),
-        ("Approval policy", escape(str(task.get("approval", "?")))),
+        ("Approval mode", escape(str(task.get("approval", "?")))),
         ("Created", escape(str(task.get("created_at") or "-"))),
         ("Started", escape(str(task.get("started_at") or "-"))),
         ("Finished", escape(str(task.get("finished_at") or "-"))),

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, time, timedelta
 
 from cud.budget import format_money
-from cud.daemon.budget.guard import today
+from cud.daemon.budget.meter import today
 from cud.daemon.config import read_secret_file
 from cud.daemon.tasks.runner import TaskRun
 from cud.daemon.seats.seat import FULL_DISK_RETRY, Seat, SeatParts
@@ -32,22 +32,22 @@ __all__ = ("Seats",)
 log = logging.getLogger("cud.seats")
 
 
-def _open_driver(spec: SeatConfig, parts: SeatParts) -> object:
+def _open_driver(seat_config: SeatConfig, parts: SeatParts) -> object:
     from cud.drivers import open_driver  # imported here so a config error never needs X libraries
     from cud.drivers.aio import AsyncDriver
 
     config = parts.config
     password = None
-    if spec.vnc_password_file is not None:
-        password = read_secret_file(spec.vnc_password_file, "vnc_password_file")
+    if seat_config.vnc_password_file is not None:
+        password = read_secret_file(seat_config.vnc_password_file, "vnc_password_file")
     # Drivers connect on their first call: opening one never waits on its display.
     driver = open_driver(
-        display=spec.display,
-        vnc=spec.vnc,
+        display=seat_config.display,
+        vnc=seat_config.vnc,
         vnc_password=password,
         wait_seconds=config.wait_seconds,
         settle_timeout=config.settle_timeout,
-        vnc_horizontal_scroll=spec.vnc_horizontal_scroll,
+        vnc_horizontal_scroll=seat_config.vnc_horizontal_scroll,
         timeout=config.driver_timeout,
     )
     return AsyncDriver(driver)
@@ -57,8 +57,8 @@ class Seats:
     def __init__(self, parts: SeatParts) -> None:
         self.store = parts.store
         self.budget = parts.config.budget
-        self._seats = {spec.name: Seat(spec, parts, _open_driver(spec, parts), self.dispatch)
-                       for spec in parts.config.seats}
+        self._seats = {seat_config.name: Seat(seat_config, parts, _open_driver(seat_config, parts), self.dispatch)
+                       for seat_config in parts.config.seats}
         self._retry: asyncio.TimerHandle | None = None
         self._new_day: asyncio.TimerHandle | None = None
 
@@ -89,7 +89,7 @@ class Seats:
         if any(seat.meets(needs) and (not session or seat.session is not None) for seat in self):
             return
         offer = "; ".join(f"{seat.name} (screen {'unknown now' if seat.size is None else screen_of(seat.size)}, "
-                          f"{'tags ' + ', '.join(seat.spec.tags) if seat.spec.tags else 'no tags'}"
+                          f"{'tags ' + ', '.join(seat.seat_config.tags) if seat.seat_config.tags else 'no tags'}"
                           f"{', a session' if seat.session is not None else ''})" for seat in self)
         raise NotFound(f"no seat of this daemon {'with a session ' if session else ''}meets {needs.words()}; "
                        f"its seats: {offer}", seat=needs.seat, screen=needs.screen, seat_tags=list(needs.tags))
@@ -99,7 +99,7 @@ class Seats:
 
     async def start(self) -> None:
         """Check every display at once (each gets ``release_all``) before the daemon says it is ready."""
-        await asyncio.gather(*(seat.check() for seat in self))
+        await asyncio.gather(*(seat.health_check() for seat in self))
         down = [seat.name for seat in self if seat.state == "unavailable"]
         if down:
             log.warning("seats %s are unavailable at start-up; they are checked every few seconds", down)

@@ -82,23 +82,24 @@ class SeatParts:
 
 
 class Seat:
-    def __init__(self, spec: SeatConfig, parts: SeatParts, driver: Any, on_free: Callable[[], None]) -> None:
-        self.spec = spec
-        self.name = spec.name
+    def __init__(self, seat_config: SeatConfig, parts: SeatParts, driver: Any, on_free: Callable[[], None]) -> None:
+        self.seat_config = seat_config
+        self.name = seat_config.name
         self.config = parts.config
         self.store = parts.store
         self.approvals = parts.approvals
         self.trajectories = parts.trajectories
         self.driver = driver  # cud.drivers.aio.AsyncDriver
         #: Its session (user, home, processes: docs/sessions.md); None for a seat without ``user``/``home``.
-        self.session: SeatSession | None = session_for(spec.name, spec.user, spec.home, spec.home_template,
-                                                       spec.target_display, spec.session_bus,
-                                                       spec.session_unit)
+        self.session: SeatSession | None = session_for(
+            seat_config.name, seat_config.user, seat_config.home, seat_config.home_template,
+            seat_config.target_display, seat_config.session_bus, seat_config.session_unit)
         #: With a session, the address its user's launcher gives is confined to the session (a11y_trust).
         trust = (None if self.session is None
-                 else SeatTrust(spec.name, self.session.account.uid, self.session.own_dirs))
+                 else SeatTrust(seat_config.name, self.session.account.uid, self.session.own_dirs))
         #: What actions on this seat touch (docs/targets.md).
-        self.targets = TargetResolver.for_seat(spec.target_display, spec.session_bus, vnc=spec.vnc is not None,
+        self.targets = TargetResolver.for_seat(seat_config.target_display, seat_config.session_bus,
+                                               vnc=seat_config.vnc is not None,
                                                timeout=parts.config.target_timeout, trust=trust)
         self._client = parts.client
         self._api_key = parts.api_key
@@ -145,20 +146,20 @@ class Seat:
         return decode_data_url(shot["image_url"])
 
     def view(self) -> SeatView:
-        place = {"vnc": self.spec.vnc} if self.spec.vnc else {"display": self.spec.display}
+        place = {"vnc": self.seat_config.vnc} if self.seat_config.vnc else {"display": self.seat_config.display}
         return {  # type: ignore[return-value, misc]
             "name": self.name,
             **place,
             "state": self.state,
             "task": self._task["id"] if self._task is not None else None,
             "size": list(self.size) if self.size is not None else None,
-            "tags": list(self.spec.tags),
+            "tags": list(self.seat_config.tags),
             "error": self.error,
         }
 
     def meets(self, needs: SeatNeeds) -> bool:
         """Whether this seat will do for ``needs`` (its screen unknown while unavailable: it may)."""
-        return needs.met_by(self.name, self.size, self.spec.tags)
+        return needs.met_by(self.name, self.size, self.seat_config.tags)
 
     def redact(self, text: str) -> str:
         return text.replace(self._api_key, "[redacted]") if self._api_key else text
@@ -206,7 +207,7 @@ class Seat:
             if news:
                 log.warning("seat %s is unavailable: %s", self.name, problem)
                 if self._on_health is not None:
-                    self._on_health(self.name, self.spec.where, False, problem)
+                    self._on_health(self.name, self.seat_config.where, False, problem)
             return problem
         log.info("seat %s reset in %.2f s (%d processes, %d X clients ended; %d entries in the home)", self.name,
                  report.seconds, report.processes, report.x_clients, report.home_entries)
@@ -248,7 +249,7 @@ class Seat:
             raise WrongState(f"seat {self.name!r} is busy ({why}); reset it when it is idle", seat=self.name,
                              state=self.state)
 
-    async def check(self) -> bool:
+    async def health_check(self) -> bool:
         """Ask the display for a round trip; become unavailable, or available again. True if it answered."""
         self._checking = True  # before any await: the seat is not free from here on
         async with self._hold:
@@ -278,15 +279,16 @@ class Seat:
             news = self.state != "unavailable" or self.error == NOT_CHECKED
             self.state, self.error, self.size = "unavailable", exc.message, None
             if news and self._on_health is not None:
-                self._on_health(self.name, self.spec.where, False, exc.message)
+                self._on_health(self.name, self.seat_config.where, False, exc.message)
             return False
         finally:
             self._checking = False
         if self.state == "unavailable":
             again = "answers again" if self.error != NOT_CHECKED else "ready"
-            log.info("seat %s (%s) %s: %dx%d", self.name, self.spec.where, again, *self.size)  # type: ignore[misc]
+            log.info("seat %s (%s) %s: %dx%d", self.name, self.seat_config.where, again,
+                     *self.size)  # type: ignore[misc]
             if self.error != NOT_CHECKED and self._on_health is not None:
-                self._on_health(self.name, self.spec.where, True, None)
+                self._on_health(self.name, self.seat_config.where, True, None)
             self.state, self.error = "idle", None
         return True
 
@@ -298,7 +300,7 @@ class Seat:
             if task is None:
                 if not await self._pause(HEALTH_INTERVAL) and not self._stopping and self._task is None:
                     was = self.state
-                    await self.check()
+                    await self.health_check()
                     if self.state == "idle" and was == "unavailable":
                         self._on_free()
                 continue
@@ -317,7 +319,7 @@ class Seat:
             # busy meanwhile: no task may be handed over before the display has been looked at.
             await self.driver.call("rest")
             self.state = "idle"  # check() takes it back if the display does not answer; it is
-            await self.check()  # not free while checking, and starts checking before any await
+            await self.health_check()  # not free while checking, and starts checking before any await
             self._prune()
             if _TRIM is not None:
                 _TRIM(0)

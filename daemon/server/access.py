@@ -7,8 +7,8 @@ config adds users and groups. Operating (``operate_users``/``operate_groups``) i
 running code and moving files on a seat's session: ``cuctl exec``, ``cp``,
 ``clipboard``, ``reset`` and a spec's steps and checks that act in the session. Submitting a
 prompt does not need it. A task's collected files are the seat's files, so reading them
-follows the same right (:meth:`Policy.may_read_collected`), and so does reading whatever else of
-the seat's session a task's record quotes (:meth:`Policy.task_for`, :meth:`Policy.event_for`).
+follows the same right (:meth:`AccessRights.may_read_collected`), and so does reading whatever else of
+the seat's session a task's record quotes (:meth:`AccessRights.task_for`, :meth:`AccessRights.event_for`).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def peer_of(sock: socket.socket) -> Peer:
     return Peer(pid=pid, uid=uid, gid=gid, groups=frozenset(groups), name=name)
 
 
-class Policy:
+class AccessRights:
     """The resolved access lists: numeric uids and gids, fixed at start-up."""
 
     def __init__(self, access: Access) -> None:

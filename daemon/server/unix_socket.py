@@ -1,11 +1,11 @@
-"""The Unix socket: accept, identify the peer, read framed requests, dispatch, reply.
+"""The Unix socket: accept, identify the peer, read framed requests, hand each to its handler, reply.
 
 Defences, each against a named failure:
 
 * the socket is bound under umask 0117, so it is never more open than 0660,
   not even for an instant between bind() and chmod();
-* every peer is identified with SO_PEERCRED and refused unless the access
-  policy lets it submit or approve, whatever the file mode says;
+* every peer is identified with SO_PEERCRED and refused unless its access
+  rights let it submit or approve, whatever the file mode says;
 * reads and writes have deadlines, so a slow or half-open client only ties up
   its own connection; a line over the size cap closes that connection;
 * every connection runs in its own task and every error in it is contained,
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cud.daemon.server.access import Peer, Policy, peer_of
+from cud.daemon.server.access import AccessRights, Peer, peer_of
 
 from cud.errors import AccessDenied, ConfigError, CudError, InternalError, ProtocolError, TooManyConnections
 from cud.protocol import (MAX_MESSAGE_BYTES, VersionMismatch, decode, encode, error_reply, ok_reply,
@@ -46,7 +46,7 @@ log = logging.getLogger("cud.server")
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[bytes]]
-Dispatch = Callable[[Peer, dict[str, Any], Send, Receive], Awaitable[Any]]
+RequestHandler = Callable[[Peer, dict[str, Any], Send, Receive], Awaitable[Any]]
 
 #: Seconds a new connection has to send its first complete request. cuctl sends it at
 #: once; a client that has not by then is idle or half-open and only holds a slot.
@@ -73,16 +73,16 @@ class Server:
     def __init__(
         self,
         path: Path,
-        policy: Policy,
-        dispatch: Dispatch,
+        access_rights: AccessRights,
+        handle_request: RequestHandler,
         *,
         read_timeout: float = 30.0,
         write_timeout: float = 10.0,
         max_connections: int = 1024,
     ) -> None:
         self.path = path
-        self.policy = policy
-        self.dispatch = dispatch
+        self.access_rights = access_rights
+        self.handle_request = handle_request
         self.read_timeout = read_timeout
         self.write_timeout = write_timeout
         self.max_connections = max_connections
@@ -189,7 +189,7 @@ class Server:
         except OSError as exc:
             log.warning("cannot read peer credentials: %s", exc)
             return
-        if not self.policy.may_connect(peer):
+        if not self.access_rights.may_connect(peer):
             # Logged, not written to the database: a refused peer must not be able to fill the disk.
             log.warning("refused connection from %s (uid %d, pid %d): not in [access]", peer.name, peer.uid, peer.pid)
             await send(dict(error_reply(AccessDenied(
@@ -233,7 +233,7 @@ class Server:
             receiving = False
             failed = True
             try:
-                result = await self.dispatch(peer, dict(request), send, receive)
+                result = await self.handle_request(peer, dict(request), send, receive)
                 reply = encode(dict(ok_reply(result)))
                 failed = False
             except CudError as exc:

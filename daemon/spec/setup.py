@@ -56,7 +56,7 @@ async def run_setup(session: SeatSession | None, desktop: Desktop, spec: Spec, f
             await _step(session, desktop, step, files)  # type: ignore[arg-type]
         except CudError as exc:
             ms = round((time.monotonic() - started) * 1000, 1)
-            # Which part failed decides who may read why (SetupStep.FAILS_ONLY_LOOKING, Policy.task_for).
+            # Which part failed decides who may read why (SetupStep.FAILS_ONLY_LOOKING, AccessRights.task_for).
             part = "wait_for" if isinstance(exc, WaitRanOut) else step.kind
             record("setup", {"index": index, "kind": step.kind, "what": step.describe(), "ms": ms, "ok": False,
                              "part": part, "error": exc.message})

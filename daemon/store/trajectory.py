@@ -106,7 +106,7 @@ class Trajectories:
 
 
 @dataclasses.dataclass
-class StepRecord:
+class StepTimings:
     """Timings of one step: a model response and the actions it asked for.
 
     ``overhead_ms`` is what remains when the model, the driver and the people

@@ -1,7 +1,7 @@
 """The runner's use of targets: look before each action, apply the rules, bind approvals to the element.
 
 Per task. ``look`` resolves what the action about to run touches (kept as
-``current`` for its action event); ``verdict`` applies the daemon's and the
+``current`` for its action event); ``rule_decision`` applies the daemon's and the
 task's rules to it (a ``deny`` raises: the action never runs and the task fails
 naming the rule); ``bind`` keeps, for each approved action, the element identity
 (role + name + application) the approver saw; ``check`` refuses an approved
@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from cud.daemon.targets.rules import Rule, Verdict, decide
+from cud.daemon.targets.rules import Rule, RuleDecision, decide
 from cud.daemon.targets.lookup import TargetResolver
 from cud.errors import ApprovalError, PolicyDenied
 from cud.phrases.actions import describe_action
@@ -37,17 +37,17 @@ class TargetGate:
         self.current = await self._resolver.resolve(action)
         return self.current
 
-    def verdict(self, action: dict[str, Any]) -> Verdict | None:
+    def rule_decision(self, action: dict[str, Any]) -> RuleDecision | None:
         """The rules' decision on ``action`` at ``current``; raises PolicyDenied for ``deny``."""
         kind = str(action.get("type"))
         if kind in ("screenshot", "wait"):
             return None
-        verdict = decide(self._daemon_rules, self._task_rules, kind, self.current)  # type: ignore[arg-type]
-        if verdict is not None and verdict.decision == "deny":
+        rule_decision = decide(self._daemon_rules, self._task_rules, kind, self.current)  # type: ignore[arg-type]
+        if rule_decision is not None and rule_decision.decision == "deny":
             what = describe_action(action, self.current, 200)  # type: ignore[arg-type]
-            raise PolicyDenied(f"rule {verdict.rule} denied: {what}; the action was not run",
-                               rule=verdict.rule, action=action, target=self.current)
-        return verdict
+            raise PolicyDenied(f"rule {rule_decision.rule} denied: {what}; the action was not run",
+                               rule=rule_decision.rule, action=action, target=self.current)
+        return rule_decision
 
     def bind(self, targets: Sequence[Target | None]) -> None:
         """The approver saw these targets, one per approved action, in order."""
@@ -56,7 +56,7 @@ class TargetGate:
     def unbind(self) -> None:
         self._approved.clear()
 
-    def check(self, action: dict[str, Any]) -> None:
+    def check_binding(self, action: dict[str, Any]) -> None:
         """Refuse the next approved action if the element at its point is not the one approved."""
         approved = self._approved.popleft() if self._approved else None
         now = identity(self.current)  # type: ignore[arg-type]

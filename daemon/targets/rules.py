@@ -11,7 +11,7 @@
 
 Patterns are globs (``*``, ``?``, ``[…]``), or regular expressions after ``re:``
 (searched, not anchored); both case-insensitive; a list matches if any does. The
-first rule that matches decides; with none, the task's approval policy does.
+first rule that matches decides; with none, the task's approval mode does.
 
 A rule that names a fact the target does not have (the element on a window-only
 app, anything on a VNC seat without a display) cannot tell: if its known facts
@@ -32,7 +32,7 @@ from cud.errors import ConfigError
 from cud.protocol import HUMAN_ACTIONS
 from cud.spec.matching import compile_regex
 
-__all__ = ("RULE_KEYS", "Rule", "Verdict", "decide", "first_match", "parse_rules")
+__all__ = ("RULE_KEYS", "Rule", "RuleDecision", "decide", "first_match", "parse_rules")
 
 Decision = Literal["allow", "ask", "deny"]
 DECISIONS: tuple[Decision, ...] = ("allow", "ask", "deny")
@@ -64,7 +64,7 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RuleDecision:
     decision: Decision
     rule: str
     #: Why a rule asked instead of matching outright (a fact it names is unknown), else "".
@@ -186,7 +186,7 @@ def _match(rule: Rule, kind: str, facts: dict[str, list[str] | None]) -> tuple[b
     return True, ", ".join(unknown)
 
 
-def first_match(rules: Sequence[Rule], kind: str, target: dict[str, Any] | None) -> Verdict | None:
+def first_match(rules: Sequence[Rule], kind: str, target: dict[str, Any] | None) -> RuleDecision | None:
     facts = _facts(target)
     for rule in rules:
         matched, unknown = _match(rule, kind, facts)
@@ -195,13 +195,13 @@ def first_match(rules: Sequence[Rule], kind: str, target: dict[str, Any] | None)
         if unknown:
             if rule.decision == "allow":
                 continue  # cannot tell that it is allowed: on to the next rule
-            return Verdict("ask", rule.label, f"its {unknown} cannot be read here")
-        return Verdict(rule.decision, rule.label)
+            return RuleDecision("ask", rule.label, f"its {unknown} cannot be read here")
+        return RuleDecision(rule.decision, rule.label)
     return None
 
 
 def decide(daemon_rules: Sequence[Rule], task_rules: Sequence[Rule], kind: str,
-           target: dict[str, Any] | None) -> Verdict | None:
+           target: dict[str, Any] | None) -> RuleDecision | None:
     """The first match of the daemon's rules, made stricter by the first match of the task's; None if neither."""
     ours = first_match(daemon_rules, kind, target)
     theirs = first_match(task_rules, kind, target)

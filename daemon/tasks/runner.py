@@ -4,7 +4,7 @@ Only this module acts on a display (the seat's health checks only look). A task
 is one call of ``AsyncComputerToolset.run`` whose callbacks are wired to the daemon:
 
 * ``approve_safety_checks`` -> an approval record, awaited until decided;
-* ``before_action`` -> the ``actions`` policy, and the screen binding of approvals;
+* ``before_action`` -> the ``actions`` approval mode, and the screen binding of approvals;
 * ``cancelled`` -> ``cuctl cancel`` and shutdown;
 * ``on_diagnostic`` -> the task's event log.
 
@@ -26,14 +26,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import openai
-from cud.daemon.budget.guard import BudgetGuard
+from cud.daemon.budget.meter import BudgetMeter
 from cud.daemon.tasks.recording_driver import RecordingDriver
 from cud.daemon.tasks.screen_binding import ScreenWatch
 from cud.daemon.tasks.stuck import Stuck, StuckGuard
 from cud.daemon.model.client import ModelRequests, Sent
 from cud.daemon.targets.rules import parse_rules
 from cud.daemon.targets.gate import TargetGate
-from cud.daemon.store.trajectory import StepRecord, TaskUsage, ms_since, tokens_of
+from cud.daemon.store.trajectory import StepTimings, TaskUsage, ms_since, tokens_of
 from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
@@ -71,17 +71,17 @@ class TaskRun:
         self.seat = seat
         self.store = seat.store
         self.task = task
-        self.policy = task["approval"]
+        self.approval_mode = task["approval"]
         self.cancel_reason: str | None = None
         #: The task ends ``interrupted``, not ``cancelled``, when stopped: the daemon stops, or an ``interrupt``.
         self.ends_interrupted = False
         #: Set when the task ran past its max_duration: it then fails with this error.
         self.timed_out: TaskTimeout | None = None
-        #: Set when the task ended at a budget (cud.daemon.budget.guard): it then ends budget_exceeded.
+        #: Set when the task ended at a budget (cud.daemon.budget.meter): it then ends budget_exceeded.
         self.over_budget: BudgetExceeded | None = None
         self.job: asyncio.Task[Any] | None = None
         self.in_model = False
-        self.step: StepRecord | None = None
+        self.step: StepTimings | None = None
         self.steps = 0
         self.last_screenshot: str | None = None
         self._covered = 0  # actions still covered by the approval just granted
@@ -101,7 +101,7 @@ class TaskRun:
         self.cancelled = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self.usage = TaskUsage()
-        self.budget = BudgetGuard(self)
+        self.budget = BudgetMeter(self)
         #: Awaited once, before the first action or approval of the task (the seat's video has its
         #: first frame then, so every step and approval has its moment in it).
         self.before_acting: Callable[[], Awaitable[None]] | None = None
@@ -163,7 +163,7 @@ class TaskRun:
 
     async def play(self, client: AsyncOpenAI) -> Ending:
         """The model's part: one run of the SDK's loop, until it answers, fails, or is stopped."""
-        self.step = StepRecord(number=1, started=time.monotonic(), saw=None)
+        self.step = StepTimings(number=1, started=time.monotonic(), saw=None)
         toolset = AsyncComputerToolset(RecordingDriver(self.seat.driver, self))
         self.start_clock()
         self.seat.targets.warm_soon()  # connecting is no action's lookup; the task does not wait for it
@@ -246,7 +246,7 @@ class TaskRun:
         if self.step is not None and (self.step.model_ms or self.step.actions):
             ended = time.monotonic()
             self._finish_step(ended)
-            self.step = StepRecord(number=self.steps + 1, started=ended, saw=self.last_screenshot)
+            self.step = StepTimings(number=self.steps + 1, started=ended, saw=self.last_screenshot)
         self.in_model = True
 
     def on_model_end(self, model_ms: float, response: Any, sent: Sent) -> None:
@@ -368,12 +368,13 @@ class TaskRun:
         if stuck is not None and not await self._stuck(stuck):
             return False
         target = await self.gate.look(plain)
-        verdict = self.gate.verdict(plain)  # a deny rule raises here: the action never runs
-        asks = verdict.decision == "ask" if verdict is not None else self.policy == "actions" and kind not in _HARMLESS
+        rule_decision = self.gate.rule_decision(plain)  # a deny rule raises here: the action never runs
+        asks = (rule_decision.decision == "ask" if rule_decision is not None
+                else self.approval_mode == "actions" and kind not in _HARMLESS)
         if self._covered:
             self._covered -= 1
         elif asks:
-            checks = [verdict.as_check()] if verdict is not None else []
+            checks = [rule_decision.as_check()] if rule_decision is not None else []
             if not await self._ask("action", checks, [plain], [target]):
                 return False
             self._bound = True
@@ -383,7 +384,7 @@ class TaskRun:
             self._bound = False
             self.gate.unbind()
         if self._bound and kind in _POINTER:
-            self.gate.check(plain)
+            self.gate.check_binding(plain)
             await self._check_binding(action)
         return True
 

@@ -251,8 +251,8 @@ class Recorder:
 def recorder_for(seat: Seat, task: TaskView) -> Recorder | None:
     """The recorder of ``task`` on ``seat``, or None: video is off, or the seat is VNC (docs/video.md)."""
     video = seat.config.video
-    if not video.enabled or seat.spec.display is None or seat.size is None:
+    if not video.enabled or seat.seat_config.display is None or seat.size is None:
         return None
     limit = task["max_duration"] or seat.config.max_duration
-    return Recorder(video, seat.spec.display, seat.size, seat.trajectories.task_dir(task["id"]), task["id"],
+    return Recorder(video, seat.seat_config.display, seat.size, seat.trajectories.task_dir(task["id"]), task["id"],
                     seat.store, keep_free=seat.trajectories.keep_free, max_seconds=limit + 60)

@@ -14,12 +14,12 @@ async def list_approvals(ctx: Context, request: ApprovalsRequest) -> list[Approv
 
 
 async def approve(ctx: Context, request: ApproveRequest) -> ApprovalView:
-    ctx.daemon.policy.require_approve(ctx.peer, "approve actions")
+    ctx.daemon.access_rights.require_approve(ctx.peer, "approve actions")
     ctx.daemon.approvals.decide(request["id"], "approved", ctx.peer, None)
     return ctx.daemon.store.approval(request["id"])
 
 
 async def deny(ctx: Context, request: DenyRequest) -> ApprovalView:
-    ctx.daemon.policy.require_approve(ctx.peer, "deny actions")
+    ctx.daemon.access_rights.require_approve(ctx.peer, "deny actions")
     ctx.daemon.approvals.decide(request["id"], "denied", ctx.peer, request.get("reason") or None)
     return ctx.daemon.store.approval(request["id"])

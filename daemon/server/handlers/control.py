@@ -24,7 +24,7 @@ def _run(ctx: Context, task_id: int, what: str) -> TaskRun:
     """The running task the peer may control, or a clear refusal."""
     daemon = ctx.daemon
     task = daemon.store.task(task_id)  # NotFound first
-    daemon.policy.require_own_task(ctx.peer, task, what)
+    daemon.access_rights.require_own_task(ctx.peer, task, what)
     run = daemon.seats.run_of(task_id)
     if run is None:
         raise WrongState(f"task {task_id} is {task['state']}; only a running task can be paused or resumed",
@@ -37,7 +37,7 @@ async def pause(ctx: Context, request: PauseRequest) -> TaskView:
     if run.paused_by is None and run.pause_requested_by is None:
         ctx.daemon.store.control(request["id"], "pause_requested", peer.uid, peer.name, audit="pause")
         run.request_pause({"uid": peer.uid, "name": peer.name})
-    return ctx.daemon.policy.task_for(peer, ctx.daemon.store.task(request["id"]))
+    return ctx.daemon.access_rights.task_for(peer, ctx.daemon.store.task(request["id"]))
 
 
 async def resume(ctx: Context, request: ResumeRequest) -> TaskView:
@@ -49,12 +49,12 @@ async def resume(ctx: Context, request: ResumeRequest) -> TaskView:
     state = "running" if run.paused_by is not None else None
     ctx.daemon.store.control(task_id, "resumed", peer.uid, peer.name, state=state, audit="resume")
     run.resume()
-    return ctx.daemon.policy.task_for(peer, ctx.daemon.store.task(task_id))
+    return ctx.daemon.access_rights.task_for(peer, ctx.daemon.store.task(task_id))
 
 
 async def act(ctx: Context, request: ActRequest) -> dict[str, Any]:
     daemon, peer, task_id = ctx.daemon, ctx.peer, request["id"]
-    daemon.policy.require_approve(peer, "act on a task's seat")
+    daemon.access_rights.require_approve(peer, "act on a task's seat")
     run = _run(ctx, task_id, "act on")
     if run.paused_by is None:
         raise WrongState(f"task {task_id} is not paused; pause it before acting on its seat "

@@ -13,13 +13,13 @@ __all__ = ()
 
 
 async def ping(ctx: Context, request: PingRequest) -> PingResult:
-    policy = ctx.daemon.policy
+    rights = ctx.daemon.access_rights
     return {
         "protocol": PROTOCOL_VERSION,
         "version": cud.__version__,
         "pid": os.getpid(),
         "peer": {"uid": ctx.peer.uid, "name": ctx.peer.name},
-        "may_submit": policy.may_submit(ctx.peer),
-        "may_approve": policy.may_approve(ctx.peer),
-        "may_operate": policy.may_operate(ctx.peer),
+        "may_submit": rights.may_submit(ctx.peer),
+        "may_approve": rights.may_approve(ctx.peer),
+        "may_operate": rights.may_operate(ctx.peer),
     }

@@ -6,7 +6,7 @@ the message cap: every event is one ``event`` message and every screenshot is
 cut into ``file`` messages of at most ``CHUNK_BYTES`` bytes.
 
 A task's collected files, and what its checks saw in the seat's session, reach only
-whoever may read them (``Policy.may_read_collected``); the reply names the files withheld.
+whoever may read them (``AccessRights.may_read_collected``); the reply names the files withheld.
 
 Files are read on the event loop's thread on purpose: the runner writes them on
 that thread too, so a record never holds half a screenshot.
@@ -42,9 +42,9 @@ async def record(ctx: Context, request: RecordRequest) -> RecordResult:
     store, task_id = ctx.daemon.store, request["id"]
     task = store.task(task_id)  # NotFound for an unknown id, before anything streams
     events = store.events(task_id)
-    policy = ctx.daemon.policy
+    rights = ctx.daemon.access_rights
     for event in events:
-        await ctx.send(dict(event_message(policy.event_for(ctx.peer, task, event))))
+        await ctx.send(dict(event_message(rights.event_for(ctx.peer, task, event))))
     folder = ctx.daemon.trajectories.task_dir(task_id)
     try:
         names = sorted(name for name in os.listdir(folder) if RECORD_FILE_NAME.fullmatch(name))
@@ -53,7 +53,7 @@ async def record(ctx: Context, request: RecordRequest) -> RecordResult:
     # The files a spec collected (the task row lists them; each was written by the daemon itself), to
     # whom may read them; the others get the rest of the record and the names of what was withheld.
     collected = [f"artifacts/{a['path']}" for a in task["artifacts"] if a["error"] is None]
-    readable = policy.may_read_collected(ctx.peer, task)
+    readable = rights.may_read_collected(ctx.peer, task)
     names += collected if readable else []
     files: list[RecordFile] = []
     for name in names:
@@ -67,7 +67,7 @@ async def record(ctx: Context, request: RecordRequest) -> RecordResult:
             await ctx.send(dict(file_message(name, 0, "")))
         files.append({"name": name, "bytes": len(data)})
     # The task as it is now: a running task may have moved on while its files streamed.
-    return {"task": policy.task_for(ctx.peer, store.task(task_id)), "events": len(events), "files": files,
+    return {"task": rights.task_for(ctx.peer, store.task(task_id)), "events": len(events), "files": files,
             "withheld": [] if readable else collected}
 
 
@@ -86,7 +86,7 @@ async def artifact(ctx: Context, request: ArtifactRequest) -> dict[str, Any]:
     """One file a spec collected, as ``chunk`` messages: only what the task's ``artifacts`` list names."""
     task_id, path = request["id"], request["path"]
     task = ctx.daemon.store.task(task_id)  # NotFound for an unknown task
-    ctx.daemon.policy.require_read_collected(ctx.peer, task)
+    ctx.daemon.access_rights.require_read_collected(ctx.peer, task)
     kept = [a["path"] for a in task["artifacts"] if a["error"] is None]
     data = _read(ctx.daemon.trajectories.task_dir(task_id) / "artifacts" / path) if path in kept else None
     if data is None:

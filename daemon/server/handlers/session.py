@@ -29,7 +29,7 @@ log = logging.getLogger("cud.session")
 
 
 def _session(ctx: Context, seat_name: str, what: str) -> SeatSession:
-    ctx.daemon.policy.require_operate(ctx.peer, what)
+    ctx.daemon.access_rights.require_operate(ctx.peer, what)
     seat = ctx.daemon.seats.get(seat_name)
     if seat.session is None:
         raise SessionError(f"seat {seat_name!r} has no session: give it 'user' and 'home' in its [[seats]] table",
@@ -102,7 +102,7 @@ async def clipboard(ctx: Context, request: ClipboardRequest) -> dict[str, Any]:
 
 
 async def reset(ctx: Context, request: ResetRequest) -> dict[str, Any]:
-    ctx.daemon.policy.require_operate(ctx.peer, "reset a seat")
+    ctx.daemon.access_rights.require_operate(ctx.peer, "reset a seat")
     seat = ctx.daemon.seats.get(request["seat"])
     log.info("reset of seat %s asked by %s", request["seat"], _who(ctx))
     report = await seat.reset_now()

@@ -27,7 +27,7 @@ from cud.spec.wire import spec_from_request
 from cud.errors import AccessDenied, ConfigError, ProtocolError, SpecError, StorageFull, WrongState
 from cud.protocol import (
     FINAL_STATES,
-    POLICY_STRICTNESS,
+    APPROVAL_MODE_STRICTNESS,
     CancelRequest,
     EventView,
     FollowRequest,
@@ -93,15 +93,15 @@ def _budgets(request: SubmitRequest, config: Config, model: str) -> dict[str, An
 
 async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     daemon, peer = ctx.daemon, ctx.peer
-    daemon.policy.require_submit(peer, "submit tasks")
+    daemon.access_rights.require_submit(peer, "submit tasks")
     key = request.get("key")
     if key is not None and (known := daemon.store.task_by_key(peer.uid, key)) is not None:
         return {"id": known["id"], "task": known, "existing": True}  # before any upload: no bytes for nothing
     config = daemon.config
     approval = request.get("approval", config.approval)
-    if POLICY_STRICTNESS[approval] < POLICY_STRICTNESS[config.approval]:
+    if APPROVAL_MODE_STRICTNESS[approval] < APPROVAL_MODE_STRICTNESS[config.approval]:
         raise AccessDenied(
-            f"approval policy {approval!r} is looser than the daemon's {config.approval!r} (its config key "
+            f"approval mode {approval!r} is looser than the daemon's {config.approval!r} (its config key "
             "'approval'); a task may only be stricter",
             field="approval",
             value=approval,
@@ -140,10 +140,10 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         if spool is not None:
             spool.close()
     if existing:
-        return {"id": task["id"], "task": daemon.policy.task_for(peer, task), "existing": True}
+        return {"id": task["id"], "task": daemon.access_rights.task_for(peer, task), "existing": True}
     daemon.seats.dispatch()
     task = daemon.store.task(task["id"])  # dispatch may have started it
-    return {"id": task["id"], "task": daemon.policy.task_for(peer, task), "existing": False}
+    return {"id": task["id"], "task": daemon.access_rights.task_for(peer, task), "existing": False}
 
 
 def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, int]]:
@@ -157,7 +157,7 @@ def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, 
     acting = spec.in_session()
     if acting:
         # Setup steps, commands and files run code or touch files on the seat: the right to operate it.
-        ctx.daemon.policy.require_operate(ctx.peer, f"submit a spec whose {acting[0]!r} acts in a seat's session")
+        ctx.daemon.access_rights.require_operate(ctx.peer, f"submit a spec whose {acting[0]!r} acts in a seat's session")
     seats = ctx.daemon.seats
     if spec.needs_session:
         why = f"spec key {(spec.in_session() or ['reset'])[0]!r}"
@@ -172,43 +172,43 @@ def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, 
 
 async def list_tasks(ctx: Context, request: ListRequest) -> list[TaskView]:
     """Every task; with ``key``/``key_prefix``, only the peer's own (a key names a task only for its submitter)."""
-    peer, policy = ctx.peer, ctx.daemon.policy
+    peer, rights = ctx.peer, ctx.daemon.access_rights
     tasks = ctx.daemon.store.tasks(uid=peer.uid, key=request.get("key"), key_prefix=request.get("key_prefix"))
-    return [policy.task_for(peer, task) for task in tasks]
+    return [rights.task_for(peer, task) for task in tasks]
 
 
 async def show(ctx: Context, request: ShowRequest) -> TaskView:
-    return ctx.daemon.policy.task_for(ctx.peer, ctx.daemon.store.task(request["id"]))
+    return ctx.daemon.access_rights.task_for(ctx.peer, ctx.daemon.store.task(request["id"]))
 
 
 async def follow(ctx: Context, request: FollowRequest) -> TaskView:
     """Stream the task's events (past ones first) until its ``end`` event; reply with the task."""
-    store, task_id, policy = ctx.daemon.store, request["id"], ctx.daemon.policy
+    store, task_id, rights = ctx.daemon.store, request["id"], ctx.daemon.access_rights
     task = store.task(task_id)  # NotFound before subscribing
     live: asyncio.Queue[EventView] = asyncio.Queue()
     unsubscribe = store.subscribe(lambda event: live.put_nowait(event) if event["task_id"] == task_id else None)
     try:
         last = 0
         for event in store.events(task_id):
-            await ctx.send(dict(event_message(policy.event_for(ctx.peer, task, event))))
+            await ctx.send(dict(event_message(rights.event_for(ctx.peer, task, event))))
             last = event["seq"]
             if event["kind"] == "end":
-                return policy.task_for(ctx.peer, store.task(task_id))
+                return rights.task_for(ctx.peer, store.task(task_id))
         while True:
             event = await live.get()
             if event["seq"] <= last:
                 continue
-            await ctx.send(dict(event_message(policy.event_for(ctx.peer, task, event))))
+            await ctx.send(dict(event_message(rights.event_for(ctx.peer, task, event))))
             last = event["seq"]
             if event["kind"] == "end":
-                return policy.task_for(ctx.peer, store.task(task_id))
+                return rights.task_for(ctx.peer, store.task(task_id))
     finally:
         unsubscribe()
 
 
 async def cancel(ctx: Context, request: CancelRequest) -> dict[str, Any]:
     daemon, peer, task_id = ctx.daemon, ctx.peer, request["id"]
-    daemon.policy.require_own_task(peer, daemon.store.task(task_id), "cancel")
+    daemon.access_rights.require_own_task(peer, daemon.store.task(task_id), "cancel")
     before = daemon.store.cancel(task_id, peer.uid, peer.name)
     if before not in FINAL_STATES and before != "queued":
         daemon.seats.cancel(task_id, f"cancelled by {peer.name} (uid {peer.uid})")
@@ -222,7 +222,7 @@ async def interrupt(ctx: Context, request: InterruptRequest) -> dict[str, Any]:
     back to find its daemon ended the attempt at start-up, and names the retry on it as well."""
     daemon, peer, task_id, reason = ctx.daemon, ctx.peer, request["id"], request["reason"]
     task = daemon.store.task(task_id)
-    daemon.policy.require_own_task(peer, task, "interrupt")
+    daemon.access_rights.require_own_task(peer, task, "interrupt")
     if task["state"] in FINAL_STATES and task["state"] != "interrupted":
         raise WrongState(f"task {task_id} has already ended ({task['state']}); only a task that has not ended (or "
                          "ended interrupted) can be interrupted", id=task_id, state=task["state"])

@@ -1,7 +1,7 @@
 """The budgets of one running task: what its model's answers cost, the warning, and the line.
 
-The runner reports each answer's tokens (:meth:`BudgetGuard.answered`) and asks before each
-request to the model (:meth:`BudgetGuard.before_request`): the money is spent by the request,
+The runner reports each answer's tokens (:meth:`BudgetMeter.answered`) and asks before each
+request to the model (:meth:`BudgetMeter.before_request`): the money is spent by the request,
 so the line is met before it. An answer may cross a line; the next request does not go out.
 
 Budgets (each a :class:`Line`): the task's ``max_cost``, ``max_input_tokens`` and
@@ -34,7 +34,7 @@ from cud.errors import BudgetExceeded
 if TYPE_CHECKING:
     from cud.daemon.tasks.runner import TaskRun
 
-__all__ = ("WARN_AT", "BudgetGuard", "Line", "today")
+__all__ = ("WARN_AT", "BudgetMeter", "Line", "today")
 
 #: The share of a budget at which the warning event comes.
 WARN_AT = Decimal("0.8")
@@ -56,7 +56,7 @@ class Line:
     warned: bool = False
 
 
-class BudgetGuard:
+class BudgetMeter:
     def __init__(self, run: TaskRun) -> None:
         self.run = run
         task, config = run.task, run.seat.config
