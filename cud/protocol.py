@@ -28,6 +28,7 @@ import cud
 from cud.errors import ProtocolError
 from cud.request_checks import (  # noqa: F401 (re-exported: the protocol is one import for both sides)
     ARTIFACT_FILE_NAME,
+    AT_POINT_ACTIONS,
     HUMAN_ACTIONS,
     IDEMPOTENCY_KEY,
     MAX_ARGV_BYTES,
@@ -46,6 +47,7 @@ from cud.request_checks import (  # noqa: F401 (re-exported: the protocol is one
     MAX_TREE_COUNT,
     MAX_TREE_DEPTH,
     ON_STUCK,
+    POINTER_ACTIONS,
     RECORD_FILE_NAME,
     REQUEST_TYPES,
     SCREENSHOT_FILE_NAME,

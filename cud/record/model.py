@@ -16,11 +16,11 @@ from datetime import datetime
 from typing import Any
 
 from cud.cuctl.output import cut
-from cud.protocol import USAGE_KEYS
+from cud.protocol import AT_POINT_ACTIONS, USAGE_KEYS
 from cud.target_phrases import target_phrase
 
 #: Actions whose phrase ends "at (x, y)": what they touch goes before it.
-_AT_POINT = {"click", "double_click", "move", "scroll"}
+_AT_POINT = AT_POINT_ACTIONS
 
 __all__ = ("Approval", "Record", "Step", "describe", "describe_action", "describe_approval", "describe_usage",
            "is_video", "point", "seconds_between", "steps")
