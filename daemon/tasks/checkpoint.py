@@ -25,7 +25,8 @@ API's calls into these, and calls them in this order:
    out, or the screen or element changed since it was approved), ``TaskStuck``.
 4. Once an action ran, :meth:`action_done`; once a screenshot the model is about to receive
    was taken, :meth:`screenshot_taken`. Anything the API reports of interest, :meth:`diagnostic`.
-5. When its loop has ended, however it ended: :meth:`close`.
+5. When the adapter's loop has ended, however it ended, the runner (not the adapter) calls
+   :meth:`close`, then writes the last step.
 
 Actions are plain dicts, as the protocol writes them (``{"type": "click", "x": 1, "y": 2, ...}``);
 an adapter whose API words them otherwise translates them before calling here.

@@ -25,8 +25,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from openai import AsyncOpenAI
-
 from cud.daemon.budget.guard import BudgetGuard
 from cud.daemon.store.trajectory import ms_since
 from cud.daemon.tasks import openai_computer
@@ -36,6 +34,8 @@ from cud.errors import BudgetExceeded, CudError, TaskStuck, TaskTimeout
 from cud.protocol import ArtifactView, TaskView, VerdictView
 
 if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
     from cud.daemon.seats.seat import Seat
 
 __all__ = ()
