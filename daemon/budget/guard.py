@@ -1,7 +1,8 @@
 """The budgets of one running task: what its model's answers cost, the warning, and the line.
 
-The runner reports each answer's tokens (:meth:`BudgetGuard.answered`) and asks before each
-request to the model (:meth:`BudgetGuard.before_request`): the money is spent by the request,
+The task's checkpoint (:mod:`cud.daemon.tasks.checkpoint`) reports each answer's tokens
+(:meth:`BudgetGuard.answered`) and asks before each request to the model
+(:meth:`BudgetGuard.before_request`), whatever the model's API: the money is spent by the request,
 so the line is met before it. An answer may cross a line; the next request does not go out.
 
 Budgets (each a :class:`Line`): the task's ``max_cost``, ``max_input_tokens`` and

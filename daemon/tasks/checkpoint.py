@@ -68,7 +68,7 @@ class Checkpoint:
         self._seat = seat = run.seat
         task = run.task
         self._task_id = task["id"]
-        self._policy = task["approval"]
+        self._approval_policy = task["approval"]
         self.ledger = ledger
         self.budget = budget
         self._covered = 0  # actions still covered by the approval just granted
@@ -128,7 +128,10 @@ class Checkpoint:
             return False
         element = await self.gate.look(action)
         verdict = self.gate.verdict(action)  # a deny rule raises here: the action never runs
-        asks = verdict.decision == "ask" if verdict is not None else self._policy == "actions" and kind not in _HARMLESS
+        if verdict is not None:
+            asks = verdict.decision == "ask"  # a rule that matched decides, whatever the policy
+        else:
+            asks = self._approval_policy == "actions" and kind not in _HARMLESS
         if self._covered:
             self._covered -= 1
         elif asks:

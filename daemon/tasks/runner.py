@@ -12,7 +12,7 @@ in between is another module's each:
   (:class:`~cud.daemon.tasks.ledger.StepLedger`);
 * the budget is :class:`~cud.daemon.budget.guard.BudgetGuard`'s.
 
-Only the runner's task acts on a display (the seat's health checks only look).
+Only a running task acts on a display, through these modules (the seat's health checks only look).
 """
 
 from __future__ import annotations
