@@ -32,7 +32,7 @@ from cud.daemon.session.config import SessionLimits, load_session_limits
 from cud.daemon.video.config import VideoConfig, load_video
 from cud.daemon.tasks.guard_config import GuardConfig, load_guard
 from cud.errors import ConfigError
-from cud.protocol import MAX_DURATION_LIMIT
+from cud.protocol import APPROVAL_MODES, MAX_DURATION_LIMIT
 
 __all__ = ("ACCESS_KEYS", "Config", "METRICS_KEYS", "POLICY_KEYS", "RETENTION_KEYS", "TOP_KEYS", "default_socket",
            "load_config", "read_secret_file", "resolve_api_key")
@@ -273,8 +273,8 @@ def load_config(
             raise bad("base_url", base_url, "an http:// or https:// URL")
         kwargs["base_url"] = text
     if "approval" in merged:
-        if merged["approval"] not in ("safety", "actions"):
-            raise bad("approval", merged["approval"], "'safety' or 'actions'")
+        if merged["approval"] not in APPROVAL_MODES:
+            raise bad("approval", merged["approval"], " or ".join(repr(p) for p in APPROVAL_MODES))
         kwargs["approval"] = merged["approval"]
     if "approval_timeout" in merged:
         kwargs["approval_timeout"] = positive_number("approval_timeout", merged["approval_timeout"])

@@ -12,11 +12,9 @@ from typing import Any
 
 from cud.phrases.targets import target_phrase
 from cud.phrases.text import cut
+from cud.protocol.request_checks import AT_POINT_ACTIONS
 
 __all__ = ("describe", "describe_action", "describe_approval", "point")
-
-#: Actions whose phrase ends "at (x, y)": what they touch goes before it.
-_AT_POINT = {"click", "double_click", "move", "scroll"}
 
 
 def point(holder: Any) -> tuple[float, float] | None:
@@ -74,7 +72,7 @@ def describe_action(action: Any, target: dict[str, Any] | None, limit: int = 80)
     if not phrase or not isinstance(action, dict):
         return base
     kind = action.get("type")
-    if kind in _AT_POINT and " at " in base:
+    if kind in AT_POINT_ACTIONS and " at " in base:
         verb, where = base.rsplit(" at ", 1)
         if kind == "click" and verb == "click left":
             verb = "click"

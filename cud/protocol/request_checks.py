@@ -19,6 +19,7 @@ from cud.seat_needs import MAX_SEAT_TAGS, SCREEN_RULE, TAG_RULE, is_screen, is_t
 
 __all__ = [
     "ARTIFACT_FILE_NAME",
+    "AT_POINT_ACTIONS",
     "HUMAN_ACTIONS",
     "IDEMPOTENCY_KEY",
     "MAX_ARGV_BYTES",
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_TREE_COUNT",
     "MAX_TREE_DEPTH",
     "ON_STUCK",
+    "POINTER_ACTIONS",
     "RECORD_FILE_NAME",
     "REQUEST_TYPES",
     "SCREENSHOT_FILE_NAME",
@@ -78,6 +80,12 @@ IDEMPOTENCY_KEY = re.compile(r"[A-Za-z0-9._:@/#+-]{1,160}")
 
 #: What a person may do on a paused task's seat (``act``): the model's input actions.
 HUMAN_ACTIONS = ("click", "double_click", "drag", "keypress", "move", "scroll", "type")
+#: The model's (and a person's) actions aimed at the screen by coordinates: what a point or an element is
+#: looked up for, and what an approval binds to the screen the approver saw.
+POINTER_ACTIONS = frozenset({"click", "double_click", "drag", "move", "scroll"})
+#: The pointer actions at one point (``x``, ``y``); a drag has a path instead. Only these may name a
+#: scenario's ``target``, and their phrase ends "at (x, y)".
+AT_POINT_ACTIONS = POINTER_ACTIONS - {"drag"}
 #: What a record's screenshot may be called: the trajectory's own names, never a path.
 SCREENSHOT_FILE_NAME = re.compile(r"step-[0-9]{4,}[A-Za-z0-9_-]{0,32}\.(?:png|jpg|webp)")
 #: A file a spec's ``collect`` kept: ``artifacts/`` and its path in the seat's home, each part a plain name.

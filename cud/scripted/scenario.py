@@ -46,11 +46,11 @@ from importlib import resources
 from typing import Any, NoReturn
 
 from cud.errors import ConfigError
+from cud.protocol import AT_POINT_ACTIONS
 from cud.scripted.vision import parse_colour
 
 __all__ = ()
 
-_TARGETABLE = {"click", "double_click", "move", "scroll"}
 _KEYS = {
     "call": {"actions", "safety_checks", "message", "expect_screenshot", "delay"},
     "final": {"message", "delay"},
@@ -239,7 +239,7 @@ def _check_targets(source: str, index: int, number: int, action: object) -> None
         return
     field = f"actions[{number}]"
     if "target" in action:
-        if action.get("type") not in _TARGETABLE:
+        if action.get("type") not in AT_POINT_ACTIONS:
             problem = "cannot have a target (click, double_click, move and scroll can)"
             _fail(source, index, f"{field}.type", action.get("type"), problem)
         _check_target(source, index, field, action)

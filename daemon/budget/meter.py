@@ -1,7 +1,8 @@
 """The budgets of one running task: what its model's answers cost, the warning, and the line.
 
-The runner reports each answer's tokens (:meth:`BudgetMeter.answered`) and asks before each
-request to the model (:meth:`BudgetMeter.before_request`): the money is spent by the request,
+The task's checkpoint (:mod:`cud.daemon.tasks.checkpoint`) reports each answer's tokens
+(:meth:`BudgetMeter.answered`) and asks before each request to the model
+(:meth:`BudgetMeter.before_request`), whatever the model's API: the money is spent by the request,
 so the line is met before it. An answer may cross a line; the next request does not go out.
 
 Budgets (each a :class:`Line`): the task's ``max_cost``, ``max_input_tokens`` and
@@ -116,15 +117,16 @@ class BudgetMeter:
         self._event("budget_reached", line, used, on_budget=self.config.on_budget)
         if self.config.on_budget == "fail":
             self._end(f"{said}; the task was ended ([budget] on_budget is \"fail\")", line, used)
-        assert run.step is not None
+        ledger = run.ledger
+        assert ledger.step is not None
         question = f"{said}; approve to allow another {self.amount(line, line.more)}"
         timeout = run.seat.config.approval_timeout
         started = time.monotonic()
         approval = run.store.create_approval(
             task_id, "budget", [{"id": f"budget-{line.budget}", "code": line.budget, "message": question}], [],
-            run.step.number, run.last_screenshot, timeout, [])
+            ledger.step.number, ledger.last_screenshot, timeout, [])
         outcome = await run.seat.approvals.wait(approval["id"], timeout)
-        run.step.approval_ms += (time.monotonic() - started) * 1000
+        ledger.add_approval_ms((time.monotonic() - started) * 1000)
         if outcome == "approved":
             line.limit += line.more
             line.warned = False
@@ -137,14 +139,7 @@ class BudgetMeter:
             return
         if outcome == "cancelled":
             raise asyncio.CancelledError  # the run's cancel reason decides how it ends
-        decided = run.store.approval(approval["id"])
-        if outcome == "denied":
-            who = decided["decided_by"] or {"name": "?", "uid": -1}
-            because = f": {decided['reason']}" if decided["reason"] else ""
-            why = f"approval {approval['id']} for more was denied by {who['name']} (uid {who['uid']}){because}"
-        else:
-            why = (f"approval {approval['id']} for more had no decision within {timeout:g} s (the daemon's "
-                   "config key 'approval_timeout')")
+        why = run.seat.approvals.refusal(approval["id"], outcome, timeout, about=" for more")
         self._end(f"{said}; {why}", line, used)
 
     def _end(self, message: str, line: Line, used: Decimal) -> None:
@@ -173,7 +168,7 @@ class BudgetMeter:
         return format_amount(value) if line.budget in ("max_cost", "daily_cost") else int(value)
 
     def _data(self, line: Line, used: Decimal, **more: Any) -> dict[str, Any]:
-        step = self.run.step.number if self.run.step is not None else None
+        step = self.run.ledger.step.number if self.run.ledger.step is not None else None
         data: dict[str, Any] = {"step": step, "budget": line.budget, "limit": self._number(line, line.limit),
                                 "used": self._number(line, used), "message": self.words(line, used), **more}
         if line.budget in ("max_cost", "daily_cost"):

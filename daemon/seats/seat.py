@@ -186,7 +186,7 @@ class Seat:
             self.store.add_event(task["id"], "reset", {"seat": self.name, **dataclasses.asdict(report)})
             return True
         if run.is_cancelled() and not self._stopping:
-            run.end(run.ending("failed"))  # a cancel (or interrupt) decides: the task ends so, with its reason
+            run.fail()  # a cancel (or interrupt) decides: the task ends so, with its reason
         else:
             self.store.requeue(task["id"], self.name, problem)
         return False
@@ -362,7 +362,7 @@ class Seat:
             if task["spec"] is not None:
                 await run_spec_task(self, run, self._client)
             else:
-                await run.execute(self._client)
+                run.end(await run.play(self._client))
         finally:
             self.current = None
             if recorder is not None:

@@ -58,10 +58,10 @@ async def run_spec_task(seat: Seat, run: TaskRun, client: AsyncOpenAI) -> None:
         try:
             finished = await run.interruptible(run_setup(session, desktop, spec, files, record))
         except SetupFailed as exc:
-            run.end(run.ending("failed", error=exc.to_dict()))
+            run.fail(exc.to_dict())
             return
         if not finished:  # cancelled, stopped or out of time before the model started: nothing to judge
-            run.end(run.ending("failed"))
+            run.fail()
             return
         ending = await run.play(client)
         if ending.state == "interrupted":

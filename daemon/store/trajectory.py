@@ -127,13 +127,15 @@ class StepTimings:
     #: What the step's model request sent and cost (see cud.protocol.UsageView).
     usage: dict[str, int] = dataclasses.field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
 
-    def add_request(self, sent_bytes: int, attempts: int, images: int, image_bytes: int, usage: Any) -> None:
+    def add_request(self, sent_bytes: int, attempts: int, images: int, image_bytes: int,
+                    tokens: dict[str, int]) -> None:
+        """One request to the model: what it sent, and its answer's token counts (:func:`tokens_of`; {}: none)."""
         counts = self.usage
         counts["requests"] += attempts
         counts["request_bytes"] += sent_bytes
         counts["images"] += images
         counts["image_bytes"] += image_bytes
-        for key, count in tokens_of(usage).items():
+        for key, count in tokens.items():
             counts[key] += count
 
     def finish(self, ended: float) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from cud.daemon.targets.a11y_trust import SeatTrust
 from cud.daemon.targets.atspi import Atspi, AtspiError, Element
 from cud.drivers.x11_windows import WindowInfo, X11Windows
 from cud.errors import DriverError, NotFound
-from cud.protocol import Target
+from cud.protocol import POINTER_ACTIONS, Target
 
 __all__ = ("BUDGET_MS", "HARD_TIMEOUT", "RETRY_AFTER", "TargetResolver", "action_point")
 
@@ -49,7 +49,6 @@ _LABEL_ROLES = {"static", "label", "text"}
 _CONTAINER_ROLES = {"frame", "window", "dialog", "document web", "document frame", "filler", "panel", "section",
                     "paragraph", "scroll pane", "viewport"}
 _LABEL_CLIMB = 3
-_POINTER = {"click", "double_click", "move", "scroll", "drag"}
 _FOCUS = {"type", "keypress"}
 
 T = TypeVar("T")
@@ -103,7 +102,7 @@ class TargetResolver:
     async def resolve(self, action: dict[str, Any]) -> Target | None:
         """The target of ``action``; None for actions that touch nothing (screenshot, wait)."""
         kind = action.get("type")
-        if kind in _POINTER:
+        if kind in POINTER_ACTIONS:
             point = action_point(action)
             if point is None:
                 return None  # the driver refuses it; nothing to name

@@ -11,7 +11,6 @@ import asyncio
 
 from cud.daemon.server.access import Peer
 from cud.daemon.store.database import Store
-
 from cud.errors import ApprovalError
 
 __all__ = ()
@@ -53,6 +52,20 @@ class Approvals:
                 approval["id"], "cancelled", None, None, reason
             ):
                 self._wake(approval["id"], "cancelled")
+
+    def refusal(self, approval_id: int, outcome: str, timeout: float, *, about: str = "") -> str:
+        """Why an approval that was ``denied`` or ``timed_out`` stopped its task, in words.
+
+        The one wording for every kind of approval (an action's, a stuck task's, a budget's, whose
+        ``about`` is " for more"): who denied it and why, or how long nobody decided.
+        """
+        if outcome == "denied":
+            decided = self.store.approval(approval_id)
+            who = decided["decided_by"] or {"name": "?", "uid": -1}
+            because = f": {decided['reason']}" if decided["reason"] else ""
+            return f"approval {approval_id}{about} was denied by {who['name']} (uid {who['uid']}){because}"
+        return (f"approval {approval_id}{about} timed out after {timeout:g} s with no decision (the daemon's "
+                "config key 'approval_timeout')")
 
     def _wake(self, approval_id: int, outcome: str) -> None:
         future = self._waiting.get(approval_id)

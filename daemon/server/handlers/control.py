@@ -1,7 +1,7 @@
 """``pause``, ``resume`` and ``act``: a person stops a task at a boundary, acts on its seat, hands back.
 
 A pause lands where the SDK's loop asks before the screenshot that ends an action
-batch (:meth:`TaskRun.before_action`); until then the task is ``running`` with a
+batch (:meth:`cud.daemon.tasks.checkpoint.Checkpoint.admit`); until then the task is ``running`` with a
 ``pause_requested`` event. Who may: pausing and resuming as for ``cancel`` (the
 task's submitter, or an approver); acting on the seat needs approve rights, and
 goes through the same driver, checks and key table as the model's actions.
