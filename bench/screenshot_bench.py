@@ -28,11 +28,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from PIL import Image
+
 from cud.drivers.png import BAND_ROWS, PngEncoder, PngSettings, to_data_url
 from cud.drivers.png_filters import AVERAGE, PAETH, SUB, UP
 from cud.drivers.x11 import X11Driver
-from PIL import Image
-
 from tests.support.desktop import start_desktop
 
 from .corpus import SCREENS, grab, showing

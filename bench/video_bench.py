@@ -36,8 +36,8 @@ from bench import seats_bench
 from bench.procstat import cpu_seconds
 from bench.scene import show_busy_scene, show_entry
 from bench.stats import table
-from cud.daemon.video.recorder import ffmpeg_command
 from cud.daemon.video.config import VideoConfig
+from cud.daemon.video.recorder import ffmpeg_command
 from cud.scripted import ScriptedModel
 from tests.support.xserver import start_xvfb, stop_process
 

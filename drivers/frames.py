@@ -5,7 +5,8 @@ a screen a task's stuck guard compares (cud.daemon.tasks.stuck)."""
 from __future__ import annotations
 
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import socket
 import time
-from concurrent.futures import Future, TimeoutError as FutureTimeout
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from twisted.internet import reactor

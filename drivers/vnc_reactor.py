@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import atexit
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, Callable
+from typing import Any
 
 from twisted.internet import reactor
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import collections
 import socket
 import struct
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from twisted.internet import protocol

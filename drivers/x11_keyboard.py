@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from Xlib import X, XK
+from Xlib import XK, X
 from Xlib.display import Display
 from Xlib.ext import xtest
 

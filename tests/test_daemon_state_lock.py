@@ -11,7 +11,6 @@ import fcntl
 import os
 import random
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass

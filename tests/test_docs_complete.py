@@ -49,8 +49,8 @@ from cud.daemon.main import build_parser as build_daemon_parser
 from cud.daemon.model.history import HISTORY_KEYS
 from cud.daemon.model.request_params import LOOP_OWNED
 from cud.daemon.seats.config import SEAT_KEYS
-from cud.daemon.targets.rules import RULE_KEYS
 from cud.daemon.session.config import SESSIONS_KEYS
+from cud.daemon.targets.rules import RULE_KEYS
 from cud.daemon.tasks.guard_config import GUARD_KEYS
 from cud.daemon.video.config import VIDEO_KEYS
 from cud.errors import ConfigError

@@ -10,9 +10,10 @@ import zlib
 
 import numpy as np
 import pytest
+from PIL import Image
+
 from cud.drivers.png import BAND_ROWS, PngEncoder, PngSettings, parse_data_url, to_data_url
 from cud.drivers.png_filters import AVERAGE, PAETH, SUB, UP
-from PIL import Image
 
 
 @pytest.mark.parametrize("size", [(1, 1), (2, 1), (1, 2), (3, 5), (640, 480), (1921, 1081)])

@@ -33,8 +33,17 @@ from cud.spec.load import load_spec
 from cud.spec.wire import submit_fields
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers, tree_hash
-from tests.support.session_seat import (SEAT, SYSTEM_PYTHON, TAKEOVER, SessionSeat, alive, as_seat_user,
-                                        bus_call, listening, session_seat)
+from tests.support.session_seat import (
+    SEAT,
+    SYSTEM_PYTHON,
+    TAKEOVER,
+    SessionSeat,
+    alive,
+    as_seat_user,
+    bus_call,
+    listening,
+    session_seat,
+)
 from tests.support.xserver import stop_process
 
 LAUNCHER = "/usr/libexec/at-spi-bus-launcher"

@@ -22,8 +22,17 @@ from cud.cuctl.client import Client, RemoteError
 from cud.daemon.session.sweep import session_pids
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers, tree_hash
-from tests.support.session_seat import (SEAT, SYSTEM_PYTHON, TAKEOVER, SessionSeat, alive, as_seat_user,
-                                        bus_call, listening, session_seat)
+from tests.support.session_seat import (
+    SEAT,
+    SYSTEM_PYTHON,
+    TAKEOVER,
+    SessionSeat,
+    alive,
+    as_seat_user,
+    bus_call,
+    listening,
+    session_seat,
+)
 from tests.support.xserver import stop_process
 
 # Not as root, the seat's user is the tests' own, whose daemon ends only the session's marked processes.

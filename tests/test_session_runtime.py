@@ -24,8 +24,8 @@ import pytest
 
 from cud.cuctl.client import Client, RemoteError
 from cud.spec.load import load_spec
-from cud.views import FINAL_STATES
 from cud.spec.wire import submit_fields
+from cud.views import FINAL_STATES
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers
 from tests.support.session_seat import SEAT, SessionSeat, as_seat_user, session_seat

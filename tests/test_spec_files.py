@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from cud.cuctl.client import Client
 from cud.daemon.session.config import SessionLimits, load_session_limits
@@ -39,9 +40,9 @@ from cud.spec.load import load_spec
 from cud.spec.wire import file_pieces, submit_fields
 from tests.support.daemon import cuctl, scenario
 from tests.support.http_files import serve_files
+from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers
 from tests.support.spec_seat import SpecSeat, spec_seat
-from tests.support.recorder import wait_until
 
 DONE = scenario({"message": "done"}, look_first=False)
 # A task that holds the seat: its first action waits for an approval nobody gives.

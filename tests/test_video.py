@@ -22,8 +22,8 @@ import pytest
 from PIL import Image
 
 from cud.daemon.config import load_config
-from cud.daemon.video.recorder import FIRST_FRAME_SECONDS, ffmpeg_command
 from cud.daemon.video.config import VideoConfig, load_video
+from cud.daemon.video.recorder import FIRST_FRAME_SECONDS, ffmpeg_command
 from cud.errors import ConfigError
 from tests.support.daemon import Daemon, cuctl, json_out
 from tests.support.recorder import wait_until

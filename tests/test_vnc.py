@@ -18,9 +18,9 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import Xlib.protocol.display
@@ -35,10 +35,23 @@ from cud.drivers import open_driver
 from cud.drivers.drag_motion import drag_motion
 from cud.drivers.vnc import VNCDriver
 from cud.drivers.vnc_client import Connection
-from cud.errors import (ActionRejected, AuthenticationFailed, ConfigError, DisplayUnavailable, DriverTimeout,
-                        OutOfBounds, UnknownKey)
-from tests.support.rawx import (DRAG_PATH, RawWindow, assert_double_click_is_timed_right, drag_events, held_state,
-                                 server_time)
+from cud.errors import (
+    ActionRejected,
+    AuthenticationFailed,
+    ConfigError,
+    DisplayUnavailable,
+    DriverTimeout,
+    OutOfBounds,
+    UnknownKey,
+)
+from tests.support.rawx import (
+    DRAG_PATH,
+    RawWindow,
+    assert_double_click_is_timed_right,
+    drag_events,
+    held_state,
+    server_time,
+)
 from tests.support.recorder import Recorder, events_before_marker, presses, wait_until
 from tests.support.vnc import VncServer, start_x11vnc, start_xvnc
 from tests.support.xserver import XServer, start_xvfb

@@ -29,8 +29,7 @@ from cud.cuctl.tasks import describe_event
 from cud.errors import CudError
 from cud.protocol import MAX_ID, SCREENSHOT_FILE_NAME
 from cud.record.html import CSP as REPORT_CSP
-from cud.record.html import MEDIA_TYPES
-from cud.record.html import render
+from cud.record.html import MEDIA_TYPES, render
 from cud.record.model import describe_action
 from cud.record.overlay import svg_overlay
 from cud.record.verdict import check_line, verdict_line

@@ -10,8 +10,18 @@ from typing import Any
 import cud
 from cud.cuctl.dial import Dialer, UnixDialer
 from cud.errors import AccessDenied, ConnectionFailed, CudError, ProtocolError
-from cud.protocol import (MAX_MESSAGE_BYTES, PROTOCOL_VERSION, DaemonMessage, TaskView, VersionMismatch, chunk_message,
-                          decode, encode, parse_message, request)
+from cud.protocol import (
+    MAX_MESSAGE_BYTES,
+    PROTOCOL_VERSION,
+    DaemonMessage,
+    TaskView,
+    VersionMismatch,
+    chunk_message,
+    decode,
+    encode,
+    parse_message,
+    request,
+)
 
 __all__ = ("Client", "RemoteError", "check_own_task", "parse_reply", "result_of")
 

@@ -29,11 +29,26 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cud.request_limits import MAX_IMAGE_BYTES, MAX_IMAGES, image_stats, image_urls
-from cud.scripted.chain import (
-    IMAGE_TOKENS, CallTurns, ChainError, Chains, Context, Stored, compaction_item, compaction_threshold,
-)
 from cud.scripted.answer import (
-    ApiError, aim, attempt_number, check_outputs, computer_call, message_item, new_id, pick, validate,
+    ApiError,
+    aim,
+    attempt_number,
+    check_outputs,
+    computer_call,
+    message_item,
+    new_id,
+    pick,
+    validate,
+)
+from cud.scripted.chain import (
+    IMAGE_TOKENS,
+    CallTurns,
+    ChainError,
+    Chains,
+    Context,
+    Stored,
+    compaction_item,
+    compaction_threshold,
 )
 from cud.scripted.scenario import Scenario, load_scenario, parse_scenario
 

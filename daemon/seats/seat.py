@@ -25,20 +25,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cud.daemon.tasks.approvals import Approvals
+from openai import AsyncOpenAI
+
 from cud.daemon.config import Config
-from cud.daemon.video.recorder import recorder_for
-from cud.daemon.spec.flow import run_spec_task
-from cud.daemon.tasks.runner import TaskRun
 from cud.daemon.seats.config import SeatConfig
 from cud.daemon.session.processes import SeatSession, session_for
 from cud.daemon.session.reset import ResetReport
+from cud.daemon.spec.flow import run_spec_task
 from cud.daemon.store.database import Store
+from cud.daemon.store.trajectory import Trajectories, decode_data_url
 from cud.daemon.targets.a11y_trust import SeatTrust
 from cud.daemon.targets.lookup import TargetResolver
-from cud.daemon.store.trajectory import Trajectories, decode_data_url
-from openai import AsyncOpenAI
-
+from cud.daemon.tasks.approvals import Approvals
+from cud.daemon.tasks.runner import TaskRun
+from cud.daemon.video.recorder import recorder_for
 from cud.errors import ConfigError, CudError, DisplayUnavailable, DriverError, SessionError, StorageFull, WrongState
 from cud.protocol import SeatState, SeatView, TaskView
 from cud.seat_needs import SeatNeeds

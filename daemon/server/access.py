@@ -21,7 +21,6 @@ import socket
 import struct
 
 from cud.daemon.config import Access
-
 from cud.errors import AccessDenied, SpecError
 from cud.protocol import ArtifactView, CheckResultView, ErrorInfo, EventView, TaskView
 from cud.spec import parse_spec

@@ -383,7 +383,7 @@ async def _collect(items: list[str], command: _Running, outs: tuple[int, int], f
     timed_out = False
     try:
         await asyncio.wait_for(asyncio.shield(command.wait()), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         timed_out = True
     finally:
         if command.returncode is None:  # the timeout, or the caller gave up (cancelled)

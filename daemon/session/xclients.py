@@ -22,9 +22,12 @@ import os
 import socket
 from collections.abc import Iterator
 
-from Xlib import X, display as xdisplay, error as xerror
+from Xlib import X
+from Xlib import display as xdisplay
+from Xlib import error as xerror
 from Xlib.ext import res
-from Xlib.protocol import request as xrequest, rq
+from Xlib.protocol import request as xrequest
+from Xlib.protocol import rq
 
 from cud.drivers.xlib_display import open_display
 

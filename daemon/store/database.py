@@ -24,14 +24,24 @@ from pathlib import Path
 from typing import Any
 
 from cud.budget import format_amount
-from cud.errors import ConfigError, NotFound, StorageFull
-from cud.daemon.store.spec_files import StoredFiles
 from cud.daemon.store.counts import CountRows
+from cud.daemon.store.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
+from cud.daemon.store.spec_files import StoredFiles
 from cud.daemon.store.spend import SpendRows
 from cud.daemon.store.writes import finishing, iso_to_epoch, now_iso
-from cud.daemon.store.schema import MIGRATIONS, SCHEMA_VERSION, approval_view, split_sql, task_view
-from cud.protocol import (EVENT_KINDS, FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, EventView,
-                          GuardView, TaskView, UsageView, VerdictView)
+from cud.errors import ConfigError, NotFound, StorageFull
+from cud.protocol import (
+    EVENT_KINDS,
+    FINAL_STATES,
+    LIVE_STATES,
+    ApprovalView,
+    ArtifactView,
+    EventView,
+    GuardView,
+    TaskView,
+    UsageView,
+    VerdictView,
+)
 from cud.seat_needs import SeatNeeds
 from cud.spec import Spec
 

@@ -14,8 +14,8 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from cud.daemon.targets.rules import Rule, Verdict, decide
 from cud.daemon.targets.lookup import TargetResolver
+from cud.daemon.targets.rules import Rule, Verdict, decide
 from cud.errors import ApprovalError, PolicyDenied
 from cud.protocol import Target
 from cud.record.model import describe_action

@@ -11,7 +11,6 @@ import asyncio
 
 from cud.daemon.server.access import Peer
 from cud.daemon.store.database import Store
-
 from cud.errors import ApprovalError
 
 __all__ = ()

@@ -26,17 +26,17 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import openai
-from cud.daemon.budget.guard import BudgetGuard
-from cud.daemon.tasks.recording_driver import RecordingDriver
-from cud.daemon.tasks.screen_binding import ScreenWatch
-from cud.daemon.tasks.stuck import Stuck, StuckGuard
-from cud.daemon.model.client import ModelRequests, Sent
-from cud.daemon.targets.rules import parse_rules
-from cud.daemon.targets.gate import TargetGate
-from cud.daemon.store.trajectory import StepRecord, TaskUsage, ms_since, tokens_of
 from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
+from cud.daemon.budget.guard import BudgetGuard
+from cud.daemon.model.client import ModelRequests, Sent
+from cud.daemon.store.trajectory import StepRecord, TaskUsage, ms_since, tokens_of
+from cud.daemon.targets.gate import TargetGate
+from cud.daemon.targets.rules import parse_rules
+from cud.daemon.tasks.recording_driver import RecordingDriver
+from cud.daemon.tasks.screen_binding import ScreenWatch
+from cud.daemon.tasks.stuck import Stuck, StuckGuard
 from cud.errors import ApprovalError, BudgetExceeded, CudError, TaskStuck, TaskTimeout
 from cud.protocol import ArtifactView, TaskView, VerdictView
 

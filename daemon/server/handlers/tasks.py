@@ -20,10 +20,6 @@ from cud.daemon.config import Config
 from cud.daemon.server.handlers.base import Context
 from cud.daemon.server.handlers.spec_files import check_spec_file_sizes, receive_spec_files
 from cud.daemon.targets.rules import parse_rules
-from cud.seat_needs import SeatNeeds
-from cud.spec import Spec
-from cud.spec.wire import spec_from_request
-
 from cud.errors import AccessDenied, ConfigError, ProtocolError, SpecError, StorageFull, WrongState
 from cud.protocol import (
     FINAL_STATES,
@@ -38,6 +34,9 @@ from cud.protocol import (
     TaskView,
     event_message,
 )
+from cud.seat_needs import SeatNeeds
+from cud.spec import Spec
+from cud.spec.wire import spec_from_request
 
 __all__ = ()
 

@@ -21,8 +21,18 @@ os.environ.update({"QT_AUTO_SCREEN_SCALE_FACTOR": "0", "QT_SCALE_FACTOR": "1", "
 
 from PyQt5.QtCore import QEvent, QObject, QPoint, QSize, Qt, QTimer  # noqa: E402
 from PyQt5.QtGui import QDragEnterEvent, QDropEvent, QFont, QKeyEvent, QMouseEvent, QTextCursor, QWheelEvent  # noqa: E402
-from PyQt5.QtWidgets import (QAbstractItemView, QApplication, QHBoxLayout, QLabel, QListWidget,  # noqa: E402
-                             QListWidgetItem, QPlainTextEdit, QScrollArea, QVBoxLayout, QWidget)
+from PyQt5.QtWidgets import (  # noqa: E402
+    QAbstractItemView,
+    QApplication,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from probe_common import LatestSelection, Probe, dom_key, mods  # noqa: E402
