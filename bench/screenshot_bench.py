@@ -21,6 +21,7 @@ band changed each time).
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import subprocess
 import sys
@@ -159,7 +160,7 @@ def _generated_rows() -> tuple[list[tuple[object, ...]], float]:
         rgb = screen(GENERATED_SEED + n, width, height)
         raw = bgrx(rgb)
         ours_ms, ours = _cold_encode_ms(PngSettings(), raw, (width, height), 3)
-        pillow_ms = median_ms(lambda: _pillow_png(raw, (width, height)), 1, warmup=0)
+        pillow_ms = median_ms(functools.partial(_pillow_png, raw, (width, height)), 1, warmup=0)
         pillow = len(_pillow_png(raw, (width, height)))
         ratios.append((max(ours - 8 * 1024, 0) / pillow, ours / pillow, GENERATED_SEED + n, f"{width}x{height}"))
         speedups.append(pillow_ms / ours_ms)

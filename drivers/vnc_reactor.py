@@ -75,7 +75,7 @@ def submit(fn: Callable[[Future[Any]], None]) -> Future[Any]:
             return
         try:
             fn(future)
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+        except BaseException as exc:  # handed to the waiting caller
             resolve(future, error=exc)
 
     reactor.callFromThread(run)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import re
 import time
 import zlib
 
@@ -50,7 +51,7 @@ def test_bad_frames_are_named() -> None:
 def test_data_urls_parse_back_and_bad_ones_are_named() -> None:
     png = PngEncoder().encode(bytes(16), 2, 2)
     assert parse_data_url(to_data_url(png)) == ("image/png", png)
-    with pytest.raises(ValueError, match="'http://example.invalid/x.png'"):
+    with pytest.raises(ValueError, match=re.escape("'http://example.invalid/x.png'")):
         parse_data_url("http://example.invalid/x.png")
     with pytest.raises(ValueError, match="not valid base64"):
         parse_data_url("data:image/png;base64,@@@")

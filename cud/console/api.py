@@ -141,7 +141,7 @@ async def state(request: web.Request) -> web.Response:
     parts = await asyncio.gather(link.call("seats"), link.call("list"), link.call("approvals"),
                                  return_exceptions=True)
     out: dict[str, Any] = {"me": me}
-    for name, part in zip(("seats", "tasks", "approvals"), parts):
+    for name, part in zip(("seats", "tasks", "approvals"), parts, strict=True):
         if isinstance(part, CudError):
             out[name], out[f"{name}_error"] = [], part.message
         elif isinstance(part, BaseException):

@@ -247,7 +247,7 @@ def _figure(record: Record, name: str | None, actions: list[dict[str, Any]], alt
     try:
         with Image.open(io.BytesIO(data)) as image:
             width, height = image.size
-    except Exception:  # noqa: BLE001 - any undecodable file is reported on the page, not fatal
+    except Exception:  # any undecodable file is reported on the page, not fatal
         return f'<p class="noimage">Screenshot {escape(name)} cannot be decoded.</p>'
     url = f"data:{MEDIA_TYPES.get(extension, 'image/png')};base64,{base64.b64encode(data).decode()}"
     overlay = svg_overlay(actions, width, height)

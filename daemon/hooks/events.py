@@ -19,8 +19,7 @@ from cud.daemon.store.writes import now_iso
 from cud.protocol import ApprovalView, TaskView
 from cud.record.model import describe
 
-__all__ = ("PROMPT_CHARS", "TEXT_CHARS", "approval_event", "command_env", "ntfy_body", "seat_event", "slack_body",
-           "summary", "task_event")
+__all__ = ("PROMPT_CHARS", "TEXT_CHARS", "EventMaker", "command_env", "ntfy_body", "slack_body", "summary")
 
 #: A prompt is cut to this many characters: enough to recognise the task on a phone.
 PROMPT_CHARS = 300

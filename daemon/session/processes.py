@@ -93,6 +93,8 @@ class SeatSession:
         #: Whether the runtime directory holds the display's cookie (written by the daemon, so known here).
         self._cookie_there = False
         self._launched: set[int] = set()
+        #: The tasks reaping what :meth:`launch` started, held so the loop cannot collect one mid-wait.
+        self._reapers: set[asyncio.Task[None]] = set()
         #: The systemd unit that is the session (``session_unit``): commands run as its transient units.
         self.unit = unit
         #: The accessibility launcher a reset starts again (cud.daemon.session.a11y).
@@ -255,14 +257,16 @@ class SeatSession:
         with self._cwd(cwd) as where, \
                 self._runtime.open_file("launched.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND) as fd:
             if self.unit is not None:
-                with open(os.devnull, "rb") as nothing:
+                with open(os.devnull, "rb") as nothing:  # noqa: ASYNC230 (opening /dev/null never blocks)
                     command = await self.unit.start(items, env=self.env, cwd=where.path, stdin=nothing.fileno(),
                                                     stdout=fd, stderr=fd)
                 return await command.main_pid()  # ended at the next reset, by systemd
             proc = await self._spawn(items, where, stdin=asyncio.subprocess.DEVNULL, stdout=fd, stderr=fd)
         self._launched.add(proc.pid)
         # Reaped in the background, so a launched program that exits leaves no zombie.
-        asyncio.ensure_future(self._reap(proc))
+        reaper = asyncio.ensure_future(self._reap(proc))
+        self._reapers.add(reaper)
+        reaper.add_done_callback(self._reapers.discard)
         return proc.pid
 
     @property
@@ -378,7 +382,7 @@ async def _collect(items: list[str], command: _Running, outs: tuple[int, int], f
     cut = [False]
     outputs = [bytearray(), bytearray()]
     files = [os.fdopen(fd, "rb", buffering=0) for fd in outs]
-    readers = [asyncio.ensure_future(_read_capped(file, kept, max_output, cut)) for file, kept in zip(files, outputs)]
+    readers = [asyncio.ensure_future(_read_capped(file, kept, max_output, cut)) for file, kept in zip(files, outputs, strict=True)]
     feeder = asyncio.ensure_future(feeding)
     timed_out = False
     try:
