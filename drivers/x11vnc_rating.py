@@ -25,7 +25,7 @@ import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet import reactor
+from .vnc_reactor import reactor
 
 __all__ = ("PING_SIDE", "LinkRatingAnswers")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 import socket as socket_module
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ class EventMaker:
         # An accessibility target (what the action touches, in words), once approvals record one.
         for key in ("target", "targets"):
             if key in approval:
-                record[key] = approval[key]  # type: ignore[literal-required]
+                record[key] = typing.cast("dict[str, Any]", approval)[key]  # "target": an older record's key
         return {
             **self._base("approval_requested"),
             "task": _task(task),

@@ -105,7 +105,7 @@ def _adapter() -> pydantic.TypeAdapter[Any]:
     """
     hints = _request_hints()
     fields = {key: _eager(hints[key]) for key in sorted(PASS_THROUGH)}
-    table = typing_extensions.TypedDict("RequestTable", fields, total=False)  # type: ignore[operator]
+    table = typing_extensions.TypedDict("RequestTable", fields, total=False)  # type: ignore[misc]  # built at run time
     return pydantic.TypeAdapter(pydantic.with_config(pydantic.ConfigDict(extra="forbid"))(table))
 
 
@@ -144,7 +144,7 @@ def _eager_typeddict(cls: type) -> Any:
     hints = typing.get_type_hints(cls, include_extras=True)
     fields = {name: _eager(hint) for name, hint in hints.items()}
     if fields != hints:
-        required = getattr(cls, "__required_keys__", frozenset())
+        required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
         marked = {
             name: hint if typing.get_origin(hint) in (typing_extensions.Required, typing_extensions.NotRequired)
             else (typing_extensions.Required[hint] if name in required else typing_extensions.NotRequired[hint])

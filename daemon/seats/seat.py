@@ -56,7 +56,7 @@ FULL_DISK_RETRY = 5.0
 
 def _malloc_trim() -> Callable[[int], int] | None:
     try:
-        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc
         return None
 
@@ -146,9 +146,9 @@ class Seat:
 
     def view(self) -> SeatView:
         place = {"vnc": self.spec.vnc} if self.spec.vnc else {"display": self.spec.display}
-        return {  # type: ignore[return-value, misc]
+        return {
             "name": self.name,
-            **place,
+            **place,  # type: ignore[typeddict-item]  # "vnc" or "display", by the seat's kind
             "state": self.state,
             "task": self._task["id"] if self._task is not None else None,
             "size": list(self.size) if self.size is not None else None,
@@ -270,7 +270,7 @@ class Seat:
             if recovering:
                 # Whatever a stopped or crashed run left held must not reach the next task.
                 await self.driver.call("release_all")
-            self.size = tuple(await self.driver.call("probe"))  # type: ignore[assignment]
+            self.size = tuple(await self.driver.call("probe"))
         except DriverError as exc:
             if self.state != "unavailable":
                 log.warning("seat %s is unavailable: %s", self.name, exc.message)
@@ -284,7 +284,7 @@ class Seat:
             self._checking = False
         if self.state == "unavailable":
             again = "answers again" if self.error != NOT_CHECKED else "ready"
-            log.info("seat %s (%s) %s: %dx%d", self.name, self.spec.where, again, *self.size)  # type: ignore[misc]
+            log.info("seat %s (%s) %s: %dx%d", self.name, self.spec.where, again, *self.size)
             if self.error != NOT_CHECKED and self._on_health is not None:
                 self._on_health(self.name, self.spec.where, True, None)
             self.state, self.error = "idle", None

@@ -195,7 +195,7 @@ class SeatSession:
         finally:
             os.close(fd)
 
-    async def _spawn(self, argv: list[str], cwd: _Cwd, **streams: object) -> asyncio.subprocess.Process:
+    async def _spawn(self, argv: list[str], cwd: _Cwd, **streams: typing.Any) -> asyncio.subprocess.Process:
         # No preexec_fn: it is unsafe with threads, and the daemon has a driver thread per seat. The child
         # changes directory before it becomes the user (subprocess's order): through the descriptor of the
         # directory the home's walk opened (its own copy, /proc/self/fd), never by a name the user could
@@ -203,7 +203,7 @@ class SeatSession:
         try:
             return await asyncio.create_subprocess_exec(
                 *argv, cwd=f"/proc/self/fd/{cwd.fd}", env=dict(self.env), start_new_session=True, close_fds=True,
-                **self.account.become(), **streams)  # type: ignore[arg-type]
+                **self.account.become(), **streams)  # type: ignore[misc]  # neither holds "program"
         except OSError as exc:
             raise SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: {exc.strerror}",
                                argv=argv[:1], seat=self.seat, errno=exc.errno) from None
@@ -348,7 +348,8 @@ class _Cwd:
 class _Running(typing.Protocol):
     """A command being run: a process group here, or a transient unit (cud.daemon.session.unit.CommandUnit)."""
 
-    returncode: int | None
+    @property
+    def returncode(self) -> int | None: ...
 
     async def wait(self) -> int: ...
 

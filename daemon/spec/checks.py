@@ -185,7 +185,8 @@ async def _element(check: Check, desktop: Desktop) -> Outcome:
         return True, [], "no such element is there"
     if not found:
         return False, [], "no such element is showing"
-    observed, why = [], ""
+    observed: list[dict[str, Any]] = []
+    why = ""
     for each in found:
         seen, miss = await _element_expectations(check, desktop, each)
         if len(observed) < OBSERVED_ITEMS:

@@ -202,7 +202,7 @@ class Store(CountRows, SpendRows):
             task_id = int(cur.lastrowid or 0)
             # One file's bytes at a time (a spool reads each when asked): they may be hundreds of MB together.
             db.executemany("INSERT INTO task_files (task_id, name, data) VALUES (?, ?, ?)",
-                           ((task_id, file, files[file]) for file in (files or {})))
+                           ((task_id, name, data) for name, data in (files or {}).items()))
             self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
             self._audit(db, uid, name, "submit", task_id, "ok")
         return self.task(task_id), False

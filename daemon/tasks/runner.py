@@ -163,7 +163,7 @@ class TaskRun:
     async def play(self, client: AsyncOpenAI) -> Ending:
         """The model's part: one run of the SDK's loop, until it answers, fails, or is stopped."""
         self.step = StepRecord(number=1, started=time.monotonic(), saw=None)
-        toolset = AsyncComputerToolset(RecordingDriver(self.seat.driver, self))
+        toolset = AsyncComputerToolset(RecordingDriver(self.seat.driver, self))  # type: ignore[arg-type]  # its action methods are set at run time
         self.start_clock()
         self.seat.targets.warm_soon()  # connecting is no action's lookup; the task does not wait for it
         # The [request] table holds none of these keys (the config refuses them); copied per

@@ -47,7 +47,7 @@ def _at_most(request: SubmitRequest, field: str, limit: int, unit: str) -> int:
     The limit is the daemon's config key of the same name: the error names it, so whoever
     runs the daemon knows what to raise.
     """
-    value = int(request.get(field, limit))  # type: ignore[call-overload]
+    value: int = int(request.get(field, limit))  # type: ignore[call-overload]  # field: one of SubmitRequest's
     if value > limit:
         raise ProtocolError(f"'submit' field {field!r} is {value}{unit}, above the daemon's limit of {limit}{unit} "
                             f"(its config key {field!r})", field=field, value=value, limit=limit, config_key=field)
@@ -126,7 +126,7 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         parse_rules("rules", rules, stricter_only=True, what="'submit' field" if spec is None else "spec key")
     except ConfigError as exc:
         raise (ProtocolError if spec is None else SpecError)(exc.message, **exc.details) from None
-    guard = config.guard.for_task({k: request[k] for k in ("repeat_limit", "cycle_limit", "on_stuck")  # type: ignore[literal-required]
+    guard = config.guard.for_task({k: request[k] for k in ("repeat_limit", "cycle_limit", "on_stuck")
                                    if k in request})
     spool = await receive_spec_files(ctx, files)  # after every check: a refusal costs the client no upload
     try:
