@@ -98,7 +98,7 @@ class SshConnection:
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (the connection's; close() closes it)
         self.sock, theirs = socket.socketpair()
         try:
-            self._proc = subprocess.Popen(argv, stdin=theirs, stdout=theirs, stderr=self._stderr)
+            self._proc = subprocess.Popen(argv, stdin=theirs.fileno(), stdout=theirs.fileno(), stderr=self._stderr)
         except OSError as exc:
             self.sock.close()
             self._stderr.close()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from cud.cuctl.output import cut
 from cud.protocol import USAGE_KEYS
@@ -162,7 +162,7 @@ def point(holder: Any) -> tuple[float, float] | None:
     return None
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

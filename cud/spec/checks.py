@@ -96,7 +96,7 @@ class Check:
             return {**out, "command": list(self.argv), "exit_code": self.exit_code, "output": self.output.to_dict(),
                     "timeout": self.timeout}
         if self.kind == "file":
-            optional = {"equals": self.equals, "sha256": self.sha256,
+            optional: dict[str, object] = {"equals": self.equals, "sha256": self.sha256,
                         "matches": self.matches.text if self.matches is not None else None}
             return {**out, "file": self.path, "exists": self.exists,
                     **{k: value for k, value in optional.items() if value is not None}}
