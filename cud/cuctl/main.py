@@ -1,7 +1,8 @@
 """cuctl: talk to the cud daemon over its Unix socket, here or over ssh (``--host``).
 
 Exit codes: 0 success; 1 a task (submit --wait, follow) ended in a state other
-than succeeded, or its spec's verdict is failed, or a run of ``eval`` did not pass; 2 a usage, connection, protocol or access error. Reasons go to stderr.
+than succeeded, or its spec's verdict is failed, or a run of ``eval`` did not pass; 2 a usage,
+connection, protocol or access error. Reasons go to stderr.
 """
 
 from __future__ import annotations

@@ -383,7 +383,8 @@ async def _collect(items: list[str], command: _Running, outs: tuple[int, int], f
     cut = [False]
     outputs = [bytearray(), bytearray()]
     files = [os.fdopen(fd, "rb", buffering=0) for fd in outs]
-    readers = [asyncio.ensure_future(_read_capped(file, kept, max_output, cut)) for file, kept in zip(files, outputs, strict=True)]
+    readers = [asyncio.ensure_future(_read_capped(file, kept, max_output, cut))
+               for file, kept in zip(files, outputs, strict=True)]
     feeder = asyncio.ensure_future(feeding)
     timed_out = False
     try:

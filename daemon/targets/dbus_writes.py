@@ -15,8 +15,8 @@ callback it registers. Any other error still ends the connection, as upstream do
 
 The patch replaces the writer class dbus-fast's ``MessageBus.connect`` builds (it looks the
 name up in its module at each connect), once, when the targets room loads it (``atspi.py``
-imports it; the daemon loads that at start), so every bus the daemon opens after gets it. ``write_callback`` is upstream's with the
-one ``except`` added, so the version is pinned below 6 in pyproject.toml and
+imports it; the daemon loads that at start), so every bus the daemon opens after gets it.
+``write_callback`` is upstream's with the one ``except`` added, so the version is pinned below 6 in pyproject.toml and
 ``tests/test_dbus_writes.py`` fails if the shape it relies on changes.
 """
 
