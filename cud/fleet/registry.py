@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cud.fleet import need_ray
+from cud.fleet import NAMESPACE, need_ray
 from cud.fleet.book import Book
 
 __all__ = ("REGISTRY", "registry")
@@ -32,5 +32,6 @@ class Registry(Book):
 
 def registry() -> Any:
     """The registry's handle (made on the head the first time a driver asks)."""
-    return Registry.options(  # type: ignore[attr-defined]  # @ray.remote made it an ActorClassname=REGISTRY, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
-                            resources={"node:__internal_head__": 0.001}).remote()
+    return Registry.options(  # type: ignore[attr-defined]  # @ray.remote made it an ActorClass
+        name=REGISTRY, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+        resources={"node:__internal_head__": 0.001}).remote()
