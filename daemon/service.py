@@ -115,7 +115,7 @@ class Daemon:
         stop.cancel()
         for task in self._seat_tasks:  # a seat's loop ends only on a stop, or on a bug: surface it
             if task.done() and not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+                raise task.exception()  # type: ignore[misc]  # checked not None just above
 
     async def shutdown(self) -> None:
         self.notifier.stopping(self._stop_reason)

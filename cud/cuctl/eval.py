@@ -290,7 +290,7 @@ class Suite:
     def _keep_record(self, attempt: Attempt) -> None:
         """The task's report (``cuctl report``) and video (``cuctl video``), fetched through the same connection."""
         task_id = attempt.task_id
-        page = render(fetch_record(self.client, task_id)).encode()  # type: ignore[arg-type]
+        page = render(fetch_record(self.client, task_id)).encode()  # type: ignore[arg-type]  # set: the attempt ran
         attempt.report = f"reports/task-{task_id}.html"
         write_private(str(self.folder / attempt.report), page)
         chunks = Chunks("video")

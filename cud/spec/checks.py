@@ -114,7 +114,7 @@ class Check:
 
 def parse_check(path: str, value: object) -> Check:
     raw = v.table(path, value, _COMMON.union(*_KEYS.values()))
-    kind: CheckKind = v.one_of_keys(path, raw, CHECK_KINDS, "the check's kind")  # type: ignore[assignment]
+    kind: CheckKind = v.one_of_keys(path, raw, CHECK_KINDS, "the check's kind")  # type: ignore[assignment]  # one of CHECK_KINDS
     v.table(path, raw, _COMMON | _KEYS[kind])
     at = v.join(path, kind)
     weight = v.number(v.join(path, "weight"), raw.get("weight", 1), 0, MAX_WEIGHT)

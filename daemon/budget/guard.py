@@ -73,7 +73,7 @@ class BudgetGuard:
             self.lines.append(Line("max_cost", Decimal(max_cost), Decimal(max_cost)))
         for key in _TOKEN_BUDGETS:
             if task.get(key) is not None:
-                self.lines.append(Line(key, Decimal(task[key]), Decimal(task[key])))  # type: ignore[literal-required]
+                self.lines.append(Line(key, Decimal(task[key]), Decimal(task[key])))  # type: ignore[literal-required]  # a key of _TOKEN_BUDGETS
         if self.config.daily_cost is not None and self.price is not None:
             self.lines.append(Line("daily_cost", self.config.daily_cost, self.config.daily_cost))
 

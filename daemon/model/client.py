@@ -116,7 +116,7 @@ class ModelRequests:
             self._shaper.accepted(items, response)
             return response
 
-        wrapped.responses.create = create  # type: ignore[method-assign]
+        wrapped.responses.create = create  # type: ignore[method-assign]  # this client's create, wrapped
         return wrapped
 
     def _explain(self, exc: openai.APIStatusError, sent: Sent, extra: dict[str, Any]) -> ModelRequestError | None:

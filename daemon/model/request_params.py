@@ -117,7 +117,7 @@ def _eager(hint: Any) -> Any:
     """
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is collections.abc.Iterable:
-        return list[_eager(args[0])]  # type: ignore[misc]
+        return list[_eager(args[0])]  # type: ignore[misc]  # a type built at run time
     if typing_extensions.is_typeddict(hint):
         return _eager_typeddict(hint)
     if origin is None or origin is typing.Literal or not args:
@@ -150,7 +150,7 @@ def _eager_typeddict(cls: type) -> Any:
             else (typing_extensions.Required[hint] if name in required else typing_extensions.NotRequired[hint])
             for name, hint in fields.items()
         }
-        _EAGER[cls] = typing_extensions.TypedDict(cls.__name__, marked)  # type: ignore[operator]
+        _EAGER[cls] = typing_extensions.TypedDict(cls.__name__, marked)  # type: ignore[operator]  # a TypedDict built at run time
     return _EAGER[cls]
 
 

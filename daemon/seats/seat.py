@@ -240,7 +240,7 @@ class Seat:
             self._reset_waiting -= 1
         if self.state == "idle":
             self._on_free()  # what was submitted meanwhile found the seat held: hand it over now
-        return self.last_reset  # type: ignore[return-value]
+        return self.last_reset  # type: ignore[return-value]  # set by the reset just awaited
 
     def _refuse_if_held(self) -> None:
         if self._task is not None or self._stopping:

@@ -170,7 +170,7 @@ class Policy:
         """
         kind, data = event["kind"], event["data"]
         if kind == "check":
-            withheld: dict[str, object] = dict(_withhold(data))  # type: ignore[arg-type]
+            withheld: dict[str, object] = dict(_withhold(data))  # type: ignore[arg-type]  # a check event's data
         elif kind == "setup" and "error" in data:
             withheld = data if _fails_only_looking(data.get("part")) else {**data, "error": WITHHELD_SETUP}
         elif kind == "end" and _quotes_session(data.get("error")):

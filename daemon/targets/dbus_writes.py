@@ -77,4 +77,4 @@ class PatientWriter(_upstream._MessageWriter):
             self.bus._finalize(exc)
 
 
-_upstream._MessageWriter = PatientWriter  # type: ignore[misc]
+_upstream._MessageWriter = PatientWriter  # type: ignore[misc]  # the patch itself

@@ -42,16 +42,16 @@ class TargetGate:
         kind = str(action.get("type"))
         if kind in ("screenshot", "wait"):
             return None
-        verdict = decide(self._daemon_rules, self._task_rules, kind, self.current)  # type: ignore[arg-type]
+        verdict = decide(self._daemon_rules, self._task_rules, kind, self.current)  # type: ignore[arg-type]  # a Target is a dict
         if verdict is not None and verdict.decision == "deny":
-            what = describe_action(action, self.current, 200)  # type: ignore[arg-type]
+            what = describe_action(action, self.current, 200)  # type: ignore[arg-type]  # a Target is a dict
             raise PolicyDenied(f"rule {verdict.rule} denied: {what}; the action was not run",
                                rule=verdict.rule, action=action, target=self.current)
         return verdict
 
     def bind(self, targets: Sequence[Target | None]) -> None:
         """The approver saw these targets, one per approved action, in order."""
-        self._approved = deque(identity(t) for t in targets)  # type: ignore[arg-type]
+        self._approved = deque(identity(t) for t in targets)  # type: ignore[arg-type]  # a Target is a dict
 
     def unbind(self) -> None:
         self._approved.clear()
@@ -59,7 +59,7 @@ class TargetGate:
     def check(self, action: dict[str, Any]) -> None:
         """Refuse the next approved action if the element at its point is not the one approved."""
         approved = self._approved.popleft() if self._approved else None
-        now = identity(self.current)  # type: ignore[arg-type]
+        now = identity(self.current)  # type: ignore[arg-type]  # a Target is a dict
         if approved is None or now is None or approved == now:
             # Nothing known to compare (a window-only app, a bus gone quiet): the pixel binding still holds.
             return

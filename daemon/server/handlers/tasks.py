@@ -66,7 +66,7 @@ def _budgets(request: SubmitRequest, config: Config, model: str) -> dict[str, An
     for key in BUDGET_TASK_KEYS:
         limit = getattr(config, key)
         given = request.get(key)
-        value = limit if given is None else parse_amount(given) if key == "max_cost" else int(given)  # type: ignore[call-overload]
+        value = limit if given is None else parse_amount(given) if key == "max_cost" else int(given)  # type: ignore[call-overload]  # key: one of SubmitRequest's
         if value is not None and limit is not None and value > limit:
             shown = format_amount(value) if key == "max_cost" else value
             ceiling = format_amount(limit) if key == "max_cost" else limit
