@@ -104,7 +104,7 @@ def seat(seat_users: SeatUsers) -> Iterator[SessionSeat]:
 
 def call(where: SessionSeat, kind: str, **fields: object) -> dict[str, object]:
     with Client(where.daemon.socket, timeout=120) as client:
-        return client.call(kind, **fields)  # type: ignore[no-any-return]
+        return client.call(kind, **fields)
 
 
 def a11y_owner(seat: SessionSeat) -> int | None:

@@ -47,7 +47,7 @@ def seat(seat_users: SeatUsers) -> Iterator[SessionSeat]:
 
 def call(where: SessionSeat, kind: str, *, timeout: float = 120, **fields: object) -> dict[str, object]:
     with Client(where.daemon.socket, timeout=timeout) as client:
-        return client.call(kind, **fields)  # type: ignore[no-any-return]
+        return client.call(kind, **fields)
 
 
 def runtime_of(seat: SessionSeat) -> Path:
