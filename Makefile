@@ -5,11 +5,12 @@ PY      = $(VENV)/bin/python
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: help setup test bench report-example console-example sandbox-up sandbox-down sandbox-status demo install clean
+.PHONY: help setup lint test bench report-example console-example sandbox-up sandbox-down sandbox-status demo install clean
 
 help:
 	@echo "make setup          create $(VENV) and install cud with its test and fleet extras"
-	@echo "make test           run the whole test suite (starts its own Xvfb/VNC servers)"
+	@echo "make lint           ruff and mypy over the tree (tools/lint; tools/lint --fix applies ruff's fixes first)"
+	@echo "make test           make lint, then the whole test suite (starts its own Xvfb/VNC servers)"
 	@echo "make bench          measure cud against scrot, xdotool, Pillow and vncdotool"
 	@echo "make report-example remake docs/report-example.png from a real run of the demo task"
 	@echo "make console-example remake docs/console-example.png: the console during a pending approval"
@@ -27,7 +28,12 @@ $(PY): pyproject.toml
 
 setup: $(PY)
 
-test: $(PY)
+lint: $(PY)
+	PYTHON=$(PY) tools/lint
+
+# Lint first: CI runs `make test` (through the README's sandbox/quickstart.sh test), so a ruff or
+# mypy finding fails CI before the suite spends its time.
+test: lint
 	$(PY) -m pytest
 
 bench: $(PY)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import platform
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 SECTIONS = ("bench.screenshot_bench", "bench.x11_bench", "bench.vnc_bench", "bench.apps_bench", "bench.targets_bench",
@@ -19,7 +19,7 @@ SECTIONS = ("bench.screenshot_bench", "bench.x11_bench", "bench.vnc_bench", "ben
 
 
 def main() -> int:
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     header = (f"cud benchmark, {now} UTC, Python {platform.python_version()}, "
               f"{platform.machine()}, shared machine: compare ratios, not milliseconds")
     parts = [header]

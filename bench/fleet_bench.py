@@ -10,7 +10,8 @@ own daemon, two Xvfb seats and ``cud fleet join``, all in one network namespace 
 - throughput: :data:`PER_SEAT` tasks a seat of a 1 s model (``delay`` 1) over 1, 2, then 3 nodes
   (nodes join between the runs), each timed after an untimed round of one task a seat in the same
   driver: Ray starts a job's workers on each node for its first tasks (a second or more of CPU
-  each here) and reuses them for the rest of the job, so a suite of hundreds pays that once; tasks a second, its ratio to linear in seats, and how busy the machine's CPUs were
+  each here) and reuses them for the rest of the job, so a suite of hundreds pays that once; tasks a
+  second, its ratio to linear in seats, and how busy the machine's CPUs were
   meanwhile (every node shares them here: a ratio below linear with the CPUs near 100% is this
   machine's limit, not the fleet's).
 - node death: two slow tasks on a node whose raylet is killed; from the kill to the registry's

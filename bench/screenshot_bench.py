@@ -21,6 +21,7 @@ band changed each time).
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import subprocess
 import sys
@@ -28,11 +29,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from PIL import Image
+
 from cud.drivers.png import BAND_ROWS, PngEncoder, PngSettings, to_data_url
 from cud.drivers.png_filters import AVERAGE, PAETH, SUB, UP
 from cud.drivers.x11 import X11Driver
-from PIL import Image
-
 from tests.support.desktop import start_desktop
 
 from .corpus import SCREENS, grab, showing
@@ -159,7 +160,7 @@ def _generated_rows() -> tuple[list[tuple[object, ...]], float]:
         rgb = screen(GENERATED_SEED + n, width, height)
         raw = bgrx(rgb)
         ours_ms, ours = _cold_encode_ms(PngSettings(), raw, (width, height), 3)
-        pillow_ms = median_ms(lambda: _pillow_png(raw, (width, height)), 1, warmup=0)
+        pillow_ms = median_ms(functools.partial(_pillow_png, raw, (width, height)), 1, warmup=0)
         pillow = len(_pillow_png(raw, (width, height)))
         ratios.append((max(ours - 8 * 1024, 0) / pillow, ours / pillow, GENERATED_SEED + n, f"{width}x{height}"))
         speedups.append(pillow_ms / ours_ms)

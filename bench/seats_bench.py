@@ -177,7 +177,7 @@ def run_round(daemon: Daemon, model: ScriptedModel, seats: int, tasks: int, turn
     wall = max(_epoch(str(t["finished_at"])) for t in done) - min(_epoch(str(t["created_at"])) for t in done)
     per_seat = Counter(str(t["seat"]) for t in done)
     spread = (min(per_seat.values()) if len(per_seat) == seats else 0, max(per_seat.values()))
-    cpu = tuple(b - a for a, b in zip(cpu_before, cpu_after))
+    cpu = tuple(b - a for a, b in zip(cpu_before, cpu_after, strict=True))
     return Round(seats, latency, len(done), steps, wall, spread, cpu, peak[0])  # type: ignore[arg-type]
 
 
@@ -185,7 +185,7 @@ def measure_seats(shown: list[Screen], model: ScriptedModel, url: str, tasks: in
                   latencies: tuple[float, ...], env: dict[str, str] | None = None,
                   config: str | None = None) -> SeatCount:
     names = [f"s{n}" for n in range(len(shown))]
-    daemon = Daemon("", url, seats=dict(zip(names, (s.xvfb.display for s in shown))), max_steps=turns + 2,
+    daemon = Daemon("", url, seats=dict(zip(names, (s.xvfb.display for s in shown), strict=True)), max_steps=turns + 2,
                     extra_env=env, config=config)
     try:
         daemon.start()

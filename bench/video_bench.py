@@ -36,8 +36,8 @@ from bench import seats_bench
 from bench.procstat import cpu_seconds
 from bench.scene import show_busy_scene, show_entry
 from bench.stats import table
-from cud.daemon.video.recorder import ffmpeg_command
 from cud.daemon.video.config import VideoConfig
+from cud.daemon.video.recorder import ffmpeg_command
 from cud.scripted import ScriptedModel
 from tests.support.xserver import start_xvfb, stop_process
 
@@ -95,7 +95,7 @@ def record_alone(name: str, video: VideoConfig, size: tuple[int, int], seconds: 
             proc.stdin.close()
             proc.wait(30)
         finally:
-            stop_process(proc)  # type: ignore[arg-type]
+            stop_process(proc)
         probe = subprocess.run(["ffprobe", "-v", "error", "-count_packets", "-show_entries",
                                 "format=duration:stream=nb_read_packets", "-of", "csv=p=0", str(path)],
                                capture_output=True, text=True, check=True).stdout.split()
@@ -150,13 +150,13 @@ def _measure_on(shown: list[seats_bench.Screen], model: ScriptedModel, url: str,
     shares: dict[float, float] = {}
     original = seats_bench.run_round
 
-    def timed_round(daemon, model_, seats, tasks_, turns_, latency, x_pids):  # type: ignore[no-untyped-def]
+    def timed_round(daemon, model_, seats, tasks_, turns_, latency, x_pids):
         before = _children_cpu(daemon.proc.pid)
         result = original(daemon, model_, seats, tasks_, turns_, latency, x_pids)
         shares[latency] = (_children_cpu(daemon.proc.pid) - before) / result.wall / seats
         return result
 
-    seats_bench.run_round = timed_round  # type: ignore[assignment]
+    seats_bench.run_round = timed_round
     try:
         result = seats_bench.measure_seats(shown, model, url, tasks, turns, latencies, config=config)
     finally:

@@ -10,13 +10,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-
 from cud.drivers.x11 import X11Driver
 from tests.support.recorder import Recorder
 from tests.support.xserver import start_xvfb
 
-from .scene import show_busy_scene
 from . import stats
+from .scene import show_busy_scene
 from .stats import median_ms, table
 
 WIDTH, HEIGHT = 1920, 1080

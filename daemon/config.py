@@ -18,19 +18,25 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-
-from cud.daemon.config_values import (bad, int_in_range, positive_int, positive_number, read_secret_file,
-                                      seconds_in_range, string)
-from cud.daemon.config_values import table as checked_table
 from cud.daemon.budget.config import BudgetConfig, amount, load_budget, tokens
-from cud.daemon.model.history import History, load_history
+from cud.daemon.config_values import (
+    bad,
+    int_in_range,
+    positive_int,
+    positive_number,
+    read_secret_file,
+    seconds_in_range,
+    string,
+)
+from cud.daemon.config_values import table as checked_table
 from cud.daemon.fleet.config import FleetConfig, load_fleet
 from cud.daemon.hooks.config import HookConfig, load_hooks
-from cud.daemon.targets.rules import Rule, parse_rules
+from cud.daemon.model.history import History, load_history
 from cud.daemon.seats.config import SeatConfig, check_seat_places, load_seats
 from cud.daemon.session.config import SessionLimits, load_session_limits
-from cud.daemon.video.config import VideoConfig, load_video
+from cud.daemon.targets.rules import Rule, parse_rules
 from cud.daemon.tasks.guard_config import GuardConfig, load_guard
+from cud.daemon.video.config import VideoConfig, load_video
 from cud.errors import ConfigError
 from cud.protocol import APPROVAL_MODES, MAX_DURATION_LIMIT
 

@@ -18,7 +18,6 @@ from cud.daemon.config import METRICS_INTERVAL, load_config
 from cud.daemon.fleet.cli import add_commands as add_fleet_commands
 from cud.daemon.fleet.cli import run as run_fleet
 from cud.daemon.store.state_lock import StateLock
-
 from cud.errors import ConfigError, CudError
 
 __all__ = ("build_parser", "main")

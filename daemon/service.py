@@ -19,22 +19,22 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cud.daemon.server.access import AccessRights, Peer
-from cud.daemon.tasks.approvals import Approvals
 from cud.daemon.config import Config, resolve_api_key
-from cud.daemon.server.handlers import HANDLERS, Context
-from cud.daemon.hooks.events import EventMaker
 from cud.daemon.hooks.delivery import Notifications
+from cud.daemon.hooks.events import EventMaker
 from cud.daemon.metrics import Metrics
 from cud.daemon.model.client import make_client
-from cud.daemon.server.systemd_notify import Notifier
-from cud.daemon.store.disk_reserve import SpaceReserve
-from cud.daemon.seats.seat import SeatParts
 from cud.daemon.seats.dispatch import Seats
+from cud.daemon.seats.seat import SeatParts
+from cud.daemon.server.access import AccessRights, Peer
+from cud.daemon.server.handlers import HANDLERS, Context
+from cud.daemon.server.systemd_notify import Notifier
 from cud.daemon.server.unix_socket import Server, connection_slots
 from cud.daemon.store.database import Store
+from cud.daemon.store.disk_reserve import SpaceReserve
 from cud.daemon.store.state_lock import StateLock
 from cud.daemon.store.trajectory import Trajectories
+from cud.daemon.tasks.approvals import Approvals
 from cud.protocol import PROTOCOL_VERSION
 
 __all__ = ()
@@ -115,7 +115,7 @@ class Daemon:
         stop.cancel()
         for task in self._seat_tasks:  # a seat's loop ends only on a stop, or on a bug: surface it
             if task.done() and not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+                raise task.exception()  # type: ignore[misc]  # checked not None just above
 
     async def shutdown(self) -> None:
         self.notifier.stopping(self._stop_reason)

@@ -10,7 +10,7 @@ only after it was built, so a rejected action sends nothing at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from cud.errors import ActionRejected, OutOfBounds, UnknownKey
 
@@ -122,7 +122,7 @@ class Screenshot:
     pass
 
 
-Plan = Union[Click, Drag, Move, Scroll, Keypress, TypeText, Wait, Screenshot]
+Plan = Click | Drag | Move | Scroll | Keypress | TypeText | Wait | Screenshot
 
 
 def _get(action: Any, name: str) -> Any:

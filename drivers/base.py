@@ -90,7 +90,7 @@ class Driver(abc.ABC):
         health check, so it must cost next to nothing).
         """
 
-    def rest(self) -> None:
+    def rest(self) -> None:  # noqa: B027 (a hook with nothing to do by default, not abstract)
         """Between tasks: let go of what only a task needs — the last screenshot's frame (approvals
         bind to it) and the encoder's copy of it. The next screenshot makes them again."""
 

@@ -105,7 +105,7 @@ def probe_x_server(display: str, timeout: float) -> None:
         sock.settimeout(timeout)
         try:
             try:
-                sock.connect(address)  # type: ignore[arg-type]
+                sock.connect(address)  # type: ignore[arg-type]  # a tuple or a path, by the family
             except OSError:
                 continue
             sock.sendall(struct.pack("<cxHHHHxx", b"l", 11, 0, 0, 0))

@@ -31,6 +31,7 @@ even a 1024-point path moves for about two seconds.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -121,7 +122,7 @@ def _steps(path: tuple[Point, ...]) -> tuple[list[Point], list[Point]]:
     far: list[Point] = []
     passed = False
     last = start
-    for a, b in zip(path, path[1:]):
+    for a, b in itertools.pairwise(path):
         length = math.dist(a, b)
         if length == 0:
             continue

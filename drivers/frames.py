@@ -5,7 +5,8 @@ a screen a task's stuck guard compares (cud.daemon.tasks.stuck)."""
 from __future__ import annotations
 
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
@@ -34,13 +35,13 @@ def settle(grab: Callable[[], F], same: Callable[[F, F], bool], timeout: float, 
     return frame
 
 
-def patch(raw: bytes | bytearray | memoryview, width: int, height: int, x: int, y: int, radius: int,
+def patch(raw: bytes | bytearray | memoryview | np.ndarray, width: int, height: int, x: int, y: int, radius: int,
           bytes_per_pixel: int = 4) -> bytes:
     """The pixels of the square of ``radius`` around (x, y), clipped to the frame, row by row."""
     left, right = max(0, x - radius), min(width, x + radius + 1)
     top, bottom = max(0, y - radius), min(height, y + radius + 1)
     stride = width * bytes_per_pixel
-    view = memoryview(raw)
+    view = raw.data if isinstance(raw, np.ndarray) else memoryview(raw)  # ndarray.data: its memoryview
     return b"".join(
         view[row * stride + left * bytes_per_pixel: row * stride + right * bytes_per_pixel]
         for row in range(top, bottom)

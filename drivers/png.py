@@ -224,7 +224,8 @@ def _deflate(engine: str, level: int, rows: np.ndarray, flush: int, pillow: bool
     module = zlib if engine == "zlib" else _ENGINES[engine][0]
     deflate = (module.compressobj(level, module.DEFLATED, -15, 9, module.Z_FILTERED) if pillow
                else module.compressobj(level, module.DEFLATED, -15))
-    return deflate.compress(rows) + deflate.flush(flush)
+    out: bytes = deflate.compress(rows) + deflate.flush(flush)  # isal and zlib-ng are untyped: Any
+    return out
 
 
 def _words(pixels: np.ndarray) -> np.ndarray:
@@ -251,7 +252,7 @@ class PngEncoder:
         self._png = b""
         self._url = ("", b"")  # (data URL, the PNG it holds)
 
-    def data_url(self, raw: bytes | bytearray | memoryview, width: int, height: int, rawmode: str = "BGRX", *,
+    def data_url(self, raw: bytes | bytearray | memoryview | np.ndarray, width: int, height: int, rawmode: str = "BGRX", *,
                  frozen: bool = False) -> str:
         """:meth:`encode` as a data URL; the last URL again when the PNG is the one it holds."""
         png = self.encode(raw, width, height, rawmode, frozen=frozen)
@@ -259,7 +260,7 @@ class PngEncoder:
             self._url = (to_data_url(png), png)
         return self._url[0]
 
-    def encode(self, raw: bytes | bytearray | memoryview, width: int, height: int, rawmode: str = "BGRX", *,
+    def encode(self, raw: bytes | bytearray | memoryview | np.ndarray, width: int, height: int, rawmode: str = "BGRX", *,
                frozen: bool = False) -> bytes:
         """PNG (8-bit RGB) of a ``width`` x ``height`` frame of 4-byte ``rawmode`` pixels.
 

@@ -66,12 +66,12 @@ def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.nd
     cur, prev, up = rgb[1:], rgb[:-1], rows[:, 1:]
     sub, average = scratch
     # Ties go to the first: None, then Up, as Pillow tries them (an unchanged row stays Up).
-    candidates = [(NONE, cur)] if NONE in kinds else []
-    candidates.append((UP, up))
+    computed = [(NONE, cur)] if NONE in kinds else []
+    computed.append((UP, up))
     if SUB in kinds:
         sub[:, :3] = cur[:, :3]
         np.subtract(cur[:, 3:], cur[:, :-3], out=sub[:, 3:])
-        candidates.append((SUB, sub))
+        computed.append((SUB, sub))
     if AVERAGE in kinds:
         # floor((left + above) / 2) without overflow: (l & a) + ((l ^ a) >> 1).
         average[:, :3] = prev[:, :3] >> 1
@@ -79,8 +79,9 @@ def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.nd
         np.right_shift(average[:, 3:], 1, out=average[:, 3:])
         average[:, 3:] += cur[:, :-3] & prev[:, 3:]
         np.subtract(cur, average, out=average)
-        candidates.append((AVERAGE, average))
-    samples = [f if whole_rows else f[:, ::SAMPLE_STRIDE] for _, f in candidates]
+        computed.append((AVERAGE, average))
+    samples = [f if whole_rows else f[:, ::SAMPLE_STRIDE] for _, f in computed]
+    candidates: list[tuple[int, np.ndarray | None]] = list(computed)  # None: Paeth, computed for the rows it wins
     if PAETH in kinds and whole_rows:
         full = paeth(cur, prev)
         candidates.append((PAETH, full))

@@ -279,7 +279,8 @@ class VNCDriver(Driver):
         return step
 
     def _grab(self) -> np.ndarray:
-        return self._send(self._connection(), [], frame=True)
+        frame: np.ndarray = self._send(self._connection(), [], frame=True)
+        return frame
 
     def screenshot(self) -> Screenshot:
         if self._acted:

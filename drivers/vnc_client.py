@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import socket
 import time
-from concurrent.futures import Future, TimeoutError as FutureTimeout
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
-
-from twisted.internet import reactor
 
 from cud.errors import DisplayUnavailable, DriverTimeout
 
-from .vnc_reactor import ensure_reactor, resolve, submit
+from .vnc_reactor import ensure_reactor, reactor, resolve, submit
 from .vnc_rfb import RAWMODE, Address, Event, RFBFactory, RFBProtocol
 
 # RAWMODE, Address and Event are what a driver needs besides Connection: one import.

@@ -50,7 +50,7 @@ SHIFT_L = 0xFFE1
 SHIFTS = frozenset({SHIFT_L, 0xFFE2})  # Shift_L, Shift_R
 # What a viewer on a US layout sends for a key pressed with Shift held: the server
 # produces exactly the keysym it is sent, releasing Shift for an unshifted one.
-_US_SHIFTED = {ord(a): ord(b) for a, b in zip("1234567890-=[]\\;',./`", '!@#$%^&*()_+{}|:"<>?~')}
+_US_SHIFTED = {ord(a): ord(b) for a, b in zip("1234567890-=[]\\;',./`", '!@#$%^&*()_+{}|:"<>?~', strict=True)}
 _US_SHIFTED[0xFF09] = 0xFE20  # Tab -> ISO_Left_Tab
 _CONTROL_L = 0xFFE3
 #: Keys x11vnc (in -xkb mode, which it picks itself) sends without a held Shift: F1-F12, BackSpace.

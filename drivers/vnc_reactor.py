@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import atexit
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, Callable
+from typing import Any
 
-from twisted.internet import reactor
+from twisted.internet import reactor as _installed
 
 from cud.errors import DisplayUnavailable, DriverTimeout
 
-__all__ = ("ensure_reactor", "resolve", "submit")
+__all__ = ("ensure_reactor", "reactor", "resolve", "submit")
+
+#: The process's one reactor. Twisted types this module as its interfaces' unbound methods, not as the
+#: installed reactor (callLater's first argument comes out as ``self``), so the drivers use it as Any.
+reactor: Any = _installed
 
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
@@ -74,7 +79,7 @@ def submit(fn: Callable[[Future[Any]], None]) -> Future[Any]:
             return
         try:
             fn(future)
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+        except BaseException as exc:  # handed to the waiting caller
             resolve(future, error=exc)
 
     reactor.callFromThread(run)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import collections
 import socket
 import struct
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, cast
 
 import numpy as np
 from twisted.internet import protocol
@@ -262,7 +263,7 @@ def _update_rectangle(self: RFBProtocol, x: int, y: int, width: int, height: int
 # Set after the class exists: vncdotool warns at class creation that this hook's
 # signature will change (its issue #385); pyproject pins the vncdotool versions
 # whose signature this matches.
-RFBProtocol.updateRectangle = _update_rectangle  # type: ignore[method-assign]
+RFBProtocol.updateRectangle = _update_rectangle
 
 
 class RFBFactory(protocol.ClientFactory):
@@ -278,8 +279,9 @@ class RFBFactory(protocol.ClientFactory):
         self.on_lost: Callable[[], None] = lambda: None
 
     def buildProtocol(self, addr: Any) -> RFBProtocol:
-        self.proto = super().buildProtocol(addr)
-        return self.proto
+        proto = cast(RFBProtocol, super().buildProtocol(addr))  # an instance of self.protocol, never None here
+        self.proto = proto
+        return proto
 
     def fail(self, error: BaseException) -> None:
         resolve(self.ready, error=error)

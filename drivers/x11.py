@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import mss
 import mss.exception
-from Xlib import X, error as xerror
+from Xlib import X
+from Xlib import error as xerror
 from Xlib.ext import xtest
 
 from cud.drivers.xlib_display import open_display

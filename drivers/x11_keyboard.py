@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from Xlib import X, XK
+from Xlib import XK, X
 from Xlib.display import Display
 from Xlib.ext import xtest
 
@@ -71,7 +71,7 @@ class Keyboard:
         self._original = {kc: syms for kc, syms in self._borrowable().items() if kc > 8}
         self._free = sorted(self._original, reverse=True)
         # Keycodes a killed run (ours or xdotool's) left a borrowed symbol on: empty them.
-        left_behind = {kc: () for kc, syms in self._original.items() if not syms}
+        left_behind: dict[int, tuple[int, ...]] = {kc: () for kc, syms in self._original.items() if not syms}
         if left_behind:
             self._change(left_behind)
             self._dpy.sync()

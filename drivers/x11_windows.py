@@ -12,7 +12,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from Xlib import X, Xatom, error as xerror
+from Xlib import X, Xatom
+from Xlib import error as xerror
 from Xlib.display import Display
 
 from cud.drivers.xlib_display import open_display

@@ -25,7 +25,7 @@ import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet import reactor
+from .vnc_reactor import reactor
 
 __all__ = ("PING_SIDE", "LinkRatingAnswers")
 
@@ -68,7 +68,7 @@ class LinkRatingAnswers:
         self._received_at_fence = 0
 
     if TYPE_CHECKING:  # the protocol's own; stubs here would shadow them
-        def framebufferUpdateRequest(self, x: int = 0, y: int = 0, width: int | None = None,  # noqa: N802
+        def framebufferUpdateRequest(self, x: int = 0, y: int = 0, width: int | None = None,
                                      height: int | None = None, incremental: bool = False) -> None: ...
 
         def resolve_fence(self, future: Future[Any], value: Any) -> None: ...

@@ -25,9 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cud.daemon.config import DEFAULT_MODEL
 from parts import Settings
 from procs import SandboxError, load, state_of
+
+from cud.daemon.config import DEFAULT_MODEL
 
 __all__ = ()
 

@@ -28,11 +28,11 @@ import gi
 
 gi.require_version("Gdk", "3.0")
 gi.require_version("Gtk", "3.0")
-from gi.repository import GLib  # noqa: E402
+from gi.repository import GLib
 
 # Before GTK starts: the name the accessibility bus and WM_CLASS give the application.
 GLib.set_prgname("cud-demo")
-from gi.repository import Gdk, Gtk  # noqa: E402
+from gi.repository import Gdk, Gtk
 
 __all__ = ()
 

@@ -31,7 +31,7 @@ def _temp_dirs_are_removed(tmp_path_factory: pytest.TempPathFactory) -> Iterator
         made.append(Path(os.fsdecode(path)))
         return path
 
-    tempfile.mkdtemp = recorded  # type: ignore[assignment]
+    tempfile.mkdtemp = recorded
     try:
         yield
     finally:

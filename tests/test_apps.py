@@ -266,7 +266,7 @@ def test_scroll_moves_the_content_the_right_way(app: App, kind: str, dx: int, dy
 
     def moved() -> bool:
         left, top = app.scroll_position()
-        sign = lambda v: (v > 0) - (v < 0)  # noqa: E731
+        sign = lambda v: (v > 0) - (v < 0)  # noqa: E731 (a one-line helper beside its one use)
         return (sign(left - before[0]), sign(top - before[1])) == (sign(dx), sign(dy))
 
     wait_until(moved, 10, f"{app.name} to scroll by ({dx}, {dy}); it went from {before} to "

@@ -135,7 +135,7 @@ events = ["budget_warning"]
             in task["held"]
         listed = cuctl(daemon.socket, "list").stdout
         assert "queued (held)" in listed and f"task {held} waiting: the day's spend" in listed
-        assert f"held:          waiting: the day's spend" in cuctl(daemon.socket, "show", str(held)).stdout
+        assert "held:          waiting: the day's spend" in cuctl(daemon.socket, "show", str(held)).stdout
         assert metric(daemon, "cud_cost_total", model="gpt-5.4", currency="USD") == 3.0
         assert metric(daemon, "cud_budget_events_total", kind="reached", budget="daily_cost") == 1
         assert metric(daemon, "cud_budget_events_total", kind="reached", budget="max_output_tokens") == 1

@@ -18,7 +18,6 @@ import pytest
 from cud.daemon.budget.accepted import Accepted, at_submit, counted_by
 from cud.daemon.budget.config import Price, load_budget
 from cud.errors import ConfigError
-
 from tests.support.daemon import cuctl, scenario
 from tests.support.recorder import wait_until
 from tests.test_budgets import FOUR_ANSWERS, PRICES

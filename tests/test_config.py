@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
-
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cud.daemon import config as top
-from cud.daemon.config import default_socket, load_config, resolve_api_key
 from cud.daemon.budget import config as budget
+from cud.daemon.config import default_socket, load_config, resolve_api_key
 from cud.daemon.hooks import config as hooks
 from cud.daemon.model import history
 from cud.daemon.seats import config as seats

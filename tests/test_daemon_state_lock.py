@@ -11,7 +11,6 @@ import fcntl
 import os
 import random
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -187,7 +186,7 @@ def test_exactly_one_daemon_runs_per_real_directory(plan: Plan, xvfb: XServer, i
             real.parent.mkdir()
             if plan.exists:
                 real.mkdir()
-        for n, (kind, target) in enumerate(zip(plan.spellings, plan.targets)):
+        for n, (kind, target) in enumerate(zip(plan.spellings, plan.targets, strict=True)):
             cwd = rng.choice([root, root / "one", root / "two"]) / f"w{n}"  # its own: socket and log
             cwd.mkdir()
             spelled = spell(kind, reals[target], cwd, root, rng)
@@ -196,7 +195,7 @@ def test_exactly_one_daemon_runs_per_real_directory(plan: Plan, xvfb: XServer, i
             daemon.spawn()
 
         for target in set(plan.targets):
-            contenders = [d for d, t in zip(daemons, plan.targets) if t == target]
+            contenders = [d for d, t in zip(daemons, plan.targets, strict=True) if t == target]
             lock_file = reals[target] / LOCK_FILE
 
             def holder(contenders: list[Daemon] = contenders, lock_file: Path = lock_file) -> Daemon | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -66,7 +67,7 @@ def test_tasks_run_one_at_a_time_first_in_first_out(start_daemon, recorder: Reco
     ids = [json_out(cuctl(daemon.socket, "submit", f"task number {n}", "--json"))["id"] for n in range(4)]
     tasks = [daemon.wait_state(i, "succeeded") for i in ids]
     # Each started only after the one before had finished.
-    for earlier, later in zip(tasks, tasks[1:]):
+    for earlier, later in itertools.pairwise(tasks):
         assert earlier["finished_at"] <= later["started_at"]
     prompts = [r["input"][0]["content"] for r in daemon.model.requests if "previous_response_id" not in r]
     assert prompts == [f"task number {n}" for n in range(4)]

@@ -35,7 +35,7 @@ def _bus(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 async def _burst(address: str, bus_pid: int) -> tuple[list[object], bool, int]:
     bus = await MessageBus(bus_address=address).connect()
-    sock: socket.socket = bus._sock  # type: ignore[attr-defined]
+    sock: socket.socket = bus._sock
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     full = 0
     os.kill(bus_pid, signal.SIGSTOP)

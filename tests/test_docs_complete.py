@@ -49,13 +49,13 @@ from cud.daemon.main import build_parser as build_daemon_parser
 from cud.daemon.model.history import HISTORY_KEYS
 from cud.daemon.model.request_params import LOOP_OWNED
 from cud.daemon.seats.config import SEAT_KEYS
-from cud.daemon.targets.rules import RULE_KEYS
 from cud.daemon.session.config import SESSIONS_KEYS
+from cud.daemon.targets.rules import RULE_KEYS
 from cud.daemon.tasks.guard_config import GUARD_KEYS
 from cud.daemon.video.config import VIDEO_KEYS
 from cud.errors import ConfigError
-from cud.scripted import ScriptedModel
 from cud.protocol import EVENT_KINDS
+from cud.scripted import ScriptedModel
 from tests.support.daemon import Daemon, cuctl, scenario
 from tests.support.xserver import XServer, start_xvfb
 from tests.test_docs import DOCS, links

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from hypothesis import example, given, settings
@@ -128,7 +129,7 @@ def test_steps_are_small_and_the_end_is_dwelt_on(case: tuple[tuple[int, int], tu
     points = [path[0], *motion.points]
     if len(motion.ticks) < M.MAX_TICKS // 2:  # uncapped: one step per tick
         assert all(len(t.points) == 1 for t in motion.ticks)
-        assert all(math.dist(a, b) <= M.STEP_PIXELS + ROUNDING for a, b in zip(points, points[1:]))
+        assert all(math.dist(a, b) <= M.STEP_PIXELS + ROUNDING for a, b in itertools.pairwise(points))
     assert motion.dwell == M.DWELL_SECONDS
     hover = motion.ticks[-2 * M.HOVER_STEPS:]
     if len(points) > 2 and math.dist(points[-2], points[-1]) == 1:

@@ -182,7 +182,7 @@ def test_a_server_that_cannot_continue_fails_the_task_naming_the_setting(start_d
     assert "history.mode" in task["error"]["message"] and "replay" in task["error"]["message"]
     assert "not found" in task["error"]["message"]
     # Refused once, never silently re-sent whole.
-    requests = daemon.model.requests  # type: ignore[attr-defined]
+    requests = daemon.model.requests
     assert len(requests) == 2 and "previous_response_id" in requests[1]
 
 
@@ -221,7 +221,7 @@ context_management = [{ type = "compaction", compact_threshold = 3000 }]
     daemon = start_daemon(scenario(*[{"actions": [{"type": "wait"}]}] * 8, {"message": "done"}), config=config)
     task_id = daemon.call("submit", prompt="compact me", repeat_limit=0)["id"]  # 8 waits on a still screen
     assert daemon.wait_state(task_id, "succeeded")["state"] == "succeeded"
-    requests = daemon.model.requests  # type: ignore[attr-defined]
+    requests = daemon.model.requests
     seen: set[str] = set()
     newest, compactions = None, 0
     for body in requests:

@@ -71,3 +71,16 @@ def test_scratch_output_is_ignored() -> None:
     names = ["ff.pid", "g.mp4", "bench-results/x.json", "state/cud.sqlite3", "cud.sqlite3-wal", "x.lock"]
     checked = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=ROOT, capture_output=True, text=True)
     assert sorted(checked.stdout.split()) == sorted(names)
+
+
+def test_ci_runs_ruff_and_mypy_before_the_tests() -> None:
+    # CI runs `make test` (through the README's command, tests/test_docs.py): it must lint first, so a
+    # ruff or mypy finding fails CI before pytest starts; and the lint is tools/lint, both tools.
+    makefile = (ROOT / "Makefile").read_text()
+    rules = dict(re.findall(r"^([\w-]+):(.*)$", makefile, re.M))
+    assert "lint" in rules["test"].split(), "make test must depend on make lint"
+    recipe = makefile[makefile.index("\nlint:"):].split("\n\n")[0]
+    assert "tools/lint" in recipe
+    lint = (ROOT / "tools" / "lint").read_text()
+    assert "-m ruff check" in lint and "-m mypy" in lint
+    assert (ROOT / "tools" / "lint").stat().st_mode & 0o111, "tools/lint must be executable"

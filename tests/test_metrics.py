@@ -156,7 +156,7 @@ def test_the_textfile_is_rewritten_atomically(short_tmp: Path, start_daemon: Any
                 parse(text)
                 assert text.endswith("\n") and "cud_build_info" in text and "cud_seat_up" in text
                 reads.append(text)
-            except BaseException as exc:  # noqa: BLE001 (reported by the test thread)
+            except BaseException as exc:  # reported by the test thread
                 errors.append(exc)
                 return
 

@@ -4,12 +4,10 @@ failing receivers that never slow a task, and the seats' health."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -395,8 +393,8 @@ def test_a_full_queue_drops_new_events_and_close_kills_a_running_hook(short_tmp:
     import asyncio
 
     from cud.daemon.hooks.config import HookConfig
-    from cud.daemon.hooks.events import EventMaker
     from cud.daemon.hooks.delivery import QUEUE_SIZE, Notifications
+    from cud.daemon.hooks.events import EventMaker
     from cud.daemon.store.database import Store
 
     pids = short_tmp / "pids"

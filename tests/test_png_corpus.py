@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cud.drivers.png import PngEncoder, PngSettings, parse_data_url
-from cud.drivers.png_filters import SUB, UP
-from cud.drivers.x11 import X11Driver
 from PIL import Image
 
 from bench.corpus import SCREENS, grab, showing
+from cud.drivers.png import PngEncoder, PngSettings, parse_data_url
+from cud.drivers.png_filters import SUB, UP
+from cud.drivers.x11 import X11Driver
 from tests.support.desktop import Desktop, start_desktop
 
 #: The benchmark's smaller size, and an odd one: bands and rows that do not divide evenly.

@@ -10,10 +10,10 @@ import zlib
 
 import numpy as np
 import pytest
-from cud.drivers.png import BAND_ROWS, PngEncoder
 from PIL import Image
 
 from bench.generated import bgrx, screen
+from cud.drivers.png import BAND_ROWS, PngEncoder
 from tests.support.seeds import run_seed
 
 #: The promise: never more than this over Pillow's bytes, whatever the screen.

@@ -38,7 +38,8 @@ def test_encode_is_one_line_with_version_and_utf8() -> None:
 def test_round_trip_of_every_request_type() -> None:
     samples = {
         "ping": {}, "list": {"key_prefix": "run-7/"}, "approvals": {}, "screenshot": {"seat": "left-1"}, "seats": {},
-        "pause": {"id": 1}, "resume": {"id": 2}, "image": {"id": 3, "name": "step-0001.png"}, "artifact": {"id": 3, "path": "Desktop/notes.txt"},
+        "pause": {"id": 1}, "resume": {"id": 2}, "image": {"id": 3, "name": "step-0001.png"},
+        "artifact": {"id": 3, "path": "Desktop/notes.txt"},
         "act": {"id": 4, "action": {"type": "type", "text": "Grüße"}},
         "submit": {"prompt": "p", "model": "m", "max_steps": 3, "approval": "actions", "seat": "a",
                    "key": "run-7/login.toml/1#2"},

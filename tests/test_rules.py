@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cud.daemon.config import load_config
 from cud.daemon.targets.rules import RULE_KEYS, decide, parse_rules

@@ -13,8 +13,8 @@ import os
 import pwd
 import random
 import stat
-import sys
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any

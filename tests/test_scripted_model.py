@@ -250,8 +250,8 @@ def test_a_model_named_scripted_name_plays_that_scenario_and_runs_interleave(tmp
             ask = [{"role": "user", "content": "do the thing"}]
             first = client.responses.create(**{**PARAMS, "input": ask, "model": "scripted:typer"})
             second = client.responses.create(**{**PARAMS, "input": ask, "model": "scripted:waiter"})
-            assert [a.type for a in first.output[0].actions] == ["type"]  # type: ignore[union-attr]
-            assert [a.type for a in second.output[0].actions] == ["wait"]  # type: ignore[union-attr]
+            assert [a.type for a in first.output[0].actions] == ["type"]
+            assert [a.type for a in second.output[0].actions] == ["wait"]
             assert ComputerToolset(typer).run(client, {**PARAMS, "model": "scripted:typer"}).output_text == "typed"
             assert ComputerToolset(waiter).run(client, {**PARAMS, "model": "scripted:waiter"}).output_text == "waited"
             assert ComputerToolset(plain).run(client, PARAMS).output_text == "default"

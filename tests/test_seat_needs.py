@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from cud.daemon.config import load_config
 from cud.errors import ConfigError, SpecError

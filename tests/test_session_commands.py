@@ -16,7 +16,6 @@ from cud.daemon.session.user import SeatUser
 from cud.errors import PathRefused, SessionError
 from tests.support.seat_users import SeatUsers, make_home
 
-
 #: One loop for the module, as in the daemon: a launched program is reaped by a task of the loop it began on.
 _RUNNER = asyncio.Runner()
 

@@ -1,4 +1,5 @@
-"""``[[seats]] user``, ``home``, ``home_template`` and ``session_unit``, and the homes a reset must never touch, refused by name."""
+"""``[[seats]] user``, ``home``, ``home_template`` and ``session_unit``, and the homes a reset must never
+touch, refused by name."""
 
 from __future__ import annotations
 
@@ -338,7 +339,8 @@ def test_no_home_or_template_that_a_reset_must_not_touch_passes(
     """Whatever homes and templates are configured, those that pass share nothing with the system, the daemon or
     each other, and a template that passes is a tree no seat's user can change, without devices, sockets or FIFOs."""
     fill = str(_real_tree(base))
-    homes = ["/".join([root, *tail]).replace("{real}", fill) for root, tail in zip(roots, tails)]
+    # A tail for each root; the rest are unused.
+    homes = ["/".join([root, *tail]).replace("{real}", fill) for root, tail in zip(roots, tails, strict=False)]
     state = "/".join([state_root, *state_tail]).replace("{real}", fill)
     tpls = [None if t is None else "/".join([t[0], *t[1]]).replace("{real}", fill) for t in templates]
     daemon_home = "/home/cud-operator"

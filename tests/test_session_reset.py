@@ -17,7 +17,6 @@ import pwd
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,9 +29,9 @@ from Xlib.ext import res
 
 from cud.cuctl.chunks import Chunks
 from cud.cuctl.client import Client
-from cud.errors import CudError
 from cud.daemon.session.sweep import session_pids
 from cud.daemon.session.user import SeatUser
+from cud.errors import CudError
 from cud.spec.load import load_spec
 from cud.spec.wire import submit_fields
 from tests.support.daemon import cuctl, json_out

@@ -33,8 +33,17 @@ from cud.spec.load import load_spec
 from cud.spec.wire import submit_fields
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers, tree_hash
-from tests.support.session_seat import (SEAT, SYSTEM_PYTHON, TAKEOVER, SessionSeat, alive, as_seat_user,
-                                        bus_call, listening, session_seat)
+from tests.support.session_seat import (
+    SEAT,
+    SYSTEM_PYTHON,
+    TAKEOVER,
+    SessionSeat,
+    alive,
+    as_seat_user,
+    bus_call,
+    listening,
+    session_seat,
+)
 from tests.support.xserver import stop_process
 
 LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
@@ -95,7 +104,7 @@ def seat(seat_users: SeatUsers) -> Iterator[SessionSeat]:
 
 def call(where: SessionSeat, kind: str, **fields: object) -> dict[str, object]:
     with Client(where.daemon.socket, timeout=120) as client:
-        return client.call(kind, **fields)  # type: ignore[no-any-return]
+        return client.call(kind, **fields)
 
 
 def a11y_owner(seat: SessionSeat) -> int | None:

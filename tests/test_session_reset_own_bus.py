@@ -22,8 +22,17 @@ from cud.cuctl.client import Client, RemoteError
 from cud.daemon.session.sweep import session_pids
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers, tree_hash
-from tests.support.session_seat import (SEAT, SYSTEM_PYTHON, TAKEOVER, SessionSeat, alive, as_seat_user,
-                                        bus_call, listening, session_seat)
+from tests.support.session_seat import (
+    SEAT,
+    SYSTEM_PYTHON,
+    TAKEOVER,
+    SessionSeat,
+    alive,
+    as_seat_user,
+    bus_call,
+    listening,
+    session_seat,
+)
 from tests.support.xserver import stop_process
 
 # Not as root, the seat's user is the tests' own, whose daemon ends only the session's marked processes.
@@ -47,7 +56,7 @@ def call(where: SessionSeat, kind: str, **fields: object) -> object:
 
 
 def seat_view(where: SessionSeat) -> dict[str, object]:
-    return call(where, "seats")[0]  # type: ignore[index, no-any-return]
+    return call(where, "seats")[0]  # type: ignore[index]
 
 
 def test_a_bus_of_the_seat_user_is_ended_and_refused_until_another_users_bus_serves_its_address(

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from cud.cuctl.client import Client, RemoteError
-from cud.spec.load import load_spec
 from cud.protocol import FINAL_STATES
+from cud.spec.load import load_spec
 from cud.spec.wire import submit_fields
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers
@@ -47,7 +47,7 @@ def seat(seat_users: SeatUsers) -> Iterator[SessionSeat]:
 
 def call(where: SessionSeat, kind: str, *, timeout: float = 120, **fields: object) -> dict[str, object]:
     with Client(where.daemon.socket, timeout=timeout) as client:
-        return client.call(kind, **fields)  # type: ignore[no-any-return]
+        return client.call(kind, **fields)
 
 
 def runtime_of(seat: SessionSeat) -> Path:

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from cud.daemon.session.xclients import session_clients
 from cud.daemon.session.xauth import XauthEntry, display_number, encode, entries_for, parse
+from cud.daemon.session.xclients import session_clients
 from cud.errors import SessionError
 from cud.scripted import ScriptedModel
 

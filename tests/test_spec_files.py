@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from cud.cuctl.client import Client
 from cud.daemon.session.config import SessionLimits, load_session_limits
@@ -39,9 +40,9 @@ from cud.spec.load import load_spec
 from cud.spec.wire import file_pieces, submit_fields
 from tests.support.daemon import cuctl, scenario
 from tests.support.http_files import serve_files
+from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers
 from tests.support.spec_seat import SpecSeat, spec_seat
-from tests.support.recorder import wait_until
 
 DONE = scenario({"message": "done"}, look_first=False)
 # A task that holds the seat: its first action waits for an approval nobody gives.
@@ -197,7 +198,7 @@ def test_one_key_with_files_from_8_clients_at_once_makes_one_task(seat: SpecSeat
     def submit(client: Client) -> None:
         try:
             replies.append(client.upload("submit", pieces(), **fields))
-        except BaseException as exc:  # noqa: BLE001 (reported below, with the others)
+        except BaseException as exc:  # reported below, with the others
             errors.append(exc)
 
     threads = [threading.Thread(target=submit, args=(client,)) for client in clients]
@@ -315,5 +316,5 @@ def test_a_fleet_attempt_sends_its_files_through_the_same_upload(seat: SpecSeat)
                           key="spec-files/fleet/1#1")
     assert outcome.task["state"] == "succeeded" and outcome.task["verdict"]["verdict"] == "passed", outcome.task
     assert sha256((seat.home / "fleet.bin").read_bytes()) == sha256(data)
-    with pytest.raises(SpecError, match="spec file 'fx/fleet.bin' is not base64"):
+    with pytest.raises(SpecError, match=re.escape("spec file 'fx/fleet.bin' is not base64")):
         run_attempt(seat.daemon.socket, spec=spec, files={"fx/fleet.bin": "not base64!"}, key="spec-files/fleet/2#1")

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from cud.daemon.server.access import WITHHELD, WITHHELD_ARTIFACT, WITHHELD_SETUP
 from cud.daemon.session.user import SeatUser
 from cud.spec.setup import failure_message
-from cud.daemon.server.access import WITHHELD, WITHHELD_ARTIFACT, WITHHELD_SETUP
 from tests.support.daemon import cuctl, json_out, scenario
 from tests.support.seat_users import SeatUsers
 from tests.support.spec_seat import SpecSeat, spec_seat

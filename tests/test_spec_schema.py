@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from cud.errors import ProtocolError, SpecError
 from cud.protocol import CHUNK_BYTES, encode, parse_request, request

@@ -27,8 +27,8 @@ from tests.support.browser import CHROMIUM, Browser
 from tests.support.console import Console
 from tests.support.daemon import Daemon, cuctl, json_out, scenario
 from tests.support.recorder import wait_until
-from tests.support.vnc import free_port
 from tests.support.sshd import GUEST, GUEST_CUCTL, Sshd, add_guest, remove_guest
+from tests.support.vnc import free_port
 
 CLICKS = scenario({"message": "Two clicks.", "actions": [{"type": "click", "button": "left", "x": 40, "y": 30}]},
                   {"actions": [{"type": "double_click", "x": 90, "y": 60}]}, {"message": "Clicked twice."})

@@ -7,8 +7,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from cud.daemon.store.database import SCHEMA_VERSION, Store
 
+from cud.daemon.store.database import SCHEMA_VERSION, Store
 from cud.errors import ConfigError, NotFound
 
 DATA = Path(__file__).parent / "data"

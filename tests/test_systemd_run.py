@@ -5,6 +5,7 @@ daemon's sd_notify messages on a real datagram socket.
 
 from __future__ import annotations
 
+import itertools
 import os
 import pwd
 import shutil
@@ -274,8 +275,8 @@ def test_cud_bus_unit_gives_the_display_a_session_and_accessibility_bus_that_app
         try:
             wait_until(lambda: seen.append(registered_apps(a11y)) or seen[-1] == ["cud-demo"], 30,
                        "the GTK app on the accessibility bus")
-        except AssertionError:
-            raise AssertionError(f"registered: {seen[-3:]}; the app: {(short_tmp / 'demo-app.log').read_text()}")
+        except AssertionError as exc:
+            raise AssertionError(f"registered: {seen[-3:]}; the app: {(short_tmp / 'demo-app.log').read_text()}") from exc
 
         # The bus configs the unit runs on are its instance's: they admit cud-seat-N by name.
         for conf in ("session-bus.conf", "accessibility.conf"):
@@ -497,7 +498,7 @@ def test_daemon_sends_ready_feeds_the_watchdog_while_a_task_runs_and_says_stoppi
         # What systemd enforces: from READY=1 to STOPPING=1 no stretch without a WATCHDOG=1 as long as
         # WATCHDOG_USEC, or it kills the daemon. (It pings every half of it: the other half is for a busy machine.)
         pings = [at for at, m in notify.timeline() if m.keys() & {"READY", "WATCHDOG", "STOPPING"}]
-        gaps = [round(b - a, 3) for a, b in zip(pings, pings[1:])]
+        gaps = [round(b - a, 3) for a, b in itertools.pairwise(pings)]
         assert max(gaps) < watchdog_usec / 1e6, f"a gap of {max(gaps)} s between pings: {gaps}"
     finally:
         daemon.stop()

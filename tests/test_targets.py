@@ -76,7 +76,7 @@ def test_click_target_is_the_button_that_was_clicked(stack: Any, toolkit: str) -
     app = apps[toolkit]
     for label in ("Delete account", "Cancel"):
         x, y = app.button(label)
-        target = resolve(desktop, bus.address, lambda r: r.at_point(x, y))
+        target = resolve(desktop, bus.address, lambda r, at=(x, y): r.at_point(*at))
         assert target["note"] is None, target
         assert target["window"]["pid"] == app.pid and target["window"]["title"] == "Account settings"
         assert target["window"]["process"] == "python3"
@@ -121,7 +121,7 @@ def test_the_focus_is_followed_by_events(stack: Any, toolkit: str) -> None:
             walks = 0
             walk = atspi.frames
 
-            async def counted(app_: Any) -> Any:
+            async def counted(app_: Any, walk: Any = walk) -> Any:  # this toolkit's walk, bound now
                 nonlocal walks
                 walks += 1
                 return await walk(app_)

@@ -98,7 +98,7 @@ def _element_check(seat: SessionSeat, tmp_path: Path) -> dict[str, object]:
         task = client.call("submit", **submit_fields(*load_spec(spec)))["id"]
         shown = wait_until(lambda: (t := client.call("show", id=task))["verdict"] and t, 120, "the task's verdict")
     (check,) = shown["verdict"]["checks"]
-    return check  # type: ignore[no-any-return]
+    return check
 
 
 def _home_link(seat: SessionSeat, target: str) -> str:

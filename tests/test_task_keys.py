@@ -121,7 +121,7 @@ def test_one_key_from_many_clients_at_once_makes_one_task(daemon: Daemon) -> Non
         try:
             start.wait(30)
             replies.append(client.call("submit", prompt="racing", key=key))
-        except BaseException as exc:  # noqa: BLE001 (reported below, with the others)
+        except BaseException as exc:  # reported below, with the others
             errors.append(exc)
 
     threads = [threading.Thread(target=submit, args=(client,)) for client in clients]
@@ -157,7 +157,7 @@ def test_a_lost_reply_then_the_same_submit_again_gives_the_task_it_made(daemon: 
 def test_every_valid_key_is_taken_and_comes_back_as_sent(key: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     message = request("submit", prompt="p", key=key)
     assert parse_request(decode(encode(message)))["key"] == key  # type: ignore[typeddict-item]
-    assert parse_request(decode(encode(request("list", key_prefix=key))))["key_prefix"] == key  # type: ignore
+    assert parse_request(decode(encode(request("list", key_prefix=key))))["key_prefix"] == key  # type: ignore[typeddict-item]
     store = Store(tmp_path_factory.mktemp("keys") / "cud.sqlite3")
     try:
         task = store.submit("p", "m", 1, "safety", 0, "root", key=key)

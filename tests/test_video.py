@@ -22,8 +22,8 @@ import pytest
 from PIL import Image
 
 from cud.daemon.config import load_config
-from cud.daemon.video.recorder import FIRST_FRAME_SECONDS, ffmpeg_command
 from cud.daemon.video.config import VideoConfig, load_video
+from cud.daemon.video.recorder import FIRST_FRAME_SECONDS, ffmpeg_command
 from cud.errors import ConfigError
 from tests.support.daemon import Daemon, cuctl, json_out
 from tests.support.recorder import wait_until
@@ -46,7 +46,7 @@ def _colours(rng: random.Random, count: int) -> list[tuple[int, int, int]]:
     out: list[tuple[int, int, int]] = []
     while len(out) < count:
         colour = (rng.randrange(256), rng.randrange(256), rng.randrange(256))
-        if all(sum(abs(a - b) for a, b in zip(colour, other)) / 3 >= APART for other in out):
+        if all(sum(abs(a - b) for a, b in zip(colour, other, strict=True)) / 3 >= APART for other in out):
             out.append(colour)
     return out
 
@@ -58,7 +58,7 @@ class Board:
         app = Path(__file__).parent / "support" / "colour_board.py"
         self.proc = subprocess.Popen(
             [sys.executable, str(app), str(ready), f"{xvfb.width}x{xvfb.height}+0+0",
-             *("#%02x%02x%02x" % c for c in colours)],
+             *("#{:02x}{:02x}{:02x}".format(*c) for c in colours)],
             env={**os.environ, "DISPLAY": xvfb.display}, stdin=subprocess.DEVNULL,
         )
         wait_until(ready.exists, 30, "the colour board to map")
@@ -118,7 +118,7 @@ def _frame(path: Path, seconds: float) -> Image.Image:
 def _difference(a: Image.Image, b: Image.Image, box: tuple[int, int, int, int]) -> float:
     """Mean absolute difference per channel of ``box`` in both pictures, 0-255."""
     pa, pb = a.crop(box).tobytes(), b.crop(box).tobytes()
-    return sum(abs(x - y) for x, y in zip(pa, pb)) / len(pa)
+    return sum(abs(x - y) for x, y in zip(pa, pb, strict=True)) / len(pa)
 
 
 def _epoch(at: str) -> float:

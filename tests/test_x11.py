@@ -15,7 +15,7 @@ import pytest
 from openai.lib.computer import AsyncComputerToolset, ComputerToolset
 from openai.types.responses import ResponseComputerToolCall
 from PIL import Image
-from Xlib import X, XK
+from Xlib import XK, X
 from Xlib.display import Display
 
 from cud.drivers.aio import AsyncDriver
@@ -23,8 +23,14 @@ from cud.drivers.drag_motion import drag_motion
 from cud.drivers.x11 import X11Driver
 from cud.drivers.x11_keyboard import _COMMAND_KEYSYMS
 from cud.errors import ActionRejected, DisplayUnavailable, DriverTimeout, OutOfBounds, UnknownKey
-from tests.support.rawx import (DRAG_PATH, RawWindow, assert_double_click_is_timed_right, drag_events, held_state,
-                                wheel_presses)
+from tests.support.rawx import (
+    DRAG_PATH,
+    RawWindow,
+    assert_double_click_is_timed_right,
+    drag_events,
+    held_state,
+    wheel_presses,
+)
 from tests.support.recorder import Recorder, events_before_marker, presses, wait_until
 from tests.support.xserver import XServer, start_xvfb, stop_process
 

@@ -30,8 +30,7 @@ from cud.errors import BadRequest, ConsoleRefused, CudError
 from cud.phrases.actions import describe_action
 from cud.protocol import MAX_ID, SCREENSHOT_FILE_NAME
 from cud.record.html import CSP as REPORT_CSP
-from cud.record.html import MEDIA_TYPES
-from cud.record.html import render
+from cud.record.html import MEDIA_TYPES, render
 from cud.record.overlay import svg_overlay
 from cud.record.verdict import check_line, verdict_line
 from cud.record.video import VIDEO_TYPES, event_moment
@@ -138,7 +137,7 @@ async def state(request: web.Request) -> web.Response:
     parts = await asyncio.gather(link.call("seats"), link.call("list"), link.call("approvals"),
                                  return_exceptions=True)
     out: dict[str, Any] = {"me": me}
-    for name, part in zip(("seats", "tasks", "approvals"), parts):
+    for name, part in zip(("seats", "tasks", "approvals"), parts, strict=True):
         if isinstance(part, CudError):
             out[name], out[f"{name}_error"] = [], part.message
         elif isinstance(part, BaseException):

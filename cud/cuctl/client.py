@@ -10,8 +10,18 @@ from typing import Any
 import cud
 from cud.cuctl.dial import Dialer, UnixDialer
 from cud.errors import AccessDenied, ConnectionFailed, CudError, ProtocolError
-from cud.protocol import (MAX_MESSAGE_BYTES, PROTOCOL_VERSION, DaemonMessage, TaskView, VersionMismatch, chunk_message,
-                          decode, encode, parse_message, request)
+from cud.protocol import (
+    MAX_MESSAGE_BYTES,
+    PROTOCOL_VERSION,
+    DaemonMessage,
+    TaskView,
+    VersionMismatch,
+    chunk_message,
+    decode,
+    encode,
+    parse_message,
+    request,
+)
 
 __all__ = ("Client", "RemoteError", "check_own_task", "parse_reply", "result_of")
 
@@ -137,7 +147,7 @@ def parse_reply(line: bytes, where: str, client: str) -> DaemonMessage:
 
 def result_of(reply: DaemonMessage) -> Any:
     """The result of a final reply, or the daemon's error as RemoteError."""
-    if reply["ok"]:  # type: ignore[typeddict-item]
-        return reply["result"]  # type: ignore[typeddict-item]
-    error = reply["error"]  # type: ignore[typeddict-item]
+    if reply["ok"]:  # type: ignore[typeddict-item]  # a final reply: ok or error
+        return reply["result"]  # type: ignore[typeddict-item]  # ok: an OkReply
+    error = reply["error"]  # type: ignore[typeddict-item]  # not ok: an ErrorReply
     raise RemoteError(error["kind"], error["message"], error.get("details", {}))

@@ -15,7 +15,7 @@ import argparse
 import collections
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +92,7 @@ def new_results(args: argparse.Namespace, planned: list[Planned], tags: list[str
                     "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
                     "model": args.model, "osworld": args.from_osworld,
                     "max_cost": None if args.max_cost is None else format_amount(SuiteBudget(args.max_cost).cap),
-                    "seats": None, "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+                    "seats": None, "started_at": datetime.now(UTC).isoformat(timespec="seconds")})
 
 
 def finish(results: Results, folder: Path, args: argparse.Namespace) -> int:
@@ -290,7 +290,7 @@ class Suite:
     def _keep_record(self, attempt: Attempt) -> None:
         """The task's report (``cuctl report``) and video (``cuctl video``), fetched through the same connection."""
         task_id = attempt.task_id
-        page = render(fetch_record(self.client, task_id)).encode()  # type: ignore[arg-type]
+        page = render(fetch_record(self.client, task_id)).encode()  # type: ignore[arg-type]  # set: the attempt ran
         attempt.report = f"reports/task-{task_id}.html"
         write_private(str(self.folder / attempt.report), page)
         chunks = Chunks("video")

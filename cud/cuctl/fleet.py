@@ -158,7 +158,7 @@ def approvals(args: argparse.Namespace) -> int:
         emit_json(pending)
         return 0
     table(["NODE:ID", "TASK", "SEAT", "KIND", "CREATED", "WHAT"],
-          [[f"{a['node']}:{row[0]}", *row[1:]] for a, row in zip(pending, approval_rows(pending))])
+          [[f"{a['node']}:{row[0]}", *row[1:]] for a, row in zip(pending, approval_rows(pending), strict=True)])
     return 0
 
 

@@ -1,7 +1,8 @@
 """cuctl: talk to the cud daemon over its Unix socket, here or over ssh (``--host``).
 
 Exit codes: 0 success; 1 a task (submit --wait, follow) ended in a state other
-than succeeded, or its spec's verdict is failed, or a run of ``eval`` did not pass; 2 a usage, connection, protocol or access error. Reasons go to stderr.
+than succeeded, or its spec's verdict is failed, or a run of ``eval`` did not pass; 2 a usage,
+connection, protocol or access error. Reasons go to stderr.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable
+from typing import Any, NoReturn
 
 from cud.cuctl import dial_stdio
 from cud.cuctl.client import Client
@@ -23,7 +25,7 @@ Command = Callable[[Client, argparse.Namespace], int]
 
 class _Parser(argparse.ArgumentParser):
     # argparse exits with 2 on usage errors already; keep that, but never from inside main() for tests.
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise _UsageError(f"{self.prog}: {message}")
 
 
@@ -35,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     """Every command and option of cuctl (docs/cuctl.md lists them; tests/test_docs_complete.py checks it)."""
     # --host, --socket and --json work before or after the command. The copy given to
     # the subcommands defaults to SUPPRESS so it cannot overwrite a value given earlier.
-    def common(default: bool) -> argparse.ArgumentParser:
-        parent = argparse.ArgumentParser(add_help=False)
+    def common(default: bool) -> _Parser:
+        parent = _Parser(add_help=False)
         parent.add_argument("--host", metavar="URL", default=None if default else argparse.SUPPRESS,
                             help="the daemon on another machine: ssh://[USER@]HOST[:PORT][/socket] "
                                  "(default $CUD_HOST; ssh is $CUD_SSH_COMMAND)")
@@ -211,9 +213,14 @@ def port(text: str) -> int:
     return int(text)
 
 
-def _command(target: str) -> Command:
+def _load(target: str) -> Any:
+    """The function "module:name" names in cud.cuctl (imported now)."""
     module, _, name = target.partition(":")
-    return getattr(importlib.import_module(f"cud.cuctl.{module}"), name)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(f"cud.cuctl.{module}"), name)
+
+
+def _command(target: str) -> Command:
+    return _load(target)  # a daemon command (client, args), by the parser's table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,8 +237,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "fleet" or getattr(args, "fleet", None):  # a Ray cluster, not one daemon
             from cud.cuctl import fleet
 
-            run = {"eval": fleet.eval_fleet, "submit": fleet.submit_fleet}.get(args.command) or _command(args.func)
-            return int(run(args))  # type: ignore[call-arg]
+            # Fleet commands take the arguments alone: the fleet, not one daemon, is what they talk to.
+            run: Callable[[argparse.Namespace], int] = (
+                {"eval": fleet.eval_fleet, "submit": fleet.submit_fleet}.get(args.command) or _load(args.func))
+            return int(run(args))
         with Client(dialer_for(args.host, args.socket)) as client:
             return int(_command(args.func)(client, args))
     except CudError as exc:

@@ -101,8 +101,10 @@ class Progress:
 
     def _read(self, client: Client) -> None:
         try:
-            task = client.call("follow", lambda m: self._events.put(("event", m["event"])), wait_forever=True,
-                               id=self.id)
+            def on_event(message: Any) -> None:  # follow streams event messages alone
+                self._events.put(("event", message["event"]))
+
+            task = client.call("follow", on_event, wait_forever=True, id=self.id)
             self._events.put(("done", task))
         except BaseException as exc:  # handed to the main thread, which owns the terminal
             self._events.put(("error", exc))

@@ -95,10 +95,10 @@ def _words(variable: str, default: str) -> list[str]:
 class SshConnection:
     def __init__(self, argv: list[str], where: str, remote_cuctl: str) -> None:
         self._where, self._remote_cuctl = where, remote_cuctl
-        self._stderr: IO[bytes] = tempfile.TemporaryFile()
+        self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (the connection's; close() closes it)
         self.sock, theirs = socket.socketpair()
         try:
-            self._proc = subprocess.Popen(argv, stdin=theirs, stdout=theirs, stderr=self._stderr)
+            self._proc = subprocess.Popen(argv, stdin=theirs.fileno(), stdout=theirs.fileno(), stderr=self._stderr)
         except OSError as exc:
             self.sock.close()
             self._stderr.close()

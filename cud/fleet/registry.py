@@ -32,5 +32,6 @@ class Registry(Book):
 
 def registry() -> Any:
     """The registry's handle (made on the head the first time a driver asks)."""
-    return Registry.options(name=REGISTRY, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
-                            resources={"node:__internal_head__": 0.001}).remote()
+    return Registry.options(  # type: ignore[attr-defined]  # @ray.remote made it an ActorClass
+        name=REGISTRY, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+        resources={"node:__internal_head__": 0.001}).remote()

@@ -38,7 +38,7 @@ class FleetSuite(Suite):
 
     def __init__(self, results: Results, specs: dict[str, Planned], folder: Path,
                  on_change: Callable[[Results], None] | None = None) -> None:
-        super().__init__(None, results, specs, folder, None, [])  # type: ignore[arg-type]
+        super().__init__(None, results, specs, folder, None, [])  # type: ignore[arg-type]  # no client: the fleet submits
         self.slots = len(self.todo) + len(self.flying) + 1  # Ray queues them: all due are started
         self.refs: dict[Any, Attempt] = {}
         self.on_change = on_change

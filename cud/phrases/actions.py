@@ -8,7 +8,7 @@ cuctl, the console and the report show the same phrases. What an action touches 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 from cud.phrases.targets import target_phrase
 from cud.phrases.text import cut
@@ -27,7 +27,7 @@ def point(holder: Any) -> tuple[float, float] | None:
     return None
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Literal, TypedDict, Union, cast
+from typing import Any, Literal, TypedDict, cast
 
 import cud
 from cud.errors import ProtocolError
@@ -106,8 +106,8 @@ class FileMessage(TypedDict):
     data: str
 
 
-Reply = Union[OkReply, ErrorReply]
-DaemonMessage = Union[OkReply, ErrorReply, EventMessage, ChunkMessage, FileMessage, ReadyMessage]
+Reply = OkReply | ErrorReply
+DaemonMessage = OkReply | ErrorReply | EventMessage | ChunkMessage | FileMessage | ReadyMessage
 
 
 # -- framing ---------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Part of the socket protocol: :mod:`cud.protocol` exports every name here.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict, Union
+from typing import Any, Literal, NotRequired, TypedDict
 
 from cud.protocol.replies import ApprovalMode
 
@@ -283,32 +283,32 @@ class ResetRequest(TypedDict):
     seat: str
 
 
-Request = Union[
-    PingRequest,
-    SubmitRequest,
-    ListRequest,
-    ShowRequest,
-    FollowRequest,
-    CancelRequest,
-    InterruptRequest,
-    ApprovalsRequest,
-    ApproveRequest,
-    DenyRequest,
-    ScreenshotRequest,
-    SeatsRequest,
-    InspectRequest,
-    TreeRequest,
-    PauseRequest,
-    ResumeRequest,
-    ActRequest,
-    ImageRequest,
-    ArtifactRequest,
-    RecordRequest,
-    VideoRequest,
-    MetricsRequest,
-    ExecRequest,
-    PutRequest,
-    GetRequest,
-    ClipboardRequest,
-    ResetRequest,
-]
+Request = (
+    PingRequest
+    | SubmitRequest
+    | ListRequest
+    | ShowRequest
+    | FollowRequest
+    | CancelRequest
+    | InterruptRequest
+    | ApprovalsRequest
+    | ApproveRequest
+    | DenyRequest
+    | ScreenshotRequest
+    | SeatsRequest
+    | InspectRequest
+    | TreeRequest
+    | PauseRequest
+    | ResumeRequest
+    | ActRequest
+    | ImageRequest
+    | ArtifactRequest
+    | RecordRequest
+    | VideoRequest
+    | MetricsRequest
+    | ExecRequest
+    | PutRequest
+    | GetRequest
+    | ClipboardRequest
+    | ResetRequest
+)

@@ -39,7 +39,7 @@ import shutil
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import cud
 from cud.errors import ConfigError, CudError
@@ -122,7 +122,7 @@ def _write_directory(documents: dict[str, bytes], target: Path, parent: Path) ->
 
 
 def _write_archive(documents: dict[str, bytes], target: Path, parent: Path, top: str) -> None:
-    mode = "w:gz" if target.name.endswith((".gz", ".tgz")) else "w"
+    mode: Literal["w:gz", "w"] = "w:gz" if target.name.endswith((".gz", ".tgz")) else "w"
     fd, staging = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)  # 0600
     try:
         with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode=mode) as archive:

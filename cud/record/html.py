@@ -26,9 +26,9 @@ from PIL import Image
 from cud.budget import describe_budgets, describe_cost
 from cud.cuctl.output import short
 from cud.phrases.actions import describe_action
-from cud.record.model import Approval, Record, Step, describe_usage, seconds_between, steps
-from cud.record.html_video import STYLE as VIDEO_STYLE
 from cud.record.html_video import SCRIPT_SOURCE, seek_link, video_section
+from cud.record.html_video import STYLE as VIDEO_STYLE
+from cud.record.model import Approval, Record, Step, describe_usage, seconds_between, steps
 from cud.record.overlay import captions, svg_overlay
 from cud.record.verdict import VERDICT_STYLE, verdict_line, verdict_section
 from cud.record.video import Video, find_video, moment, step_moment
@@ -248,7 +248,7 @@ def _figure(record: Record, name: str | None, actions: list[dict[str, Any]], alt
     try:
         with Image.open(io.BytesIO(data)) as image:
             width, height = image.size
-    except Exception:  # noqa: BLE001 - any undecodable file is reported on the page, not fatal
+    except Exception:  # any undecodable file is reported on the page, not fatal
         return f'<p class="noimage">Screenshot {escape(name)} cannot be decoded.</p>'
     url = f"data:{MEDIA_TYPES.get(extension, 'image/png')};base64,{base64.b64encode(data).decode()}"
     overlay = svg_overlay(actions, width, height)

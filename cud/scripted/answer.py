@@ -45,8 +45,8 @@ def validate(body: object) -> list[dict[str, Any]]:
     if body.get("stream") or body.get("background"):
         raise ApiError(400, "The scripted model answers only non-streaming, foreground requests.", param="stream")
     tools = body.get("tools")
-    computer = isinstance(tools, list) and len(tools) == 1 and isinstance(tools[0], dict)
-    if not computer or tools[0].get("type") != "computer":
+    if not (isinstance(tools, list) and len(tools) == 1 and isinstance(tools[0], dict)
+            and tools[0].get("type") == "computer"):
         raise ApiError(400, f"tools must be exactly [{{'type': 'computer'}}], got {tools!r}", param="tools")
     items = body.get("input")
     if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
@@ -56,7 +56,7 @@ def validate(body: object) -> list[dict[str, Any]]:
 
 def check_outputs(items: list[dict[str, Any]], earlier: dict[str, tuple[str, ...]]) -> None:
     """Every computer_call_output answers a call (in the input, or the continued response's) and acks its checks."""
-    calls = dict(earlier)
+    calls: dict[Any, tuple[Any, ...]] = dict(earlier)
     for item in items:
         if item.get("type") == "computer_call":
             calls[item.get("call_id")] = tuple(_check_id(c) for c in item.get("pending_safety_checks") or [])

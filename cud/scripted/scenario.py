@@ -43,7 +43,7 @@ import math
 import os
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeGuard
 
 from cud.errors import ConfigError
 from cud.protocol import AT_POINT_ACTIONS
@@ -264,5 +264,5 @@ def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _integer(value: object) -> bool:
+def _integer(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)

@@ -24,16 +24,32 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
 from cud.model_api.image_limits import MAX_IMAGE_BYTES, MAX_IMAGES, image_stats, image_urls
-from cud.scripted.chain import (
-    IMAGE_TOKENS, CallTurns, ChainError, Chains, Context, Stored, compaction_item, compaction_threshold,
-)
 from cud.scripted.answer import (
-    ApiError, aim, attempt_number, check_outputs, computer_call, message_item, new_id, pick, validate,
+    ApiError,
+    aim,
+    attempt_number,
+    check_outputs,
+    computer_call,
+    message_item,
+    new_id,
+    pick,
+    validate,
+)
+from cud.scripted.chain import (
+    IMAGE_TOKENS,
+    CallTurns,
+    ChainError,
+    Chains,
+    Context,
+    Stored,
+    compaction_item,
+    compaction_threshold,
 )
 from cud.scripted.scenario import Scenario, load_scenario, parse_scenario
 
@@ -62,7 +78,7 @@ class ScriptedModel:
         self,
         scenario: Scenario | dict[str, Any] | str | os.PathLike[str],
         *,
-        scenarios: dict[str, Scenario | dict[str, Any]] | None = None,
+        scenarios: Mapping[str, Scenario | dict[str, Any]] | None = None,
         latency: float = 0.0,
         record: bool = True,
         keep_responses: bool = True,
@@ -363,7 +379,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(404, f"Invalid URL ({method} {path})", code="unknown_url")
             if method != "POST":
                 raise ApiError(405, f"Method {method} is not allowed on {path}; use POST.", code="method_not_allowed")
-            status, body, headers = 200, self.server.model._answer(raw, self.headers), ()
+            headers: tuple[tuple[str, str], ...] = ()
+            status, body = 200, self.server.model._answer(raw, self.headers)
         except ApiError as exc:
             status, body, headers = exc.status, exc.body, exc.headers
         except Exception:  # a bug here must reach the client as a 500, not a dropped connection

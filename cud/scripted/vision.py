@@ -46,7 +46,7 @@ def find_colour(image: Image.Image, rgb: tuple[int, int, int]) -> tuple[int, int
     # milliseconds, where a Python loop over the pixels would take a second.
     masks = [
         band.point([255 if value == wanted else 0 for value in range(256)])
-        for band, wanted in zip(image.split(), rgb)
+        for band, wanted in zip(image.split(), rgb, strict=True)
     ]
     mask = ImageChops.multiply(ImageChops.multiply(masks[0], masks[1]), masks[2])
     box = mask.getbbox()

@@ -96,7 +96,7 @@ class Check:
             return {**out, "command": list(self.argv), "exit_code": self.exit_code, "output": self.output.to_dict(),
                     "timeout": self.timeout}
         if self.kind == "file":
-            optional = {"equals": self.equals, "sha256": self.sha256,
+            optional: dict[str, object] = {"equals": self.equals, "sha256": self.sha256,
                         "matches": self.matches.text if self.matches is not None else None}
             return {**out, "file": self.path, "exists": self.exists,
                     **{k: value for k, value in optional.items() if value is not None}}
@@ -114,7 +114,7 @@ class Check:
 
 def parse_check(path: str, value: object) -> Check:
     raw = v.table(path, value, _COMMON.union(*_KEYS.values()))
-    kind: CheckKind = v.one_of_keys(path, raw, CHECK_KINDS, "the check's kind")  # type: ignore[assignment]
+    kind: CheckKind = v.one_of_keys(path, raw, CHECK_KINDS, "the check's kind")  # type: ignore[assignment]  # one of CHECK_KINDS
     v.table(path, raw, _COMMON | _KEYS[kind])
     at = v.join(path, kind)
     weight = v.number(v.join(path, "weight"), raw.get("weight", 1), 0, MAX_WEIGHT)

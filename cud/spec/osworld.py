@@ -291,7 +291,7 @@ class _Converter:
         funcs = ev.get("func")
         many = isinstance(funcs, list)
         listed = {k: ev.get(k) if many else [ev.get(k)] for k in ("func", "result", "expected", "options")}
-        if many:
+        if isinstance(funcs, list):  # many
             for k in ("result", "expected", "options"):
                 if k in ev and (not isinstance(ev[k], list) or len(ev[k]) != len(funcs)):
                     raise self.refuse(f"evaluator.{k}", ev[k], f"evaluator.{k} must be a list as long as "

@@ -155,7 +155,7 @@ _STEP_KEYS: dict[str, frozenset[str]] = {
 
 def parse_step(path: str, value: object) -> SetupStep:
     raw = v.table(path, value, frozenset().union(*_STEP_KEYS.values()))
-    kind: SetupKind = v.one_of_keys(path, raw, SETUP_KINDS, "the step's kind")  # type: ignore[assignment]
+    kind: SetupKind = v.one_of_keys(path, raw, SETUP_KINDS, "the step's kind")  # type: ignore[assignment]  # one of SETUP_KINDS
     v.table(path, raw, _STEP_KEYS[kind])  # a key of another kind is as unknown here as a typo
     at = v.join(path, kind)
     if kind == "files":

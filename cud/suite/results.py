@@ -34,8 +34,8 @@ from typing import Any
 
 from cud.budget import format_amount
 from cud.errors import ConfigError
-from cud.record.verdict import passed as task_passed
 from cud.protocol import FINAL_STATES
+from cud.record.verdict import passed as task_passed
 
 __all__ = ("Attempt", "Results", "SpecRun", "wilson", "MAX_ATTEMPTS", "RESULTS_FILE")
 

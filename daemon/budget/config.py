@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from cud.budget import MAX_TOKENS_LIMIT, parse_amount
 from cud.daemon.config_values import bad, int_in_range
 from cud.daemon.config_values import table as checked_table
-from cud.budget import MAX_TOKENS_LIMIT, parse_amount
 
 __all__ = ("BUDGET_KEYS", "ON_BUDGET", "PRICE_KEYS", "BudgetConfig", "Price", "amount", "load_budget", "tokens")
 

@@ -70,11 +70,11 @@ class BudgetMeter:
         self.tokens = {"input_tokens": 0, "cached_tokens": 0, "output_tokens": 0}
         self.spent: Decimal | None = Decimal(0) if self.price is not None else None
         self.lines: list[Line] = []
-        if task.get("max_cost") is not None:
-            self.lines.append(Line("max_cost", Decimal(task["max_cost"]), Decimal(task["max_cost"])))
+        if (max_cost := task.get("max_cost")) is not None:
+            self.lines.append(Line("max_cost", Decimal(max_cost), Decimal(max_cost)))
         for key in _TOKEN_BUDGETS:
             if task.get(key) is not None:
-                self.lines.append(Line(key, Decimal(task[key]), Decimal(task[key])))  # type: ignore[literal-required]
+                self.lines.append(Line(key, Decimal(task[key]), Decimal(task[key])))  # type: ignore[literal-required]  # a key of _TOKEN_BUDGETS
         if self.config.daily_cost is not None and self.price is not None:
             self.lines.append(Line("daily_cost", self.config.daily_cost, self.config.daily_cost))
 

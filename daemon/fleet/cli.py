@@ -21,7 +21,7 @@ __all__ = ("add_commands", "run")
 LEAVE_SECONDS = 3600.0
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fleet = commands.add_parser("fleet", help="this daemon in a Ray fleet: join or leave (needs cud[fleet])")
     verbs = fleet.add_subparsers(dest="verb", required=True, metavar="VERB")
     join = verbs.add_parser("join", help="join the fleet as a Ray worker node offering this daemon's seats; "
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         from cud.fleet import need_ray
 
         need_ray("cud fleet join")
-        return Agent(socket, dataclasses.replace(fleet, **changes)).run()  # type: ignore[arg-type]
+        return Agent(socket, dataclasses.replace(fleet, **changes)).run()  # type: ignore[arg-type]  # values checked by the fleet table's reader
     except CudError as exc:
         print(f"cud: {exc.message}", file=sys.stderr)
         return 2

@@ -61,4 +61,4 @@ def load_fleet(value: object) -> FleetConfig:
         values["ray_args"] = tuple(args)
     if "check_seconds" in table:
         values["check_seconds"] = positive_number("fleet.check_seconds", table["check_seconds"])
-    return FleetConfig(**values)  # type: ignore[arg-type]
+    return FleetConfig(**values)  # type: ignore[arg-type]  # each value checked above

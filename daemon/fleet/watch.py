@@ -72,7 +72,7 @@ class Watcher:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         log.warning("seat %s withdrawn from the fleet", seat)
-        self.holders[seat] = Holder.options(
+        self.holders[seat] = Holder.options(  # type: ignore[attr-defined]  # @ray.remote made it an ActorClass
             name=self.holder_name(seat), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
             resources=self.seats[seat],
             scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_id, soft=False)).remote()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 import socket as socket_module
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,7 @@ from cud.daemon.store.writes import now_iso
 from cud.phrases.actions import describe
 from cud.protocol import ApprovalView, TaskView
 
-__all__ = ("PROMPT_CHARS", "TEXT_CHARS", "approval_event", "command_env", "ntfy_body", "seat_event", "slack_body",
-           "summary", "task_event")
+__all__ = ("PROMPT_CHARS", "TEXT_CHARS", "EventMaker", "command_env", "ntfy_body", "slack_body", "summary")
 
 #: A prompt is cut to this many characters: enough to recognise the task on a phone.
 PROMPT_CHARS = 300
@@ -81,7 +81,7 @@ class EventMaker:
         # An accessibility target (what the action touches, in words), once approvals record one.
         for key in ("target", "targets"):
             if key in approval:
-                record[key] = approval[key]  # type: ignore[literal-required]
+                record[key] = typing.cast("dict[str, Any]", approval)[key]  # "target": an older record's key
         return {
             **self._base("approval_requested"),
             "task": _task(task),

@@ -116,13 +116,14 @@ class ModelRequests:
             self._shaper.accepted(items, response)
             return response
 
-        wrapped.responses.create = create  # type: ignore[method-assign]
+        wrapped.responses.create = create  # type: ignore[method-assign]  # this client's create, wrapped
         return wrapped
 
     def _explain(self, exc: openai.APIStatusError, sent: Sent, extra: dict[str, Any]) -> ModelRequestError | None:
         """A ModelRequestError naming the setting for a refusal a setting fixes; None for any other."""
         status, body = exc.status_code, exc.body if isinstance(exc.body, dict) else {}
-        error = body.get("error") if isinstance(body.get("error"), dict) else body
+        nested = body.get("error")
+        error: dict[str, Any] = nested if isinstance(nested, dict) else body
         message = str(error.get("message") or exc.message)
         param, code = error.get("param"), error.get("code")
         said = f"HTTP {status}: {message}"

@@ -105,7 +105,7 @@ def _adapter() -> pydantic.TypeAdapter[Any]:
     """
     hints = _request_hints()
     fields = {key: _eager(hints[key]) for key in sorted(PASS_THROUGH)}
-    table = typing_extensions.TypedDict("RequestTable", fields, total=False)  # type: ignore[operator]
+    table = typing_extensions.TypedDict("RequestTable", fields, total=False)  # type: ignore[misc]  # built at run time
     return pydantic.TypeAdapter(pydantic.with_config(pydantic.ConfigDict(extra="forbid"))(table))
 
 
@@ -117,7 +117,7 @@ def _eager(hint: Any) -> Any:
     """
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is collections.abc.Iterable:
-        return list[_eager(args[0])]  # type: ignore[misc]
+        return list[_eager(args[0])]  # type: ignore[misc]  # a type built at run time
     if typing_extensions.is_typeddict(hint):
         return _eager_typeddict(hint)
     if origin is None or origin is typing.Literal or not args:
@@ -144,13 +144,13 @@ def _eager_typeddict(cls: type) -> Any:
     hints = typing.get_type_hints(cls, include_extras=True)
     fields = {name: _eager(hint) for name, hint in hints.items()}
     if fields != hints:
-        required = getattr(cls, "__required_keys__", frozenset())
+        required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
         marked = {
             name: hint if typing.get_origin(hint) in (typing_extensions.Required, typing_extensions.NotRequired)
             else (typing_extensions.Required[hint] if name in required else typing_extensions.NotRequired[hint])
             for name, hint in fields.items()
         }
-        _EAGER[cls] = typing_extensions.TypedDict(cls.__name__, marked)  # type: ignore[operator]
+        _EAGER[cls] = typing_extensions.TypedDict(cls.__name__, marked)  # type: ignore[operator]  # a TypedDict built at run time
     return _EAGER[cls]
 
 

@@ -110,7 +110,7 @@ def check_bus(key: str, value: object) -> str:
 def _seat(prefix: str, name: str, table: Mapping[str, Any]) -> SeatConfig:
     """One seat from ``table``, with where its targets are read from."""
     seat = _place(prefix, name, table)
-    extra: dict[str, str] = {}
+    extra: dict[str, Any] = {}  # str, a tuple of tags
     if "session_bus" in table:
         extra["session_bus"] = check_bus(f"{prefix}session_bus", table["session_bus"])
     if "x_display" in table:

@@ -19,10 +19,9 @@ from datetime import UTC, datetime, time, timedelta
 from cud.budget import format_money
 from cud.daemon.budget.meter import today
 from cud.daemon.config import read_secret_file
-from cud.daemon.tasks.runner import TaskRun
-from cud.daemon.seats.seat import FULL_DISK_RETRY, Seat, SeatParts
 from cud.daemon.seats.config import SeatConfig
-
+from cud.daemon.seats.seat import FULL_DISK_RETRY, Seat, SeatParts
+from cud.daemon.tasks.runner import TaskRun
 from cud.errors import NotFound, ProtocolError, StorageFull
 from cud.protocol import SeatView
 from cud.seat_needs import SeatNeeds, screen_of

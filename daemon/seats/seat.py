@@ -25,20 +25,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cud.daemon.tasks.approvals import Approvals
+from openai import AsyncOpenAI
+
 from cud.daemon.config import Config
-from cud.daemon.video.recorder import recorder_for
-from cud.daemon.spec.flow import run_spec_task
-from cud.daemon.tasks.runner import TaskRun
 from cud.daemon.seats.config import SeatConfig
 from cud.daemon.session.processes import SeatSession, session_for
 from cud.daemon.session.reset import ResetReport
+from cud.daemon.spec.flow import run_spec_task
 from cud.daemon.store.database import Store
+from cud.daemon.store.trajectory import Trajectories, decode_data_url
 from cud.daemon.targets.a11y_trust import SeatTrust
 from cud.daemon.targets.lookup import TargetResolver
-from cud.daemon.store.trajectory import Trajectories, decode_data_url
-from openai import AsyncOpenAI
-
+from cud.daemon.tasks.approvals import Approvals
+from cud.daemon.tasks.runner import TaskRun
+from cud.daemon.video.recorder import recorder_for
 from cud.errors import ConfigError, CudError, DisplayUnavailable, DriverError, SessionError, StorageFull, WrongState
 from cud.protocol import SeatState, SeatView, TaskView
 from cud.seat_needs import SeatNeeds
@@ -56,7 +56,7 @@ FULL_DISK_RETRY = 5.0
 
 def _malloc_trim() -> Callable[[int], int] | None:
     try:
-        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc
         return None
 
@@ -147,9 +147,9 @@ class Seat:
 
     def view(self) -> SeatView:
         place = {"vnc": self.seat_config.vnc} if self.seat_config.vnc else {"display": self.seat_config.display}
-        return {  # type: ignore[return-value, misc]
+        return {
             "name": self.name,
-            **place,
+            **place,  # type: ignore[typeddict-item]  # "vnc" or "display", by the seat's kind
             "state": self.state,
             "task": self._task["id"] if self._task is not None else None,
             "size": list(self.size) if self.size is not None else None,
@@ -241,7 +241,7 @@ class Seat:
             self._reset_waiting -= 1
         if self.state == "idle":
             self._on_free()  # what was submitted meanwhile found the seat held: hand it over now
-        return self.last_reset  # type: ignore[return-value]
+        return self.last_reset  # type: ignore[return-value]  # set by the reset just awaited
 
     def _refuse_if_held(self) -> None:
         if self._task is not None or self._stopping:
@@ -271,7 +271,7 @@ class Seat:
             if recovering:
                 # Whatever a stopped or crashed run left held must not reach the next task.
                 await self.driver.call("release_all")
-            self.size = tuple(await self.driver.call("probe"))  # type: ignore[assignment]
+            self.size = tuple(await self.driver.call("probe"))
         except DriverError as exc:
             if self.state != "unavailable":
                 log.warning("seat %s is unavailable: %s", self.name, exc.message)
@@ -286,7 +286,7 @@ class Seat:
         if self.state == "unavailable":
             again = "answers again" if self.error != NOT_CHECKED else "ready"
             log.info("seat %s (%s) %s: %dx%d", self.name, self.seat_config.where, again,
-                     *self.size)  # type: ignore[misc]
+                     *self.size)
             if self.error != NOT_CHECKED and self._on_health is not None:
                 self._on_health(self.name, self.seat_config.where, True, None)
             self.state, self.error = "idle", None

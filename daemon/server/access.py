@@ -21,7 +21,6 @@ import socket
 import struct
 
 from cud.daemon.config import Access
-
 from cud.errors import AccessDenied, SpecError
 from cud.protocol import ArtifactView, CheckResultView, ErrorInfo, EventView, TaskView
 from cud.spec import parse_spec
@@ -171,7 +170,7 @@ class AccessRights:
         """
         kind, data = event["kind"], event["data"]
         if kind == "check":
-            withheld: dict[str, object] = dict(_withhold(data))  # type: ignore[arg-type]
+            withheld: dict[str, object] = dict(_withhold(data))  # type: ignore[arg-type]  # a check event's data
         elif kind == "setup" and "error" in data:
             withheld = data if _fails_only_looking(data.get("part")) else {**data, "error": WITHHELD_SETUP}
         elif kind == "end" and _quotes_session(data.get("error")):

@@ -35,10 +35,18 @@ from pathlib import Path
 from typing import Any
 
 from cud.daemon.server.access import AccessRights, Peer, peer_of
-
 from cud.errors import AccessDenied, ConfigError, CudError, InternalError, ProtocolError, TooManyConnections
-from cud.protocol import (MAX_MESSAGE_BYTES, VersionMismatch, decode, encode, error_reply, ok_reply,
-                          parse_request, parse_upload_chunk, version_mismatch_reply)
+from cud.protocol import (
+    MAX_MESSAGE_BYTES,
+    VersionMismatch,
+    decode,
+    encode,
+    error_reply,
+    ok_reply,
+    parse_request,
+    parse_upload_chunk,
+    version_mismatch_reply,
+)
 
 __all__ = ()
 
@@ -176,7 +184,7 @@ class Server:
             receiving = True
             try:
                 line = await asyncio.wait_for(reader.readline(), self.read_timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise ProtocolError(f"no 'chunk' message within {self.read_timeout:g} s") from None
             except ValueError:
                 raise ProtocolError(f"a 'chunk' message exceeds the {MAX_MESSAGE_BYTES}-byte limit") from None

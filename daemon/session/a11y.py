@@ -44,7 +44,7 @@ async def _ask(address: str, method: str, name: str) -> int | None:
             stderr=asyncio.subprocess.DEVNULL)
         try:
             out, _err = await asyncio.wait_for(proc.communicate(), 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             await proc.wait()
             return None

@@ -83,7 +83,7 @@ def read_mounts() -> list[Mount]:
         fstype = os.fsdecode(fields[sep + 1])
         fuse_user = None
         if fstype in ("fuse", "fuseblk") or fstype.startswith("fuse."):
-            options = dict(o.split(b"=", 1) if b"=" in o else (o, b"") for o in fields[sep + 3].split(b","))
+            options = {key: value for key, _, value in (o.partition(b"=") for o in fields[sep + 3].split(b","))}
             fuse_user = int(options.get(b"user_id", b"0") or 0)
         mounts.append(Mount(int(fields[0]), _unescape(fields[4]), fstype, _unescape(fields[sep + 2]), fuse_user))
     return mounts

@@ -41,6 +41,7 @@ import stat
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import TypeGuard
 
 from cud.daemon.session.template import SeatWriter, seat_reader, seat_writer, template_flaw
 from cud.errors import ConfigError
@@ -149,9 +150,11 @@ def _check_users(places: Sequence[Place]) -> None:
                               key=f"{place.key}user", value=repr(name), seat=place.seat)
 
 
-def daemon_homes_matter(daemon_home: str | None) -> bool:
+def daemon_homes_matter(daemon_home: str | None) -> TypeGuard[str]:
     """A daemon whose home is '/' or none (a system user's) has no home a seat could wipe."""
-    return bool(daemon_home) and _real(daemon_home) != PurePosixPath("/")
+    if not daemon_home:
+        return False
+    return _real(daemon_home) != PurePosixPath("/")
 
 
 def _check_owner(place: Place, home: PurePosixPath) -> None:

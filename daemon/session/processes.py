@@ -93,6 +93,8 @@ class SeatSession:
         #: Whether the runtime directory holds the display's cookie (written by the daemon, so known here).
         self._cookie_there = False
         self._launched: set[int] = set()
+        #: The tasks reaping what :meth:`launch` started, held so the loop cannot collect one mid-wait.
+        self._reapers: set[asyncio.Task[None]] = set()
         #: The systemd unit that is the session (``session_unit``): commands run as its transient units.
         self.unit = unit
         #: The accessibility launcher a reset starts again (cud.daemon.session.a11y).
@@ -193,7 +195,7 @@ class SeatSession:
         finally:
             os.close(fd)
 
-    async def _spawn(self, argv: list[str], cwd: _Cwd, **streams: object) -> asyncio.subprocess.Process:
+    async def _spawn(self, argv: list[str], cwd: _Cwd, **streams: typing.Any) -> asyncio.subprocess.Process:
         # No preexec_fn: it is unsafe with threads, and the daemon has a driver thread per seat. The child
         # changes directory before it becomes the user (subprocess's order): through the descriptor of the
         # directory the home's walk opened (its own copy, /proc/self/fd), never by a name the user could
@@ -201,7 +203,7 @@ class SeatSession:
         try:
             return await asyncio.create_subprocess_exec(
                 *argv, cwd=f"/proc/self/fd/{cwd.fd}", env=dict(self.env), start_new_session=True, close_fds=True,
-                **self.account.become(), **streams)  # type: ignore[arg-type]
+                **self.account.become(), **streams)  # type: ignore[misc]  # neither holds "program"
         except OSError as exc:
             raise SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: {exc.strerror}",
                                argv=argv[:1], seat=self.seat, errno=exc.errno) from None
@@ -255,14 +257,16 @@ class SeatSession:
         with self._cwd(cwd) as where, \
                 self._runtime.open_file("launched.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND) as fd:
             if self.unit is not None:
-                with open(os.devnull, "rb") as nothing:
+                with open(os.devnull, "rb") as nothing:  # noqa: ASYNC230 (opening /dev/null never blocks)
                     command = await self.unit.start(items, env=self.env, cwd=where.path, stdin=nothing.fileno(),
                                                     stdout=fd, stderr=fd)
                 return await command.main_pid()  # ended at the next reset, by systemd
             proc = await self._spawn(items, where, stdin=asyncio.subprocess.DEVNULL, stdout=fd, stderr=fd)
         self._launched.add(proc.pid)
         # Reaped in the background, so a launched program that exits leaves no zombie.
-        asyncio.ensure_future(self._reap(proc))
+        reaper = asyncio.ensure_future(self._reap(proc))
+        self._reapers.add(reaper)
+        reaper.add_done_callback(self._reapers.discard)
         return proc.pid
 
     @property
@@ -344,7 +348,8 @@ class _Cwd:
 class _Running(typing.Protocol):
     """A command being run: a process group here, or a transient unit (cud.daemon.session.unit.CommandUnit)."""
 
-    returncode: int | None
+    @property
+    def returncode(self) -> int | None: ...
 
     async def wait(self) -> int: ...
 
@@ -378,12 +383,13 @@ async def _collect(items: list[str], command: _Running, outs: tuple[int, int], f
     cut = [False]
     outputs = [bytearray(), bytearray()]
     files = [os.fdopen(fd, "rb", buffering=0) for fd in outs]
-    readers = [asyncio.ensure_future(_read_capped(file, kept, max_output, cut)) for file, kept in zip(files, outputs)]
+    readers = [asyncio.ensure_future(_read_capped(file, kept, max_output, cut))
+               for file, kept in zip(files, outputs, strict=True)]
     feeder = asyncio.ensure_future(feeding)
     timed_out = False
     try:
         await asyncio.wait_for(asyncio.shield(command.wait()), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         timed_out = True
     finally:
         if command.returncode is None:  # the timeout, or the caller gave up (cancelled)

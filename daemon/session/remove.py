@@ -15,6 +15,7 @@ deadline fails with :class:`~cud.errors.SessionError` naming the path and why.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import stat
 import time
@@ -68,7 +69,7 @@ def remove_contents(top_fd: int, shown: str, *, deadline: float, what: str) -> i
                 os.close(fd)
                 fd = up
                 stack.pop()
-                _remove(lambda: os.rmdir(level.name, dir_fd=fd), lambda: here(level.name), what)
+                _remove(functools.partial(os.rmdir, level.name, dir_fd=fd), functools.partial(here, level.name), what)
                 removed += 1
                 continue
             name = level.names.pop()
@@ -80,7 +81,7 @@ def remove_contents(top_fd: int, shown: str, *, deadline: float, what: str) -> i
                 raise SessionError(f"{what}: {here(name)!r} could not be looked at: {exc.strerror}",
                                    path=here(name)) from None
             if not stat.S_ISDIR(info.st_mode):
-                _remove(lambda: os.unlink(name, dir_fd=fd), lambda: here(name), what)
+                _remove(functools.partial(os.unlink, name, dir_fd=fd), functools.partial(here, name), what)
                 removed += 1
                 continue
             down = _Level(name, info.st_dev, info.st_ino, [])

@@ -284,7 +284,7 @@ async def _tool(session: SeatSession, argv: list[str], what: str, *, keep: int) 
         env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd="/", start_new_session=True, pass_fds=(keep,))
     try:
         _out, err = await asyncio.wait_for(proc.communicate(), RESET_TIMEOUT)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()

@@ -64,7 +64,7 @@ class RuntimeDir:
         if self._made is not None:
             try:
                 with self.opened():
-                    return self.path, False  # type: ignore[return-value]
+                    return self.path, False  # type: ignore[return-value]  # _made is set only with a base
             except SessionError:
                 if self.path is not None and os.path.lexists(self.path):
                     raise  # there, but not the one made: never replaced silently

@@ -29,7 +29,7 @@ import os
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 __all__ = ("SeatWriter", "seat_reader", "seat_writer", "template_flaw")
 
@@ -86,7 +86,7 @@ def seat_writer(info: os.stat_result, writers: Sequence[SeatWriter], *, sticky_o
     return None
 
 
-def seat_reader(path: str | Path, readers: Sequence[SeatWriter]) -> str | None:
+def seat_reader(path: str | os.PathLike[str], readers: Sequence[SeatWriter]) -> str | None:
     """Which of ``readers`` can read the file at ``path`` (a secret of the daemon's), in words with the fix; None
     if none can. The kernel's rule, for the file's real path:
 
@@ -144,7 +144,7 @@ def _has_acl(path: PurePosixPath) -> bool:
     return True
 
 
-def template_flaw(path: str | Path, writers: Sequence[SeatWriter]) -> str | None:
+def template_flaw(path: str | os.PathLike[str], writers: Sequence[SeatWriter]) -> str | None:
     """Why the tree at ``path`` may not be a template of seats whose users are ``writers`` (see the module's
     text), in words; None if it may."""
     real = PurePosixPath(os.path.realpath(path))

@@ -177,7 +177,7 @@ class SessionUnit:
         waiter = self._jobs.setdefault(job, asyncio.get_running_loop().create_future())
         try:
             return await asyncio.wait_for(waiter, max(deadline - time.monotonic(), 0.01))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._jobs.pop(job, None)
             raise SessionError(f"seat {self.seat!r}: systemd's {member} job for {body[0]!r} did not finish in time",
                                seat=self.seat, unit=body[0]) from None

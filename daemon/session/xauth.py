@@ -39,7 +39,7 @@ class XauthEntry:
 
 def parse(blob: bytes, *, source: str = "the X authority file") -> list[XauthEntry]:
     """Every entry of an authority file's bytes; a truncated record is a SessionError naming ``source``."""
-    entries = []
+    entries: list[XauthEntry] = []
     offset = 0
 
     def take(size: int) -> bytes:

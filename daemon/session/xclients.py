@@ -22,9 +22,12 @@ import os
 import socket
 from collections.abc import Iterator
 
-from Xlib import X, display as xdisplay, error as xerror
+from Xlib import X
+from Xlib import display as xdisplay
+from Xlib import error as xerror
 from Xlib.ext import res
-from Xlib.protocol import request as xrequest, rq
+from Xlib.protocol import request as xrequest
+from Xlib.protocol import rq
 
 from cud.drivers.xlib_display import open_display
 
@@ -93,7 +96,7 @@ def _mapped(window: object, depth: int) -> Iterator[int]:
     if depth == 0:
         return
     try:
-        children = window.query_tree().children  # type: ignore[attr-defined]
+        children = window.query_tree().children  # type: ignore[attr-defined]  # python-xlib's reply objects are dynamic
     except xerror.XError:
         return  # gone meanwhile
     for child in children:
@@ -197,8 +200,8 @@ def close_access(name: str) -> tuple[bool, list[str]]:
 
 
 def _describe(hosts: object) -> list[str]:
-    left = [] if hosts.mode == X.EnableAccess else ["access control disabled"]  # type: ignore[attr-defined]
-    for host in hosts.hosts:  # type: ignore[attr-defined]
+    left = [] if hosts.mode == X.EnableAccess else ["access control disabled"]  # type: ignore[attr-defined]  # a list_hosts reply
+    for host in hosts.hosts:  # type: ignore[attr-defined]  # a list_hosts reply
         address = bytes(host.name)
         shown = (address.replace(b"\0", b":").decode(errors="replace") if host.family == X.FamilyServerInterpreted
                  else address.hex())

@@ -46,7 +46,7 @@ async def run_check(index: int, check: Check, session: SeatSession | None, deskt
     try:
         if check.acts_in_session and session is None:
             raise CudError("this seat has no session (its user and home are not configured)")
-        passed, observed, why = await _judge(check, session, desktop, files, final_message)  # type: ignore[arg-type]
+        passed, observed, why = await _judge(check, session, desktop, files, final_message)  # type: ignore[arg-type]  # session is set when the check acts in one
     except CudError as exc:
         passed, observed, why = False, None, f"could not look: {exc.message}"
     except OSError as exc:  # whatever the seat changed under the look: the check failed, the verdict stands
@@ -185,7 +185,8 @@ async def _element(check: Check, desktop: Desktop) -> Outcome:
         return True, [], "no such element is there"
     if not found:
         return False, [], "no such element is showing"
-    observed, why = [], ""
+    observed: list[dict[str, Any]] = []
+    why = ""
     for each in found:
         seen, miss = await _element_expectations(check, desktop, each)
         if len(observed) < OBSERVED_ITEMS:

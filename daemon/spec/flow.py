@@ -24,8 +24,8 @@ from cud.daemon.spec.checks import run_check
 from cud.daemon.spec.desktop import Desktop
 from cud.daemon.spec.setup import run_setup
 from cud.daemon.spec.verdict import collect, judge
-from cud.errors import SetupFailed
 from cud.daemon.tasks.runner import Ending
+from cud.errors import SetupFailed
 from cud.protocol import ArtifactView, CheckResultView, TaskView
 from cud.spec import Spec, parse_spec
 

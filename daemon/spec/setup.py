@@ -53,7 +53,7 @@ async def run_setup(session: SeatSession | None, desktop: Desktop, spec: Spec, f
         try:
             if step.acts_in_session and session is None:
                 raise CudError("this seat has no session (its user and home are not configured)")
-            await _step(session, desktop, step, files)  # type: ignore[arg-type]
+            await _step(session, desktop, step, files)  # type: ignore[arg-type]  # session is set when the step acts in one
         except CudError as exc:
             ms = round((time.monotonic() - started) * 1000, 1)
             # Which part failed decides who may read why (SetupStep.FAILS_ONLY_LOOKING, AccessRights.task_for).

@@ -11,8 +11,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cud.daemon.store.writes import now_iso
 from cud.daemon.store.trajectory import Trajectories
+from cud.daemon.store.writes import now_iso
 from cud.errors import CudError, StorageFull
 from cud.protocol import ArtifactView, CheckResultView, VerdictView
 

@@ -119,7 +119,8 @@ class StoreConnection:
 
     def _event(self, db: sqlite3.Connection, task_id: int, kind: str, data: dict[str, Any]) -> EventView:
         if kind not in EVENT_KINDS:  # a bug: the record, its readers and docs/report.md know only these
-            raise ValueError(f"unknown event kind {kind!r}; add it to cud.protocol.EVENT_KINDS (cud/protocol/replies.py) and docs/report.md")
+            raise ValueError(f"unknown event kind {kind!r}; add it to cud.protocol.EVENT_KINDS "
+                             "(cud/protocol/replies.py) and docs/report.md")
         seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE task_id = ?", (task_id,)).fetchone()[0]
         at = now_iso()
         db.execute(

@@ -19,6 +19,7 @@ from typing import Any
 
 from cud.budget import format_amount
 from cud.daemon.store.counts import CountRows
+
 # SCHEMA_VERSION is schema.py's, kept importable from here (tests, the fixture scripts in tests/data/).
 from cud.daemon.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from cud.daemon.store.schema import approval_view, task_view
@@ -26,8 +27,17 @@ from cud.daemon.store.spec_files import StoredFiles
 from cud.daemon.store.spend import SpendRows
 from cud.daemon.store.writes import finishing, iso_to_epoch, now_iso
 from cud.errors import NotFound
-from cud.protocol import (FINAL_STATES, LIVE_STATES, ApprovalView, ArtifactView, EventView, GuardView, TaskView,
-                          UsageView, VerdictView)
+from cud.protocol import (
+    FINAL_STATES,
+    LIVE_STATES,
+    ApprovalView,
+    ArtifactView,
+    EventView,
+    GuardView,
+    TaskView,
+    UsageView,
+    VerdictView,
+)
 from cud.seat_needs import SeatNeeds
 from cud.spec import Spec
 
@@ -87,7 +97,7 @@ class Store(CountRows, SpendRows):
             task_id = int(cur.lastrowid or 0)
             # One file's bytes at a time (a spool reads each when asked): they may be hundreds of MB together.
             db.executemany("INSERT INTO task_files (task_id, name, data) VALUES (?, ?, ?)",
-                           ((task_id, file, files[file]) for file in (files or {})))
+                           ((task_id, name, data) for name, data in (files or {}).items()))
             self._event(db, task_id, "queued", {"by": {"uid": uid, "name": name}})
             self._audit(db, uid, name, "submit", task_id, "ok")
         return self.task(task_id), False

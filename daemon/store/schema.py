@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from cud.protocol import ApprovalView, TaskView
+from cud.protocol import ApprovalView, Person, TaskView
 
 __all__ = ("MIGRATIONS", "SCHEMA_VERSION", "approval_view", "split_sql", "task_view")
 
@@ -323,7 +323,7 @@ def task_view(row: sqlite3.Row) -> TaskView:
 
 
 def approval_view(row: sqlite3.Row) -> ApprovalView:
-    decided_by = (
+    decided_by: Person | None = (
         None if row["decided_by_uid"] is None else {"uid": row["decided_by_uid"], "name": row["decided_by_name"]}
     )
     return {

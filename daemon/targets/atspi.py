@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,7 +163,7 @@ class Atspi:
 
     def _on_message(self, message: Message) -> None:
         if (message.message_type is not MessageType.SIGNAL or message.member != "StateChanged"
-                or not message.body or message.body[0] != "focused" or not message.sender):
+                or not message.body or message.body[0] != "focused" or not message.sender or message.path is None):
             return
         if message.body[1]:
             if len(self._focus) >= MAX_FOCUS_APPS and message.sender not in self._focus:
@@ -296,7 +297,8 @@ class Atspi:
 
     async def read(self, ref: Ref, *, bounds: bool = True) -> Element:
         """Role, name, description, states (and bounds): one round of concurrent calls."""
-        calls = [self.call(ref, ACCESSIBLE, "GetRoleName"), self._property(ref[0], ref[1], "Name"),
+        calls: list[Coroutine[Any, Any, Any]] = [
+                 self.call(ref, ACCESSIBLE, "GetRoleName"), self._property(ref[0], ref[1], "Name"),
                  self._property(ref[0], ref[1], "Description"), self.state_bits(ref)]
         if bounds:
             calls.append(self.extents(ref))

@@ -15,32 +15,41 @@ callback it registers. Any other error still ends the connection, as upstream do
 
 The patch replaces the writer class dbus-fast's ``MessageBus.connect`` builds (it looks the
 name up in its module at each connect), once, when the targets room loads it (``atspi.py``
-imports it; the daemon loads that at start), so every bus the daemon opens after gets it. ``write_callback`` is upstream's with the
-one ``except`` added, so the version is pinned below 6 in pyproject.toml and
+imports it; the daemon loads that at start), so every bus the daemon opens after gets it.
+``write_callback`` is upstream's with the one ``except`` added, so the version is pinned below 6 in pyproject.toml and
 ``tests/test_dbus_writes.py`` fails if the shape it relies on changes.
 """
 
 from __future__ import annotations
 
 import array
+import asyncio
 import socket
+from collections.abc import Callable
+from typing import Any, cast
 
 from dbus_fast.aio import message_bus as _upstream
 
 __all__ = ("PatientWriter",)
+
+# dbus-fast's helpers check for a None future themselves; their annotations say it may not be one.
+_future_set_result = cast(Callable[["asyncio.Future[Any] | None", Any], None], _upstream._future_set_result)
+_future_set_exception = cast(Callable[["asyncio.Future[Any] | None", Exception], None],
+                             _upstream._future_set_exception)
 
 
 class PatientWriter(_upstream._MessageWriter):
     """dbus-fast's writer, but a full socket is waited out instead of ending the connection."""
 
     def write_callback(self, remove_writer: bool = True) -> None:
-        sock = self.sock
+        # Made for a connected bus: upstream's writer reads both without a check, as this one does.
+        sock, fd = cast(socket.socket, self.sock), cast(int, self.fd)
         try:
             while True:
                 if self.buf is None:
                     if not self.messages:
                         if remove_writer:
-                            self.loop.remove_writer(self.fd)
+                            self.loop.remove_writer(fd)
                         return
                     buf, unix_fds, fut = self.messages.popleft()
                     self.unix_fds = unix_fds
@@ -56,16 +65,16 @@ class PatientWriter(_upstream._MessageWriter):
                 if self.offset < len(self.buf):
                     return  # the rest when the socket is writable (the writer callback is registered)
                 self.buf = None
-                _upstream._future_set_result(self.fut, None)
+                _future_set_result(self.fut, None)
         except (BlockingIOError, InterruptedError):
             # Nothing was sent of this piece: try again once the bus daemon has read.
-            self.loop.add_writer(self.fd, self.write_callback)
+            self.loop.add_writer(fd, self.write_callback)
         except Exception as exc:
             if self.bus._user_disconnect:
-                _upstream._future_set_result(self.fut, None)
+                _future_set_result(self.fut, None)
             else:
-                _upstream._future_set_exception(self.fut, exc)
+                _future_set_exception(self.fut, exc)
             self.bus._finalize(exc)
 
 
-_upstream._MessageWriter = PatientWriter  # type: ignore[misc]
+_upstream._MessageWriter = PatientWriter  # type: ignore[misc]  # the patch itself

@@ -14,8 +14,8 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from cud.daemon.targets.rules import Rule, RuleDecision, decide
 from cud.daemon.targets.lookup import TargetResolver
+from cud.daemon.targets.rules import Rule, RuleDecision, decide
 from cud.errors import ApprovalError, PolicyDenied
 from cud.phrases.actions import describe_action
 from cud.phrases.targets import identity, identity_phrase
@@ -51,7 +51,7 @@ class TargetGate:
 
     def bind(self, targets: Sequence[Target | None]) -> None:
         """The approver saw these targets, one per approved action, in order."""
-        self._approved = deque(identity(t) for t in targets)  # type: ignore[arg-type]
+        self._approved = deque(identity(t) for t in targets)  # type: ignore[arg-type]  # a Target is a dict
 
     def unbind(self) -> None:
         self._approved.clear()
@@ -59,7 +59,7 @@ class TargetGate:
     def check_binding(self, action: dict[str, Any]) -> None:
         """Refuse the next approved action if the element at its point is not the one approved."""
         approved = self._approved.popleft() if self._approved else None
-        now = identity(self.current)  # type: ignore[arg-type]
+        now = identity(self.current)  # type: ignore[arg-type]  # a Target is a dict
         if approved is None or now is None or approved == now:
             # Nothing known to compare (a window-only app, a bus gone quiet): the pixel binding still holds.
             return

@@ -241,7 +241,7 @@ class TargetResolver:
             except AtspiError as exc:
                 self._bus_failed(exc.message)
                 notes.append(self._bus_down_reason)
-        result: Target = {**target, "window": window.to_dict() if window is not None else None,  # type: ignore[typeddict-item]
+        result: Target = {**target, "window": window.to_dict() if window is not None else None,  # type: ignore[typeddict-item]  # the window's dict completes the Target
                           "element": found, "note": "; ".join(notes) or None,
                           "ms": round((time.monotonic() - started) * 1000, 3)}
         return result
@@ -259,7 +259,8 @@ class TargetResolver:
         until, why = self._slow.get(pid, (0.0, "")) if pid is not None else (0.0, "")
         if time.monotonic() < until:
             return why
-        self._slow.pop(pid, None)  # type: ignore[arg-type]
+        if pid is not None:
+            self._slow.pop(pid, None)
         return None
 
     def _bus_failed(self, why: str) -> None:

@@ -49,7 +49,7 @@ API_ERRORS = (ComputerUseError, openai.APIError)
 async def run_model(run: TaskRun, checkpoint: Checkpoint, client: AsyncOpenAI) -> str:
     """One run of the SDK's loop for ``run``'s task: its final answer, or the error that ended it."""
     seat, task = run.seat, run.task
-    toolset = AsyncComputerToolset(RecordingDriver(seat.driver, checkpoint))
+    toolset = AsyncComputerToolset(RecordingDriver(seat.driver, checkpoint))  # type: ignore[arg-type]  # its action methods are set at run time
     # The [request] table holds none of these keys (the config refuses them); copied per
     # task so nothing the SDK does to a request can reach the next one.
     params: Any = {

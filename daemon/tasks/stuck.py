@@ -230,7 +230,7 @@ def _same_action(a: dict[str, Any], b: dict[str, Any]) -> bool:
         elif key == "path":
             pa, pb = a.get("path") or [], b.get("path") or []
             if len(pa) != len(pb) or not all(_same_action({"type": "p", **p}, {"type": "p", **q})
-                                             for p, q in zip(pa, pb) if isinstance(p, dict) and isinstance(q, dict)):
+                                             for p, q in zip(pa, pb, strict=True) if isinstance(p, dict) and isinstance(q, dict)):
                 return False
         elif a.get(key) != b.get(key):
             return False

@@ -8,6 +8,7 @@ passes here, the driver is at fault; when it fails here too, the harness is.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import subprocess
@@ -62,10 +63,10 @@ def _key_name(keysym: int) -> str:
 
 def _small_moves(path: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
     """``path`` after its first point as about DRAG_MOVES moves, spread by length, through every point."""
-    lengths = [math.dist(a, b) for a, b in zip(path, path[1:])]
+    lengths = [math.dist(a, b) for a, b in itertools.pairwise(path)]
     total = sum(lengths) or 1.0
     moves = []
-    for (a, b), length in zip(zip(path, path[1:]), lengths):
+    for (a, b), length in zip(itertools.pairwise(path), lengths, strict=True):
         count = max(1, round(DRAG_MOVES * length / total))
         moves += [(round(a[0] + (b[0] - a[0]) * i / count), round(a[1] + (b[1] - a[1]) * i / count))
                   for i in range(1, count + 1)]

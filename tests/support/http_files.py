@@ -24,7 +24,7 @@ def serve_files(files: Mapping[str, bytes], redirects: Mapping[str, str] | None 
     moved = dict(redirects or {})
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:  # http.server's name
             served.requested.append(self.path)
             if self.path in moved:
                 self.send_response(302)

@@ -54,7 +54,7 @@ class Netns:
              "ip link set lo up && exec sleep infinity"],
             stdin=subprocess.DEVNULL, start_new_session=True)
         self.init_pid = wait_until(lambda: next(iter(children(self.holder.pid)), None), 10,
-                                   "the namespace's init")  # type: ignore[union-attr]
+                                   "the namespace's init")
 
         def lo_up() -> bool:
             done = subprocess.run(self.prefix() + ["ip", "-o", "link", "show", "lo"], capture_output=True, text=True)

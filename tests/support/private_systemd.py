@@ -112,7 +112,8 @@ def private_systemd() -> Iterator[PrivateSystemd]:
     # If the tests die without cleaning up (kill -9), the kernel ends unshare (--pdeathsig) and so
     # systemd (--kill-child), and with it every process of its namespace: nothing is left running.
     script = (f'echo $$ > {cgroup}/cgroup.procs && exec setpriv --pdeathsig KILL unshare --kill-child=KILL --pid '
-              f'--fork --mount --mount-proc --cgroup --propagation private sh -c "mount -t tmpfs tmpfs /run && umount -l /sys/fs/cgroup && '
+              f'--fork --mount --mount-proc --cgroup --propagation private sh -c "mount -t tmpfs tmpfs /run && '
+              f'umount -l /sys/fs/cgroup && '
               f'mount -t cgroup2 none /sys/fs/cgroup && mount --bind {units} /lib/systemd/system && '
               f'mount -t tmpfs tmpfs /etc/systemd/system && exec /lib/systemd/systemd --system '
               f'--unit={_TARGET} --log-target=null"')

@@ -14,7 +14,7 @@ import sys
 import tkinter as tk
 
 events_path, text_path, geometry = sys.argv[1], sys.argv[2], sys.argv[3]
-out = open(events_path, "a", encoding="utf-8", buffering=1)
+out = open(events_path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 (open for the app's whole life)
 
 root = tk.Tk()
 root.overrideredirect(True)  # no decorations: window pixels are screen pixels

@@ -59,7 +59,7 @@ def open_up(paths: list[Path], staging: Path) -> None:
             _mount("--bind", str(path), str(point))
             points.append(point)
         _mount("-t", "tmpfs", "-o", "mode=0755", "tmpfs", str(top))
-        for path, point in zip(inside, points):
+        for path, point in zip(inside, points, strict=True):
             target = top / path.relative_to(top)
             target.mkdir(parents=True, exist_ok=True)
             _mount("--move", str(point), str(target))

@@ -5,10 +5,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cud.daemon.server.handlers import (approvals, control, metrics, ping, records, screen, seats, session, targets,
-                                        tasks, video)
+from cud.daemon.server.handlers import (
+    approvals,
+    control,
+    metrics,
+    ping,
+    records,
+    screen,
+    seats,
+    session,
+    targets,
+    tasks,
+    video,
+)
 from cud.daemon.server.handlers.base import Context
-
 from cud.protocol import REQUEST_TYPES
 
 __all__ = ("HANDLERS", "Context")

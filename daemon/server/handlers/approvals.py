@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from cud.daemon.server.handlers.base import Context
-
 from cud.protocol import ApprovalsRequest, ApprovalView, ApproveRequest, DenyRequest
 
 __all__ = ()

@@ -13,7 +13,6 @@ from typing import Any
 
 from cud.daemon.server.handlers.base import Context
 from cud.daemon.tasks.runner import TaskRun
-
 from cud.errors import WrongState
 from cud.protocol import ActRequest, PauseRequest, ResumeRequest, TaskView
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 
-from cud.daemon.server.handlers.base import Context
-
 import cud
+from cud.daemon.server.handlers.base import Context
 from cud.protocol import PROTOCOL_VERSION, PingRequest, PingResult
 
 __all__ = ()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import io
 
-from cud.daemon.server.handlers.base import Context
 from PIL import Image
 
+from cud.daemon.server.handlers.base import Context
 from cud.protocol import ScreenshotRequest, ScreenshotResult
 
 __all__ = ()

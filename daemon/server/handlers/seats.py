@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from cud.daemon.server.handlers.base import Context
-
 from cud.protocol import SeatsRequest, SeatView
 
 __all__ = ()

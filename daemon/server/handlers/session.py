@@ -18,10 +18,17 @@ from typing import Any
 
 from cud.daemon.server.handlers.base import Context
 from cud.daemon.session.processes import SeatSession
-
 from cud.errors import CudError, SessionError
-from cud.protocol import (CHUNK_BYTES, ClipboardRequest, ExecRequest, GetRequest, PutRequest, ResetRequest,
-                          chunk_message, ready_message)
+from cud.protocol import (
+    CHUNK_BYTES,
+    ClipboardRequest,
+    ExecRequest,
+    GetRequest,
+    PutRequest,
+    ResetRequest,
+    chunk_message,
+    ready_message,
+)
 
 __all__ = ()
 

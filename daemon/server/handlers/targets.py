@@ -11,7 +11,6 @@ from typing import Any
 
 from cud.daemon.server.handlers.base import Context
 from cud.drivers.actions import check_point
-
 from cud.errors import AccessibilityError
 from cud.protocol import InspectRequest, TreeRequest
 

@@ -20,14 +20,10 @@ from cud.daemon.config import Config
 from cud.daemon.server.handlers.base import Context
 from cud.daemon.server.handlers.spec_files import check_spec_file_sizes, receive_spec_files
 from cud.daemon.targets.rules import parse_rules
-from cud.seat_needs import SeatNeeds
-from cud.spec import Spec
-from cud.spec.wire import spec_from_request
-
 from cud.errors import AccessDenied, ConfigError, ProtocolError, SpecError, StorageFull, WrongState
 from cud.protocol import (
-    FINAL_STATES,
     APPROVAL_MODE_STRICTNESS,
+    FINAL_STATES,
     CancelRequest,
     EventView,
     FollowRequest,
@@ -38,6 +34,9 @@ from cud.protocol import (
     TaskView,
     event_message,
 )
+from cud.seat_needs import SeatNeeds
+from cud.spec import Spec
+from cud.spec.wire import spec_from_request
 
 __all__ = ()
 
@@ -48,7 +47,7 @@ def _at_most(request: SubmitRequest, field: str, limit: int, unit: str) -> int:
     The limit is the daemon's config key of the same name: the error names it, so whoever
     runs the daemon knows what to raise.
     """
-    value = int(request.get(field, limit))  # type: ignore[call-overload]
+    value: int = int(request.get(field, limit))  # type: ignore[call-overload]  # field: one of SubmitRequest's
     if value > limit:
         raise ProtocolError(f"'submit' field {field!r} is {value}{unit}, above the daemon's limit of {limit}{unit} "
                             f"(its config key {field!r})", field=field, value=value, limit=limit, config_key=field)
@@ -67,7 +66,7 @@ def _budgets(request: SubmitRequest, config: Config, model: str) -> dict[str, An
     for key in BUDGET_TASK_KEYS:
         limit = getattr(config, key)
         given = request.get(key)
-        value = limit if given is None else parse_amount(given) if key == "max_cost" else int(given)  # type: ignore[call-overload]
+        value = limit if given is None else parse_amount(given) if key == "max_cost" else int(given)  # type: ignore[call-overload]  # key: one of SubmitRequest's
         if value is not None and limit is not None and value > limit:
             shown = format_amount(value) if key == "max_cost" else value
             ceiling = format_amount(limit) if key == "max_cost" else limit
@@ -127,7 +126,7 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
         parse_rules("rules", rules, stricter_only=True, what="'submit' field" if spec is None else "spec key")
     except ConfigError as exc:
         raise (ProtocolError if spec is None else SpecError)(exc.message, **exc.details) from None
-    guard = config.guard.for_task({k: request[k] for k in ("repeat_limit", "cycle_limit", "on_stuck")  # type: ignore[literal-required]
+    guard = config.guard.for_task({k: request[k] for k in ("repeat_limit", "cycle_limit", "on_stuck")
                                    if k in request})
     spool = await receive_spec_files(ctx, files)  # after every check: a refusal costs the client no upload
     try:

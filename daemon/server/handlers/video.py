@@ -15,7 +15,6 @@ import stat
 from typing import Any
 
 from cud.daemon.server.handlers.base import Context
-
 from cud.errors import CudError, NotFound
 from cud.protocol import CHUNK_BYTES, VideoRequest, chunk_message
 

@@ -72,8 +72,8 @@ class ChromiumApp(App):
         # Kiosk goes full screen after the first map; measure only once the window has settled there.
         layout = wait_until(self._settled, 30, "chromium's page to cover the screen and have the focus")
         assert layout["geometry"][6] == 1, f"devicePixelRatio {layout['geometry'][6]}: page pixels are not native"
-        self.pad = tuple(layout["pad"])  # type: ignore[assignment]
-        self.field = tuple(layout["field"])  # type: ignore[assignment]
+        self.pad = tuple(layout["pad"])
+        self.field = tuple(layout["field"])
         self._drag, self._drop = layout["drag"], layout["drop"]
 
     def _our_page(self) -> Page | None:
@@ -149,7 +149,7 @@ class ChromiumApp(App):
 
     def dnd_regions(self) -> tuple[Rect, Rect]:
         """The draggable square and the drop zone."""
-        return tuple(self._drag), tuple(self._drop)  # type: ignore[return-value]
+        return tuple(self._drag), tuple(self._drop)
 
     def scroll_position(self) -> tuple[int, int]:
         left, top = self._call("probe.scroll()")

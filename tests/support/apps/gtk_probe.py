@@ -17,14 +17,14 @@ from typing import Any
 
 os.environ["GDK_SCALE"] = "1"  # screen pixels are GTK pixels: coordinates are reported unscaled
 
-import gi  # noqa: E402
+import gi
 
 gi.require_version("Gdk", "3.0")
 gi.require_version("Gtk", "3.0")
-from gi.repository import Gdk, GLib, Gtk  # noqa: E402
+from gi.repository import Gdk, GLib, Gtk
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe_common import LatestSelection, Probe, dom_key, mods  # noqa: E402
+from probe_common import LatestSelection, Probe, dom_key, mods
 
 PAD_SIZE = (480, 300)
 CONTENT_SIZE = (1600, 1200)  # larger than the pad both ways, so it scrolls all four ways from the middle

@@ -19,13 +19,23 @@ from typing import Any
 # Screen pixels are Qt pixels: no high-DPI scaling of the reported coordinates.
 os.environ.update({"QT_AUTO_SCREEN_SCALE_FACTOR": "0", "QT_SCALE_FACTOR": "1", "QT_ENABLE_HIGHDPI_SCALING": "0"})
 
-from PyQt5.QtCore import QEvent, QObject, QPoint, QSize, Qt, QTimer  # noqa: E402
-from PyQt5.QtGui import QDragEnterEvent, QDropEvent, QFont, QKeyEvent, QMouseEvent, QTextCursor, QWheelEvent  # noqa: E402
-from PyQt5.QtWidgets import (QAbstractItemView, QApplication, QHBoxLayout, QLabel, QListWidget,  # noqa: E402
-                             QListWidgetItem, QPlainTextEdit, QScrollArea, QVBoxLayout, QWidget)
+from PyQt5.QtCore import QEvent, QObject, QPoint, QSize, Qt, QTimer
+from PyQt5.QtGui import QDragEnterEvent, QDropEvent, QFont, QKeyEvent, QMouseEvent, QTextCursor, QWheelEvent
+from PyQt5.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe_common import LatestSelection, Probe, dom_key, mods  # noqa: E402
+from probe_common import LatestSelection, Probe, dom_key, mods
 
 PAD_SIZE = (480, 300)
 CONTENT_SIZE = (1600, 1200)  # larger than the pad both ways, so it scrolls all four ways from the middle

@@ -63,8 +63,8 @@ class ReportingApp(App):
         self.proc: subprocess.Popen[bytes] = self.desktop.spawn(self.argv(), f"{self.name}.log", env=env)
         state = wait_until(lambda: self._state().get("ready") and self._state(), self.ready_timeout,
                            f"{self.name} to map its window and report ready")
-        self.pad = tuple(state["pad"])  # type: ignore[assignment]
-        self.field = tuple(state["field"])  # type: ignore[assignment]
+        self.pad = tuple(state["pad"])
+        self.field = tuple(state["field"])
 
     def app_env(self) -> dict[str, str]:
         """The environment the program starts with (besides the PROBE_ paths)."""
@@ -120,7 +120,7 @@ class ReportingApp(App):
 
     def dnd_regions(self) -> tuple[Rect, Rect]:
         source, target = self._state()["dnd"]
-        return tuple(source), tuple(target)  # type: ignore[return-value]
+        return tuple(source), tuple(target)
 
     def scroll_position(self) -> tuple[int, int]:
         left, top = self._state().get("scroll", (0, 0))

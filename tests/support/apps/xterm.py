@@ -81,8 +81,8 @@ class XtermApp(ReportingApp):
         # the window active it is placed for good, so ask again then.
         wait_until(lambda: _active_window(self.desktop.display) == window, 15, "openbox to focus the xterm")
         state = self.command("locate")
-        self.pad = tuple(state["pad"])  # type: ignore[assignment]
-        self.field = tuple(state["field"])  # type: ignore[assignment]
+        self.pad = tuple(state["pad"])
+        self.field = tuple(state["field"])
         x, y, w, h = self.pad
         width, height = self.desktop.width, self.desktop.height
         assert w > 0 and h > 0 and 0 <= x and x + w <= width and 0 <= y and y + h <= height, \

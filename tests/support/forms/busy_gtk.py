@@ -23,14 +23,14 @@ from typing import Any
 
 os.environ["GDK_SCALE"] = "1"
 
-import gi  # noqa: E402
+import gi
 
 gi.require_version("Gdk", "3.0")
 gi.require_version("Gtk", "3.0")
-from gi.repository import Gdk, GLib, Gtk  # noqa: E402
+from gi.repository import Gdk, GLib, Gtk
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "apps"))
-from probe_common import Probe  # noqa: E402
+from probe_common import Probe
 
 DOWNLOAD_SECONDS = 120
 MENUS = {"File": ["New", "Open", "Save", "Quit"], "Edit": ["Undo", "Cut", "Copy", "Paste"],

@@ -12,12 +12,12 @@ from typing import Any
 
 os.environ.update({"QT_AUTO_SCREEN_SCALE_FACTOR": "0", "QT_SCALE_FACTOR": "1", "QT_ENABLE_HIGHDPI_SCALING": "0"})
 
-from PyQt5.QtCore import QPoint, QTimer  # noqa: E402
-from PyQt5.QtGui import QMouseEvent  # noqa: E402
-from PyQt5.QtWidgets import QApplication, QLineEdit, QPushButton, QVBoxLayout, QWidget  # noqa: E402
+from PyQt5.QtCore import QPoint, QTimer
+from PyQt5.QtGui import QMouseEvent
+from PyQt5.QtWidgets import QApplication, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "apps"))
-from probe_common import Probe  # noqa: E402
+from probe_common import Probe
 
 probe = Probe()
 app = QApplication(sys.argv[:1])
