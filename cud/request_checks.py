@@ -1,3 +1,3 @@
 """Kept for compatibility: the request checks are in :mod:`cud.protocol.request_checks` (import :mod:`cud.protocol`)."""
 
-from cud.protocol import *  # noqa: F403
+from cud.protocol import *

@@ -1,3 +1,3 @@
 """Kept for compatibility: the reply types are in :mod:`cud.protocol.replies` (import :mod:`cud.protocol`)."""
 
-from cud.protocol import *  # noqa: F403
+from cud.protocol import *

@@ -17,8 +17,8 @@ no list of its own: a star import re-exports for type checkers too, while a comp
 from __future__ import annotations
 
 from cud.errors import ProtocolError as ProtocolError  # what the checks raise
-from cud.protocol.element_states import *  # noqa: F403 (the package is one import for both sides; each __all__ is its list)
-from cud.protocol.framing import *  # noqa: F403
-from cud.protocol.replies import *  # noqa: F403
-from cud.protocol.request_checks import *  # noqa: F403
-from cud.protocol.requests import *  # noqa: F403
+from cud.protocol.element_states import *
+from cud.protocol.framing import *
+from cud.protocol.replies import *
+from cud.protocol.request_checks import *
+from cud.protocol.requests import *
