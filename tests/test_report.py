@@ -32,7 +32,7 @@ from PIL import Image
 
 from cud.cuctl.progress import Progress
 from cud.record.html import render
-from cud.record.model import Record
+from cud.record.reading import Record
 from tests.support.browser import CHROMIUM, Browser
 from tests.support.daemon import ROOT, Daemon, cuctl
 from tests.support.recorder import Recorder, wait_until

@@ -45,6 +45,8 @@ class Rename:
 MOVES: tuple[tuple[str, str], ...] = (
     # "guard" is the stuck guard ([guard]); what a task may still spend is measured by a meter.
     ("daemon/budget/guard.py", "daemon/budget/meter.py"),
+    # "model" is the model API's model; a record read back is what this module holds.
+    ("cud/record/model.py", "cud/record/reading.py"),
 )
 
 #: The code names that no longer exist, as ``module:Name`` (or ``module:Class.attribute``);
@@ -58,6 +60,7 @@ RETIRED: tuple[str, ...] = (
     "cud.views:POLICY_STRICTNESS",
     "cud.daemon.store.trajectory:StepRecord",
     "cud.daemon.budget.guard:BudgetGuard",
+    "cud.record.model:Record",
     "cud.daemon.service:Daemon.dispatch",
     "cud.daemon.server.unix_socket:Dispatch",
     "cud.daemon.seats.seat:Seat.check",
@@ -114,6 +117,9 @@ RENAMES: tuple[Rename, ...] = (
     Rename(r"(?<![\w.\"'])spec\b(?![\"'])", "seat_config", ("daemon/seats/seat.py",), "seat config"),
     Rename(r"(?<![\w.\"'])spec\b(?![\"'])", "seat_config", ("daemon/seats/dispatch.py",), "seat config"),
     Rename(r"\bseat\.spec\b(?!s)", "seat.seat_config", ("daemon/**/*.py", "tests/**/*.py"), "seat config"),
+    # -- model: only the model API's model; a record read back is cud.record.reading --------------
+    Rename(r"\bcud\.record\.model\b", "cud.record.reading", ALL, "record"),
+    Rename(r"\bcud/record/model\.py\b", "cud/record/reading.py", ALL, "record"),
     # -- guard: only the stuck guard ([guard]); what a task may spend is the budget meter ------------
     Rename(r"\bcud\.daemon\.budget\.guard\b", "cud.daemon.budget.meter", ALL, "budget meter"),
     Rename(r"\bdaemon/budget/guard\.py\b", "daemon/budget/meter.py", ALL, "budget meter"),

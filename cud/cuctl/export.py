@@ -12,7 +12,7 @@ from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json
 from cud.errors import ProtocolError
 from cud.record.export import write_export
-from cud.record.model import Record
+from cud.record.reading import Record
 
 __all__ = ("fetch_record",)
 

@@ -27,7 +27,7 @@ from cud.cuctl.client import Client
 from cud.cuctl.output import printable, short, terminal_columns
 from cud.phrases.actions import describe_action, describe_approval
 from cud.protocol import FINAL_STATES
-from cud.record.model import describe_usage
+from cud.record.reading import describe_usage
 
 __all__ = ("follow",)
 

@@ -14,7 +14,7 @@ from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
 from cud.phrases.actions import describe, describe_action, describe_approval
 from cud.protocol import FINAL_STATES
-from cud.record.model import describe_usage
+from cud.record.reading import describe_usage
 from cud.record.verdict import artifact_line, check_line, passed, verdict_line
 from cud.seat_needs import SeatNeeds
 from cud.spec.load import load_spec

@@ -41,7 +41,7 @@ from cud.cuctl.export import fetch_record
 from cud.errors import ConnectionFailed, SpecError
 from cud.protocol import EventView, TaskView, check_field
 from cud.record.html import render
-from cud.record.model import is_artifact, is_video
+from cud.record.reading import is_artifact, is_video
 from cud.spec import parse_spec
 from cud.spec.schema import ANY_SEAT
 from cud.spec.wire import file_pieces, submit_fields

@@ -8,7 +8,7 @@ and :func:`scenario_from_export` turns an export into a scripted-model scenario.
 
 from cud.record.export import load_export, write_export
 from cud.record.html import render
-from cud.record.model import Record, steps
+from cud.record.reading import Record, steps
 from cud.record.replay import scenario_from_export, scenario_from_record
 
 __all__ = ["Record", "load_export", "render", "scenario_from_export", "scenario_from_record", "steps",

@@ -24,7 +24,7 @@ The event kinds are :data:`cud.protocol.EVENT_KINDS`; docs/report.md says what e
 Screens can show anything, so the directory is created 0700 and every file
 0600, as the daemon keeps them. Nothing is overwritten: the export is written
 beside the target and renamed into place. :func:`load_export` reads either form
-back into a :class:`~cud.record.model.Record` (``cud.record.replay`` turns one
+back into a :class:`~cud.record.reading.Record` (``cud.record.replay`` turns one
 into a scenario for the scripted model).
 """
 
@@ -44,7 +44,7 @@ from typing import Any, Literal
 import cud
 from cud.errors import ConfigError, CudError
 from cud.protocol import RECORD_FILE_NAME
-from cud.record.model import Record, is_artifact, is_video
+from cud.record.reading import Record, is_artifact, is_video
 
 __all__ = ("FORMAT", "VERSION", "load_export", "write_export")
 

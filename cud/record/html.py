@@ -28,8 +28,8 @@ from cud.cuctl.output import short
 from cud.phrases.actions import describe_action
 from cud.record.html_video import SCRIPT_SOURCE, seek_link, video_section
 from cud.record.html_video import STYLE as VIDEO_STYLE
-from cud.record.model import Approval, Record, Step, describe_usage, seconds_between, steps
 from cud.record.overlay import captions, svg_overlay
+from cud.record.reading import Approval, Record, Step, describe_usage, seconds_between, steps
 from cud.record.verdict import VERDICT_STYLE, verdict_line, verdict_section
 from cud.record.video import Video, find_video, moment, step_moment
 

@@ -13,7 +13,7 @@ import hashlib
 from html import escape
 
 from cud.phrases.actions import describe
-from cud.record.model import Record, Step
+from cud.record.reading import Record, Step
 from cud.record.video import Video, moment, step_moment
 
 __all__ = ("SCRIPT_SOURCE", "clock", "seek_link", "video_section")

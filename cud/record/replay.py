@@ -23,7 +23,7 @@ import os
 from typing import Any
 
 from cud.record.export import load_export
-from cud.record.model import Record, steps
+from cud.record.reading import Record, steps
 
 __all__ = ("scenario_from_export", "scenario_from_record")
 

@@ -13,7 +13,7 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from cud.record.model import Record, Step
+from cud.record.reading import Record, Step
 
 __all__ = ("VIDEO_TYPES", "Video", "event_moment", "find_video", "moment", "step_moment")
 

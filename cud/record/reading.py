@@ -14,11 +14,9 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from cud.phrases.actions import describe, describe_action, describe_approval, point  # kept here for compatibility
 from cud.protocol import USAGE_KEYS
 
-__all__ = ("Approval", "Record", "Step", "describe", "describe_action", "describe_approval", "describe_usage",
-           "is_video", "point", "seconds_between", "steps")
+__all__ = ("Approval", "Record", "Step", "describe_usage", "is_video", "seconds_between", "steps")
 
 
 def is_video(name: str) -> bool:
