@@ -245,6 +245,15 @@ def wrong_way(modules: dict[str, Path], places: dict[str, str] = PLACES,
     return found
 
 
+def _write_package(package: Path, sources: dict[str, str]) -> dict[str, Path]:
+    """A made-up package for testing the checker: its files written, its modules by name."""
+    modules = {}
+    for file, text in sources.items():
+        (package / file).write_text(text)
+        modules["pkg" if file == "__init__.py" else f"pkg.{file[:-3]}"] = package / file
+    return modules
+
+
 def test_the_checker_finds_a_circle_through_a_function_level_import(tmp_path: Path) -> None:
     # The checker itself: a circle made only by an import inside a function, one
     # through ``from package import module``, and a relative one are all found;
@@ -260,10 +269,7 @@ def test_the_checker_finds_a_circle_through_a_function_level_import(tmp_path: Pa
         "e.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import f\n",
         "f.py": "import pkg.e\nimport pkg.a\n",
     }
-    modules = {}
-    for file, text in sources.items():
-        (package / file).write_text(text)
-        modules["pkg" if file == "__init__.py" else f"pkg.{file[:-3]}"] = package / file
+    modules = _write_package(package, sources)
     assert cycles(import_graph(modules)) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.d"]]
 
 
@@ -293,10 +299,7 @@ def test_the_checker_finds_an_arrow_pointing_the_wrong_way(tmp_path: Path) -> No
         "peer.py": "",
         "stray.py": "from pkg import low\n",
     }
-    modules = {}
-    for file, text in sources.items():
-        (package / file).write_text(text)
-        modules["pkg" if file == "__init__.py" else f"pkg.{file[:-3]}"] = package / file
+    modules = _write_package(package, sources)
     places = {"pkg": "low", "pkg.low": "low", "pkg.typed": "low", "pkg.high": "high", "pkg.peer": "high"}
     may_import = {"low": frozenset({"low"}), "high": frozenset({"low", "high"})}
     assert wrong_way(modules, places, may_import) == [
