@@ -36,7 +36,8 @@ def test_ask_at_the_line_approve_extends_deny_ends_and_no_price_is_unknown(start
     task_id = daemon.call("submit", prompt="look", max_cost="2")["id"]
     approval = daemon.wait_approval(task_id)
     assert approval["kind"] == "budget" and approval["actions"] == []
-    assert approval["checks"][0]["message"] == f"task {task_id} has spent $2.00 of $2.00; approve to allow another $2.00"
+    assert approval["checks"][0]["message"] == (f"task {task_id} has spent $2.00 of $2.00; approve to allow another "
+                                                "$2.00 (a line of $4.00)")
     shown = daemon.task(task_id)
     assert shown["state"] == "awaiting_approval" and shown["cost"] == {"amount": "2", "currency": "USD", "unknown": None}
     text = cuctl(daemon.socket, "show", str(task_id)).stdout
@@ -44,11 +45,19 @@ def test_ask_at_the_line_approve_extends_deny_ends_and_no_price_is_unknown(start
     daemon.call("approve", id=approval["id"])
     done = daemon.wait_state(task_id, "succeeded")
     assert done["cost"]["amount"] == "4" and done["max_cost"] == "4"
-    budget = kinds(daemon, task_id, "budget_warning", "budget_reached", "budget_extended")
-    assert [(k, d["budget"], d["step"]) for k, d in budget] == [
-        ("budget_warning", "max_cost", 2), ("budget_reached", "max_cost", 2), ("budget_extended", "max_cost", 2),
-        ("budget_warning", "max_cost", 4)]  # 80% of the new $4.00 line: the 4th answer, which was the last
-    assert budget[0][1]["used"] == "2" and budget[0][1]["limit"] == "2" and budget[2][1]["limit"] == "4"
+    budget = kinds(daemon, task_id, "budget_warning", "budget_reached", "budget_extended", "step")
+    # The 80% warning comes before the request that would cross 80%: after answer 1 ($1.00), the next
+    # one, if it costs what the last did, takes $1.00 to $2.00, so it is sent before step 1's record
+    # (written as request 2 goes out); so again under the new $4.00 line ($3.00 + $1.00 >= $3.20).
+    assert [(k, d.get("budget", ""), d["step"]) for k, d in budget] == [
+        ("budget_warning", "max_cost", 1), ("step", "", 1), ("budget_reached", "max_cost", 2),
+        ("budget_extended", "max_cost", 2), ("step", "", 2), ("budget_warning", "max_cost", 3), ("step", "", 3),
+        ("step", "", 4)]
+    budget = [(k, d) for k, d in budget if k != "step"]
+    assert budget[0][1]["used"] == "1" and budget[0][1]["limit"] == "2" and budget[0][1]["expected"] == "2"
+    assert budget[0][1]["message"] == (f"task {task_id} has spent $1.00 of $2.00; its next request, if it uses what "
+                                       "its last did ($1.00), takes it to $2.00")
+    assert budget[2][1]["limit"] == "4"
     steps = [d for k, d in kinds(daemon, task_id, "step")]
     assert [s["cost"]["amount"] for s in steps] == ["1", "1", "1", "1"]
     assert steps[-1]["total_cost"]["amount"] == "4"
@@ -79,6 +88,29 @@ def test_ask_at_the_line_approve_extends_deny_ends_and_no_price_is_unknown(start
     refused = cuctl(daemon.socket, "submit", "--model", "unpriced", "--max-cost", "1", "look")
     assert refused.returncode == 2
     assert "'submit' field 'max_cost' needs a price for model 'unpriced'" in refused.stderr
+
+
+def test_an_approval_after_an_answer_far_over_the_line_extends_from_what_was_spent(start_daemon) -> None:
+    # Two answers of $2.60 each (20 output tokens at $130,000 a million) on a $1.00 max_cost: a yes after
+    # the first sets the line to $2.60 + $1.00, so the second request goes out, not a second question at once.
+    daemon = start_daemon(scenario({"message": "done"}), config='[budget.prices."gpt-5.4"]\ninput = 0\noutput = 130_000\n')
+    task_id = daemon.call("submit", prompt="look", max_cost="1")["id"]
+    approval = daemon.wait_approval(task_id)
+    assert approval["checks"][0]["message"] == (f"task {task_id} has spent $2.60 of $1.00; approve to allow another "
+                                                "$1.00 (a line of $3.60)")
+    assert len(daemon.model.requests) == 1
+    daemon.call("approve", id=approval["id"])
+
+    def next_thing() -> dict[str, Any] | None:  # the task's end, or another question
+        asked = [a for a in daemon.call("approvals") if a["task_id"] == task_id and a["id"] != approval["id"]]
+        task = daemon.task(task_id)
+        return asked[0] if asked else (task if task["state"] == "succeeded" else None)
+
+    after = wait_until(next_thing, 60, f"task {task_id} to end or ask again")
+    assert after.get("state") == "succeeded", f"asked again with no model request between: {after}"
+    assert len(daemon.model.requests) == 2 and after["max_cost"] == "3.6" and after["cost"]["amount"] == "5.2"
+    extended = [d for k, d in kinds(daemon, task_id, "budget_extended")]
+    assert [(d["limit"], d["used"]) for d in extended] == [("3.6", "2.6")]
 
 
 def test_fail_at_the_line_and_the_day_cap_holds_a_new_task_back(start_daemon) -> None:

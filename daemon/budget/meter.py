@@ -7,10 +7,12 @@ so the line is met before it. An answer may cross a line; the next request does 
 
 Budgets (each a :class:`Line`): the task's ``max_cost``, ``max_input_tokens`` and
 ``max_output_tokens``, and the day's cap (``[budget] daily_cost``, over every task). At 80% of a
-line a ``budget_warning`` event; at 100% a ``budget_reached`` event and then, with
-``on_budget = "ask"``, an approval of kind ``budget`` (approved: the line moves up by its first
-amount again; denied or timed out: the task ends ``budget_exceeded``), or with ``"fail"`` that end
-at once.
+line a ``budget_warning`` event, before the request that would cross it where the meter can tell
+(the next request is guessed to cost what the task's last one did), else with the answer that
+crossed it; at 100% a ``budget_reached`` event and then, with ``on_budget = "ask"``, an approval of
+kind ``budget`` (approved: the line moves to what was used plus its first amount, so the next
+request always goes out; denied or timed out: the task ends ``budget_exceeded``), or with
+``"fail"`` that end at once.
 
 Money is counted by the price the task was accepted with (:mod:`cud.daemon.budget.accepted`), in
 its currency; a task whose money line has no price to count by raises ConfigError here, before it
@@ -55,6 +57,12 @@ class Line:
     limit: Decimal
     more: Decimal
     warned: bool = False
+    #: What the task's last answer added to it: the guess of what its next request adds.
+    last: Decimal = Decimal(0)
+
+    def extended(self, used: Decimal) -> Decimal:
+        """The line an approval sets: what was used plus the first amount, never less than one step up."""
+        return max(self.limit, used) + self.more
 
 
 class BudgetMeter:
@@ -90,10 +98,21 @@ class BudgetMeter:
                 self.spent += amount
         self.run.store.add_cost(self.run.task["id"], cost_view(self.spent, self.model, self.currency), today(), amount)
         for line in self.lines:
-            used = self.used(line)
-            if not line.warned and used >= WARN_AT * line.limit:
-                line.warned = True
-                self._event("budget_warning", line, used, share=int(WARN_AT * 100))
+            line.last = ((amount or Decimal(0)) if line.budget in ("max_cost", "daily_cost")
+                         else Decimal(int(tokens.get(_TOKEN_BUDGETS[line.budget], 0))))
+            self._warn(line, self.used(line), Decimal(0))  # crossed with no warning before: now, after the fact
+
+    def _warn(self, line: Line, used: Decimal, next_request: Decimal) -> None:
+        """The 80% warning, once per line: when ``used`` plus ``next_request`` (a guess) reaches it."""
+        if line.warned or used + next_request < WARN_AT * line.limit:
+            return
+        line.warned = True
+        more: dict[str, Any] = {"share": int(WARN_AT * 100)}
+        if next_request and used < WARN_AT * line.limit:
+            more["expected"] = self._number(line, used + next_request)
+            more["message"] = (f"{self.words(line, used)}; its next request, if it uses what its last did "
+                               f"({self.amount(line, next_request)}), takes it to {self.amount(line, used + next_request)}")
+        self._event("budget_warning", line, used, **more)
 
     def used(self, line: Line) -> Decimal:
         if line.budget == "max_cost":
@@ -110,6 +129,7 @@ class BudgetMeter:
             while used >= line.limit:
                 await self._at_line(line, used)
                 used = self.used(line)
+            self._warn(line, used, line.last)  # before the request that would cross 80%, as far as one can tell
 
     async def _at_line(self, line: Line, used: Decimal) -> None:
         run, task_id = self.run, self.run.task["id"]
@@ -119,7 +139,8 @@ class BudgetMeter:
             self._end(f"{said}; the task was ended ([budget] on_budget is \"fail\")", line, used)
         ledger = run.ledger
         assert ledger.step is not None
-        question = f"{said}; approve to allow another {self.amount(line, line.more)}"
+        question = (f"{said}; approve to allow another {self.amount(line, line.more)} "
+                    f"(a line of {self.amount(line, line.extended(used))})")
         timeout = run.seat.config.approval_timeout
         started = time.monotonic()
         approval = run.store.create_approval(
@@ -128,7 +149,7 @@ class BudgetMeter:
         outcome = await run.seat.approvals.wait(approval["id"], timeout)
         ledger.add_approval_ms((time.monotonic() - started) * 1000)
         if outcome == "approved":
-            line.limit += line.more
+            line.limit = line.extended(used)
             line.warned = False
             data = self._data(line, used)
             if line.budget == "daily_cost":  # this task's allowance over the day's cap, not the cap itself
