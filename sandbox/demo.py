@@ -157,10 +157,10 @@ def suite(settings: Settings, cuctl: Cuctl, scripted: bool) -> bool:
     print()
     say("now a suite: examples/suite, three task specs (a mousepad edit, the demo app's form, a file task that "
         "fails by design); each seat is reset to its template before each, and checks judge what is left.")
-    say(f"  {cuctl.shown} eval examples/suite --out {_show(out)} --junit {_show(out)}.junit.xml")
+    say(f"  {cuctl.shown} eval examples/suite --allow-files-outside --out {_show(out)} --junit {_show(out)}.junit.xml")
     say("  (a reset ends what runs on the seat, the sandbox's demo app too: it is started again after the suite)")
     done = subprocess.run([*cuctl.argv, "eval", _show(ROOT / "examples" / "suite"), "--out", str(out),
-                           "--junit", f"{out}.junit.xml", *model], timeout=1800)
+                           "--junit", f"{out}.junit.xml", "--allow-files-outside", *model], timeout=1800)
     # What make demo ran before this (sandbox-up, same environment) restarts the parts the resets ended.
     again = subprocess.run([str(settings.venv / "bin" / "python"), str(ROOT / "sandbox" / "sandboxctl.py"), "up"],
                            capture_output=True, text=True, timeout=600)

@@ -67,14 +67,15 @@ def start_results(args: argparse.Namespace) -> tuple[Results, list[Planned], Pat
                               "is the one DIR's results.json describes", key="resume")
         folder = Path(args.resume)
         results = Results.load(folder)
-        planned = reload(results.suite["files"], osworld=bool(results.suite.get("osworld")))
+        planned = reload(results.suite["files"], osworld=bool(results.suite.get("osworld")),
+                         allow_outside=args.allow_files_outside)
     else:
         if not args.paths:
             raise ConfigError("cuctl eval needs a spec file or a folder of them (or --resume DIR)", key="paths")
         repeat = 1 if args.repeat is None else args.repeat
         if not 1 <= repeat <= 1000:
             raise ConfigError(f"--repeat must be 1 to 1000, got {repeat}", key="repeat", value=repeat)
-        planned = plan(args.paths, tags, osworld=args.from_osworld)
+        planned = plan(args.paths, tags, osworld=args.from_osworld, allow_outside=args.allow_files_outside)
         folder = Path(args.out or datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
         try:
             folder.mkdir(parents=True, exist_ok=False)

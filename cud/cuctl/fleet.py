@@ -74,7 +74,8 @@ def submit_fleet(args: argparse.Namespace) -> int:
                           key="fleet", value=lost[0])
     ns = argparse.Namespace(paths=[args.spec], tags=None, repeat=None, model=args.model, out=None, junit=None,
                             from_osworld=False, resume=None, seats=None, detach=False, fleet=args.fleet,
-                            json=args.json, max_cost=args.max_cost)  # a suite of one: its cap is the task's
+                            json=args.json, max_cost=args.max_cost,
+                            allow_files_outside=args.allow_files_outside)  # a suite of one: its cap is the task's
     return eval_fleet(ns)
 
 
@@ -85,7 +86,7 @@ def _detach(args: argparse.Namespace) -> int:
 
     tags = names(args.tags, "--tags")
     repeat = 1 if args.repeat is None else args.repeat
-    planned = plan(args.paths, tags, osworld=args.from_osworld)
+    planned = plan(args.paths, tags, osworld=args.from_osworld, allow_outside=args.allow_files_outside)
     results = new_results(args, planned, tags, repeat)
     job = JOB_PREFIX + results.suite["run"]
     results.suite.update({"fleet": args.fleet, "job": job})

@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-osworld", metavar="FILE.json",
                    help="one OSWorld task file, converted to a spec (docs/osworld.md); its download URLs are "
                         "fetched here, not by the seat; the options replace the spec's own as with --spec")
+    p.add_argument("--allow-files-outside", action="store_true",
+                   help="let the spec's files (setup src, check equals) be outside its folder, links resolved "
+                        "(an absolute path, ../, a link pointing out); refused by default (docs/specs.md): "
+                        "only for a spec you trust")
     p.add_argument("--model", metavar="M")
     p.add_argument("--max-steps", type=int, metavar="N")
     p.add_argument("--max-duration", type=int, metavar="S", help="seconds the task may run, approvals included")
@@ -112,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-cost", metavar="AMOUNT", help="what the whole suite may spend, in the daemon's [budget] "
                    "currency: shared out as each task's max_cost; what is left unrun when it is spent "
                    "(docs/budgets.md)")
+    p.add_argument("--allow-files-outside", action="store_true",
+                   help="let the specs' files (setup src, check equals) be outside their folder, links resolved "
+                        "(an absolute path, ../, a link pointing out); refused by default (docs/specs.md): "
+                        "only for specs you trust")
     p.add_argument("--resume", metavar="DIR", help="go on with the suite in DIR: run only what is not yet judged")
     p.add_argument("--fleet", metavar="HOST:PORT", help="run the suite over the Ray fleet whose head is there "
                    "(docs/fleet-reference.md; needs cud[fleet])")

@@ -65,7 +65,10 @@ def _spec_fields(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, by
     if args.prompt is not None:
         raise ConfigError(f"cuctl submit takes a PROMPT or {option}, not both (the spec has its prompt); got "
                           f"{short(args.prompt, 40)!r} and {option} {given!r}", key="prompt")
-    spec, files = load_spec(Path(given)) if args.spec is not None else load_osworld(Path(given))
+    if args.spec is not None:
+        spec, files = load_spec(Path(given), allow_outside=args.allow_files_outside)
+    else:
+        spec, files = load_osworld(Path(given))
     return submit_fields(spec, files), files
 
 

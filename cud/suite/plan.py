@@ -7,6 +7,7 @@ scenarios live there), in name order. Every spec is parsed with ``cud.spec.load`
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,9 @@ SPEC_SUFFIXES = (".toml", ".json")
 OSWORLD_SUFFIXES = (".json",)
 
 
-def _loader(osworld: bool) -> Callable[[Path], tuple[Spec, dict[str, bytes]]]:
-    return load_osworld if osworld else load_spec
+def _loader(osworld: bool, allow_outside: bool) -> Callable[[Path], tuple[Spec, dict[str, bytes]]]:
+    """``allow_outside`` (``--allow-files-outside``): a spec's files may be outside its folder."""
+    return load_osworld if osworld else functools.partial(load_spec, allow_outside=allow_outside)
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,8 @@ class Planned:
     files: dict[str, bytes]
 
 
-def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = False) -> list[Planned]:
+def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = False,
+         allow_outside: bool = False) -> list[Planned]:
     """The specs under ``paths`` (with one of ``tags``, if given); SpecError names the file and the key.
 
     ``osworld``: the files are OSWorld tasks, converted (downloads fetched here, never by a seat).
@@ -59,7 +62,7 @@ def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = Fals
             continue  # named twice (a file and its folder): run once
         seen[absolute] = name
         try:
-            spec, files = _loader(osworld)(path)
+            spec, files = _loader(osworld, allow_outside)(path)
         except SpecError as exc:
             raise SpecError(f"{name}: {exc.message}", **{**exc.details, "spec": name}) from None
         if tags and not set(tags) & set(spec.tags):
@@ -71,12 +74,12 @@ def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = Fals
     return planned
 
 
-def reload(files: dict[str, str], *, osworld: bool = False) -> list[Planned]:
+def reload(files: dict[str, str], *, osworld: bool = False, allow_outside: bool = False) -> list[Planned]:
     """``--resume``: the suite's specs again, by the names and absolute paths results.json keeps."""
     planned = []
     for name, where in files.items():
         try:
-            spec, data = _loader(osworld)(Path(where))
+            spec, data = _loader(osworld, allow_outside)(Path(where))
         except SpecError as exc:
             raise SpecError(f"{name}: {exc.message}", **{**exc.details, "spec": name}) from None
         planned.append(Planned(name, Path(where), spec, data))
