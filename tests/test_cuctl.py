@@ -9,6 +9,7 @@ import pty
 import select
 import socket
 import struct
+import subprocess
 import sys
 import termios
 import threading
@@ -240,3 +241,14 @@ def test_cut_keeps_whole_words_and_says_it_cut(text: str, width: int) -> None:
     if not text[width - 1].isspace() and last_space >= width / 2:
         # The word the cut fell in is left out whole: what follows the kept part is a separator.
         assert text[len(kept)] in " \t\n,;:", (text, shown)
+
+
+def test_an_error_from_a_command_is_prefixed_once_with_cuctl(start_daemon, tmp_path: Path) -> None:
+    """main() adds ``cuctl: `` to every error; the messages do not carry a ``cuctl eval: `` of their own."""
+    daemon: Daemon = start_daemon(scenario())
+    nope = tmp_path / "nope"
+    for argv, said in ((["eval", str(nope)], f"{str(nope)!r} is neither a spec file nor a folder of them"),
+                       (["cp", "x", "task/1:out.txt"], "'task/1:out.txt': a task's collected files are kept")):
+        done = subprocess.run([sys.executable, "-m", "cud.cuctl.main", "--socket", str(daemon.socket), *argv],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and done.stderr.startswith(f"cuctl: {said}"), (argv, done.stderr)

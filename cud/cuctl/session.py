@@ -35,7 +35,7 @@ def _remote(text: str) -> tuple[str, str] | None:
 
 def cp(client: Client, args: argparse.Namespace) -> int:
     if _ARTIFACT.fullmatch(args.target):
-        raise ConfigError(f"cuctl cp: {args.target!r}: a task's collected files are kept as they were; copy them "
+        raise ConfigError(f"{args.target!r}: a task's collected files are kept as they were; copy them "
                           "out of it, not into it", target=args.target)
     artifact = _ARTIFACT.fullmatch(args.source)
     if artifact:
@@ -136,7 +136,7 @@ def _exec_options(head: list[str], args: argparse.Namespace) -> None:
     try:
         parsed = parser.parse_args(head)
     except (argparse.ArgumentError, SystemExit):
-        raise ConfigError(f"cuctl exec: before '--' only --timeout S and --cwd DIR, got {' '.join(head)!r}") from None
+        raise ConfigError(f"cuctl exec takes only --timeout S and --cwd DIR before '--', got {' '.join(head)!r}") from None
     args.timeout, args.cwd = parsed.timeout, parsed.cwd
 
 
