@@ -22,6 +22,7 @@ from PIL import Image
 
 import cud
 from cud.cuctl.main import main
+from cud.cuctl.tasks import describe_event
 from cud.phrases.text import cut
 from cud.protocol import PROTOCOL_VERSION
 from tests.support.daemon import Daemon, scenario
@@ -252,3 +253,10 @@ def test_an_error_from_a_command_is_prefixed_once_with_cuctl(start_daemon, tmp_p
         done = subprocess.run([sys.executable, "-m", "cud.cuctl.main", "--socket", str(daemon.socket), *argv],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and done.stderr.startswith(f"cuctl: {said}"), (argv, done.stderr)
+
+
+def test_follow_words_a_reset_event_as_cuctl_reset_does_not_as_a_dict() -> None:
+    event = {"at": "2026-12-05T12:00:01.5+00:00", "task_id": 5, "kind": "reset",
+             "data": {"seat": "default", "processes": 3, "x_clients": 1, "home_entries": 12, "seconds": 0.4213}}
+    assert describe_event(event) == ("[12:00:01] task 5 seat default: reset in 0.42 s (3 processes and 1 X clients "
+                                     "ended, 12 entries in the home)")

@@ -13,6 +13,7 @@ from typing import Any
 from cud.cuctl.chunks import Chunks
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, warn
+from cud.cuctl.tasks import describe_reset
 from cud.errors import ConfigError
 from cud.protocol import CHUNK_BYTES, SEAT_NAME
 
@@ -191,6 +192,5 @@ def reset(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
     else:
-        print(f"{args.seat}: reset in {result['seconds']:.2f} s ({result['processes']} processes and "
-              f"{result['x_clients']} X clients ended, {result['home_entries']} entries in the home)")
+        print(f"{args.seat}: {describe_reset(result)}")
     return 0

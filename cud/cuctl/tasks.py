@@ -212,6 +212,12 @@ def describe_event(event: dict[str, Any]) -> str:
                          f"{event.get('data')}")
 
 
+def describe_reset(report: dict[str, Any]) -> str:
+    """A seat's reset (``cuctl reset``'s answer, a task's ``reset`` event) in words."""
+    return (f"reset in {report['seconds']:.2f} s ({report['processes']} processes and {report['x_clients']} X clients "
+            f"ended, {report['home_entries']} entries in the home)")
+
+
 def _describe(event: dict[str, Any]) -> str:
     data, kind = event["data"], event["kind"]
     prefix = f"[{event['at'][11:19]}] task {event['task_id']}"
@@ -262,6 +268,8 @@ def _describe(event: dict[str, Any]) -> str:
         return f"{prefix} video {data['file']} done: {data['seconds']:.1f} s, {data['bytes']} bytes"
     if kind == "video_failed":
         return f"{prefix} video recorder failed ({data['stage']}): {data['message']} (the task goes on)"
+    if kind == "reset":
+        return f"{prefix} seat {data['seat']}: {describe_reset(data)}"
     if kind == "setup":
         outcome = "done" if data["ok"] else f"FAILED: {data.get('error')}"
         return f"{prefix} setup {data['index'] + 1} ({data['what']}): {outcome} ({data['ms']:.0f} ms)"
