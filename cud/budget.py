@@ -57,13 +57,17 @@ def format_amount(amount: Decimal) -> str:
 
 
 def format_money(amount: Decimal | str, currency: str) -> str:
-    """For people: two decimals, more only where they matter ("$2.00", "$0.0031", "2.50 CHF")."""
+    """For people: to the cent ("$2.00", "$0.83", "2.50 CHF"); an amount under ten cents to two significant
+    digits ("$0.075", "$0.0031"), so that a small cost or a price never reads as "$0.00". The exact amount
+    is the wire's and results.json's (:func:`format_amount`)."""
     value = Decimal(amount)
-    shown = f"{value:,.2f}"
-    if value and value.copy_abs() < Decimal("0.01") or value != Decimal(shown.replace(",", "")):
-        shown = f"{value.normalize():,f}"
-        if "." in shown and len(shown.split(".")[1]) < 2:
-            shown = f"{value:,.2f}"
+    if value and value.copy_abs() < Decimal("0.1"):
+        value = value.quantize(Decimal(1).scaleb(value.adjusted() - 1), rounding=decimal.ROUND_HALF_EVEN)
+        shown = f"{value:,f}"
+        while len(shown.split(".")[1]) > 2 and shown.endswith("0"):
+            shown = shown[:-1]
+    else:
+        shown = f"{value:,.2f}"
     sign = _SIGNS.get(currency.upper())
     return f"{sign}{shown}" if sign else f"{shown} {currency}"
 
