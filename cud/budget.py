@@ -14,6 +14,7 @@ import decimal
 from decimal import Decimal
 
 __all__ = ("BUDGET_TASK_KEYS", "MAX_AMOUNT", "MAX_TOKENS_LIMIT", "describe_budgets", "describe_cost", "describe_price",
+           "describe_step_cost", "unknown_cost",
            "format_amount", "format_money", "parse_amount")
 
 #: A task's budgets, beside max_steps and max_duration: in cuctl submit's flags, a spec's keys, the
@@ -80,6 +81,20 @@ def describe_cost(cost: object) -> str:
     if cost.get("amount") is None:
         return f"unknown ({cost.get('unknown') or 'no price'})"
     return format_money(str(cost["amount"]), str(cost.get("currency") or ""))
+
+
+def unknown_cost(cost: object) -> bool:
+    """Whether a cost (cud.protocol.CostView) is known not to be known: the model has no price."""
+    return isinstance(cost, dict) and cost.get("amount") is None
+
+
+def describe_step_cost(cost: object, total: object, *, reason_said: bool = False) -> str:
+    """A step's cost and the task's so far ("cost $0.01, $0.05 so far"). Unknown, it is said once: "cost
+    unknown (no price for model 'x')", without the reason when an earlier line of the task said it."""
+    if unknown_cost(total):
+        assert isinstance(total, dict)
+        return "cost unknown" + ("" if reason_said else f" ({total.get('unknown') or 'no price'})")
+    return f"cost {describe_cost(cost)}, {describe_cost(total)} so far"
 
 
 def describe_price(price: object) -> str:

@@ -260,3 +260,13 @@ def test_follow_words_a_reset_event_as_cuctl_reset_does_not_as_a_dict() -> None:
              "data": {"seat": "default", "processes": 3, "x_clients": 1, "home_entries": 12, "seconds": 0.4213}}
     assert describe_event(event) == ("[12:00:01] task 5 seat default: reset in 0.42 s (3 processes and 1 X clients "
                                      "ended, 12 entries in the home)")
+
+
+def test_an_unknown_cost_is_said_once_on_a_step_line_and_its_reason_not_again() -> None:
+    unknown = {"amount": None, "currency": None, "unknown": "no price for model 'gpt-5.4'"}
+    step = {"at": "2026-12-05T12:00:01+00:00", "task_id": 5, "kind": "step",
+            "data": {"step": 2, "total_ms": 900, "model_ms": 800, "driver_ms": 50, "overhead_ms": 50,
+                     "input_tokens": 10, "cached_tokens": 0, "output_tokens": 5, "cost": unknown, "total_cost": unknown}}
+    first, later = describe_event(step), describe_event(step, reason_said=True)
+    assert first.endswith("; cost unknown (no price for model 'gpt-5.4')") and first.count("no price") == 1, first
+    assert later.endswith("; cost unknown"), later
