@@ -14,6 +14,7 @@ import decimal
 from decimal import Decimal
 
 __all__ = ("BUDGET_TASK_KEYS", "MAX_AMOUNT", "MAX_TOKENS_LIMIT", "describe_budgets", "describe_cost", "describe_price",
+           "describe_step_cost", "unknown_cost",
            "format_amount", "format_money", "parse_amount")
 
 #: A task's budgets, beside max_steps and max_duration: in cuctl submit's flags, a spec's keys, the
@@ -57,13 +58,17 @@ def format_amount(amount: Decimal) -> str:
 
 
 def format_money(amount: Decimal | str, currency: str) -> str:
-    """For people: two decimals, more only where they matter ("$2.00", "$0.0031", "2.50 CHF")."""
+    """For people: to the cent ("$2.00", "$0.83", "2.50 CHF"); an amount under ten cents to two significant
+    digits ("$0.075", "$0.0031"), so that a small cost or a price never reads as "$0.00". The exact amount
+    is the wire's and results.json's (:func:`format_amount`)."""
     value = Decimal(amount)
-    shown = f"{value:,.2f}"
-    if value and value.copy_abs() < Decimal("0.01") or value != Decimal(shown.replace(",", "")):
-        shown = f"{value.normalize():,f}"
-        if "." in shown and len(shown.split(".")[1]) < 2:
-            shown = f"{value:,.2f}"
+    if value and value.copy_abs() < Decimal("0.1"):
+        value = value.quantize(Decimal(1).scaleb(value.adjusted() - 1), rounding=decimal.ROUND_HALF_EVEN)
+        shown = f"{value:,f}"
+        while len(shown.split(".")[1]) > 2 and shown.endswith("0"):
+            shown = shown[:-1]
+    else:
+        shown = f"{value:,.2f}"
     sign = _SIGNS.get(currency.upper())
     return f"{sign}{shown}" if sign else f"{shown} {currency}"
 
@@ -76,6 +81,20 @@ def describe_cost(cost: object) -> str:
     if cost.get("amount") is None:
         return f"unknown ({cost.get('unknown') or 'no price'})"
     return format_money(str(cost["amount"]), str(cost.get("currency") or ""))
+
+
+def unknown_cost(cost: object) -> bool:
+    """Whether a cost (cud.protocol.CostView) is known not to be known: the model has no price."""
+    return isinstance(cost, dict) and cost.get("amount") is None
+
+
+def describe_step_cost(cost: object, total: object, *, reason_said: bool = False) -> str:
+    """A step's cost and the task's so far ("cost $0.01, $0.05 so far"). Unknown, it is said once: "cost
+    unknown (no price for model 'x')", without the reason when an earlier line of the task said it."""
+    if unknown_cost(total):
+        assert isinstance(total, dict)
+        return "cost unknown" + ("" if reason_said else f" ({total.get('unknown') or 'no price'})")
+    return f"cost {describe_cost(cost)}, {describe_cost(total)} so far"
 
 
 def describe_price(price: object) -> str:

@@ -96,6 +96,10 @@ def test_a_cost_is_exact_and_the_cached_part_is_priced_apart() -> None:
     assert mixed == Decimal("0.00041")  # 2,000 at 0.1/M + 1,000 at 0.01/M + 500 at 0.4/M
     assert format_money(mixed, "USD") == "$0.00041" and format_money(Decimal(2), "EUR") == "€2.00"
     assert format_money(Decimal("3.5"), "CHF") == "3.50 CHF"
+    # To the cent; under ten cents two significant digits; never a long tail of decimals nor "$0.00" for a cost.
+    shown = [format_money(Decimal(text), "USD") for text in ("0.83333333", "12.3456789", "0.01234567", "0.075",
+                                                              "0.0999", "0.05", "1234.5", "0", "0.00000001")]
+    assert shown == ["$0.83", "$12.35", "$0.012", "$0.075", "$0.10", "$0.05", "$1,234.50", "$0.00", "$0.00000001"]
     assert describe_cost({"amount": None, "currency": "USD", "unknown": "no price for model 'x'"}) == \
         "unknown (no price for model 'x')"
     assert describe_cost(None) == "none yet"

@@ -9,6 +9,7 @@ import pty
 import select
 import socket
 import struct
+import subprocess
 import sys
 import termios
 import threading
@@ -21,6 +22,7 @@ from PIL import Image
 
 import cud
 from cud.cuctl.main import main
+from cud.cuctl.tasks import describe_event
 from cud.phrases.text import cut
 from cud.protocol import PROTOCOL_VERSION
 from tests.support.daemon import Daemon, scenario
@@ -240,3 +242,31 @@ def test_cut_keeps_whole_words_and_says_it_cut(text: str, width: int) -> None:
     if not text[width - 1].isspace() and last_space >= width / 2:
         # The word the cut fell in is left out whole: what follows the kept part is a separator.
         assert text[len(kept)] in " \t\n,;:", (text, shown)
+
+
+def test_an_error_from_a_command_is_prefixed_once_with_cuctl(start_daemon, tmp_path: Path) -> None:
+    """main() adds ``cuctl: `` to every error; the messages do not carry a ``cuctl eval: `` of their own."""
+    daemon: Daemon = start_daemon(scenario())
+    nope = tmp_path / "nope"
+    for argv, said in ((["eval", str(nope)], f"{str(nope)!r} is neither a spec file nor a folder of them"),
+                       (["cp", "x", "task/1:out.txt"], "'task/1:out.txt': a task's collected files are kept")):
+        done = subprocess.run([sys.executable, "-m", "cud.cuctl.main", "--socket", str(daemon.socket), *argv],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and done.stderr.startswith(f"cuctl: {said}"), (argv, done.stderr)
+
+
+def test_follow_words_a_reset_event_as_cuctl_reset_does_not_as_a_dict() -> None:
+    event = {"at": "2026-12-05T12:00:01.5+00:00", "task_id": 5, "kind": "reset",
+             "data": {"seat": "default", "processes": 3, "x_clients": 1, "home_entries": 12, "seconds": 0.4213}}
+    assert describe_event(event) == ("[12:00:01] task 5 seat default: reset in 0.42 s (3 processes and 1 X clients "
+                                     "ended, 12 entries in the home)")
+
+
+def test_an_unknown_cost_is_said_once_on_a_step_line_and_its_reason_not_again() -> None:
+    unknown = {"amount": None, "currency": None, "unknown": "no price for model 'gpt-5.4'"}
+    step = {"at": "2026-12-05T12:00:01+00:00", "task_id": 5, "kind": "step",
+            "data": {"step": 2, "total_ms": 900, "model_ms": 800, "driver_ms": 50, "overhead_ms": 50,
+                     "input_tokens": 10, "cached_tokens": 0, "output_tokens": 5, "cost": unknown, "total_cost": unknown}}
+    first, later = describe_event(step), describe_event(step, reason_said=True)
+    assert first.endswith("; cost unknown (no price for model 'gpt-5.4')") and first.count("no price") == 1, first
+    assert later.endswith("; cost unknown"), later

@@ -364,3 +364,15 @@ def test_the_report_shows_a_pending_and_then_a_denied_approval(start_daemon, rec
     assert f"approval: approval {approval['id']} was denied by {whoami()}" in text  # the task's error, by kind
     assert "never typed" in text  # the action that was asked for, though it never ran
     assert len([t for t, _ in parsed.tags if t == "img"]) == 1  # the one screenshot, seen by step 2
+
+
+def test_the_top_badge_of_a_judged_task_is_its_verdict_not_its_state() -> None:
+    task = {"id": 8, "state": "succeeded", "prompt": "p", "model": "m", "max_steps": 5, "approval": "never", "steps": 0,
+            "submitter": {"uid": 0, "name": "root"}, "created_at": None, "started_at": None, "finished_at": None,
+            "verdict": {"verdict": "failed", "score": 0.0, "passed": 0, "failed": 1, "state": "succeeded"}}
+    page = render(Record(task=task, events=[], files={}))
+    header = page.split("<h1>", 1)[1].split("</h1>", 1)[0]
+    assert header == 'Task 8 <span class="state failed">failed</span>' and "<title>cud task 8 — failed</title>" in page
+    assert "<dt>State</dt><dd>succeeded</dd>" in page
+    unjudged = render(Record(task={**task, "verdict": None}, events=[], files={})).split("</h1>", 1)[0]
+    assert '<span class="state succeeded">succeeded</span>' in unjudged, unjudged

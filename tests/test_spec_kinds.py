@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from cud.daemon.spec.checks import windows_there
 from tests.support.apps.reporting import SYSTEM_PYTHON
 from tests.support.daemon import ROOT, scenario
 from tests.support.seat_users import SeatUsers
@@ -160,7 +161,7 @@ def test_every_setup_kind_runs_and_every_check_kind_passes_and_fails(seat: SpecS
                                          "''")
     assert why["fail: element missing"] == "no such element is showing"
     assert why["fail: element value"] == "slider '' in zenity: its value is 30"
-    assert why["fail: window missing"] == "no such window is there"
+    assert why["fail: window missing"].startswith("no such window is there; there are "), why["fail: window missing"]
     assert why["fail: answer"] == "the final message is not 'The answer is 41.': it is 'The answer is 42.'"
 
 
@@ -181,3 +182,13 @@ answer = "re:."
     # It only looked at the display, so everyone who may read the task reads why (AccessRights.task_for).
     assert task["error"]["details"]["part"] == "wait_for"
     assert len(seat.model.requests) == asked
+
+
+def test_a_failed_window_checks_why_names_the_windows_that_are_there_a_few_cut() -> None:
+    there = [{"class": "xterm", "title": "bash"}, {"class": "Mousepad", "title": "Untitled 1 - " + "x" * 80}]
+    assert windows_there(there, 2) == ("no such window is there; there are xterm 'bash', "
+                                       f"Mousepad 'Untitled 1 - {'x' * 27}…'")
+    many = [{"class": f"app{i}", "title": f"w{i}"} for i in range(10)]
+    assert windows_there(many, 12) == ("no such window is there; there are app0 'w0', app1 'w1', app2 'w2', app3 'w3', "
+                                       "app4 'w4' and 7 more")
+    assert windows_there([], 0) == "no such window is there; no window is there at all"

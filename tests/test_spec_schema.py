@@ -341,6 +341,8 @@ def test_defaults_and_what_acts_in_the_session() -> None:
     ({"prompt": "p", "setup": [{"open": "a", "wait_for": {"app": "x", "window_class": "y"}}]}, "setup[0].wait_for",
      "not both"),
     ({"prompt": "p", "setup": [{"files": [{"src": "a"}]}]}, "setup[0].files[0].dest", "given"),
+    ({"prompt": "p", "setup": [{"files": [{"src": "a", "dest": "b", "mode": 0o4755}]}]}, "setup[0].files[0].mode",
+     "a file mode from 0o0 to 0o777 (setuid, setgid and sticky bits are not set), got 0o4755"),
     ({"prompt": "p", "checks": [{"file": "a", "exists": False, "sha256": "ab" * 32}]}, "checks[0].sha256",
      "'exists = false' expects nothing"),
     ({"prompt": "p", "checks": [{"window": {}}]}, "checks[0].window", "at least one of class, title"),

@@ -13,6 +13,7 @@ from typing import Any
 from cud.cuctl.chunks import Chunks
 from cud.cuctl.client import Client
 from cud.cuctl.output import emit_json, warn
+from cud.cuctl.tasks import describe_reset
 from cud.errors import ConfigError
 from cud.protocol import CHUNK_BYTES, SEAT_NAME
 
@@ -35,7 +36,7 @@ def _remote(text: str) -> tuple[str, str] | None:
 
 def cp(client: Client, args: argparse.Namespace) -> int:
     if _ARTIFACT.fullmatch(args.target):
-        raise ConfigError(f"cuctl cp: {args.target!r}: a task's collected files are kept as they were; copy them "
+        raise ConfigError(f"{args.target!r}: a task's collected files are kept as they were; copy them "
                           "out of it, not into it", target=args.target)
     artifact = _ARTIFACT.fullmatch(args.source)
     if artifact:
@@ -136,7 +137,7 @@ def _exec_options(head: list[str], args: argparse.Namespace) -> None:
     try:
         parsed = parser.parse_args(head)
     except (argparse.ArgumentError, SystemExit):
-        raise ConfigError(f"cuctl exec: before '--' only --timeout S and --cwd DIR, got {' '.join(head)!r}") from None
+        raise ConfigError(f"cuctl exec takes only --timeout S and --cwd DIR before '--', got {' '.join(head)!r}") from None
     args.timeout, args.cwd = parsed.timeout, parsed.cwd
 
 
@@ -191,6 +192,5 @@ def reset(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
     else:
-        print(f"{args.seat}: reset in {result['seconds']:.2f} s ({result['processes']} processes and "
-              f"{result['x_clients']} X clients ended, {result['home_entries']} entries in the home)")
+        print(f"{args.seat}: {describe_reset(result)}")
     return 0

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cud.budget import describe_budgets, describe_cost, describe_price
+from cud.budget import describe_budgets, describe_cost, describe_price, describe_step_cost, unknown_cost
 from cud.cuctl.client import Client, check_own_task
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
@@ -153,12 +153,15 @@ def _seat(task: dict[str, Any]) -> str:
 
 
 def follow(client: Client, args: argparse.Namespace) -> int:
+    said: list[bool] = [False]  # why the cost is unknown, said on a step line already
+
     def on_event(message: Any) -> None:
         event = message["event"]
         if args.json:
             emit_json(event)
         else:
-            print(describe_event(event))
+            print(describe_event(event, reason_said=said[0]))
+            said[0] = said[0] or (event["kind"] == "step" and unknown_cost(event["data"].get("total_cost")))
         sys.stdout.flush()
 
     task = client.call("follow", on_event, wait_forever=True, id=args.id)
@@ -206,16 +209,23 @@ def _ended(task: dict[str, Any], as_json: bool, quiet: bool = False) -> int:
     return 0 if passed(task["state"], None if verdict is None else verdict["verdict"]) else 1
 
 
-def describe_event(event: dict[str, Any]) -> str:
-    """One line per event, for people (cuctl follow without --json); model text cannot drive the terminal."""
+def describe_event(event: dict[str, Any], *, reason_said: bool = False) -> str:
+    """One line per event, for people (cuctl follow without --json); model text cannot drive the terminal.
+    ``reason_said``: an earlier step line of the task said why its cost is unknown (it is not said again)."""
     try:
-        return printable(_describe(event))
+        return printable(_describe(event, reason_said))
     except (KeyError, TypeError, ValueError):  # a known kind missing a field (another cud's): still one line
         return printable(f"[{str(event.get('at'))[11:19]}] task {event.get('task_id')} {event.get('kind')}: "
                          f"{event.get('data')}")
 
 
-def _describe(event: dict[str, Any]) -> str:
+def describe_reset(report: dict[str, Any]) -> str:
+    """A seat's reset (``cuctl reset``'s answer, a task's ``reset`` event) in words."""
+    return (f"reset in {report['seconds']:.2f} s ({report['processes']} processes and {report['x_clients']} X clients "
+            f"ended, {report['home_entries']} entries in the home)")
+
+
+def _describe(event: dict[str, Any], reason_said: bool = False) -> str:
     data, kind = event["data"], event["kind"]
     prefix = f"[{event['at'][11:19]}] task {event['task_id']}"
     if kind == "queued":
@@ -227,8 +237,8 @@ def _describe(event: dict[str, Any]) -> str:
     if kind == "step":
         return (f"{prefix} step {data['step']} done in {data['total_ms']:.0f} ms "
                 f"(model {data['model_ms']:.0f}, driver {data['driver_ms']:.0f}, cud {data['overhead_ms']:.0f}); "
-                f"{describe_usage(data)}; cost {describe_cost(data.get('cost'))}, "
-                f"{describe_cost(data.get('total_cost'))} so far")
+                f"{describe_usage(data)}; "
+                f"{describe_step_cost(data.get('cost'), data.get('total_cost'), reason_said=reason_said)}")
     if kind in ("budget_warning", "budget_reached", "budget_extended"):
         what = {"budget_warning": "at 80% of its budget", "budget_reached": "at its budget",
                 "budget_extended": "budget raised"}[kind]
@@ -265,6 +275,8 @@ def _describe(event: dict[str, Any]) -> str:
         return f"{prefix} video {data['file']} done: {data['seconds']:.1f} s, {data['bytes']} bytes"
     if kind == "video_failed":
         return f"{prefix} video recorder failed ({data['stage']}): {data['message']} (the task goes on)"
+    if kind == "reset":
+        return f"{prefix} seat {data['seat']}: {describe_reset(data)}"
     if kind == "setup":
         outcome = "done" if data["ok"] else f"FAILED: {data.get('error')}"
         return f"{prefix} setup {data['index'] + 1} ({data['what']}): {outcome} ({data['ms']:.0f} ms)"

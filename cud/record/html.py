@@ -52,7 +52,7 @@ h2 { font-size: 17px; margin: 0 0 8px; }
 h2 a { color: inherit; text-decoration: none; }
 .state { display: inline-block; padding: 1px 9px; border-radius: 10px; font-size: 14px; color: #fff;
          background: #6b7280; vertical-align: 2px; }
-.state.succeeded { background: #16803c; } .state.failed, .state.budget_exceeded { background: #c0262d; }
+.state.succeeded, .state.passed { background: #16803c; } .state.failed, .state.budget_exceeded { background: #c0262d; }
 .state.running, .state.awaiting_approval { background: #b45309; } .state.queued { background: #4b5563; }
 .state.cancelled, .state.interrupted { background: #6d28d9; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 3px 14px; margin: 0 0 12px; }
@@ -101,7 +101,7 @@ def render(record: Record) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{escape(CSP)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>cud task {int(task['id'])} — {escape(str(task['state']))}</title>",
+        f"<title>cud task {int(task['id'])} — {escape(_badge(task))}</title>",
         f"<style>{_STYLE}{VERDICT_STYLE}{VIDEO_STYLE if video else ''}</style></head><body>",
         _header(task, all_steps),
         _index(all_steps),
@@ -117,6 +117,12 @@ def render(record: Record) -> str:
 
 
 # -- header -------------------------------------------------------------------------------
+def _badge(task: dict[str, Any]) -> str:
+    """What the report says first (its title, its top badge): a judged task's verdict (a task that succeeded may
+    have failed its checks; its state is then one of the facts), else its state."""
+    return str((task.get("verdict") or {}).get("verdict") or task["state"])
+
+
 def _header(task: dict[str, Any], all_steps: list[Step]) -> str:
     facts: list[tuple[str, str]] = [
         ("Prompt", f'<span class="text">{escape(str(task["prompt"]))}</span>'),
@@ -154,8 +160,11 @@ def _header(task: dict[str, Any], all_steps: list[Step]) -> str:
     facts.append(("Cost", f'<span class="totals">{escape(describe_cost(task.get("cost")))}</span> (budgets: '
                           f'{escape(describe_budgets(task))})'))
     rows = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in facts)
-    state = str(task["state"])
-    return (f'<header><h1>Task {int(task["id"])} <span class="state {escape(state)}">{escape(state)}</span></h1>'
+    state, badge = str(task["state"]), _badge(task)
+    if badge != state:
+        facts.insert(0, ("State", escape(state)))
+        rows = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in facts)
+    return (f'<header><h1>Task {int(task["id"])} <span class="state {escape(badge)}">{escape(badge)}</span></h1>'
             f'<dl class="facts">{rows}</dl></header>')
 
 

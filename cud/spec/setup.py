@@ -183,7 +183,7 @@ def _file(path: str, value: object) -> FileCopy:
     for key in ("src", "dest"):
         if key not in raw:
             raise v.bad(v.join(path, key), None, "given (a file copy needs src and dest)")
-    mode = v.integer(v.join(path, "mode"), raw["mode"], 0, 0o777) if "mode" in raw else None
+    mode = v.file_mode(v.join(path, "mode"), raw["mode"]) if "mode" in raw else None
     return FileCopy(v.local_path(v.join(path, "src"), raw["src"]), v.home_path(v.join(path, "dest"), raw["dest"]), mode)
 
 

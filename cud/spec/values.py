@@ -104,6 +104,15 @@ def integer(path: str, value: object, low: int, high: int) -> int:
     return value
 
 
+def file_mode(path: str, value: object) -> int:
+    """A file's permission bits, said in octal as TOML writes them (``0o644``), not in decimal."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0o777:
+        got = oct(value) if isinstance(value, int) and not isinstance(value, bool) else shown(value)
+        raise SpecError(f"spec key {path!r} must be a file mode from 0o0 to 0o777 (setuid, setgid and sticky bits are "
+                        f"not set), got {got}", key=path, value=shown(value))
+    return value
+
+
 def items(path: str, value: object, limit: int, *, empty: bool = False) -> list[Any]:
     if not isinstance(value, list):
         raise bad(path, value, "a list")

@@ -53,7 +53,7 @@ def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = Fals
         elif path.is_file():
             found.append((given, path))
         else:
-            raise ConfigError(f"cuctl eval: {given!r} is neither a spec file nor a folder of them", path=given)
+            raise ConfigError(f"{given!r} is neither a spec file nor a folder of them", path=given)
     seen: dict[Path, str] = {}
     planned: list[Planned] = []
     for name, path in found:
@@ -70,7 +70,7 @@ def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = Fals
         planned.append(Planned(name, absolute, spec, files))
     if not planned:
         what = f" with a tag of {', '.join(tags)}" if tags else ""
-        raise ConfigError(f"cuctl eval: no spec{what} in {', '.join(paths)}", paths=list(paths))
+        raise ConfigError(f"no spec{what} in {', '.join(paths)}", paths=list(paths))
     return planned
 
 

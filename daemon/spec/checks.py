@@ -171,9 +171,19 @@ async def _window(check: Check, desktop: Desktop) -> Outcome:
             return False, observed, f"{len(found)} such window(s) are there, the first {found[0].title!r}"
         return True, [], "no such window is there"
     if not found:
-        there = [{"class": w.wm_class, "title": w.title} for w in (await desktop.windows())[:OBSERVED_ITEMS * 2]]
-        return False, {"windows": there}, "no such window is there"
+        windows = await desktop.windows()
+        there = [{"class": w.wm_class, "title": w.title} for w in windows[:OBSERVED_ITEMS * 2]]
+        return False, {"windows": there}, windows_there(there, len(windows))
     return True, observed, f"{found[0].wm_class} {found[0].title!r} is there"
+
+
+def windows_there(there: list[dict[str, str]], total: int) -> str:
+    """A failed window check's why: the windows that are there (the first few, their titles cut), ``total`` in all."""
+    if not there:
+        return "no such window is there; no window is there at all"
+    shown = ", ".join(f"{w['class']} {cut(w['title'], 40)!r}" for w in there[:OBSERVED_ITEMS])
+    more = f" and {total - min(len(there), OBSERVED_ITEMS)} more" if total > OBSERVED_ITEMS else ""
+    return f"no such window is there; there are {shown}{more}"
 
 
 async def _element(check: Check, desktop: Desktop) -> Outcome:
