@@ -36,6 +36,7 @@ class Deadline:
         self._due: float | None = None
         self._what = ""
         self._cut: Callable[[], None] | None = None
+        self._cutting = False
         self._thread: threading.Thread | None = None
 
     @contextlib.contextmanager
@@ -53,6 +54,11 @@ class Deadline:
         finally:
             with self._cond:
                 self._due = self._cut = None
+                # A cut shuts sockets down by descriptor number. The block may end as soon as the first one
+                # is shut; if the caller then closed its connection and made a new one while the cut went on,
+                # the new connection could hold a number the cut still had to shut (seen: mss's new socket).
+                while self._cutting:
+                    self._cond.wait()
 
     def progress(self) -> None:
         """The call is alive and well (the server answered): give it ``timeout`` seconds from now."""
@@ -67,9 +73,15 @@ class Deadline:
                     self._cond.wait(None if self._due is None else left)
                 cut, self.expired = self._cut, self._what
                 self._due = self._cut = None
+                self._cutting = cut is not None
             if cut is not None:
-                with contextlib.suppress(Exception):  # the connection may already be gone
-                    cut()
+                try:
+                    with contextlib.suppress(Exception):  # the connection may already be gone
+                        cut()
+                finally:
+                    with self._cond:
+                        self._cutting = False
+                        self._cond.notify_all()
 
 
 def shut_down_fd(fd: int) -> None:

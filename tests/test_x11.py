@@ -8,6 +8,7 @@ import io
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from Xlib import XK, X
 from Xlib.display import Display
 
 from cud.drivers.aio import AsyncDriver
+from cud.drivers.deadline import Deadline
 from cud.drivers.drag_motion import drag_motion
 from cud.drivers.x11 import X11Driver
 from cud.drivers.x11_keyboard import _COMMAND_KEYSYMS
@@ -308,6 +310,29 @@ def test_a_stopped_x_server_times_out_naming_the_call_and_the_next_call_works(
     finally:
         drv.close()
     assert_nothing_held(xvfb.display)
+
+
+def test_a_cut_block_ends_only_once_the_cut_has_shut_every_socket() -> None:
+    # The cut shuts python-xlib's socket, then mss's, by number. The blocked call returns at the first;
+    # had the caller gone on to close and reconnect, its new socket could take the number the cut was
+    # about to shut (CI: the reconnect after SIGCONT failed, mss's new connection cut under it).
+    deadline = Deadline(0.05)
+    first_shut, block_left = threading.Event(), threading.Event()
+    overlapped: list[bool] = []
+
+    def cut() -> None:  # a slow second shutdown: the block must not end while it runs
+        first_shut.set()
+        overlapped.append(block_left.wait(1.0))
+
+    def call() -> None:
+        with deadline.bound("click", cut):
+            first_shut.wait(10)  # a read that returns once the first socket is shut
+        block_left.set()
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    caller.join(20)
+    assert not caller.is_alive() and overlapped == [False] and deadline.expired == "click"
 
 
 def test_display_going_away_is_clear_and_the_next_call_reconnects(tmp_path: Path) -> None:
