@@ -14,6 +14,7 @@ import sys
 import termios
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
@@ -22,7 +23,7 @@ from PIL import Image
 
 import cud
 from cud.cuctl.main import main
-from cud.cuctl.tasks import describe_event
+from cud.cuctl.tasks import TaskEventWords, describe_event
 from cud.phrases.text import cut
 from cud.protocol import PROTOCOL_VERSION
 from tests.support.daemon import Daemon, scenario
@@ -270,3 +271,17 @@ def test_an_unknown_cost_is_said_once_on_a_step_line_and_its_reason_not_again() 
     first, later = describe_event(step), describe_event(step, reason_said=True)
     assert first.endswith("; cost unknown (no price for model 'gpt-5.4')") and first.count("no price") == 1, first
     assert later.endswith("; cost unknown"), later
+
+
+def test_one_tasks_event_words_say_the_unknown_costs_reason_on_its_first_step_line_only() -> None:
+    unknown = {"amount": None, "currency": None, "unknown": "no price for model 'gpt-5.4'"}
+    def step(n: int) -> dict[str, Any]:
+        return {"at": "2026-12-05T12:00:01+00:00", "task_id": 5, "kind": "step",
+                "data": {"step": n, "total_ms": 900, "model_ms": 800, "driver_ms": 50, "overhead_ms": 50,
+                         "input_tokens": 10, "cached_tokens": 0, "output_tokens": 5, "cost": unknown,
+                         "total_cost": unknown}}
+    queued = {"at": "2026-12-05T12:00:00+00:00", "task_id": 5, "kind": "queued", "data": {"by": {"name": "qa"}}}
+    words = TaskEventWords()
+    lines = [words.describe(e) for e in (queued, step(1), step(2), step(3))]
+    assert [line.count("no price") for line in lines] == [0, 1, 0, 0], lines
+    assert TaskEventWords().describe(step(2)).count("no price") == 1  # a new task says it again

@@ -25,7 +25,7 @@ from cud.cuctl.chunks import Chunks
 from cud.cuctl.client import Client, RemoteError
 from cud.cuctl.dial import Dialer
 from cud.cuctl.export import fetch_record
-from cud.cuctl.tasks import describe_event
+from cud.cuctl.tasks import TaskEventWords
 from cud.errors import BadRequest, ConsoleRefused, CudError
 from cud.phrases.actions import describe_action
 from cud.protocol import MAX_ID, SCREENSHOT_FILE_NAME
@@ -244,10 +244,11 @@ async def events(request: web.Request) -> web.StreamResponse:
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
     video_start: list[float] = []  # the recording's first frame, once its event has passed
+    words = TaskEventWords()
 
     def on_event(message: Any) -> None:
         event = message["event"]
-        line: dict[str, Any] = {"event": event, "line": describe_event(event)}
+        line: dict[str, Any] = {"event": event, "line": words.describe(event)}
         if event["kind"] == "video_started" and isinstance(event["data"].get("start_epoch"), (int, float)):
             video_start[:] = [float(event["data"]["start_epoch"])]
         elif video_start:

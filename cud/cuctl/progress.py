@@ -21,7 +21,6 @@ import time
 from datetime import datetime
 from typing import Any, TextIO
 
-from cud.budget import describe_step_cost, unknown_cost
 from cud.cuctl import tasks
 from cud.cuctl.client import Client
 from cud.cuctl.output import printable, short, terminal_columns
@@ -73,7 +72,7 @@ class Progress:
         self.since = _epoch(task["started_at"]) or _epoch(task["created_at"]) or time.time()
         self.colour = not os.environ.get("NO_COLOR")  # no-color.org: set and non-empty
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
-        self.reason_said = False  # why the cost is unknown, said on a step line already
+        self.words = tasks.TaskEventWords()
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, client: Client) -> int:
@@ -126,8 +125,8 @@ class Progress:
             what = ", ".join(describe_action(a.get("action"), a.get("target"), 40) for a in done[:3])
             what += f" (+{len(done) - 3} more)" if len(done) > 3 else ""
             what = what or ("took a screenshot" if data.get("screenshot") else "answered")
-            cost = describe_step_cost(data.get("cost"), data.get("total_cost"), reason_said=self.reason_said)
-            self.reason_said = self.reason_said or unknown_cost(data.get("total_cost"))
+            cost = self.words.step_cost(data)
+            self.words.said_step(event)
             self._line(f"step {data['step']}: {what} ({data.get('total_ms', 0) / 1000:.1f} s; {describe_usage(data)}; "
                        f"{cost})")
             self.doing = "waiting for the model"

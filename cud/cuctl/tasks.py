@@ -153,15 +153,14 @@ def _seat(task: dict[str, Any]) -> str:
 
 
 def follow(client: Client, args: argparse.Namespace) -> int:
-    said: list[bool] = [False]  # why the cost is unknown, said on a step line already
+    words = TaskEventWords()
 
     def on_event(message: Any) -> None:
         event = message["event"]
         if args.json:
             emit_json(event)
         else:
-            print(describe_event(event, reason_said=said[0]))
-            said[0] = said[0] or (event["kind"] == "step" and unknown_cost(event["data"].get("total_cost")))
+            print(words.describe(event))
         sys.stdout.flush()
 
     task = client.call("follow", on_event, wait_forever=True, id=args.id)
@@ -217,6 +216,27 @@ def describe_event(event: dict[str, Any], *, reason_said: bool = False) -> str:
     except (KeyError, TypeError, ValueError):  # a known kind missing a field (another cud's): still one line
         return printable(f"[{str(event.get('at'))[11:19]}] task {event.get('task_id')} {event.get('kind')}: "
                          f"{event.get('data')}")
+
+
+class TaskEventWords:
+    """One task's events in order, in ``describe_event``'s words. It remembers what an earlier line said, so
+    that follow, the progress view and the console say why a cost is unknown once per task, alike."""
+
+    def __init__(self) -> None:
+        self.reason_said = False  # why the cost is unknown, said on a step line already
+
+    def describe(self, event: dict[str, Any]) -> str:
+        line = describe_event(event, reason_said=self.reason_said)
+        self.said_step(event)
+        return line
+
+    def step_cost(self, data: dict[str, Any]) -> str:
+        """A step event's cost in words (for views that word the rest of the step their own way)."""
+        return describe_step_cost(data.get("cost"), data.get("total_cost"), reason_said=self.reason_said)
+
+    def said_step(self, event: dict[str, Any]) -> None:
+        if event.get("kind") == "step" and isinstance(event.get("data"), dict):
+            self.reason_said = self.reason_said or unknown_cost(event["data"].get("total_cost"))
 
 
 def describe_reset(report: dict[str, Any]) -> str:
