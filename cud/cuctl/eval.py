@@ -52,9 +52,28 @@ def eval_suite(client: Client, args: argparse.Namespace) -> int:
     results.suite["seats"] = chosen
     results.save(folder)
     suite = Suite(client, results, {p.name: p for p in planned}, folder, chosen, seats)
-    suite.refuse(impossible)
-    suite.run()
+    try:
+        suite.refuse(impossible)
+        suite.run()
+    except KeyboardInterrupt:
+        return interrupted(results, folder, args)
     return finish(results, folder, args)
+
+
+def interrupted(results: Results, folder: Path, args: argparse.Namespace) -> int:
+    """Ctrl-C: what is known written (results.json, the index, JUnit with the runs not done ``<skipped>``),
+    and one line saying how to go on; exit 130, as any command Ctrl-C stops. Tasks in flight run on."""
+    results.save(folder)
+    if args.junit:
+        write_junit(results, Path(args.junit))
+    write_index(results, folder)
+    runs = results.spec_runs()
+    done = sum(1 for r in runs if r.last.judged)
+    sys.stderr.write("\r\x1b[K" if live_terminal(sys.stderr) else "\n")
+    print(f"cuctl eval: interrupted with {done} of {len(runs)} runs done (results so far in "
+          f"{folder / 'results.json'}{', JUnit: ' + str(args.junit) if args.junit else ''}); "
+          f"resume with: cuctl eval --resume {folder}", file=sys.stderr, flush=True)
+    return 130
 
 
 def start_results(args: argparse.Namespace) -> tuple[Results, list[Planned], Path]:
