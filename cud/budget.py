@@ -13,8 +13,8 @@ from __future__ import annotations
 import decimal
 from decimal import Decimal
 
-__all__ = ("BUDGET_TASK_KEYS", "MAX_AMOUNT", "MAX_TOKENS_LIMIT", "describe_budgets", "describe_cost", "describe_price",
-           "describe_step_cost", "unknown_cost",
+__all__ = ("BUDGET_TASK_KEYS", "MAX_AMOUNT", "MAX_TOKENS_LIMIT", "NO_PRICE", "describe_budgets", "describe_cost",
+           "describe_price", "describe_step_cost", "unknown_cost",
            "format_amount", "format_money", "parse_amount")
 
 #: A task's budgets, beside max_steps and max_duration: in cuctl submit's flags, a spec's keys, the
@@ -22,6 +22,9 @@ __all__ = ("BUDGET_TASK_KEYS", "MAX_AMOUNT", "MAX_TOKENS_LIMIT", "describe_budge
 BUDGET_TASK_KEYS = ("max_cost", "max_input_tokens", "max_output_tokens")
 #: The most tokens a budget may name (far beyond any task; a bound so the number stays an integer anywhere).
 MAX_TOKENS_LIMIT = 10 ** 12
+
+#: Why a cost is unknown, before the model's name in quotes: ``no price for model 'x'`` (cud.daemon.budget.cost).
+NO_PRICE = "no price for model "
 
 #: The largest amount cud takes anywhere (a price per million tokens, a budget, a cap).
 MAX_AMOUNT = Decimal(10) ** 9

@@ -219,3 +219,18 @@ def test_eval_max_cost_caps_the_whole_suite_and_the_table_shows_the_cost(start_d
     assert len(daemon.model.requests) == 4 + 1
     table = ran.stdout.splitlines()
     assert table[0].split()[-1] == "COST" and table[-2].split()[0] == "total" and table[-2].split()[-1] == "$5.00"
+
+
+def test_a_spec_naming_no_such_seat_is_refused_for_the_seat_before_any_price(start_daemon, tmp_path: Path) -> None:
+    # The daemon's config max_cost needs a price for its default model, which has none; the spec's only
+    # mistake is its seat: that is what the refusal names, not a price for a model it never named.
+    daemon = start_daemon(FOUR_ANSWERS, config="max_cost = 2\n")
+    spec = tmp_path / "nosuch.toml"
+    spec.write_text('prompt = "look"\nseat = "nosuch"\n')
+    refused = cuctl(daemon.socket, "submit", "--spec", str(spec))
+    assert refused.returncode != 0 and "no seat named 'nosuch'" in refused.stderr, refused
+    assert "price" not in refused.stderr, refused
+    # with a seat that is there, the price is what is refused
+    spec.write_text('prompt = "look"\n')
+    assert "the daemon's config key 'max_cost' needs a price for model 'gpt-5.4'" in \
+        cuctl(daemon.socket, "submit", "--spec", str(spec)).stderr

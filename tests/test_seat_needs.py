@@ -297,10 +297,34 @@ def test_a_suite_on_chosen_seats_pins_each_spec_to_a_seat_that_meets_it(two: Two
     assert {name: (r["seat"], r["outcome"]) for name, r in runs.items()} == {
         "big.toml": ("b", "passed"), "chromium.toml": ("a", "passed"),
         "plain.toml": (runs["plain.toml"]["seat"], "passed")}
-    # Seats chosen that cannot meet a spec's needs: said before anything runs.
-    refused = cuctl(daemon.socket, "eval", "--seats", "a", str(suite / "big.toml"), "--out", str(out) + "-a")
-    assert refused.returncode == 2 and "needs screen 1280x800, which none of --seats a offers" in refused.stderr, \
-        refused.stderr
+
+
+def test_a_spec_no_seat_could_take_is_a_refused_run_with_or_without_seats(two: TwoSeats) -> None:
+    """Without --seats the daemon refuses it at submit; with --seats cuctl eval does, before submitting: either way
+    a failed run recorded as refused, with why, in results.json, JUnit and the run's line; never a usage error."""
+    daemon = two.daemon
+    suite = two.workdir / "impossible"
+    suite.mkdir()
+    for name, needs in {"big": 'screen = "1280x800"\n', "huge": 'screen = "3840x2160"\n', "on-b": 'seat = "b"\n'}.items():
+        (suite / f"{name}.toml").write_text(f'prompt = "{name}"\n{needs}reset = false\n[[checks]]\nanswer = "x"\n')
+    before = len(daemon.call("list"))
+    for args, runs in [
+        ((str(suite / "huge.toml"),), {"huge.toml": "no seat of this daemon meets screen 3840x2160; its seats: a "}),
+        (("--seats", "a", str(suite)), {"big.toml": "big.toml needs screen 1280x800, which none of --seats a offers",
+                                        "huge.toml": "huge.toml needs screen 3840x2160, which none of --seats a offers",
+                                        "on-b.toml": "on-b.toml is pinned to seat 'b', which --seats a leaves out"}),
+    ]:
+        out, junit = two.workdir / f"out-{len(args)}", two.workdir / f"junit-{len(args)}.xml"
+        done = cuctl(daemon.socket, "eval", *args, "--out", str(out), "--junit", str(junit))
+        assert done.returncode == 1, (args, done.stderr)
+        got = {Path(r["spec"]).name: r for r in json.loads((out / "results.json").read_text())["runs"]}
+        assert {n: (r["state"], r["outcome"], r["judged"]) for n, r in got.items()} == \
+            {n: ("refused", "failed", True) for n in runs}, got
+        for name, why in runs.items():
+            assert got[name]["error"]["kind"] == "not_found" and why in got[name]["error"]["message"], got[name]
+            assert f"{name} #1: failed: refused: " in done.stderr and why in done.stderr, done.stderr
+            assert why in junit.read_text()
+    assert len(daemon.call("list")) == before  # nothing was queued
 
 
 def test_a_restart_keeps_the_needs(two: TwoSeats) -> None:

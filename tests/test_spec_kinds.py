@@ -160,7 +160,10 @@ def test_every_setup_kind_runs_and_every_check_kind_passes_and_fails(seat: SpecS
     assert why["fail: element text"] == ("text 'Line to send' in cud-demo: its text does not match /never/: it is "
                                          "''")
     assert why["fail: element missing"] == "no such element is showing"
-    assert why["fail: element value"] == "slider '' in zenity: its value is 30"
+    assert why["fail: element value"] == "slider in zenity: its value is 30"
+    # a passing element check says what it compared, and names the element as a failing one does
+    assert why["pass: element"] == "text 'Line to send' in cud-demo: its text is '', it is editable, showing, not checked"
+    assert why["pass: element value"] == "slider in zenity: its value is 30"
     assert why["fail: window missing"].startswith("no such window is there; there are "), why["fail: window missing"]
     assert why["fail: answer"] == "the final message is not 'The answer is 41.': it is 'The answer is 42.'"
 

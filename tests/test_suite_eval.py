@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import signal
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from junitparser import Failure, JUnitXml
+from junitparser import Failure, JUnitXml, Skipped
 
 from cud.scripted import scenario_folder
 from tests.support.daemon import ROOT, cuctl
@@ -344,3 +345,44 @@ def test_another_users_submit_under_a_running_evals_next_key_is_their_own_task_n
     b_task = seats.daemon.task(runs["b"]["task_id"])
     assert (b_task["submitter"]["uid"], b_task["key"]) == (0, next_key)
     assert seats.daemon.wait_state(theirs["id"], "succeeded")["submitter"]["uid"] == NOBODY.pw_uid
+
+
+def test_ctrl_c_writes_what_is_known_and_says_how_to_resume(seats: SpecSeat, tmp_path: Path) -> None:
+    # The only spec waits for an approval nobody gives: the suite is mid-run, its task in flight, at the SIGINT.
+    (seats.specs / "asks").mkdir()
+    seats.write("asks/asks.toml", 'prompt = "Ask, then say done."\nmodel = "scripted:ask-done"\n'
+                                  '[[checks]]\nanswer = "done"\n')
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    proc = subprocess.Popen([sys.executable, "-m", "cud.cuctl.main", "--socket", str(seats.daemon.socket), "eval",
+                             str(seats.specs / "asks"), "--out", str(out), "--junit", str(junit)],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    task_id = None
+    try:
+        def asking() -> int | None:
+            try:
+                flying = [r["task_id"] for r in results(out)["runs"] if r["task_id"] is not None]
+            except (OSError, ValueError):
+                return None
+            ids = {a["task_id"] for a in seats.daemon.call("approvals")}
+            return next((t for t in flying if t in ids), None)
+
+        task_id = wait_until(asking, 120, "the suite's task to ask for approval")
+        proc.send_signal(signal.SIGINT)
+        _stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        if task_id is not None:
+            seats.daemon.call("cancel", id=task_id)
+    assert proc.returncode == 130, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines[-1] == (f"cuctl eval: interrupted with 0 of 1 runs done (results so far in {out / 'results.json'}, "
+                         f"JUnit: {junit}); resume with: cuctl eval --resume {out}"), stderr
+    assert "Traceback" not in stderr
+    run = results(out)["runs"][0]
+    assert run["task_id"] == task_id and not run["judged"] and run["outcome"] in ("running", "pending"), run
+    cases = [case for suite in JUnitXml.fromfile(str(junit)) for case in suite]
+    assert len(cases) == 1 and isinstance(cases[0].result[0], Skipped), cases
+    assert (out / "index.html").exists()

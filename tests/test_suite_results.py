@@ -82,6 +82,11 @@ def test_a_suites_cost_sums_every_attempt_exactly_and_an_unknown_one_makes_it_un
     assert total_cost(tenths) == {"amount": "1", "currency": "USD", "unknown": None}
     assert total_cost([*tenths, ran("b.toml", None)])["unknown"] == "no price for model 'x'"
     assert total_cost([Attempt("a.toml", 0, 1)]) is None  # nothing answered yet
+    # three unpriced models: the total names them all, each once, sorted
+    several = [Attempt(f"{m}.toml", 0, 1, task_id=n, state="succeeded",
+                       cost={"amount": None, "currency": "USD", "unknown": f"no price for model {m!r}"})
+               for n, m in enumerate(["gpt-b", "gpt-a", "gpt-c", "gpt-a"])]
+    assert total_cost([*tenths, *several])["unknown"] == "no price for models 'gpt-a', 'gpt-b', 'gpt-c'"
     results = Results({"specs": ["a.toml"], "repeat": 1}, tenths)
     assert results.summary()["specs"][0]["cost"]["amount"] == "1" and results.summary()["total"]["cost"]["amount"] == "1"
 

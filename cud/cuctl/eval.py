@@ -26,7 +26,7 @@ from cud.cuctl.export import fetch_record
 from cud.cuctl.output import emit_json, printable, short, table
 from cud.cuctl.progress import live_terminal
 from cud.cuctl.report import write_private
-from cud.errors import AccessDenied, BudgetExceeded, ConfigError, ConnectionFailed, CudError
+from cud.errors import AccessDenied, BudgetExceeded, ConfigError, ConnectionFailed, CudError, NotFound
 from cud.protocol import SeatView
 from cud.record.html import render
 from cud.seat_needs import SeatNeeds
@@ -48,12 +48,32 @@ RECONNECT_SECONDS = 120.0
 def eval_suite(client: Client, args: argparse.Namespace) -> int:
     results, planned, folder = start_results(args)
     chosen = names(args.seats, "--seats") or results.suite.get("seats")
-    seats = _seats(client, chosen, planned)
+    seats, impossible = _seats(client, chosen, planned)
     results.suite["seats"] = chosen
     results.save(folder)
     suite = Suite(client, results, {p.name: p for p in planned}, folder, chosen, seats)
-    suite.run()
+    try:
+        suite.refuse(impossible)
+        suite.run()
+    except KeyboardInterrupt:
+        return interrupted(results, folder, args)
     return finish(results, folder, args)
+
+
+def interrupted(results: Results, folder: Path, args: argparse.Namespace) -> int:
+    """Ctrl-C: what is known written (results.json, the index, JUnit with the runs not done ``<skipped>``),
+    and one line saying how to go on; exit 130, as any command Ctrl-C stops. Tasks in flight run on."""
+    results.save(folder)
+    if args.junit:
+        write_junit(results, Path(args.junit))
+    write_index(results, folder)
+    runs = results.spec_runs()
+    done = sum(1 for r in runs if r.last.judged)
+    sys.stderr.write("\r\x1b[K" if live_terminal(sys.stderr) else "\n")
+    print(f"cuctl eval: interrupted with {done} of {len(runs)} runs done (results so far in "
+          f"{folder / 'results.json'}{', JUnit: ' + str(args.junit) if args.junit else ''}); "
+          f"resume with: cuctl eval --resume {folder}", file=sys.stderr, flush=True)
+    return 130
 
 
 def start_results(args: argparse.Namespace) -> tuple[Results, list[Planned], Path]:
@@ -119,9 +139,11 @@ def names(text: str | None, option: str) -> list[str]:
     return names
 
 
-def _seats(client: Client, chosen: list[str] | None, planned: list[Planned]) -> list[SeatView]:
-    """The seats the suite uses (all the daemon's without --seats); a name it lacks, a spec pinned elsewhere or
-    one needing a screen or tags none of them offers is a usage error."""
+def _seats(client: Client, chosen: list[str] | None,
+           planned: list[Planned]) -> tuple[list[SeatView], dict[str, NotFound]]:
+    """The seats the suite uses (all the daemon's without --seats; a name it lacks is a usage error), and
+    why each spec none of --seats could take (pinned elsewhere, or needing a screen or tags none offers)
+    is refused: as the daemon refuses, at submit, one none of its seats could take without --seats."""
     views: list[SeatView] = client.call("seats")
     known = [s["name"] for s in views]
     for name in chosen or []:
@@ -129,14 +151,17 @@ def _seats(client: Client, chosen: list[str] | None, planned: list[Planned]) -> 
             raise ConfigError(f"--seats names {name!r}; the daemon's seats are {', '.join(known)}", key="seats",
                               value=name)
     used = [s for s in views if not chosen or s["name"] in chosen]
+    impossible: dict[str, NotFound] = {}
     for p in planned:
-        if chosen and p.spec.seat is not None and p.spec.seat not in chosen:
-            raise ConfigError(f"{p.name} is pinned to seat {p.spec.seat!r}, which --seats leaves out", key="seats",
-                              value=p.spec.seat)
-        if chosen and not any(_meets(p.spec.needs, s) for s in used):
-            raise ConfigError(f"{p.name} needs {p.spec.needs.words()}, which none of --seats {','.join(chosen)} "
-                              "offers", key="seats", value=",".join(chosen))
-    return used
+        if not chosen:
+            continue
+        if p.spec.seat is not None and p.spec.seat not in chosen:
+            impossible[p.name] = NotFound(f"not submitted: {p.name} is pinned to seat {p.spec.seat!r}, which --seats "
+                                          f"{','.join(chosen)} leaves out", key="seats", seat=p.spec.seat)
+        elif not any(_meets(p.spec.needs, s) for s in used):
+            impossible[p.name] = NotFound(f"not submitted: {p.name} needs {p.spec.needs.words()}, which none of "
+                                          f"--seats {','.join(chosen)} offers", key="seats", value=",".join(chosen))
+    return used, impossible
 
 
 def _meets(needs: SeatNeeds, seat: SeatView) -> bool:
@@ -169,6 +194,19 @@ class Suite:
             else:
                 self.todo.append(last)
         self.done_before = self.total - len(self.todo) - len(self.flying)
+
+    def refuse(self, impossible: dict[str, NotFound]) -> None:
+        """Record the runs of specs none of the seats could take as refused, never submitted (docs/suites.md)."""
+        for attempt in [a for a in self.todo if a.spec in impossible]:
+            self.todo.remove(attempt)
+            self._refused(attempt, impossible[attempt.spec])
+
+    def _refused(self, attempt: Attempt, why: CudError) -> None:
+        """An attempt not submitted, and why: refused, judged, failed, as one the daemon refuses."""
+        attempt.state, attempt.error = "refused", why.to_dict()
+        if attempt not in self.results.attempts:
+            self.results.attempts.append(attempt)
+        self._ended(attempt)
 
     def run(self) -> None:
         while self.todo or self.flying:
@@ -207,11 +245,7 @@ class Suite:
         assert self.budget is not None
         why = f"not submitted: the suite's {self.budget.words(self.results.attempts)}"
         while self.todo:
-            attempt = self.todo.popleft()
-            attempt.state, attempt.error = "refused", BudgetExceeded(why).to_dict()
-            if attempt not in self.results.attempts:
-                self.results.attempts.append(attempt)
-            self._ended(attempt)
+            self._refused(self.todo.popleft(), BudgetExceeded(why))
 
     def _next(self) -> Attempt | None:
         """The first attempt to submit that has a free seat (with --seats, each run is pinned to one)."""

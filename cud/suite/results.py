@@ -32,7 +32,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from cud.budget import format_amount
+from cud.budget import NO_PRICE, format_amount
 from cud.errors import ConfigError
 from cud.protocol import FINAL_STATES
 from cud.record.verdict import passed as task_passed
@@ -234,11 +234,21 @@ def total_cost(attempts: list[Attempt]) -> dict[str, Any] | None:
     costs = [a.cost for a in attempts if a.cost]
     if not costs:
         return None
-    unknown = next((c for c in costs if c.get("amount") is None), None)
-    if unknown is not None:
-        return {"amount": None, "currency": unknown.get("currency"), "unknown": unknown.get("unknown")}
+    unknown = [c for c in costs if c.get("amount") is None]
+    if unknown:
+        return {"amount": None, "currency": unknown[0].get("currency"),
+                "unknown": unknown_reasons([str(c.get("unknown") or "no price") for c in unknown])}
     amount = sum((Decimal(str(c["amount"])) for c in costs), Decimal(0))
     return {"amount": format_amount(amount), "currency": costs[0].get("currency"), "unknown": None}
+
+
+def unknown_reasons(reasons: list[str]) -> str:
+    """Why several costs are unknown, each reason once and sorted; the daemon's ``no price for model 'x'``
+    (cud.daemon.budget.cost) said once for all the models: ``no price for models 'a', 'b', 'c'``."""
+    models = sorted({r[len(NO_PRICE):] for r in reasons if r.startswith(NO_PRICE)})
+    others = sorted({r for r in reasons if not r.startswith(NO_PRICE)})
+    priced = [] if not models else [NO_PRICE.rstrip() + ("s " if len(models) > 1 else " ") + ", ".join(models)]
+    return "; ".join(priced + others)
 
 
 def _row(name: str, last: list[Attempt]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from decimal import Decimal
 
-from cud.budget import format_amount
+from cud.budget import NO_PRICE, format_amount
 from cud.daemon.budget.config import Price
 from cud.protocol import CostView
 
@@ -28,7 +28,7 @@ def cost_of(tokens: Mapping[str, int], price: Price) -> Decimal:
 
 
 def unknown_cost(model: str) -> str:
-    return f"no price for model {model!r}"
+    return f"{NO_PRICE}{model!r}"
 
 
 def cost_view(amount: Decimal | None, model: str, currency: str) -> CostView:

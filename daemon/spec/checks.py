@@ -198,21 +198,24 @@ async def _element(check: Check, desktop: Desktop) -> Outcome:
     observed: list[dict[str, Any]] = []
     why = ""
     for each in found:
-        seen, miss = await _element_expectations(check, desktop, each)
+        seen, miss, met = await _element_expectations(check, desktop, each)
         if len(observed) < OBSERVED_ITEMS:
             observed.append(seen)
         if miss is None:
-            return True, observed, f"{each.describe()} is as expected"
+            return True, observed, f"{each.describe()}: {met}" if met else f"{each.describe()} is there"
         why = why or f"{each.describe()}: {miss}"
     more = f" (and {len(found) - 1} more like it)" if len(found) > 1 else ""
     return False, observed, why + more
 
 
-async def _element_expectations(check: Check, desktop: Desktop, each: Found) -> tuple[dict[str, Any], str | None]:
-    """What the element shows, and the first expectation it misses (None: it meets them all)."""
+async def _element_expectations(check: Check, desktop: Desktop,
+                                 each: Found) -> tuple[dict[str, Any], str | None, str]:
+    """What the element shows, the first expectation it misses (None: it meets them all), and, in
+    words, what it was compared on and found to be (``its text is 'x', it is editable``)."""
     element = each.element
     seen: dict[str, Any] = {"app": each.app, "role": element.role, "name": element.name, "states": element.states}
     miss: str | None = None
+    met: list[str] = []
     if check.text is not None:
         text = await desktop.text(each)
         seen["text"] = None if text is None else cut(text)
@@ -220,13 +223,23 @@ async def _element_expectations(check: Check, desktop: Desktop, each: Found) -> 
             miss = "it has no text"
         elif not check.text.test(text):
             miss = f"its text {check.text.describe_miss()}: it is {cut(text, 80)!r}"
+        elif check.text.regex is not None:
+            met.append(f"its text {cut(text, 80)!r} {check.text.describe()}")
+        else:
+            met.append(f"its text {check.text.describe()}")
     if check.value is not None:
         value = await desktop.value(each)
         seen["value"] = value
         if miss is None and value != check.value:
             miss = "it has no value" if value is None else f"its value is {value:g}"
+        elif value is not None:
+            met.append(f"its value is {value:g}")
+    states: list[str] = []
     for state in check.states:
         want = not state.startswith("!")
         if miss is None and (state.lstrip("!") in element.states) != want:
             miss = f"it is {'not ' if want else ''}{state.lstrip('!')}"
-    return seen, miss
+        states.append(f"{'' if want else 'not '}{state.lstrip('!')}")
+    if states:
+        met.append("it is " + ", ".join(states))
+    return seen, miss, ", ".join(met)

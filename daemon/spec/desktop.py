@@ -37,7 +37,9 @@ class Found:
     app: str
 
     def describe(self) -> str:
-        return f"{self.element.role} {self.element.name!r} in {self.app or '?'}"
+        """``role 'name' in app``; an element without a name is its role alone (``slider in zenity``)."""
+        named = f" {self.element.name!r}" if self.element.name else ""
+        return f"{self.element.role}{named} in {self.app or '?'}"
 
 
 class Desktop:

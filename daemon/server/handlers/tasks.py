@@ -109,13 +109,14 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     max_steps = _at_most(request, "max_steps", config.max_steps, "")
     max_duration = _at_most(request, "max_duration", config.max_duration, " s")
     model = request.get("model", config.model)
-    budgets = _budgets(request, config, model)
     seat = request.get("seat")
     if seat is not None:
         daemon.seats.get(seat)  # NotFound names the seats there are; an unavailable one is fine: it waits
     spec, files = _spec(ctx, request)
     needs = SeatNeeds.of(request)
     daemon.seats.check_needs(needs, session=spec is not None and spec.needs_session)
+    # The budgets after the seat: a task no seat could take is refused for that, not for a price.
+    budgets = _budgets(request, config, model)
     if not daemon.reserve.has_room():
         raise StorageFull(
             f"the disk of the state directory {str(config.state_dir)!r} is full; the task was not queued",
