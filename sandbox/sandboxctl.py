@@ -23,6 +23,7 @@ from pathlib import Path
 
 from buses import A11Y_ENV, check_socket_paths
 from launch import start
+from leftovers import remove_run_dirs
 from parts import SEAT_PARTS, Settings, is_part_name, kind_of, needs, seat_spec, show_order, stop_order, wanted_parts
 from probes import answers
 from procs import Record, SandboxError, forget, load, save, state_of, stop
@@ -256,6 +257,7 @@ def down(settings: Settings) -> int:
             settings.path(leftover).unlink(missing_ok=True)
         for leftover in settings.dir.glob("*session-bus.conf"):
             leftover.unlink()
+        remove_run_dirs(settings, say)  # the seats' bus directories (leftovers.py)
         remove_seat_users(settings, say)  # only those it made, by its record (seat_sessions.py)
         _config_path(settings).unlink(missing_ok=True)
         say(f"down; logs and the daemon's state stay in {_show(settings.dir)}")

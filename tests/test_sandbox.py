@@ -463,3 +463,52 @@ def test_xvnc_sandbox_with_two_seats(short_tmp: Path) -> None:
     finally:
         box.run("down.sh")
         box.kill_leftovers()
+
+
+def test_up_again_after_down_once_another_user_took_the_seat_users_uid(sandbox: Sandbox) -> None:
+    """Issue 35: sandbox-down removed the seat's user but left its uid on files; the next system user made
+    took that uid, and the next sandbox-up failed, half up, binding the accessibility bus's socket."""
+    ok(sandbox.run("up.sh"))
+    seat_user = json.loads((sandbox.dir / "seat-users.json").read_text())
+    (name,) = seat_user
+    uid = int(subprocess.run(["id", "-u", name], capture_output=True, text=True, check=True).stdout)
+    # What the seat user leaves where anyone may write, and a link of its own that must be removed as nothing else.
+    left = [Path(f"/tmp/{sandbox.dir.parent.name}-left"), Path(f"/dev/shm/{sandbox.dir.parent.name}-left")]
+    left[0].write_text("x")
+    (Path("/var/tmp") / f"{sandbox.dir.parent.name}-dir").mkdir()
+    left.append(Path("/var/tmp") / f"{sandbox.dir.parent.name}-dir")
+    left[1].write_text("x")
+    link = Path(f"/tmp/{sandbox.dir.parent.name}-link")
+    link.symlink_to(sandbox.dir / "Xauthority")
+    for path in (*left, link):
+        os.lchown(path, uid, uid)
+    # What an earlier sandbox left: its buses' directories, the seat user's.
+    for path in (sandbox.dir / "a11y", sandbox.dir / "a11y" / "at-spi", sandbox.dir / "a11y" / "dconf"):
+        os.chown(path, uid, uid)
+        path.chmod(0o700)
+    try:
+        down = ok(sandbox.run("down.sh"))
+        assert f"seat user {name}: removed" in down, down
+        assert not any(path.exists() for path in left), [str(p) for p in left if p.exists()]
+        assert link.is_symlink() and (sandbox.dir / "Xauthority").exists()  # a link: neither it nor its target
+        assert not (sandbox.dir / "a11y").exists() and not (sandbox.dir / "session").exists()
+        # Another system user takes the uid, and leaves a directory of its own where the sandbox's was.
+        subprocess.run(["useradd", "--system", "--no-create-home", "-u", str(uid), "cud-t35-uid"], check=True)
+        (sandbox.dir / "a11y" / "at-spi").mkdir(parents=True)
+        for path in (sandbox.dir / "a11y", sandbox.dir / "a11y" / "at-spi"):
+            os.chown(path, uid, uid)
+            path.chmod(0o700)
+        again = ok(sandbox.run("up.sh"))
+        assert "a11y-bus: started" in again and "daemon: started" in again, again
+        for path in (sandbox.dir / "a11y", sandbox.dir / "a11y" / "at-spi"):
+            info = path.lstat()
+            assert (info.st_uid, info.st_mode & 0o777) == (os.geteuid(), 0o755), path
+        assert all(procs.state_of(r) == "running" for r in sandbox.records().values())
+    finally:
+        link.unlink(missing_ok=True)
+        for path in left:
+            if path.is_dir():
+                path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
+        subprocess.run(["userdel", "cud-t35-uid"], capture_output=True)
