@@ -512,3 +512,41 @@ def test_up_again_after_down_once_another_user_took_the_seat_users_uid(sandbox: 
             else:
                 path.unlink(missing_ok=True)
         subprocess.run(["userdel", "cud-t35-uid"], capture_output=True)
+
+
+def test_up_with_the_users_config_and_scenarios(short_tmp: Path) -> None:
+    """Issue 35: `make sandbox-up CONFIG=my.toml SCENARIOS=dir/`: the daemon takes the user's config, merged with
+    the sandbox's keys, and the scripted model plays the user's scenario for a task whose model is scripted:NAME."""
+    mine = short_tmp / "mine"
+    mine.mkdir()
+    (mine / "hello.json").write_text(json.dumps({"name": "hello", "steps": [{"message": "hello from SCENARIOS"}]}))
+    config = short_tmp / "my.toml"
+    # Top-level keys and tables of the user's own; its own [video] stands in for the sandbox's.
+    config.write_text("# mine\nmax_steps = 7\n\n[video]\nenabled = false\n")
+    # A key the sandbox sets itself is refused by name, before anything starts.
+    clash = short_tmp / "clash.toml"
+    clash.write_text('display = ":9"\n')
+    box = Sandbox(short_tmp / "sb", CONFIG=str(clash), SCENARIOS=str(mine))
+    try:
+        refused = box.run("up.sh")
+        assert refused.returncode == 1 and f"CONFIG '{clash}' sets 'display', which the sandbox sets itself" \
+            in refused.stdout, refused.stdout + refused.stderr
+        assert not (box.dir / "run").exists()
+        box.env["CONFIG"] = str(config)
+        out = ok(box.run("up.sh"))
+        assert f"with CONFIG={config} merged in" in out and f"SCENARIOS={mine}" in out, out
+        assert f"DISPLAY={box.records()['xserver'].info['display']} XAUTHORITY=" in out, out
+        assert "already up" in ok(box.run("up.sh"))  # the same CONFIG and SCENARIOS again: nothing restarts
+        merged = tomllib.loads((box.dir / "cud.toml").read_text())
+        assert merged["max_steps"] == 7 and merged["video"] == {"enabled": False} and "session_bus" in merged
+        cuctl = [str(VENV / "bin" / "cuctl"), "--socket", str(box.dir / "cud.sock")]
+        submitted = ok(subprocess.run([*cuctl, "--json", "submit", "--model", "scripted:hello", "--wait", "say hello"],
+                                      capture_output=True, text=True, timeout=120))
+        task = json.loads(submitted.strip().splitlines()[-1])
+        shown = json.loads(ok(subprocess.run([*cuctl, "--json", "show", str(task["id"])], capture_output=True,
+                                             text=True, timeout=60)))
+        assert shown["state"] == "succeeded" and "hello from SCENARIOS" in json.dumps(shown), shown
+        assert shown["max_steps"] == 7, shown  # the user's config's default
+    finally:
+        box.run("down.sh")
+        box.kill_leftovers()
