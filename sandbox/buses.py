@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import os
 import pwd
-import stat
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from leftovers import fresh_dir
 from parts import Settings
 from procs import Record, SandboxError
 from seat_sessions import SeatSession
@@ -123,15 +123,8 @@ def session_argv(settings: Settings, prefix: str, session: SeatSession) -> tuple
     the seat's user is let in.
     """
     path = socket_path(settings, prefix)
-    path.parent.mkdir(mode=0o755, exist_ok=True)
-    # Made by an older sandbox as the seat user's: the sandbox's again, and nothing of the user's left in it.
-    os.chown(path.parent, os.geteuid(), os.getegid(), follow_symlinks=False)
-    path.parent.chmod(0o755)
-    try:
-        if stat.S_ISSOCK(path.lstat().st_mode):
-            path.unlink()  # the previous bus died without removing it (we hold the sandbox's lock)
-    except FileNotFoundError:
-        pass
+    # Made afresh, the sandbox's: whatever an earlier run left there (a dead bus's socket), whoever owns it now.
+    fresh_dir(settings, path.parent.name)
     address = f"unix:path={_escape(os.fsencode(path))}"  # also nothing left that XML would need escaped
     conf = settings.path(f"{prefix}session-bus.conf")
     daemon_user = pwd.getpwuid(os.geteuid()).pw_name
@@ -156,15 +149,14 @@ def a11y_argv(settings: Settings, prefix: str, session: SeatSession) -> tuple[li
     a directory of the sandbox's own, so that it is neither the user's session's nor
     another seat's, and one the seat's applications can reach.
     """
-    runtime = settings.path(f"{prefix}a11y")
-    runtime.mkdir(mode=0o755, exist_ok=True)
-    runtime.chmod(0o755)
-    (runtime / "at-spi").mkdir(mode=0o755, exist_ok=True)
+    # Made afresh, the sandbox's (leftovers.py): an earlier run's at-spi/ or dconf/, owned by a uid that a removed
+    # seat user left to someone else, would keep the launcher from binding its socket there.
+    runtime = fresh_dir(settings, f"{prefix}a11y")
+    (runtime / "at-spi").mkdir(mode=0o755)
     extra = {"XDG_RUNTIME_DIR": str(runtime)}
     if session.uid == os.geteuid():
         return [LAUNCHER, "--launch-immediately"], extra
-    conf = settings.path(f"{prefix}a11y-conf")
-    conf.mkdir(mode=0o755, exist_ok=True)
+    conf = fresh_dir(settings, f"{prefix}a11y-conf")
     allow = "".join(f'<allow user="{name}"/>' for name in (pwd.getpwuid(os.geteuid()).pw_name, session.user))
     text = (A11Y_DEFAULTS / "accessibility.conf").read_text()
     (conf / "accessibility.conf").write_text(text.replace('<allow user="root"/>', allow, 1))

@@ -16,6 +16,7 @@ from parts import SEAT_PARTS, Seat, Settings, kind_of, prefix_of, seat_place, se
 from probes import answers
 from procs import Record, SandboxError, spawn, state_of, wait_for
 from seat_sessions import seat_session
+from user_config import merged_config
 
 __all__ = ("SCRIPTED_KEY", "TIMEOUTS", "start")
 
@@ -164,6 +165,8 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
         # The example suite's specs ask for scripted:NAME: make demo runs it after the demo task.
         argv = [settings.python, "-m", "cud.scripted", "--scenario", "demo", "--scenarios",
                 str(settings.root / "examples" / "suite" / "scenarios"), "--port-file", str(port_file)]
+        if settings.scenarios is not None:  # SCENARIOS=dir/: the user's too, theirs on a name in both
+            argv[-2:-2] = ["--scenarios", str(settings.scenarios)]
         proc, record = spawn(name, argv, log, env)
         try:
             wait_for("the scripted model", port_file.exists, lambda: proc.poll() is None, log, TIMEOUTS[kind])
@@ -237,12 +240,11 @@ def seat_lines(settings: Settings, records: dict[str, Record]) -> list[str]:
 
 
 def _config_file(settings: Settings, lines: list[str]) -> list[str]:
-    """The daemon's config, rewritten at every start: ``lines``, and every task recorded (docs/video.md)."""
-    head = ["# Written by `make sandbox-up` at every start of the daemon.", "", *lines, "",
-            "# Every task on an X11 seat is recorded as video (VNC seats are not: docs/video.md).",
-            "[video]", "enabled = true"]
+    """The daemon's config, rewritten at every start: ``lines`` (top-level keys for one seat, ``[[seats]]``
+    tables for several) merged with the user's CONFIG (user_config.py)."""
+    text = merged_config(settings, lines if settings.seats == 1 else [], [] if settings.seats == 1 else lines)
     config = settings.path("cud.toml")
     fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
-        out.write("\n".join(head) + "\n")
+        out.write(text)
     return ["--config", str(config)]

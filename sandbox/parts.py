@@ -111,6 +111,10 @@ class Settings:
     driver: str  # "x11" or "vnc"
     geometry: str = "1280x800"
     seats: int = 1
+    #: ``CONFIG``: a config of the user's, merged with the sandbox's (user_config.py); None: the sandbox's alone.
+    config: Path | None = None
+    #: ``SCENARIOS``: a folder of the user's scenarios the scripted model plays as ``scripted:NAME`` too.
+    scenarios: Path | None = None
 
     @classmethod
     def from_env(cls, root: Path, *, seats: bool = True) -> Settings:
@@ -141,6 +145,8 @@ class Settings:
             driver=driver,
             geometry=geometry,
             seats=seat_count(env.get("SEATS")) if seats else 1,
+            config=Path(env["CONFIG"]).absolute() if env.get("CONFIG", "").strip() else None,
+            scenarios=Path(env["SCENARIOS"]).absolute() if env.get("SCENARIOS", "").strip() else None,
         )
 
     def path(self, name: str) -> Path:

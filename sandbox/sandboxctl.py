@@ -23,10 +23,12 @@ from pathlib import Path
 
 from buses import A11Y_ENV, check_socket_paths
 from launch import start
+from leftovers import remove_run_dirs
 from parts import SEAT_PARTS, Settings, is_part_name, kind_of, needs, seat_spec, show_order, stop_order, wanted_parts
 from probes import answers
 from procs import Record, SandboxError, forget, load, save, state_of, stop
 from seat_sessions import remove_seat_users
+from user_config import check_user_files, fingerprint
 
 __all__ = ()
 
@@ -99,7 +101,7 @@ def up(settings: Settings) -> int:
         records = _records(settings)
         wanted = wanted_parts(settings)
         config = {"xserver": settings.xserver, "driver": settings.driver, "model": settings.model,
-                  "seats": settings.seats}
+                  "seats": settings.seats, **fingerprint(settings)}
         try:
             previous = json.loads(_config_path(settings).read_text())
         except (FileNotFoundError, ValueError):
@@ -117,6 +119,10 @@ def up(settings: Settings) -> int:
                 now = "OPENAI_API_KEY is set" if settings.model == "openai" else "OPENAI_API_KEY is not set"
                 say(f"{now} now: restarting the model and the daemon")
                 _stop_parts(settings, records, ["model", "daemon"])
+            for key, parts in (("scenarios", ["model", "daemon"]), ("config", ["daemon"])):
+                if records and previous.get(key) != config[key]:
+                    say(f"{key.upper()} is not what it was at the last start: restarting the {' and the '.join(parts)}")
+                    _stop_parts(settings, records, parts)
         # Parts this configuration does not use (the scripted model once a key is set, ...).
         _stop_parts(settings, records, [name for name in records if name not in wanted])
 
@@ -183,7 +189,7 @@ def summary(settings: Settings, records: dict[str, Record]) -> None:
     view = " (view only)" if settings.xserver == "xvfb" else ""
     xauthority = _show(settings.path("Xauthority"))
     lines = [
-        f"display  {display} ({kind}, {settings.geometry}); X clients need XAUTHORITY={xauthority}",
+        f"display  {display} ({kind}, {settings.geometry}); your X clients: DISPLAY={display} XAUTHORITY={xauthority}",
         f"watch    xtigervncviewer -passwd {_show(settings.path('vnc-passwd'))} localhost::{port}{view}",
         f"         (any VNC viewer: localhost port {port}, password {password}; "
         f"from another machine first: ssh -L {port}:localhost:{port} THIS-HOST)",
@@ -195,7 +201,7 @@ def summary(settings: Settings, records: dict[str, Record]) -> None:
     ]
     if settings.driver == "vnc":
         lines.append(f"         drives the display over VNC (127.0.0.1::{port})")
-    lines += _model_lines(settings)
+    lines += _model_lines(settings) + _user_lines(settings)
     lines.append(f"logs     {_show(settings.dir / 'logs')}/{{{','.join(records)}}}.log")
     lines.append("stop     make sandbox-down")
     for line in lines:
@@ -208,7 +214,7 @@ def _summary_of_seats(settings: Settings, records: dict[str, Record]) -> None:
     view = " (view only)" if settings.xserver == "xvfb" else ""
     cuctl = f"{_show(settings.venv / 'bin' / 'cuctl')} --socket {_show(settings.socket)}"
     lines = [(f"seats    {settings.seats} displays ({kind}, {settings.geometry} each), one daemon drives them all; "
-              f"X clients need XAUTHORITY={_show(settings.path('Xauthority'))}")]
+              f"your X clients: DISPLAY=(a seat's display) XAUTHORITY={_show(settings.path('Xauthority'))}")]
     for seat in settings.seat_list:
         display = records[seat.part("xserver")].info["display"]
         port = _vnc_port(records, seat.prefix)
@@ -228,11 +234,22 @@ def _summary_of_seats(settings: Settings, records: dict[str, Record]) -> None:
     if settings.driver == "vnc":
         places = ", ".join(f"{seat.name} 127.0.0.1::{_vnc_port(records, seat.prefix)}" for seat in settings.seat_list)
         lines.append(f"         drives the displays over VNC ({places}; config {_show(settings.path('cud.toml'))})")
-    lines += _model_lines(settings)
+    lines += _model_lines(settings) + _user_lines(settings)
     lines.append(f"logs     {_show(settings.dir / 'logs')}/ (one per part: {next(iter(records))}.log ... daemon.log)")
     lines.append("stop     make sandbox-down")
     for line in lines:
         print(f"  {line}")
+
+
+def _user_lines(settings: Settings) -> list[str]:
+    """The user's CONFIG and SCENARIOS, when given (user_config.py)."""
+    lines = [f"config   {_show(settings.path('cud.toml'))}: the sandbox's keys"
+             + (f" with CONFIG={_show(settings.config)} merged in" if settings.config else "")
+             + " (make sandbox-up CONFIG=my.toml SCENARIOS=dir/: docs/sandbox.md)"]
+    if settings.scenarios is not None:
+        lines.append(f"         SCENARIOS={_show(settings.scenarios)}: a task whose model is scripted:NAME plays "
+                     "NAME.json from it")
+    return lines
 
 
 def _model_lines(settings: Settings) -> list[str]:
@@ -256,6 +273,7 @@ def down(settings: Settings) -> int:
             settings.path(leftover).unlink(missing_ok=True)
         for leftover in settings.dir.glob("*session-bus.conf"):
             leftover.unlink()
+        remove_run_dirs(settings, say)  # the seats' bus directories (leftovers.py)
         remove_seat_users(settings, say)  # only those it made, by its record (seat_sessions.py)
         _config_path(settings).unlink(missing_ok=True)
         say(f"down; logs and the daemon's state stay in {_show(settings.dir)}")
@@ -323,6 +341,7 @@ def main(argv: list[str]) -> int:
         settings = Settings.from_env(ROOT, seats=argv[0] in ("up", "check"))
         if argv[0] in ("up", "check"):
             check_socket_paths(settings)
+            check_user_files(settings)
         if argv[0] == "check":  # up.sh, before it installs anything: refuse bad settings first
             return 0
         return {"up": up, "down": down, "status": status}[argv[0]](settings)

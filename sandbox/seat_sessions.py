@@ -5,7 +5,8 @@ be the seat's alone. Run as root, the sandbox makes one: ``cud-XXXXXX-N`` for th
 N-th seat, XXXXXX from the sandbox directory's path (two sandboxes on one machine
 never share a user), with ``useradd --system`` (no login shell, no home made by
 useradd), and writes down that it made it (``seat-users.json``): ``sandbox-down``
-stops what still runs as such a user and removes the user and its home again,
+stops what still runs as such a user and removes the user and its home again, with its files
+and directories at the top of /tmp, /var/tmp and /dev/shm (leftovers.py),
 and never a user it did not make. A user of that name that the sandbox did not
 make is refused by name. Run as anyone else, the seats' user is the
 invoking user (a daemon that is not root can only run sessions as itself), and
@@ -28,6 +29,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from leftovers import remove_files_of
 from parts import Seat, Settings
 from procs import SandboxError
 
@@ -142,10 +144,14 @@ def remove_seat_users(settings: Settings, say: object) -> None:
         # Whatever the session left (the daemon's reset would have ended it): userdel refuses a user that runs.
         subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups",
                         "kill", "-KILL", "-1"], capture_output=True)
+        # Its uid goes to the next user made: what it left where anyone may write would be that user's. Removed
+        # while the uid is still its own (nothing of it runs any more).
+        left = remove_files_of(entry.pw_uid)
         done = subprocess.run(["userdel", name], capture_output=True, text=True)
         if done.returncode != 0:
             say(f"seat user {name}: not removed: {done.stderr.strip()}")  # type: ignore[operator]
             continue
         shutil.rmtree(home, ignore_errors=True)
-        say(f"seat user {name}: removed, with its home {home}")  # type: ignore[operator]
+        also = f", and what it left in /tmp, /var/tmp, /dev/shm ({len(left)})" if left else ""
+        say(f"seat user {name}: removed, with its home {home}{also}")  # type: ignore[operator]
     settings.path(RECORD).unlink(missing_ok=True)

@@ -463,3 +463,90 @@ def test_xvnc_sandbox_with_two_seats(short_tmp: Path) -> None:
     finally:
         box.run("down.sh")
         box.kill_leftovers()
+
+
+def test_up_again_after_down_once_another_user_took_the_seat_users_uid(sandbox: Sandbox) -> None:
+    """Issue 35: sandbox-down removed the seat's user but left its uid on files; the next system user made
+    took that uid, and the next sandbox-up failed, half up, binding the accessibility bus's socket."""
+    ok(sandbox.run("up.sh"))
+    seat_user = json.loads((sandbox.dir / "seat-users.json").read_text())
+    (name,) = seat_user
+    uid = int(subprocess.run(["id", "-u", name], capture_output=True, text=True, check=True).stdout)
+    # What the seat user leaves where anyone may write, and a link of its own that must be removed as nothing else.
+    left = [Path(f"/tmp/{sandbox.dir.parent.name}-left"), Path(f"/dev/shm/{sandbox.dir.parent.name}-left")]
+    left[0].write_text("x")
+    (Path("/var/tmp") / f"{sandbox.dir.parent.name}-dir").mkdir()
+    left.append(Path("/var/tmp") / f"{sandbox.dir.parent.name}-dir")
+    left[1].write_text("x")
+    link = Path(f"/tmp/{sandbox.dir.parent.name}-link")
+    link.symlink_to(sandbox.dir / "Xauthority")
+    for path in (*left, link):
+        os.lchown(path, uid, uid)
+    # What an earlier sandbox left: its buses' directories, the seat user's.
+    for path in (sandbox.dir / "a11y", sandbox.dir / "a11y" / "at-spi", sandbox.dir / "a11y" / "dconf"):
+        os.chown(path, uid, uid)
+        path.chmod(0o700)
+    try:
+        down = ok(sandbox.run("down.sh"))
+        assert f"seat user {name}: removed" in down, down
+        assert not any(path.exists() for path in left), [str(p) for p in left if p.exists()]
+        assert link.is_symlink() and (sandbox.dir / "Xauthority").exists()  # a link: neither it nor its target
+        assert not (sandbox.dir / "a11y").exists() and not (sandbox.dir / "session").exists()
+        # Another system user takes the uid, and leaves a directory of its own where the sandbox's was.
+        subprocess.run(["useradd", "--system", "--no-create-home", "-u", str(uid), "cud-t35-uid"], check=True)
+        (sandbox.dir / "a11y" / "at-spi").mkdir(parents=True)
+        for path in (sandbox.dir / "a11y", sandbox.dir / "a11y" / "at-spi"):
+            os.chown(path, uid, uid)
+            path.chmod(0o700)
+        again = ok(sandbox.run("up.sh"))
+        assert "a11y-bus: started" in again and "daemon: started" in again, again
+        for path in (sandbox.dir / "a11y", sandbox.dir / "a11y" / "at-spi"):
+            info = path.lstat()
+            assert (info.st_uid, info.st_mode & 0o777) == (os.geteuid(), 0o755), path
+        assert all(procs.state_of(r) == "running" for r in sandbox.records().values())
+    finally:
+        link.unlink(missing_ok=True)
+        for path in left:
+            if path.is_dir():
+                path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
+        subprocess.run(["userdel", "cud-t35-uid"], capture_output=True)
+
+
+def test_up_with_the_users_config_and_scenarios(short_tmp: Path) -> None:
+    """Issue 35: `make sandbox-up CONFIG=my.toml SCENARIOS=dir/`: the daemon takes the user's config, merged with
+    the sandbox's keys, and the scripted model plays the user's scenario for a task whose model is scripted:NAME."""
+    mine = short_tmp / "mine"
+    mine.mkdir()
+    (mine / "hello.json").write_text(json.dumps({"name": "hello", "steps": [{"message": "hello from SCENARIOS"}]}))
+    config = short_tmp / "my.toml"
+    # Top-level keys and tables of the user's own; its own [video] stands in for the sandbox's.
+    config.write_text("# mine\nmax_steps = 7\n\n[video]\nenabled = false\n")
+    # A key the sandbox sets itself is refused by name, before anything starts.
+    clash = short_tmp / "clash.toml"
+    clash.write_text('display = ":9"\n')
+    box = Sandbox(short_tmp / "sb", CONFIG=str(clash), SCENARIOS=str(mine))
+    try:
+        refused = box.run("up.sh")
+        assert refused.returncode == 1 and f"CONFIG '{clash}' sets 'display', which the sandbox sets itself" \
+            in refused.stdout, refused.stdout + refused.stderr
+        assert not (box.dir / "run").exists()
+        box.env["CONFIG"] = str(config)
+        out = ok(box.run("up.sh"))
+        assert f"with CONFIG={config} merged in" in out and f"SCENARIOS={mine}" in out, out
+        assert f"DISPLAY={box.records()['xserver'].info['display']} XAUTHORITY=" in out, out
+        assert "already up" in ok(box.run("up.sh"))  # the same CONFIG and SCENARIOS again: nothing restarts
+        merged = tomllib.loads((box.dir / "cud.toml").read_text())
+        assert merged["max_steps"] == 7 and merged["video"] == {"enabled": False} and "session_bus" in merged
+        cuctl = [str(VENV / "bin" / "cuctl"), "--socket", str(box.dir / "cud.sock")]
+        submitted = ok(subprocess.run([*cuctl, "--json", "submit", "--model", "scripted:hello", "--wait", "say hello"],
+                                      capture_output=True, text=True, timeout=120))
+        task = json.loads(submitted.strip().splitlines()[-1])
+        shown = json.loads(ok(subprocess.run([*cuctl, "--json", "show", str(task["id"])], capture_output=True,
+                                             text=True, timeout=60)))
+        assert shown["state"] == "succeeded" and "hello from SCENARIOS" in json.dumps(shown), shown
+        assert shown["max_steps"] == 7, shown  # the user's config's default
+    finally:
+        box.run("down.sh")
+        box.kill_leftovers()

@@ -40,9 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scenario", required=True, help=f"a scenario file, or a bundled name ({', '.join(bundled_names())})"
     )
-    parser.add_argument("--scenarios", metavar="DIR",
+    parser.add_argument("--scenarios", metavar="DIR", action="append", default=[],
                         help="a folder of scenario files: a request whose model is scripted:NAME plays NAME.json "
-                             "from it (the others play --scenario)")
+                             "from it (the others play --scenario); repeated, a later folder's NAME.json wins")
     parser.add_argument("--port", type=_port, default=0, help="TCP port on 127.0.0.1 (default: any free one)")
     parser.add_argument("--port-file", help="write the port to this file when ready")
     parser.add_argument("--latency", type=_seconds, default=0.0, help="seconds added before every answer")
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="cud.scripted: %(message)s")
 
     try:
-        named = scenario_folder(args.scenarios) if args.scenarios else {}
+        named = {name: scenario for folder in args.scenarios for name, scenario in scenario_folder(folder).items()}
         model = ScriptedModel(args.scenario, scenarios=named, latency=args.latency, record=False)
         url = model.start(args.port)
     except ConfigError as exc:
