@@ -9,10 +9,12 @@ process of the seat's user. Refused, naming the seat, the key and the path:
   bad as ``/etc``); the daemon's own home, and a directory that holds it; the daemon's
   state directory: equal to, inside, or holding it; a home holding the daemon's socket;
   another seat's home: equal to, inside, or holding it; an existing home of another
-  owner than the seat's user; a home below a directory a seat's user (any seat's) can
-  write: its own directory, sticky or not (the home is its user's, who may rename it
-  even out of a sticky ``/tmp``), or one above that (sticky there is safe: the entry is
-  not that user's). Whoever can write there could put a symlink or another directory in
+  owner than the seat's user; an existing home with entries in it that cud neither made nor
+  took (:mod:`~cud.daemon.session.taken`), unless ``empty_existing_home`` lets the reset
+  empty it; a home below a directory a seat's user (any seat's) can write: its own
+  directory, sticky or not (the home is its user's, who may rename it even out of a
+  sticky ``/tmp``), or one above that (sticky there is safe: the entry is not that
+  user's). Whoever can write there could put a symlink or another directory in
   the home's place and move where root's reset and file access go;
 * as a template, where a home is refused (the system's places, the daemon's home, what
   the daemon keeps; and inside what the daemon keeps as well): ``/etc`` or ``/dev`` would
@@ -43,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TypeGuard
 
+from cud.daemon.session.taken import Identity, stranger_reason
 from cud.daemon.session.template import SeatWriter, seat_reader, seat_writer, template_flaw
 from cud.errors import ConfigError
 
@@ -71,6 +74,8 @@ class Place:
     #: The user's name, and its groups (the primary one included), as configured.
     user: str = ""
     groups: tuple[int, ...] = ()
+    #: ``empty_existing_home``: the reset may empty an existing home with entries cud did not put there.
+    empty_existing: bool = False
 
 
 def _real(path: str) -> PurePosixPath:
@@ -93,11 +98,13 @@ def _refuse(place: Place, key: str, path: str, why: str) -> ConfigError:
                        key=f"{place.key}{key}", value=repr(path), seat=place.seat)
 
 
-def check_places(places: Sequence[Place], *, daemon_dirs: Mapping[str, str], daemon_home: str | None) -> None:
+def check_places(places: Sequence[Place], *, daemon_dirs: Mapping[str, str], daemon_home: str | None,
+                 taken: Mapping[str, Identity] | None = None) -> None:
     """Refuse the first home, template or user in ``places`` that a reset must not touch (see the module's text).
 
     ``daemon_dirs``: what the daemon keeps, by what it is ("the daemon's state directory": its path);
     no home may be, be inside, or hold any of them, and no template share anything with them.
+    ``taken``: the homes cud made or took (cud.daemon.session.taken), which may hold entries.
     """
     kept = {what: _real(path) for what, path in daemon_dirs.items()}
     own = _real(daemon_home) if daemon_homes_matter(daemon_home) else None
@@ -119,7 +126,7 @@ def check_places(places: Sequence[Place], *, daemon_dirs: Mapping[str, str], dae
             how = _overlap(home, other_home)
             if other is not place and how is not None:
                 raise _refuse(place, "home", shown, f"it {how} the home of seat {other.seat!r} ({other.home!r})")
-        _check_owner(place, home)
+        _check_owner(place, home, taken or {})
         _check_parents(place, home, writers)
         if place.template is not None:
             _check_template(place, homes, kept, own)
@@ -157,7 +164,7 @@ def daemon_homes_matter(daemon_home: str | None) -> TypeGuard[str]:
     return _real(daemon_home) != PurePosixPath("/")
 
 
-def _check_owner(place: Place, home: PurePosixPath) -> None:
+def _check_owner(place: Place, home: PurePosixPath, taken: Mapping[str, Identity]) -> None:
     try:
         info = os.lstat(home)
     except FileNotFoundError:
@@ -169,6 +176,15 @@ def _check_owner(place: Place, home: PurePosixPath) -> None:
     if info.st_uid != place.uid:
         raise _refuse(place, "home", place.home, f"it belongs to uid {info.st_uid}, not to the seat's user "
                       f"(uid {place.uid}): a reset would wipe another's files")
+    if place.empty_existing:
+        return
+    try:
+        why = stranger_reason(str(home), (info.st_dev, info.st_ino), taken)
+    except OSError as exc:
+        raise _refuse(place, "home", place.home, f"it cannot be listed: {exc.strerror}") from None
+    if why is not None:
+        raise _refuse(place, "home", place.home, f"{why}; move them elsewhere, or set "
+                      f"'{place.key}empty_existing_home = true' to let the reset delete them")
 
 
 def _check_parents(place: Place, home: PurePosixPath, writers: Sequence[SeatWriter]) -> None:
