@@ -76,12 +76,13 @@ def test_a_home_holding_files_cud_did_not_put_there_is_refused(session_dir: Path
 
 def test_the_key_is_a_boolean_of_a_seat_with_a_session(session_dir: Path, user: SeatUser) -> None:
     home = make_home(session_dir, user)
-    with pytest.raises(ConfigError, match="'seats.0..empty_existing_home' must be true or false"):
+    with pytest.raises(ConfigError, match=r"'seats\[0\]\.empty_existing_home' must be true or false"):
         load_config(write_config(session_dir, user, home, 'empty_existing_home = "yes"\n'), env={})
     path = session_dir / "bare.toml"
     path.write_text(f'socket = "{session_dir}/s"\nstate_dir = "{session_dir}/state"\n'
                     '[[seats]]\nname = "s1"\ndisplay = ":1"\nempty_existing_home = true\n')
-    with pytest.raises(ConfigError, match="'seats.0..empty_existing_home' needs 'seats.0..user' and 'seats.0..home'"):
+    with pytest.raises(ConfigError, match=r"'seats\[0\]\.empty_existing_home' needs 'seats\[0\]\.user' and "
+                                          r"'seats\[0\]\.home'"):
         load_config(path, env={})
 
 
@@ -97,9 +98,10 @@ def test_the_record_is_the_daemons_and_names_the_directory_itself(session_dir: P
     state.mkdir(mode=0o700)
     (state / RECORD_NAME).write_text(json.dumps({str(home): [home.stat().st_dev, home.stat().st_ino]}))
     load_config(write_config(session_dir, user, home), env={})
-    shutil.rmtree(home)
+    home.rename(session_dir / "old")  # kept until the new one is made: its inode is not free to be reused
     home = make_home(session_dir, user)
     owned(home / "thesis.txt", user)
+    shutil.rmtree(session_dir / "old")
     with pytest.raises(ConfigError, match="cud did not make it"):
         load_config(write_config(session_dir, user, home), env={})
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from cud.daemon.config_values import bad, string, tags
 from cud.daemon.config_values import table as checked_table
-from cud.daemon.session.places import Place, check_places, check_secrets
+from cud.daemon.session.places import Place, check_existing_homes, check_places, check_secrets
 from cud.daemon.session.taken import taken_homes
 from cud.daemon.session.user import SeatUser
 from cud.errors import ConfigError
@@ -191,12 +191,13 @@ def check_seat_places(seats: tuple[SeatConfig, ...], daemon_dirs: Mapping[str, s
                     seat.user.name, seat.user.groups, seat.empty_existing_home)
               for index, seat in enumerate(seats) if seat.home is not None and seat.user is not None]
     if places:
-        check_places(places, daemon_dirs=daemon_dirs, daemon_home=daemon_home,
-                     taken=None if state_dir is None else taken_homes(state_dir))
+        check_places(places, daemon_dirs=daemon_dirs, daemon_home=daemon_home)
     secrets = {key: str(path) for key, path in (files or {}).items()}
     secrets.update({f"{prefix[index]}vnc_password_file": str(seat.vnc_password_file)
                     for index, seat in enumerate(seats) if seat.vnc_password_file is not None})
     check_secrets(secrets, places, written=written)
+    if places and state_dir is not None:
+        check_existing_homes(places, taken_homes(state_dir))
 
 
 def _place(prefix: str, name: str, table: Mapping[str, Any]) -> SeatConfig:

@@ -49,7 +49,7 @@ from cud.daemon.session.taken import Identity, stranger_reason
 from cud.daemon.session.template import SeatWriter, seat_reader, seat_writer, template_flaw
 from cud.errors import ConfigError
 
-__all__ = ("SYSTEM_DIRS", "SYSTEM_TREES", "Place", "check_places", "check_secrets")
+__all__ = ("SYSTEM_DIRS", "SYSTEM_TREES", "Place", "check_existing_homes", "check_places", "check_secrets")
 
 #: Directories no seat's home may be, because the system or every user keeps things there.
 SYSTEM_DIRS = frozenset({
@@ -98,13 +98,11 @@ def _refuse(place: Place, key: str, path: str, why: str) -> ConfigError:
                        key=f"{place.key}{key}", value=repr(path), seat=place.seat)
 
 
-def check_places(places: Sequence[Place], *, daemon_dirs: Mapping[str, str], daemon_home: str | None,
-                 taken: Mapping[str, Identity] | None = None) -> None:
+def check_places(places: Sequence[Place], *, daemon_dirs: Mapping[str, str], daemon_home: str | None) -> None:
     """Refuse the first home, template or user in ``places`` that a reset must not touch (see the module's text).
 
     ``daemon_dirs``: what the daemon keeps, by what it is ("the daemon's state directory": its path);
     no home may be, be inside, or hold any of them, and no template share anything with them.
-    ``taken``: the homes cud made or took (cud.daemon.session.taken), which may hold entries.
     """
     kept = {what: _real(path) for what, path in daemon_dirs.items()}
     own = _real(daemon_home) if daemon_homes_matter(daemon_home) else None
@@ -126,7 +124,7 @@ def check_places(places: Sequence[Place], *, daemon_dirs: Mapping[str, str], dae
             how = _overlap(home, other_home)
             if other is not place and how is not None:
                 raise _refuse(place, "home", shown, f"it {how} the home of seat {other.seat!r} ({other.home!r})")
-        _check_owner(place, home, taken or {})
+        _check_owner(place, home)
         _check_parents(place, home, writers)
         if place.template is not None:
             _check_template(place, homes, kept, own)
@@ -164,7 +162,7 @@ def daemon_homes_matter(daemon_home: str | None) -> TypeGuard[str]:
     return _real(daemon_home) != PurePosixPath("/")
 
 
-def _check_owner(place: Place, home: PurePosixPath, taken: Mapping[str, Identity]) -> None:
+def _check_owner(place: Place, home: PurePosixPath) -> None:
     try:
         info = os.lstat(home)
     except FileNotFoundError:
@@ -176,15 +174,27 @@ def _check_owner(place: Place, home: PurePosixPath, taken: Mapping[str, Identity
     if info.st_uid != place.uid:
         raise _refuse(place, "home", place.home, f"it belongs to uid {info.st_uid}, not to the seat's user "
                       f"(uid {place.uid}): a reset would wipe another's files")
-    if place.empty_existing:
-        return
-    try:
-        why = stranger_reason(str(home), (info.st_dev, info.st_ino), taken)
-    except OSError as exc:
-        raise _refuse(place, "home", place.home, f"it cannot be listed: {exc.strerror}") from None
-    if why is not None:
-        raise _refuse(place, "home", place.home, f"{why}; move them elsewhere, or set "
-                      f"'{place.key}empty_existing_home = true' to let the reset delete them")
+
+
+def check_existing_homes(places: Sequence[Place], taken: Mapping[str, Identity]) -> None:
+    """Refuse an existing home holding entries that cud neither made nor took (``taken``: its record,
+    cud.daemon.session.taken), unless its seat's ``empty_existing_home`` lets the reset empty it. Run after
+    :func:`check_places` (the home is a directory of the seat's user) and :func:`check_secrets` (a secret in a
+    home is the more telling refusal)."""
+    for place in places:
+        if place.empty_existing:
+            continue
+        home = str(_real(place.home))
+        try:
+            info = os.lstat(home)
+            why = stranger_reason(home, (info.st_dev, info.st_ino), taken)
+        except FileNotFoundError:
+            continue  # made, empty, for the user at the first reset
+        except OSError as exc:
+            raise _refuse(place, "home", place.home, f"it cannot be listed: {exc.strerror}") from None
+        if why is not None:
+            raise _refuse(place, "home", place.home, f"{why}; move them elsewhere, or set "
+                          f"'{place.key}empty_existing_home = true' to let the reset delete them")
 
 
 def _check_parents(place: Place, home: PurePosixPath, writers: Sequence[SeatWriter]) -> None:
