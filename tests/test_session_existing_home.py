@@ -140,9 +140,10 @@ def test_with_the_key_the_reset_empties_it_and_a_restart_accepts_the_home_cud_to
                       home_files={"thesis.txt": "years of work\n"}) as seat:
         daemon = seat.daemon
         assert (seat.home / "thesis.txt").exists()  # the start takes it; only a reset empties it
+        record = daemon.state_dir / RECORD_NAME
+        assert json.loads(record.read_text()) == {str(seat.home): [seat.home.stat().st_dev, seat.home.stat().st_ino]}
         assert cuctl(daemon.socket, "reset", SEAT).returncode == 0
         assert not (seat.home / "thesis.txt").exists() and tree_hash(seat.home) == tree_hash(seat.template)
-        record = daemon.state_dir / RECORD_NAME
         assert json.loads(record.read_text()) == {str(seat.home): [seat.home.stat().st_dev, seat.home.stat().st_ino]}
         assert record.stat().st_mode & 0o077 == 0
         # Without the key, the home holds the template's files: cud's, recorded, so a restart accepts it.
