@@ -59,6 +59,7 @@ TOP_KEYS = frozenset({
     "user",
     "home",
     "home_template",
+    "empty_existing_home",
     "session_unit",
     "seats",
     "model",
@@ -348,7 +349,7 @@ def load_config(
     check_seat_places(kwargs["seats"], {"the daemon's state directory": str(kwargs["state_dir"]),
                                         "the daemon's socket": str(kwargs["socket"])},
                       _daemon_home(), tables=len(kwargs["seats"]) > 1 or "seats" in raw, files=_daemon_files(kwargs),
-                      written={"metrics.textfile"})
+                      written={"metrics.textfile"}, state_dir=kwargs["state_dir"])
     return Config(**kwargs)
 
 

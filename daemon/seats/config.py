@@ -25,7 +25,8 @@ from typing import Any
 
 from cud.daemon.config_values import bad, string, tags
 from cud.daemon.config_values import table as checked_table
-from cud.daemon.session.places import Place, check_places, check_secrets
+from cud.daemon.session.places import Place, check_existing_homes, check_places, check_secrets
+from cud.daemon.session.taken import taken_homes
 from cud.daemon.session.user import SeatUser
 from cud.errors import ConfigError
 from cud.protocol import SEAT_NAME
@@ -39,11 +40,12 @@ DEFAULT_SEAT = "default"
 MAX_SEATS = 64
 #: The keys of a ``[[seats]]`` table.
 SEAT_KEYS = frozenset({"name", "display", "vnc", "vnc_password_file", "vnc_horizontal_scroll", "session_bus",
-                       "x_display", "user", "home", "home_template", "session_unit", "tags"})
+                       "x_display", "user", "home", "home_template", "empty_existing_home", "session_unit",
+                       "tags"})
 #: Where a seat's targets are read (docs/targets.md): its session bus, and for a VNC seat the X display it mirrors.
 _TARGET_KEYS = ("session_bus", "x_display")
 #: A seat's session (docs/sessions.md); like the target keys, top-level keys of a one-seat config too.
-_SESSION_KEYS = ("user", "home", "home_template", "session_unit")
+_SESSION_KEYS = ("user", "home", "home_template", "empty_existing_home", "session_unit")
 #: A service unit's name as systemd spells it (systemd.unit(5)): a template's instance must be given.
 _SERVICE_NAME = re.compile(r"[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.service")
 _MAX_UNIT_NAME = 255
@@ -66,6 +68,8 @@ class SeatConfig:
     user: SeatUser | None = None
     home: Path | None = None
     home_template: Path | None = None
+    #: The reset may empty an existing home holding entries cud did not put there (else config load refuses it).
+    empty_existing_home: bool = False
     #: The systemd unit that is the seat's session (docs/sessions.md#under-systemd); None: cud's own process groups.
     session_unit: str | None = None
     #: Its labels: its ``[[seats]] tags``, then the node-wide ``[fleet] tags`` (a task's ``seat_tags`` picks by them).
@@ -130,7 +134,7 @@ def _session(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
         missing = "home" if given == ["user"] else "user"
         raise ConfigError(f"config key '{prefix}{given[0]}' needs '{prefix}{missing}': a seat's session has both",
                           key=f"{prefix}{missing}")
-    for key in ("home_template", "session_unit"):
+    for key in ("home_template", "empty_existing_home", "session_unit"):
         if key in table and not given:
             raise ConfigError(f"config key '{prefix}{key}' needs '{prefix}user' and '{prefix}home'",
                               key=f"{prefix}{key}")
@@ -145,6 +149,10 @@ def _session(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
     }
     if "home_template" in table:
         out["home_template"] = _absolute(f"{prefix}home_template", table["home_template"])
+    if "empty_existing_home" in table:
+        if not isinstance(table["empty_existing_home"], bool):
+            raise bad(f"{prefix}empty_existing_home", table["empty_existing_home"], "true or false")
+        out["empty_existing_home"] = table["empty_existing_home"]
     if "session_unit" in table:
         out["session_unit"] = check_service_unit(f"{prefix}session_unit", table["session_unit"])
     return out
@@ -168,18 +176,19 @@ def _absolute(key: str, value: object) -> Path:
 
 def check_seat_places(seats: tuple[SeatConfig, ...], daemon_dirs: Mapping[str, str], daemon_home: str | None, *,
                       tables: bool = True, files: Mapping[str, Path] | None = None,
-                      written: Collection[str] = ()) -> None:
+                      written: Collection[str] = (), state_dir: Path | None = None) -> None:
     """Refuse a seat's home, template or user that a reset must not touch, and a file of the daemon's a seat's
     user could reach (cud.daemon.session.places).
 
     ``tables``: the seats came from ``[[seats]]`` (errors name ``seats[N].home``), else top-level keys.
     ``files``: the daemon's secrets and the files it writes, by config key (each seat's ``vnc_password_file`` is
     added here); ``written``: those of ``files`` the daemon writes for others to read, not secrets.
+    ``state_dir``: where the daemon recorded the homes it made or took (cud.daemon.session.taken).
     """
     prefix = [f"seats[{index}]." if tables else "" for index in range(len(seats))]
     places = [Place(seat.name, prefix[index], str(seat.home),
                     None if seat.home_template is None else str(seat.home_template), seat.user.uid,
-                    seat.user.name, seat.user.groups)
+                    seat.user.name, seat.user.groups, seat.empty_existing_home)
               for index, seat in enumerate(seats) if seat.home is not None and seat.user is not None]
     if places:
         check_places(places, daemon_dirs=daemon_dirs, daemon_home=daemon_home)
@@ -187,6 +196,8 @@ def check_seat_places(seats: tuple[SeatConfig, ...], daemon_dirs: Mapping[str, s
     secrets.update({f"{prefix[index]}vnc_password_file": str(seat.vnc_password_file)
                     for index, seat in enumerate(seats) if seat.vnc_password_file is not None})
     check_secrets(secrets, places, written=written)
+    if places and state_dir is not None:
+        check_existing_homes(places, taken_homes(state_dir))
 
 
 def _place(prefix: str, name: str, table: Mapping[str, Any]) -> SeatConfig:

@@ -93,7 +93,8 @@ class Seat:
         #: Its session (user, home, processes: docs/sessions.md); None for a seat without ``user``/``home``.
         self.session: SeatSession | None = session_for(
             seat_config.name, seat_config.user, seat_config.home, seat_config.home_template,
-            seat_config.target_display, seat_config.session_bus, seat_config.session_unit)
+            seat_config.target_display, seat_config.session_bus, seat_config.session_unit,
+            state_dir=parts.config.state_dir)
         #: With a session, the address its user's launcher gives is confined to the session (a11y_trust).
         trust = (None if self.session is None
                  else SeatTrust(seat_config.name, self.session.account.uid, self.session.own_dirs))

@@ -77,6 +77,11 @@ class SeatHome:
         finally:
             os.close(fd)
 
+    @property
+    def identity(self) -> tuple[int, int] | None:
+        """(st_dev, st_ino) of the home as last pinned or walked; None before."""
+        return self._identity
+
     def resolve(self, path: str, *, for_write: bool = False) -> Path:
         """The real path ``path`` names in the home (symlinks inside it resolved); refused if it leads out.
 

@@ -9,10 +9,12 @@ process of the seat's user. Refused, naming the seat, the key and the path:
   bad as ``/etc``); the daemon's own home, and a directory that holds it; the daemon's
   state directory: equal to, inside, or holding it; a home holding the daemon's socket;
   another seat's home: equal to, inside, or holding it; an existing home of another
-  owner than the seat's user; a home below a directory a seat's user (any seat's) can
-  write: its own directory, sticky or not (the home is its user's, who may rename it
-  even out of a sticky ``/tmp``), or one above that (sticky there is safe: the entry is
-  not that user's). Whoever can write there could put a symlink or another directory in
+  owner than the seat's user; an existing home with entries in it that cud neither made nor
+  took (:mod:`~cud.daemon.session.taken`), unless ``empty_existing_home`` lets the reset
+  empty it; a home below a directory a seat's user (any seat's) can write: its own
+  directory, sticky or not (the home is its user's, who may rename it even out of a
+  sticky ``/tmp``), or one above that (sticky there is safe: the entry is not that
+  user's). Whoever can write there could put a symlink or another directory in
   the home's place and move where root's reset and file access go;
 * as a template, where a home is refused (the system's places, the daemon's home, what
   the daemon keeps; and inside what the daemon keeps as well): ``/etc`` or ``/dev`` would
@@ -43,10 +45,11 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TypeGuard
 
+from cud.daemon.session.taken import Identity, stranger_reason
 from cud.daemon.session.template import SeatWriter, seat_reader, seat_writer, template_flaw
 from cud.errors import ConfigError
 
-__all__ = ("SYSTEM_DIRS", "SYSTEM_TREES", "Place", "check_places", "check_secrets")
+__all__ = ("SYSTEM_DIRS", "SYSTEM_TREES", "Place", "check_existing_homes", "check_places", "check_secrets")
 
 #: Directories no seat's home may be, because the system or every user keeps things there.
 SYSTEM_DIRS = frozenset({
@@ -71,6 +74,8 @@ class Place:
     #: The user's name, and its groups (the primary one included), as configured.
     user: str = ""
     groups: tuple[int, ...] = ()
+    #: ``empty_existing_home``: the reset may empty an existing home with entries cud did not put there.
+    empty_existing: bool = False
 
 
 def _real(path: str) -> PurePosixPath:
@@ -169,6 +174,27 @@ def _check_owner(place: Place, home: PurePosixPath) -> None:
     if info.st_uid != place.uid:
         raise _refuse(place, "home", place.home, f"it belongs to uid {info.st_uid}, not to the seat's user "
                       f"(uid {place.uid}): a reset would wipe another's files")
+
+
+def check_existing_homes(places: Sequence[Place], taken: Mapping[str, Identity]) -> None:
+    """Refuse an existing home holding entries that cud neither made nor took (``taken``: its record,
+    cud.daemon.session.taken), unless its seat's ``empty_existing_home`` lets the reset empty it. Run after
+    :func:`check_places` (the home is a directory of the seat's user) and :func:`check_secrets` (a secret in a
+    home is the more telling refusal)."""
+    for place in places:
+        if place.empty_existing:
+            continue
+        home = str(_real(place.home))
+        try:
+            info = os.lstat(home)
+            why = stranger_reason(home, (info.st_dev, info.st_ino), taken)
+        except FileNotFoundError:
+            continue  # made, empty, for the user at the first reset
+        except OSError as exc:
+            raise _refuse(place, "home", place.home, f"it cannot be listed: {exc.strerror}") from None
+        if why is not None:
+            raise _refuse(place, "home", place.home, f"{why}; move them elsewhere, or set "
+                          f"'{place.key}empty_existing_home = true' to let the reset delete them")
 
 
 def _check_parents(place: Place, home: PurePosixPath, writers: Sequence[SeatWriter]) -> None:

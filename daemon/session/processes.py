@@ -28,6 +28,7 @@ from cud.daemon.session.home import SeatHome
 from cud.daemon.session.reset import ResetReport, reset_session
 from cud.daemon.session.runtime import RuntimeDir
 from cud.daemon.session.sweep import SEAT_MARK
+from cud.daemon.session.taken import take_home
 from cud.daemon.session.template import SeatWriter, template_flaw
 from cud.daemon.session.unit import SessionUnit
 from cud.daemon.session.user import SeatUser
@@ -69,6 +70,8 @@ class SessionPlaces:
     #: The X authority file the daemon uses; the user gets a copy of the display's entries only (the
     #: daemon's is not theirs to read, and may hold other seats' displays' cookies).
     xauthority: Path | None = None
+    #: The daemon's state directory, where the homes cud made or took are recorded (cud.daemon.session.taken).
+    state_dir: Path | None = None
 
 
 class SeatSession:
@@ -82,9 +85,10 @@ class SeatSession:
         self.home = SeatHome(home, user.uid, user.gid)
         # The home as the session starts, closed to other users as the reset leaves it (0700: a home from before
         # may have kept a template's 0755); a home not made yet is made and recorded by the first reset.
+        self.places = places
         with contextlib.suppress(SessionError):
             self.home.pin(mode=0o700)
-        self.places = places
+            self._take_home()  # config load accepted it: empty, taken before, or empty_existing_home
         self.template = places.template
         #: The session's runtime directory (XDG_RUNTIME_DIR): the user's, made at the first use, in a directory
         #: of root's (cud.daemon.session.runtime).
@@ -308,7 +312,19 @@ class SeatSession:
         # The home is the one the reset checked (the user's, made if it was missing, 0700): walks from now on
         # must find it.
         await asyncio.to_thread(self.home.pin)
+        await asyncio.to_thread(self._take_home)
         return report
+
+    def _take_home(self) -> None:
+        """Record the home as pinned as one cud made or took, so a restart accepts it with what is in it."""
+        identity = self.home.identity
+        if self.places.state_dir is None or identity is None:
+            return
+        try:
+            take_home(self.places.state_dir, str(self.home.root), identity)
+        except OSError as exc:
+            log.warning("seat %s: the home %s could not be recorded as cud's in %s: %s; a restart will refuse it "
+                        "while it holds files", self.seat, self.home.root, self.places.state_dir, exc)
 
     async def check_template(self) -> None:
         """SessionError naming the template and why, if it may no longer be one (config load checked it once)."""
@@ -450,11 +466,12 @@ async def _feed_pipe(fd: int, data: bytes) -> None:
 
 
 def session_for(seat: str, user: SeatUser | None, home: Path | None, template: Path | None, display: str | None,
-                session_bus: str | None, session_unit: str | None = None) -> SeatSession | None:
+                session_bus: str | None, session_unit: str | None = None, *,
+                state_dir: Path | None = None) -> SeatSession | None:
     """The session of a seat configured with ``user`` and ``home`` (None without them); with ``session_unit``,
     a systemd unit holds it (cud.daemon.session.unit)."""
     if user is None or home is None:
         return None
     cookie = os.environ.get("XAUTHORITY") or os.path.expanduser("~/.Xauthority")
     unit = None if session_unit is None else SessionUnit(seat, session_unit, user.name)
-    return SeatSession(seat, user, home, SessionPlaces(display, session_bus, template, Path(cookie)), unit)
+    return SeatSession(seat, user, home, SessionPlaces(display, session_bus, template, Path(cookie), state_dir), unit)

@@ -172,12 +172,17 @@ def _sentinel(path: Path) -> None:
 
 @contextlib.contextmanager
 def session_seat(user: SeatUser, base: Path, config: str = "", env: dict[str, str] | None = None,
-                 bus_as_seat_user: bool = False) -> Iterator[SessionSeat]:
+                 bus_as_seat_user: bool = False, home_files: dict[str, str] | None = None) -> Iterator[SessionSeat]:
     """The seat ``s1`` with ``user``'s session under ``base`` (0755), its daemon, bus and desktop; ``config``
     is added to the daemon's config file (right after the seat's table: bare keys are the seat's), ``env`` to
-    the daemon's environment; ``bus_as_seat_user``: the bus is run by the seat's user (see the module's text)."""
+    the daemon's environment; ``bus_as_seat_user``: the bus is run by the seat's user (see the module's text);
+    ``home_files``: files (name: text) already in the home when the daemon starts, the user's."""
     _template(base / "template")
-    make_home(base, user)
+    home = make_home(base, user)
+    for name, text in (home_files or {}).items():
+        (home / name).write_text(text)
+        if os.geteuid() == 0:
+            os.chown(home / name, user.uid, user.gid)
     _sentinel(base / "sentinel")
     bus_dir = base / "bus"
     (bus_dir / "services").mkdir(parents=True)
