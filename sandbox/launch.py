@@ -229,7 +229,8 @@ def seat_lines(settings: Settings, records: dict[str, Record]) -> list[str]:
         session = seat_session(settings, seat)  # its session: cuctl exec/cp/clipboard/reset (docs/sessions.md)
         if os.geteuid() == 0 or seat == settings.seat_list[0]:
             keys += [f"user = {json.dumps(session.user)}", f"home = {json.dumps(str(session.home))}",
-                     f"home_template = {json.dumps(str(session.template))}"]
+                     f"home_template = {json.dumps(str(session.template))}",
+                     "empty_existing_home = true"]  # the sandbox made the home, under its own directory
         tables.append(keys)
     if settings.seats == 1:
         return ["# The sandbox's display and the session bus its applications use.", *tables[0]]

@@ -35,6 +35,7 @@ SANDBOX_KEYS = {
     "user": "the seat's user",
     "home": "the seat's home, .sandbox/homes/SEAT",
     "home_template": "the seat's home template, .sandbox/home-template",
+    "empty_existing_home": "true: the home is the sandbox's own, made under .sandbox/homes",
     "session_unit": "none: the sandbox's sessions run without systemd",
     "seats": "one [[seats]] table per seat (SEATS=N)",
 }
