@@ -132,3 +132,22 @@ def test_a_suites_cap_is_shared_out_and_never_overcommitted() -> None:
     assert budget.grant([approved_past, ended], 1, None) is None
     with pytest.raises(ConfigError, match="--max-cost must be an amount of money"):
         SuiteBudget("lots")
+
+
+def test_the_index_has_error_and_cost_columns_and_numbers_for_people(tmp_path: Path) -> None:
+    """The papercut: the index showed ``0.833333`` and ``7002.0`` and had no cost column."""
+    from cud.suite.index import write_index
+
+    cost = {"amount": "0.0123", "currency": "USD", "unknown": None}
+    usage = {"input_tokens": 7000, "output_tokens": 2}
+    results = Results({"specs": ["a.toml", "b.toml"], "repeat": 1, "started_at": "2026-12-05T10:00:00+00:00"}, [
+        Attempt("a.toml", 0, 1, task_id=1, state="succeeded", verdict="failed", score=0.833333, usage=usage,
+                cost=cost, steps=3, run_seconds=4.25),
+        Attempt("b.toml", 0, 1, task_id=2, state="interrupted", cost=cost),
+        Attempt("b.toml", 0, 2, task_id=3, state="succeeded", verdict="error", score=0.5, cost=cost)])
+    write_index(results, tmp_path)
+    page = (tmp_path / "index.html").read_text()
+    assert "0.833333" not in page and "7002.0" not in page and "7,002" in page and ">0.83<" in page
+    assert "<th>error</th>" in page and "<th>cost</th>" in page
+    assert "$0.037" in page and "$0.012" in page  # the total (three attempts) and one attempt's, as money
+    assert '<td class="error">error, retried</td>' in page and '<td class="error">error</td>' in page
