@@ -123,6 +123,13 @@ def test_the_exit_status_of_eval_submit_and_follow_for_each_outcome(seat: SpecSe
         assert code == status, (name, task)
         assert cuctl(seat.daemon.socket, "follow", str(task["id"])).returncode == status
 
+    # A setup step: a command that ran and exited 3 is the task's failure; one that did not start is cud's.
+    for argv, fault, status in ((["/bin/sh", "-c", "exit 3"], "task", 1), ([NOWHERE], "cud", 3)):
+        spec = seat.write(f"setup-{fault}.toml", f'prompt = "p"\nmodel = "scripted:say-done"\n[[setup]]\n'
+                                                 f'run = {json.dumps(argv)}\n[[checks]]\nanswer = "done"\n')
+        code, task = seat.submit(spec)
+        assert (code, task["error"]["kind"], task["error"]["details"]["fault"]) == (status, "setup_failed", fault), task
+
 
 ELEMENT = ('prompt = "Wait, then say done."\nmodel = "scripted:slow-done"\nreset = false\n'
            '[[checks]]\nname = "the dialog"\nelement = { app = "cud-no-such-app", role = "dialog" }\n')
