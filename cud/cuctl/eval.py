@@ -368,7 +368,7 @@ class Suite:
                     + (f" (attempt {attempt.attempt})" if attempt.attempt > 1 else "")
                     + f": {attempt.outcome}" + (", retrying" if attempt.ended and not attempt.judged else "")
                     + (f", task {attempt.task_id}" if attempt.task_id else "")
-                    + (f" {attempt.state}" if attempt.outcome == "error" else "")
+                    + (f" {attempt.state}" if attempt.outcome == "error" and attempt.state != "refused" else "")
                     + (f" on {attempt.seat}" if attempt.seat else "")
                     + (f", score {attempt.score:.2f}" if attempt.score is not None else "")
                     # A refusal would be the same again: why it was refused is what the reader needs.
