@@ -113,6 +113,12 @@ def test_the_exit_status_of_eval_submit_and_follow_for_each_outcome(seat: SpecSe
     only_error = eval_(seat, str(seat.specs / "error"), "--retry-errors", "0", "--out", str(tmp_path / "e"))
     assert only_error.returncode == 3, only_error.stderr  # none failed, one errored
     assert [r["attempt"] for r in json.loads((tmp_path / "e" / "results.json").read_text())["runs"]] == [1]
+    # --resume keeps the attempts made; with --retry-errors it retries what that now allows, and no more.
+    assert eval_(seat, "--resume", str(tmp_path / "e")).returncode == 3
+    assert eval_(seat, "--resume", str(tmp_path / "e"), "--retry-errors", "1").returncode == 3
+    resumed = json.loads((tmp_path / "e" / "results.json").read_text())
+    assert [(r["attempt"], r["outcome"]) for r in resumed["runs"]] == [(1, "error"), (2, "error")]
+    assert resumed["suite"]["retry_errors"] == 1
     assert eval_(seat, str(seat.specs / "pass"), "--out", str(tmp_path / "p")).returncode == 0
     assert eval_(seat, str(seat.specs / "fail"), "--retry-errors", "3", "--out", str(tmp_path / "f")).returncode == 1
     assert len(json.loads((tmp_path / "f" / "results.json").read_text())["runs"]) == 1  # failed: never retried
