@@ -33,6 +33,7 @@ from prometheus_client.registry import Collector
 import cud
 from cud.daemon.store.database import Store
 from cud.daemon.store.writes import iso_to_epoch
+from cud.outcome import OUTCOMES, ended_outcome, outcome_of_check
 from cud.protocol import FINAL_STATES, TASK_STATES, VERDICTS, EventView
 from cud.spec.checks import CHECK_KINDS
 from cud.spec.setup import SETUP_KINDS
@@ -85,6 +86,16 @@ class _StateCollector(Collector):
         for verdict in VERDICTS:
             judged.add_metric([verdict], verdicts.get(verdict, 0))
         yield judged
+        outcomes = CounterMetricFamily(
+            "cud_task_outcomes", "Tasks that ended, by outcome (cud.outcome: passed, failed: the task's own; "
+            "error: cud or the infrastructure could not do its part; kept in the database, retention pruning "
+            "lowers it)", labels=["outcome"])
+        by_outcome = dict.fromkeys(OUTCOMES, 0)
+        for final, judged_as, kind, fault, count in self._store.outcome_inputs():
+            by_outcome[ended_outcome(final, judged_as, kind, fault)] += count
+        for outcome, number in by_outcome.items():
+            outcomes.add_metric([outcome], number)
+        yield outcomes
         cost = CounterMetricFamily("cud_cost", "What the tasks the database holds cost, by model and currency "
                                    "(priced by [budget.prices]; exact sums, shown as floats; retention pruning "
                                    "lowers it)", labels=["model", "currency"])
@@ -124,7 +135,8 @@ class Metrics:
         self._images = Counter("cud_model_images", "Images sent to the model", registry=self.registry)
         self._tokens = Counter("cud_model_tokens", "Tokens the model counted, by kind (cached is part of input)",
                                ["kind"], registry=self.registry)
-        self._checks = Counter("cud_spec_checks", "Checks of task specs run, by kind and result (passed, failed)",
+        self._checks = Counter("cud_spec_checks", "Checks of task specs run, by kind and result (passed, failed, error: "
+                               "it could not look)",
                                ["kind", "result"], registry=self.registry)
         self._setup = Counter("cud_spec_setup_steps", "Setup steps of task specs run, by kind and result (ok, "
                               "failed)", ["kind", "result"], registry=self.registry)
@@ -136,8 +148,8 @@ class Metrics:
         for kind in _TOKENS:
             self._tokens.labels(kind)
         for check in CHECK_KINDS:
-            for result in ("passed", "failed"):
-                self._checks.labels(check, result)
+            for outcome in OUTCOMES:
+                self._checks.labels(check, outcome)
         for step in SETUP_KINDS:
             for result in ("ok", "failed"):
                 self._setup.labels(step, result)
@@ -157,7 +169,7 @@ class Metrics:
         elif event["kind"] in _BUDGET_EVENTS:
             self._budget.labels(_BUDGET_EVENTS[event["kind"]], str(data.get("budget"))).inc()
         elif event["kind"] == "check":
-            self._checks.labels(str(data["kind"]), "passed" if data["passed"] else "failed").inc()
+            self._checks.labels(str(data["kind"]), outcome_of_check(data)).inc()
         elif event["kind"] == "setup":
             self._setup.labels(str(data["kind"]), "ok" if data["ok"] else "failed").inc()
         elif event["kind"] == "approval_decided":

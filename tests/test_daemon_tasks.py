@@ -134,7 +134,8 @@ def test_cancel_a_running_and_a_queued_task(start_daemon, recorder: Recorder) ->
     daemon.call("cancel", id=second)
     daemon.wait_state(second, "cancelled")
     assert daemon.task(third)["state"] == "cancelled" and daemon.task(third)["started_at"] is None
-    assert cuctl(daemon.socket, "follow", str(first)).returncode == 1
+    # Cancelled: nobody judged it, so its outcome is error (cud.outcome), exit 3, not a failure.
+    assert cuctl(daemon.socket, "follow", str(first)).returncode == 3
 
 
 def test_an_api_error_fails_the_task_without_leaking_the_key(start_daemon) -> None:
@@ -144,6 +145,9 @@ def test_an_api_error_fails_the_task_without_leaking_the_key(start_daemon) -> No
     task = daemon.wait_state(1, "failed")
     assert task["error"]["kind"] == "api" and "bad request here" in task["error"]["message"]
     assert task["error"]["details"] == {"status": 400}
+    # The model's API refused cud's request: cud could not do its part, an error (exit 3), not the task's failure.
+    followed = cuctl(daemon.socket, "follow", "1")
+    assert followed.returncode == 3 and "outcome error" in followed.stderr, followed.stderr
     db = sqlite3.connect(daemon.state_dir / "cud.sqlite3")
     dump = json.dumps([list(r) for r in db.execute("SELECT * FROM events")])
     assert daemon.api_key not in dump

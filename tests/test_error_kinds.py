@@ -26,6 +26,8 @@ ELSEWHERE = {
     "RemoteError": "cud.cuctl.client: the daemon's error as a client received it; its kind is what the daemon sent",
     "VersionMismatch": "cud.protocol: a ProtocolError that also carries the other side's version; sent as `protocol`",
     "WaitRanOut": "daemon/spec/setup.py: a setup wait that ran out; run_setup wraps it in SetupFailed, never sent",
+    "StepFailed": "daemon/spec/setup.py: a setup step whose expectation was not met (the task's fault); run_setup "
+                  "wraps it in SetupFailed with fault 'task', never sent",
 }
 
 #: Dict literals with "kind" and "message" outside cud/errors.py that are not error dicts made by hand:

@@ -179,6 +179,7 @@ PLACES: dict[str, str] = {
     "cud.budget": "shared",
     "cud.seat_needs": "shared",
     "cud.suggest": "shared",
+    "cud.outcome": "shared",
     # ... and its old import paths, kept for compatibility.
     "cud.requests": "shared",
     "cud.request_checks": "shared",

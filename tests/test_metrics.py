@@ -74,6 +74,8 @@ def test_counts_match_the_tasks_that_ran_and_survive_a_restart(start_daemon: Any
     assert value(after, "cud_tasks_total", state="succeeded") == 2
     assert value(after, "cud_tasks_total", state="failed") == 1
     assert value(after, "cud_tasks_total", state="cancelled") == 0
+    # By outcome (cud.outcome): a denied approval is the task's own failure, not cud's error.
+    assert [value(after, "cud_task_outcomes_total", outcome=o) for o in ("passed", "failed", "error")] == [2, 1, 0]
     assert value(after, "cud_approvals_pending") == 0
     assert value(after, "cud_queue_depth", seat="*") == 0
     # One observation per step the store recorded, for each part of a step.
@@ -93,7 +95,8 @@ def test_counts_match_the_tasks_that_ran_and_survive_a_restart(start_daemon: Any
         assert value(after, "cud_model_tokens_total", kind=kind) == sum(u[f"{kind}_tokens"] for u in usages)
     assert value(after, "cud_model_tokens_total", kind="input") > 0
     # No prompt or task id in any label.
-    assert not any(dict(labels).keys() - {"state", "part", "seat", "le", "version", "kind", "verdict", "result"}
+    assert not any(dict(labels).keys() - {"state", "part", "seat", "le", "version", "kind", "verdict", "result",
+                                                "outcome"}
                    for _name, labels in after)
     # A restart keeps the counts (they come from the database); the histograms start again.
     daemon.stop()

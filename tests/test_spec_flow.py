@@ -133,6 +133,7 @@ files = ["Desktop/notes.txt"]
     hooks = [json.loads(line) for line in seat.hooks.read_text().splitlines() if line.strip()]  # type: ignore[attr-defined]
     finished = next(h for h in hooks if h["task"]["id"] == task["id"])
     assert finished["task"]["verdict"] == {"verdict": "passed", "score": 1.0, "passed": 5, "failed": 0,
+                                           "errors": 0,
                                            "failed_checks": []}
     metrics = cuctl(seat.daemon.socket, "metrics").stdout
     assert 'cud_tasks_judged_total{verdict="passed"} 1.0' in metrics

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from cud.errors import ConfigError
-from cud.suite.results import MAX_ATTEMPTS, Attempt, Results, wilson
+from cud.suite.results import Attempt, Results, wilson
 
 
 @given(st.integers(min_value=1, max_value=10_000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
@@ -34,23 +35,39 @@ def test_known_wilson_intervals() -> None:
     assert wilson(0, 0) == (0.0, 1.0)
 
 
-@pytest.mark.parametrize(("state", "verdict", "attempt", "judged", "passed"), [
-    ("succeeded", "passed", 1, True, True),
-    ("succeeded", "failed", 1, True, False),
-    ("succeeded", None, 1, True, True),  # no checks: the task's state judges it
-    ("failed", None, 1, True, False),  # setup_failed, or a prompt that failed
-    ("failed", "failed", 1, True, False),
-    ("cancelled", None, 1, True, False),
-    ("refused", None, 1, True, False),
-    ("interrupted", None, 1, False, False),  # run once more
-    ("interrupted", None, MAX_ATTEMPTS, True, False),  # interrupted twice: judged, failed
-    ("running", None, 1, False, False),
-    ("queued", None, 1, False, False),
+SETUP_BY_CUD = {"kind": "setup_failed", "message": "m", "details": {"fault": "cud"}}
+SETUP_BY_TASK = {"kind": "setup_failed", "message": "m", "details": {"fault": "task"}}
+LOST_SEAT = {"kind": "display_unavailable", "message": "m", "details": {}}
+
+
+@pytest.mark.parametrize(("state", "verdict", "error", "attempt", "retry_errors", "judged", "outcome"), [
+    ("succeeded", "passed", None, 1, 1, True, "passed"),
+    ("succeeded", "failed", None, 1, 1, True, "failed"),  # failed: never retried
+    ("succeeded", None, None, 1, 1, True, "passed"),  # no checks: the task's state judges it
+    ("succeeded", "error", None, 1, 1, False, "error"),  # a check could not look: run once more
+    ("succeeded", "error", None, 2, 1, True, "error"),  # ... and the retry is judged, whatever it is
+    ("succeeded", "error", None, 1, 0, True, "error"),  # --retry-errors 0: never retried
+    ("succeeded", "error", None, 2, 2, False, "error"),  # --retry-errors 2: after the first retry, a second
+    ("failed", None, None, 1, 1, True, "failed"),  # the model gave up
+    ("failed", None, SETUP_BY_TASK, 1, 1, True, "failed"),  # a setup command exited non-zero
+    ("failed", None, SETUP_BY_CUD, 1, 1, False, "error"),  # a setup cud could not do
+    ("failed", None, LOST_SEAT, 1, 1, False, "error"),
+    ("failed", "failed", None, 1, 1, True, "failed"),
+    ("cancelled", None, None, 1, 1, False, "error"),  # nobody judged it
+    ("refused", None, {"kind": "not_found", "message": "m", "details": {}}, 1, 1, True, "failed"),
+    ("refused", None, {"kind": "access_denied", "message": "m", "details": {}}, 1, 1, True, "error"),  # not again
+    ("interrupted", None, None, 1, 1, False, "error"),  # run once more
+    ("interrupted", None, None, 2, 1, True, "error"),  # interrupted twice: judged, error
+    ("running", None, None, 1, 1, False, "running"),
+    ("queued", None, None, 1, 1, False, "running"),
 ])
-def test_when_an_attempt_is_judged(state: str, verdict: str | None, attempt: int, judged: bool, passed: bool) -> None:
-    a = Attempt("x.toml", 0, attempt, task_id=1, state=state, verdict=verdict)
-    assert (a.judged, a.judged and a.passed) == (judged, passed)
-    assert a.outcome == ("passed" if passed else "failed") if judged else a.outcome in ("retry", "running")
+def test_when_an_attempt_is_judged(state: str, verdict: str | None, error: dict[str, Any] | None, attempt: int,
+                                   retry_errors: int, judged: bool, outcome: str) -> None:
+    a = Attempt("x.toml", 0, attempt, task_id=1, state=state, verdict=verdict, error=error,
+                retry_errors=retry_errors)
+    assert (a.judged, a.outcome) == (judged, outcome)
+    if a.ended and not judged:
+        assert a.next().attempt == attempt + 1 and a.next().retry_errors == retry_errors
 
 
 def test_results_json_round_trips_and_a_bad_one_is_named(tmp_path: Path) -> None:
@@ -66,6 +83,10 @@ def test_results_json_round_trips_and_a_bad_one_is_named(tmp_path: Path) -> None
         ("a.toml", 0, "passed"), ("a.toml", 1, "pending"), ("b.toml", 0, "pending"), ("b.toml", 1, "failed")]
     total = again.summary()["total"]
     assert (total["runs"], total["judged"], total["passed"], total["interrupted_attempts"]) == (4, 2, 1, 1)
+    assert (total["failed"], total["error"], total["retried_attempts"]) == (1, 0, 1)
+    assert again.summary()["spec_runs"][0] == {"spec": "a.toml", "repeat": 0, "outcome": "passed", "attempts": [
+        {"attempt": 1, "task_id": 4, "outcome": "error"}, {"attempt": 2, "task_id": 7, "outcome": "passed"}]}
+    assert again.retry_errors == 1  # a file from before --retry-errors: one retry, as interrupted ones had
     (tmp_path / "results.json").write_text("{}")
     with pytest.raises(ConfigError, match="is not a cuctl eval results file"):
         Results.load(tmp_path)
@@ -111,3 +132,22 @@ def test_a_suites_cap_is_shared_out_and_never_overcommitted() -> None:
     assert budget.grant([approved_past, ended], 1, None) is None
     with pytest.raises(ConfigError, match="--max-cost must be an amount of money"):
         SuiteBudget("lots")
+
+
+def test_the_index_has_error_and_cost_columns_and_numbers_for_people(tmp_path: Path) -> None:
+    """The papercut: the index showed ``0.833333`` and ``7002.0`` and had no cost column."""
+    from cud.suite.index import write_index
+
+    cost = {"amount": "0.0123", "currency": "USD", "unknown": None}
+    usage = {"input_tokens": 7000, "output_tokens": 2}
+    results = Results({"specs": ["a.toml", "b.toml"], "repeat": 1, "started_at": "2026-12-05T10:00:00+00:00"}, [
+        Attempt("a.toml", 0, 1, task_id=1, state="succeeded", verdict="failed", score=0.833333, usage=usage,
+                cost=cost, steps=3, run_seconds=4.25),
+        Attempt("b.toml", 0, 1, task_id=2, state="interrupted", cost=cost),
+        Attempt("b.toml", 0, 2, task_id=3, state="succeeded", verdict="error", score=0.5, cost=cost)])
+    write_index(results, tmp_path)
+    page = (tmp_path / "index.html").read_text()
+    assert "0.833333" not in page and "7002.0" not in page and "7,002" in page and ">0.83<" in page
+    assert "<th>error</th>" in page and "<th>cost</th>" in page
+    assert "$0.037" in page and "$0.012" in page  # the total (three attempts) and one attempt's, as money
+    assert '<td class="error">error, retried</td>' in page and '<td class="error">error</td>' in page

@@ -6,7 +6,10 @@ At most one task per seat used is in flight: the daemon's queue does the schedul
 submitted is one results.json knows of, so ``--resume`` follows it instead of submitting it again.
 The tasks are watched with ``show`` (what ``follow`` returns at the end), reports and videos
 fetched as each ends. If the daemon goes away, the suite keeps results.json and waits for it
-(:data:`RECONNECT_SECONDS`); tasks it had running come back ``interrupted`` and are re-run once.
+(:data:`RECONNECT_SECONDS`); tasks it had running come back ``interrupted``: an ``error``, re-run as
+any run that ended ``error`` is, up to ``--retry-errors`` more times (cud.suite.results). Its exit
+status is the one rule's (:func:`cud.outcome.exit_status`): 0 all passed, 1 any failed, 3 none
+failed but some ended ``error``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cud.budget import describe_cost, format_amount
+from cud.budget import format_amount
 from cud.cuctl.chunks import Chunks
 from cud.cuctl.client import Client, RemoteError, check_own_task
 from cud.cuctl.export import fetch_record
@@ -27,6 +30,7 @@ from cud.cuctl.output import emit_json, printable, short, table
 from cud.cuctl.progress import live_terminal
 from cud.cuctl.report import write_private
 from cud.errors import AccessDenied, BudgetExceeded, ConfigError, ConnectionFailed, CudError, NotFound
+from cud.outcome import exit_status
 from cud.protocol import SeatView
 from cud.record.html import render
 from cud.seat_needs import SeatNeeds
@@ -35,7 +39,8 @@ from cud.suite.budget import SuiteBudget
 from cud.suite.index import write_index
 from cud.suite.junit import write_junit
 from cud.suite.plan import Planned, plan, reload
-from cud.suite.results import Attempt, Results
+from cud.suite.results import RETRY_ERRORS, Attempt, Results
+from cud.suite.words import SUMMARY_HEADERS, summary_cells
 
 __all__ = ()
 
@@ -43,6 +48,8 @@ __all__ = ()
 POLL_SECONDS = 0.5
 #: How long the suite waits for a daemon that went away (killed, restarted) before it stops (exit 2).
 RECONNECT_SECONDS = 120.0
+#: The most ``--retry-errors`` may be.
+MAX_RETRY_ERRORS = 10
 
 
 def eval_suite(client: Client, args: argparse.Namespace) -> int:
@@ -87,6 +94,10 @@ def start_results(args: argparse.Namespace) -> tuple[Results, list[Planned], Pat
                               "is the one DIR's results.json describes", key="resume")
         folder = Path(args.resume)
         results = Results.load(folder)
+        if getattr(args, "retry_errors", None) is not None:  # the one option a resumed suite may change
+            results.suite["retry_errors"] = retry_errors(args)
+            for attempt in results.attempts:
+                attempt.retry_errors = results.retry_errors
         planned = reload(results.suite["files"], osworld=bool(results.suite.get("osworld")),
                          allow_outside=args.allow_files_outside)
     else:
@@ -113,11 +124,24 @@ def new_results(args: argparse.Namespace, planned: list[Planned], tags: list[str
                     "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
                     "model": args.model, "osworld": args.from_osworld,
                     "max_cost": None if args.max_cost is None else format_amount(SuiteBudget(args.max_cost).cap),
-                    "seats": None, "started_at": datetime.now(UTC).isoformat(timespec="seconds")})
+                    "seats": None, "retry_errors": retry_errors(args),
+                    "started_at": datetime.now(UTC).isoformat(timespec="seconds")})
+
+
+def retry_errors(args: argparse.Namespace) -> int:
+    """``--retry-errors N``: how many more times a run that ended ``error`` is submitted (0: never)."""
+    value = getattr(args, "retry_errors", None)
+    if value is None:
+        return RETRY_ERRORS
+    if not 0 <= value <= MAX_RETRY_ERRORS:
+        raise ConfigError(f"--retry-errors must be 0 to {MAX_RETRY_ERRORS}, got {value}", key="retry_errors",
+                          value=value)
+    return int(value)
 
 
 def finish(results: Results, folder: Path, args: argparse.Namespace) -> int:
-    """JUnit (``--junit``), the index, the table (or ``--json``); the exit status: 0 when every spec-run passed."""
+    """JUnit (``--junit``), the index, the table (or ``--json``); the exit status (cud.outcome.exit_status): 0 when
+    every spec-run passed, 1 when any failed, 3 when none failed but some ended ``error`` (or were not judged)."""
     if args.junit:
         write_junit(results, Path(args.junit))
     write_index(results, folder)
@@ -129,7 +153,7 @@ def finish(results: Results, folder: Path, args: argparse.Namespace) -> int:
         print(f"results: {folder / 'results.json'}, index: {folder / 'index.html'}"
               + (f", JUnit: {args.junit}" if args.junit else ""))
     runs = results.spec_runs()
-    return 0 if all(r.last.judged and r.last.passed for r in runs) else 1
+    return exit_status(r.last.ended_as if r.last.judged and r.last.ended_as else "error" for r in runs)
 
 
 def names(text: str | None, option: str) -> list[str]:
@@ -190,7 +214,7 @@ class Suite:
             if last.task_id is not None and not last.ended:
                 self.flying.append(last)  # submitted before (a resumed suite): follow it, never submit it again
             elif last.ended:
-                self.todo.append(Attempt(run.spec, run.repeat, last.attempt + 1))  # interrupted: once more
+                self.todo.append(last.next())  # it ended error, and may be retried
             else:
                 self.todo.append(last)
         self.done_before = self.total - len(self.todo) - len(self.flying)
@@ -318,8 +342,6 @@ class Suite:
             if attempt.ended:
                 self._keep_record(attempt)  # if the daemon goes away here, it stays in flight: looked at again
                 self.flying.remove(attempt)
-                if not attempt.judged:  # interrupted: run it once more
-                    self.todo.appendleft(Attempt(attempt.spec, attempt.repeat, attempt.attempt + 1))
                 self._ended(attempt)
 
     def _keep_record(self, attempt: Attempt) -> None:
@@ -337,12 +359,16 @@ class Suite:
         write_private(str(self.folder / attempt.video), chunks.join(result))
 
     def _ended(self, attempt: Attempt) -> None:
+        """An attempt ended: one that ended ``error`` with retries left is due again (never a failed one)."""
+        if attempt.ended and not attempt.judged:
+            self.todo.appendleft(attempt.next())
         self.results.save(self.folder)
         if not self.live:
             line = (f"[{self._done()}/{self.total}] {attempt.spec} #{attempt.repeat + 1}"
                     + (f" (attempt {attempt.attempt})" if attempt.attempt > 1 else "")
-                    + f": {attempt.outcome}" + (f", task {attempt.task_id}" if attempt.task_id else "")
-                    + (f" {attempt.state}" if attempt.outcome == "retry" else "")
+                    + f": {attempt.outcome}" + (", retrying" if attempt.ended and not attempt.judged else "")
+                    + (f", task {attempt.task_id}" if attempt.task_id else "")
+                    + (f" {attempt.state}" if attempt.outcome == "error" and attempt.state != "refused" else "")
                     + (f" on {attempt.seat}" if attempt.seat else "")
                     + (f", score {attempt.score:.2f}" if attempt.score is not None else "")
                     # A refusal would be the same again: why it was refused is what the reader needs.
@@ -358,12 +384,13 @@ class Suite:
             return
         runs = self.results.spec_runs()
         done = [r.last for r in runs if r.last.judged]
-        passing = sum(1 for a in done if a.passed)
+        passing = sum(1 for a in done if a.outcome == "passed")
+        errors = sum(1 for a in done if a.outcome == "error")
         new = len(done) - self.done_before
         elapsed = time.monotonic() - self.started
         eta = "?" if new <= 0 else _clock(elapsed / new * (self.total - len(done)))
-        line = (f"eval: {len(done)}/{self.total} done · {passing} passing · {len(done) - passing} failing · "
-                f"{len(self.flying)} running · {_clock(elapsed)} elapsed · ETA {eta}")
+        line = (f"eval: {len(done)}/{self.total} done · {passing} passing · {len(done) - passing - errors} failing · "
+                f"{errors} error · {len(self.flying)} running · {_clock(elapsed)} elapsed · ETA {eta}")
         sys.stderr.write("\r\x1b[K" + short(line, 200))
         sys.stderr.flush()
 
@@ -398,16 +425,6 @@ def _clock(seconds: float) -> str:
 
 
 def print_table(summary: dict[str, Any]) -> None:
-    """Per spec: runs, passes, the pass rate with its 95% Wilson interval, mean steps, tokens and seconds, and what
-    its tasks cost together (every attempt)."""
-    def row(r: dict[str, Any]) -> list[str]:
-        rate = "-" if r["pass_rate"] is None else \
-            f"{r['pass_rate']:.0%} [{r['interval95'][0]:.0%}-{r['interval95'][1]:.0%}]"
-        return [r["spec"], str(r["runs"]), str(r["passed"]), str(r["failed"]), rate,
-                "-" if r["mean_steps"] is None else f"{r['mean_steps']:.1f}",
-                "-" if r["mean_tokens"] is None else f"{r['mean_tokens']:,.0f}",
-                "-" if r["mean_seconds"] is None else f"{r['mean_seconds']:.1f}",
-                "-" if r.get("cost") is None else describe_cost(r["cost"])]
-
-    table(["SPEC", "RUNS", "PASSED", "FAILED", "PASS RATE [95% CI]", "STEPS", "TOKENS", "SECONDS", "COST"],
-          [row(r) for r in summary["specs"]] + [row(summary["total"])])
+    """Per spec: runs, passes, failures, errors (cud could not tell), the pass rate over the runs told with its 95%
+    Wilson interval, mean steps, tokens and seconds, and what its tasks cost together (every attempt)."""
+    table(list(SUMMARY_HEADERS), [summary_cells(r) for r in [*summary["specs"], summary["total"]]])

@@ -74,7 +74,7 @@ def submit_fleet(args: argparse.Namespace) -> int:
                           key="fleet", value=lost[0])
     ns = argparse.Namespace(paths=[args.spec], tags=None, repeat=None, model=args.model, out=None, junit=None,
                             from_osworld=False, resume=None, seats=None, detach=False, fleet=args.fleet,
-                            json=args.json, max_cost=args.max_cost,
+                            json=args.json, max_cost=args.max_cost, retry_errors=None,
                             allow_files_outside=args.allow_files_outside)  # a suite of one: its cap is the task's
     return eval_fleet(ns)
 
@@ -130,7 +130,8 @@ def status(args: argparse.Namespace) -> int:
         print(f"{args.job}: starting")
     else:
         print(f"{args.job}: {'done' if kept['done'] else 'running'} · {total['judged']}/{total['runs']} judged · "
-              f"{total['passed']} passing · {total['failed']} failing · {view['retries']} retries")
+              f"{total['passed']} passing · {total['failed']} failing · {total.get('error', 0)} error · "
+              f"{view['retries']} retries")
     return 0
 
 

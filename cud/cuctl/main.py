@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(an absolute path, ../, a link pointing out); refused by default (docs/specs.md): "
                         "only for specs you trust")
     p.add_argument("--resume", metavar="DIR", help="go on with the suite in DIR: run only what is not yet judged")
+    p.add_argument("--retry-errors", type=int, metavar="N", help="submit a run that ended error (cud or the "
+                   "infrastructure could not do its part) up to N more times (default 1; 0: never); a failed run "
+                   "is never retried (docs/suites.md)")
     p.add_argument("--fleet", metavar="HOST:PORT", help="run the suite over the Ray fleet whose head is there "
                    "(docs/fleet-reference.md; needs cud[fleet])")
     p.add_argument("--detach", action="store_true", help="with --fleet: run the suite as a Ray job on the head and "

@@ -12,10 +12,11 @@ from cud.budget import describe_budgets, describe_cost, describe_price, describe
 from cud.cuctl.client import Client, check_own_task
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
+from cud.outcome import EXIT_STATUS, task_outcome
 from cud.phrases.actions import describe, describe_action, describe_approval
 from cud.protocol import FINAL_STATES
 from cud.record.reading import describe_usage
-from cud.record.verdict import artifact_line, check_line, passed, verdict_line
+from cud.record.verdict import artifact_line, check_line, verdict_line
 from cud.seat_needs import SeatNeeds
 from cud.spec.load import load_spec
 from cud.spec.osworld import load_osworld
@@ -191,7 +192,8 @@ def interrupt(client: Client, args: argparse.Namespace) -> int:
 
 
 def _ended(task: dict[str, Any], as_json: bool, quiet: bool = False) -> int:
-    """Print how a task ended; 0 if it succeeded (and its checks, if any, passed), 1 otherwise."""
+    """Print how a task ended; exit with its outcome's status (cud.outcome): 0 passed (it succeeded, and its
+    checks, if any, passed), 1 failed, 3 error (cud or the infrastructure could not do its part)."""
     if as_json:
         emit_json(task)
     elif task["state"] == "succeeded":
@@ -204,8 +206,11 @@ def _ended(task: dict[str, Any], as_json: bool, quiet: bool = False) -> int:
         error = task.get("error")
         because = error["message"] if error else task.get("reason") or "no reason recorded"
         warn(f"task {task['id']} {task['state']}: {because}")
-        return 1
-    return 0 if passed(task["state"], None if verdict is None else verdict["verdict"]) else 1
+    outcome = task_outcome(task["state"], None if verdict is None else verdict["verdict"], task.get("error"))
+    if outcome == "error" and not as_json:
+        warn(f"task {task['id']}: outcome error: cud or the infrastructure could not do its part, so whether the "
+             f"task works is not known (exit status {EXIT_STATUS['error']})")
+    return EXIT_STATUS[outcome]
 
 
 def describe_event(event: dict[str, Any], *, reason_said: bool = False) -> str:

@@ -6,8 +6,9 @@ started at once as a fleet task (:func:`cud.fleet.remote.submit_attempt`): Ray q
 node has a free matching seat, so a slow machine holds nothing back. When a task ends, every
 attempt the registry numbered for that spec-run is written to results.json: an attempt lost with
 its node appears as ``interrupted`` with why ("its Ray node died; retried as attempt 2 on n3"),
-the retry after it. A run whose last attempt its daemon ended ``interrupted`` (the daemon
-restarted under it) is run again once, as in a local suite, under a new attempt number and key.
+the retry after it. A run whose last attempt ended ``error`` (its daemon ended it ``interrupted``,
+Ray spent its retries, a check could not look) is run again under ``--retry-errors``, by the same
+code as a local suite's (:meth:`Suite._ended`), under a new attempt number and key.
 """
 
 from __future__ import annotations
@@ -94,12 +95,10 @@ class FleetSuite(Suite):
                     self.todo.appendleft(attempt)
                     continue
                 attempt.state, attempt.error = "failed", FleetError(_first_line(exc)).to_dict()
-                self._ended(attempt)
+                self._ended(attempt)  # an error (kind fleet): retried under --retry-errors, as any
                 continue
             final = self._take(attempt, outcome)
-            if final.ended and not final.judged:  # its daemon interrupted it: once more, as a local suite does
-                self.todo.appendleft(Attempt(final.spec, final.repeat, final.attempt + 1))
-            self._ended(final)
+            self._ended(final)  # an error (its daemon interrupted it, say) is retried there, as in a local suite
 
     def _take(self, attempt: Attempt, outcome: dict[str, Any]) -> Attempt:
         """Write the attempts the registry knows of that results.json lacks (lost with a node), then this one."""
@@ -111,7 +110,7 @@ class FleetSuite(Suite):
             if number in known or number >= outcome["attempt"]:
                 continue
             lost = Attempt(attempt.spec, attempt.repeat, number, task_id=entry["task"], seat=entry["node"],
-                           state="interrupted",
+                           state="interrupted", retry_errors=attempt.retry_errors,
                            reason=f"its Ray node {entry['node']} was lost mid-task; retried as attempt "
                                   f"{outcome['attempt']} on {outcome['node']}")
             self.results.attempts.insert(place, lost)

@@ -113,7 +113,8 @@ class PriceView(TypedDict):
     output: str
 
 
-Verdict = Literal["passed", "failed"]
+#: failed: a check looked and disagreed; error: none failed, but one or more could not look (cud.outcome).
+Verdict = Literal["passed", "failed", "error"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 
 
@@ -124,7 +125,9 @@ class CheckResultView(TypedDict):
     name: str
     kind: str  # command, file, element, window, answer
     weight: float
-    passed: bool
+    passed: bool  # outcome == "passed" (kept for readers from before outcomes)
+    #: passed, failed (it looked and the seat disagreed) or error (it could not look: cud.outcome.check_outcome).
+    outcome: Literal["passed", "failed", "error"]
     expected: str  # in words
     observed: Any  # what was seen (text cut to a bound, a number, a list), null if nothing was
     why: str  # one line: why it passed or failed
@@ -132,10 +135,11 @@ class CheckResultView(TypedDict):
 
 
 class VerdictView(TypedDict):
-    verdict: Verdict  # passed: every check passed
+    verdict: Verdict  # passed: every check passed; failed: one failed; error: none failed, one could not look
     score: float  # the weighted fraction of checks that passed, 0 to 1
     passed: int
-    failed: int
+    failed: int  # checks that looked and disagreed
+    errors: int  # checks that could not look
     #: The state the model's part ended in (succeeded, failed, cancelled): what state the checks saw.
     state: str
     checks: list[CheckResultView]

@@ -25,7 +25,9 @@ from PIL import Image
 
 from cud.budget import describe_budgets, describe_cost
 from cud.cuctl.output import short
+from cud.outcome import task_outcome
 from cud.phrases.actions import describe_action
+from cud.protocol import FINAL_STATES
 from cud.record.html_video import SCRIPT_SOURCE, seek_link, video_section
 from cud.record.html_video import STYLE as VIDEO_STYLE
 from cud.record.overlay import captions, svg_overlay
@@ -54,7 +56,7 @@ h2 a { color: inherit; text-decoration: none; }
          background: #6b7280; vertical-align: 2px; }
 .state.succeeded, .state.passed { background: #16803c; } .state.failed, .state.budget_exceeded { background: #c0262d; }
 .state.running, .state.awaiting_approval { background: #b45309; } .state.queued { background: #4b5563; }
-.state.cancelled, .state.interrupted { background: #6d28d9; }
+.state.cancelled, .state.interrupted { background: #6d28d9; } .state.error { background: #b45309; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 3px 14px; margin: 0 0 12px; }
 dl.facts dt { color: var(--dim); } dl.facts dd { margin: 0; }
 .text { white-space: pre-wrap; overflow-wrap: anywhere; }
@@ -118,9 +120,15 @@ def render(record: Record) -> str:
 
 # -- header -------------------------------------------------------------------------------
 def _badge(task: dict[str, Any]) -> str:
-    """What the report says first (its title, its top badge): a judged task's verdict (a task that succeeded may
-    have failed its checks; its state is then one of the facts), else its state."""
-    return str((task.get("verdict") or {}).get("verdict") or task["state"])
+    """What the report says first (its title, its top badge): an ended task's outcome (cud.outcome) when it was
+    judged or cud could not do its part (a task that succeeded may have failed its checks; its state is then one
+    of the facts), else its state."""
+    state = str(task["state"])
+    if state not in FINAL_STATES:
+        return state
+    verdict = (task.get("verdict") or {}).get("verdict")
+    outcome = task_outcome(state, verdict, task.get("error"))
+    return outcome if verdict is not None or outcome == "error" else state
 
 
 def _header(task: dict[str, Any], all_steps: list[Step]) -> str:

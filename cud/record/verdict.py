@@ -11,40 +11,43 @@ import json
 from html import escape
 from typing import Any
 
-__all__ = ("artifact_line", "check_line", "passed", "verdict_line", "verdict_section", "VERDICT_STYLE")
+from cud.outcome import outcome_of_check
+
+__all__ = ("artifact_line", "check_line", "verdict_line", "verdict_section", "VERDICT_STYLE")
 
 VERDICT_STYLE = """
 section.verdict { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px;
                   margin: 0 0 16px; }
 section.verdict h2 .state.passed { background: #16803c; } section.verdict h2 .state.failed { background: #c0262d; }
+section.verdict h2 .state.error { background: #b45309; }
 table.checks { border-collapse: collapse; width: 100%; font-size: 14px; }
 table.checks td, table.checks th { border-top: 1px solid var(--line); padding: 4px 8px; text-align: left;
                                    vertical-align: top; }
-table.checks td.mark.pass { color: #16803c; } table.checks td.mark.fail { color: #c0262d; }
+table.checks td.mark.passed { color: #16803c; } table.checks td.mark.failed { color: #c0262d; }
+table.checks td.mark.error { color: #b45309; }
 section.verdict pre { background: var(--bg); padding: 6px; overflow: auto; max-height: 240px; font-size: 12px; }
 """
 #: Collected text files up to this size are shown in the report; larger or binary ones are listed.
 INLINE_BYTES = 64 * 1024
-
-
-def passed(state: str, verdict: str | None) -> bool:
-    """Whether a task passed: it succeeded, and its spec's verdict (if it has checks) passed. What ``cuctl submit
-    --wait`` and ``follow`` exit 0 for, and what ``cuctl eval`` counts as a pass."""
-    return state == "succeeded" and verdict in (None, "passed")
+#: A check's mark by its outcome (cud.outcome): ``!`` for one that could not look.
+MARKS = {"passed": "✓", "failed": "✗", "error": "!"}
 
 
 def verdict_line(verdict: dict[str, Any] | None) -> str:
-    """``passed, score 1.00: 3 of 3 checks`` (``-`` when the task has no verdict)."""
+    """``passed, score 1.00: 3 of 3 checks`` (``-`` when the task has no verdict); checks that could not look
+    are counted apart (``2 of 3 checks passed, 1 could not look``)."""
     if not verdict:
         return "-"
-    total = int(verdict.get("passed", 0)) + int(verdict.get("failed", 0))
+    errors = int(verdict.get("errors", 0))
+    total = int(verdict.get("passed", 0)) + int(verdict.get("failed", 0)) + errors
     return (f"{verdict.get('verdict')}, score {float(verdict.get('score', 0)):.2f}: {verdict.get('passed')} of "
-            f"{total} checks passed (the model's part ended {verdict.get('state')})")
+            f"{total} checks passed" + (f", {errors} could not look" if errors else "")
+            + f" (the model's part ended {verdict.get('state')})")
 
 
 def check_line(check: dict[str, Any]) -> str:
-    """``✓ name (kind, weight 1): why`` for one check's result."""
-    mark = "✓" if check.get("passed") else "✗"
+    """``✓ name (kind, weight 1): why`` for one check's result (``✗`` failed, ``!`` could not look)."""
+    mark = MARKS[outcome_of_check(check)]
     weight = float(check.get("weight", 1))
     weighted = f", weight {weight:g}" if weight != 1 else ""
     return f"{mark} {check.get('name')} ({check.get('kind')}{weighted}): {check.get('why')}"
@@ -67,7 +70,7 @@ def verdict_section(task: dict[str, Any], files: dict[str, bytes]) -> str:
         parts.append(f'<h2><a href="#verdict">Verdict</a> <span class="state {state}">{state}</span> '
                      f'<span class="totals">{escape(verdict_line(verdict))}</span></h2>')
         rows = "".join(
-            f'<tr><td class="mark {"pass" if c.get("passed") else "fail"}">{"✓" if c.get("passed") else "✗"}</td>'
+            f'<tr><td class="mark {outcome_of_check(c)}">{MARKS[outcome_of_check(c)]}</td>'
             f'<td>{escape(str(c.get("name")))}<br><span class="ms">{escape(str(c.get("kind")))}, weight '
             f'{float(c.get("weight", 1)):g}</span></td><td>{escape(str(c.get("expected")))}</td>'
             f'<td class="text">{escape(_observed(c.get("observed")))}</td><td>{escape(str(c.get("why")))}</td></tr>'

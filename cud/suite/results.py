@@ -2,22 +2,21 @@
 
 A **spec-run** is one repeat of one spec (``spec``, ``repeat``). Each submission of it is an
 **attempt**, kept in ``results.json`` in the order it was made, so nothing is silent: an attempt
-whose task the daemon marked ``interrupted`` (it died or stopped mid-task) stays in the file,
-and the retry is a second attempt of the same spec-run. A spec-run is judged by its last attempt:
+that ended ``error`` and was run again stays in the file beside its retry. Each attempt's
+**outcome** is the one rule's (:func:`cud.outcome.task_outcome`): ``passed``, ``failed`` (the
+task's own), or ``error`` (cud or the infrastructure could not do its part: a check that could not
+look, the daemon interrupted mid-task, a lost seat or bus, the model's API down). A spec-run is
+judged by its last attempt:
 
-- a task that ended with a verdict is judged (passed or failed by its checks);
-- a task that ended without one is judged when the reason is final: it succeeded or failed
-  without checks, its setup failed (``setup_failed``), it was cancelled by a person, or the
-  daemon refused the submission (the same spec would be refused again);
-- ``interrupted`` is not final: the spec-run is re-run **once**; an interrupted retry is judged
-  failed ("interrupted twice").
+- an attempt that ended ``passed`` or ``failed`` is judged: a ``failed`` run is never retried;
+- an attempt that ended ``error`` is submitted again, up to ``--retry-errors`` more times
+  (default 1, :data:`RETRY_ERRORS`); the last one is judged ``error`` whatever happens;
+- a refused attempt (the daemon refused the submission, or the suite did not submit it) is
+  judged at once: the same spec would be refused again.
 
 Every attempt is submitted under an idempotency key (:meth:`Results.key_of`): a submission whose
 reply was lost, made again, re-attaches to the task the daemon already has instead of queueing a
 second one that the suite would not count.
-
-A run **passed** when its task succeeded and its verdict, if it has one, passed: what
-``cuctl submit --spec --wait`` exits 0 for.
 """
 
 from __future__ import annotations
@@ -34,14 +33,14 @@ from typing import Any
 
 from cud.budget import NO_PRICE, format_amount
 from cud.errors import ConfigError
+from cud.outcome import OUTCOMES, Outcome, outcome_of_check, task_outcome
 from cud.protocol import FINAL_STATES
-from cud.record.verdict import passed as task_passed
 
-__all__ = ("Attempt", "Results", "SpecRun", "wilson", "MAX_ATTEMPTS", "RESULTS_FILE")
+__all__ = ("Attempt", "Results", "SpecRun", "wilson", "RETRY_ERRORS", "RESULTS_FILE")
 
 RESULTS_FILE = "results.json"
-#: An interrupted spec-run is submitted again once; the second attempt is judged whatever happens.
-MAX_ATTEMPTS = 2
+#: ``--retry-errors``' default: a spec-run whose attempt ended ``error`` is submitted once more.
+RETRY_ERRORS = 1
 #: z for a two-sided 95% interval.
 Z95 = 1.959963984540054
 
@@ -66,13 +65,13 @@ class Attempt:
 
     spec: str  # the spec file as the suite names it (relative to the folder given, or as given)
     repeat: int  # 0-based
-    attempt: int  # 1, or 2 for the retry of an interrupted one
+    attempt: int  # 1, then 2, 3, ... for the retries of one that ended error
     task_id: int | None = None
     seat: str | None = None
     state: str = "pending"  # pending (not submitted yet), refused, or the task's state
     verdict: str | None = None
     score: float | None = None
-    checks: list[dict[str, Any]] = field(default_factory=list)  # {name, kind, weight, passed, why}
+    checks: list[dict[str, Any]] = field(default_factory=list)  # {name, kind, weight, passed, outcome, why}
     steps: int = 0
     usage: dict[str, Any] | None = None
     cost: dict[str, Any] | None = None  # what its task cost (cud.protocol.CostView)
@@ -86,33 +85,47 @@ class Attempt:
     run_seconds: float | None = None
     report: str | None = None  # the report's path in the output folder
     video: str | None = None
+    #: The suite's ``--retry-errors``: how many more attempts a spec-run whose attempt ended error gets (not a
+    #: field of results.json's runs: its ``suite`` has it).
+    retry_errors: int = field(default=RETRY_ERRORS, compare=False, repr=False)
 
     @property
     def ended(self) -> bool:
         return self.state in FINAL_STATES or self.state == "refused"
 
     @property
+    def ended_as(self) -> Outcome | None:
+        """Its outcome once it ended (cud.outcome.task_outcome), None before."""
+        return task_outcome(self.state, self.verdict, self.error) if self.ended else None
+
+    @property
     def judged(self) -> bool:
-        """Ended for a final reason (see the module's text); interrupted is final only on the last attempt."""
-        return self.ended and (self.state != "interrupted" or self.attempt >= MAX_ATTEMPTS)
+        """Ended, and not to be retried (see the module's text): an error is retried while ``retry_errors`` lasts."""
+        return self.ended and (self.ended_as != "error" or self.state == "refused"
+                               or self.attempt > self.retry_errors)
 
     @property
     def passed(self) -> bool:
-        return task_passed(self.state, self.verdict)
+        return self.ended_as == "passed"
 
     @property
     def outcome(self) -> str:
-        if not self.judged:
-            return "retry" if self.ended else "pending" if self.task_id is None else "running"
-        return "passed" if self.passed else "failed"
+        """passed, failed or error once ended (an error that is retried too); running or pending before."""
+        if self.ended_as is None:
+            return "pending" if self.task_id is None else "running"
+        return self.ended_as
+
+    def next(self) -> Attempt:
+        """The spec-run's next attempt, after this one ended error."""
+        return Attempt(self.spec, self.repeat, self.attempt + 1, retry_errors=self.retry_errors)
 
     def update(self, task: dict[str, Any]) -> None:
         """Take what ``show`` says of the task."""
         verdict = task.get("verdict") or {}
         self.state, self.seat, self.steps = task["state"], task.get("seat"), task.get("steps") or 0
         self.verdict, self.score = verdict.get("verdict"), verdict.get("score")
-        self.checks = [{k: c.get(k) for k in ("name", "kind", "weight", "passed", "why")}
-                       for c in verdict.get("checks", [])]
+        self.checks = [{**{k: c.get(k) for k in ("name", "kind", "weight", "passed", "why")},
+                        "outcome": outcome_of_check(c)} for c in verdict.get("checks", [])]
         self.usage, self.error, self.reason = task.get("usage"), task.get("error"), task.get("reason")
         self.cost = task.get("cost")
         self.created_at, self.started_at, self.finished_at = (task.get("created_at"), task.get("started_at"),
@@ -121,20 +134,21 @@ class Attempt:
         self.run_seconds = _between(self.started_at, self.finished_at)
 
     def failures(self) -> list[str]:
-        """Why it failed, one line each: every failed check's why, or the task's end."""
-        lines = [f"{c['name']}: {c['why']}" for c in self.checks if not c.get("passed")]
+        """Why it failed or errored, one line each: every check's why that did not pass, or the task's end."""
+        lines = [f"{c['name']}: {c['why']}" for c in self.checks if outcome_of_check(c) != "passed"]
         if self.state != "succeeded" or not lines:
             because = (self.error or {}).get("message") or self.reason or ""
             lines.insert(0, f"task {self.state}" + (f": {because}" if because else ""))
         return lines
 
     def to_dict(self) -> dict[str, Any]:
-        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "retry_errors"}
         return {**data, "judged": self.judged, "outcome": self.outcome}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Attempt:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+    def from_dict(cls, data: dict[str, Any], retry_errors: int = RETRY_ERRORS) -> Attempt:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "retry_errors"},
+                   retry_errors=retry_errors)
 
 
 def _between(start: str | None, end: str | None) -> float | None:
@@ -169,6 +183,13 @@ class Results:
         # The suite's own name in its tasks' keys; results.json keeps it, so --resume uses the same
         # (a file from before keys gets one now: only its later submissions are protected).
         self.suite.setdefault("run", secrets.token_hex(6))
+        self.suite.setdefault("retry_errors", RETRY_ERRORS)  # a file from before --retry-errors: its one retry
+        for attempt in self.attempts:
+            attempt.retry_errors = self.retry_errors
+
+    @property
+    def retry_errors(self) -> int:
+        return int(self.suite["retry_errors"])
 
     def key_prefix(self) -> str:
         """What every key of this suite's tasks starts with (``cuctl list --key-prefix``)."""
@@ -191,11 +212,12 @@ class Results:
         for spec in self.suite["specs"]:
             for repeat in range(self.suite["repeat"]):
                 mine = [a for a in self.attempts if a.spec == spec and a.repeat == repeat]
-                runs.append(SpecRun(spec, repeat, mine or [Attempt(spec, repeat, 1)]))
+                runs.append(SpecRun(spec, repeat, mine or [Attempt(spec, repeat, 1, retry_errors=self.retry_errors)]))
         return runs
 
     def summary(self) -> dict[str, Any]:
-        """Per spec: runs, passed, the pass rate and its 95% Wilson interval, means of steps, tokens, seconds."""
+        """Per spec: runs, passed, failed, error, the pass rate and its 95% Wilson interval, means of steps, tokens,
+        seconds; every spec-run's outcome and attempts."""
         per_spec: list[dict[str, Any]] = []
         runs = self.spec_runs()
         for spec in self.suite["specs"]:
@@ -204,7 +226,11 @@ class Results:
         total = _row("total", [r.last for r in runs])
         total["cost"] = total_cost(self.attempts)
         total["interrupted_attempts"] = sum(1 for a in self.attempts if a.state == "interrupted")
-        return {"specs": per_spec, "total": total}
+        total["retried_attempts"] = sum(len(r.attempts) - 1 for r in runs)
+        spec_runs = [{"spec": r.spec, "repeat": r.repeat, "outcome": r.last.outcome if r.last.judged else None,
+                      "attempts": [{"attempt": a.attempt, "task_id": a.task_id, "outcome": a.outcome}
+                                   for a in r.attempts]} for r in runs]
+        return {"specs": per_spec, "total": total, "spec_runs": spec_runs}
 
     def save(self, folder: Path) -> None:
         """results.json, written beside and renamed in (a reader never sees half a file)."""
@@ -219,7 +245,7 @@ class Results:
         path = folder / RESULTS_FILE
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(data["suite"], [Attempt.from_dict(a) for a in data["runs"]])
+            return cls(data["suite"], [Attempt.from_dict(a) for a in data["runs"]])  # retry_errors: the suite's
         except OSError as exc:
             raise ConfigError(f"--resume {str(folder)!r}: cannot read {str(path)!r}: {exc.strerror}",
                               path=str(path)) from None
@@ -252,9 +278,14 @@ def unknown_reasons(reasons: list[str]) -> str:
 
 
 def _row(name: str, last: list[Attempt]) -> dict[str, Any]:
+    """One spec's (or the total's) row. The pass rate is over the runs that were told, passed or failed: an error
+    says nothing of the app, so it is counted apart (``error``), never as a failure."""
     judged = [a for a in last if a.judged]
-    passed = sum(1 for a in judged if a.passed)
-    low, high = wilson(passed, len(judged))
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for a in judged:
+        counts[a.outcome] += 1  # type: ignore[index]  # judged: ended, so one of OUTCOMES
+    passed, told = counts["passed"], counts["passed"] + counts["failed"]
+    low, high = wilson(passed, told)
 
     def mean(values: list[float]) -> float | None:
         return round(sum(values) / len(values), 3) if values else None
@@ -262,7 +293,7 @@ def _row(name: str, last: list[Attempt]) -> dict[str, Any]:
     tokens = [float((a.usage or {}).get("input_tokens", 0) + (a.usage or {}).get("output_tokens", 0))
               for a in judged if a.task_id is not None]
     return {"spec": name, "runs": len(last), "judged": len(judged), "passed": passed,
-            "failed": len(judged) - passed, "pass_rate": passed / len(judged) if judged else None,
+            "failed": counts["failed"], "error": counts["error"], "pass_rate": passed / told if told else None,
             "interval95": [round(low, 4), round(high, 4)],
             "mean_steps": mean([float(a.steps) for a in judged if a.task_id is not None]),
             "mean_tokens": mean(tokens),

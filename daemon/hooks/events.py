@@ -120,14 +120,15 @@ CHECKS_NAMED = 10
 
 
 def _verdict(task: TaskView) -> dict[str, Any] | None:
-    """A spec's verdict for people and receivers: passed/failed, the score, and the checks that failed (cut)."""
+    """A spec's verdict for people and receivers: passed, failed or error, the score, the counts, and the checks
+    that did not pass (cut): those that failed, and those that could not look (``errors``)."""
     verdict = task.get("verdict")
     if verdict is None:
         return None
     failed = [{"name": truncate(c["name"], 200), "kind": c["kind"], "why": truncate(c["why"], TEXT_CHARS)}
               for c in verdict["checks"] if not c["passed"]]
     return {"verdict": verdict["verdict"], "score": verdict["score"], "passed": verdict["passed"],
-            "failed": verdict["failed"], "failed_checks": failed[:CHECKS_NAMED]}
+            "failed": verdict["failed"], "errors": verdict.get("errors", 0), "failed_checks": failed[:CHECKS_NAMED]}
 
 
 def _message(approval: ApprovalView) -> str:
@@ -178,7 +179,8 @@ def summary(event: dict[str, Any]) -> tuple[str, str]:
     verdict = task.get("verdict")
     if verdict is not None:
         lines.append(f"Verdict: {verdict['verdict']}, score {verdict['score']:.2f} ({verdict['passed']} of "
-                     f"{verdict['passed'] + verdict['failed']} checks passed)")
+                     f"{verdict['passed'] + verdict['failed'] + verdict['errors']} checks passed"
+                     + (f", {verdict['errors']} could not look" if verdict["errors"] else "") + ")")
         lines += [f"  failed: {c['name']}: {c['why']}" for c in verdict["failed_checks"]]
         judged = f", verdict {verdict['verdict']}"
     else:

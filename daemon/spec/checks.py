@@ -1,9 +1,10 @@
 """A spec's checks, after the model ends: each looks at the seat and says whether it passed, and why.
 
 Every check runs, whatever the others found, and a check that cannot look (a command
-that times out, a file outside the home or changed while it was read, a bus that does
-not answer, any OS error) fails with "could not look" and the path as its why: a verdict
-never passes on what could not be seen, and is never lost to it. The result of each is a
+that does not start, a file outside the home or changed while it was read, a bus that
+does not answer, any OS error) ends ``error`` (:func:`cud.outcome.check_outcome`) with
+"could not look" and the path as its why: a verdict never passes on what could not be
+seen, is never lost to it, and never says the app failed when cud could not tell. The result of each is a
 :class:`cud.protocol.CheckResultView`: what was expected in words, what was observed
 (text cut to :data:`OBSERVED_CHARS`), and one line of why.
 """
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from cud.daemon.spec.desktop import Desktop, Found
 from cud.daemon.spec.setup import tail
 from cud.errors import CudError, NotFound
+from cud.outcome import check_outcome
 from cud.protocol import CheckResultView
 from cud.spec import Check, Match
 
@@ -43,17 +45,19 @@ def cut(text: str, limit: int = OBSERVED_CHARS) -> str:
 async def run_check(index: int, check: Check, session: SeatSession | None, desktop: Desktop,
                     files: Mapping[str, bytes], final_message: str | None) -> CheckResultView:
     started = time.monotonic()
+    looked = False
     try:
         if check.acts_in_session and session is None:
             raise CudError("this seat has no session (its user and home are not configured)")
         passed, observed, why = await _judge(check, session, desktop, files, final_message)  # type: ignore[arg-type]  # session is set when the check acts in one
+        looked = True
     except CudError as exc:
         passed, observed, why = False, None, f"could not look: {exc.message}"
-    except OSError as exc:  # whatever the seat changed under the look: the check failed, the verdict stands
+    except OSError as exc:  # whatever the seat changed under the look: could not look, the verdict stands
         passed, observed, why = False, None, f"could not look: {_os_why(check, exc)}"
     return {"index": index, "name": check.name, "kind": check.kind, "weight": check.weight, "passed": passed,
-            "expected": expected(check), "observed": observed, "why": why,
-            "ms": round((time.monotonic() - started) * 1000, 1)}
+            "outcome": check_outcome(looked, passed), "expected": expected(check), "observed": observed,
+            "why": why, "ms": round((time.monotonic() - started) * 1000, 1)}
 
 
 def _os_why(check: Check, exc: OSError) -> str:

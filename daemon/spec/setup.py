@@ -4,7 +4,11 @@ Each step is bounded in time (``run`` by its ``timeout``, ``wait_for`` by its ow
 ``sleep`` by itself, ``files`` by the sizes the spec may send) and recorded as a
 ``setup`` event. The first that fails raises :class:`~cud.errors.SetupFailed`,
 naming the step, its key in the spec and why; the task then fails with it and the
-model is never asked. Everything runs as the seat's user in its session
+model is never asked. Its ``details.fault`` says whose failure it is (cud.outcome):
+``task`` when the step ran and the spec's expectation was not met (:class:`StepFailed`:
+a command's exit status or its timeout, a ``wait_for`` that ran out: the app did not
+come up), ``cud`` when cud could not do the step at all (a file not copied, a command
+that did not start, no session): the run's outcome is then ``error``. Everything runs as the seat's user in its session
 (:class:`cud.daemon.session.processes.SeatSession`); nothing goes through a shell
 unless the step's argv names one.
 """
@@ -24,7 +28,7 @@ from cud.spec.setup import failure_message
 if TYPE_CHECKING:
     from cud.daemon.session.processes import SeatSession
 
-__all__ = ("OPENER", "WaitRanOut", "run_setup", "tail")
+__all__ = ("OPENER", "StepFailed", "WaitRanOut", "run_setup", "tail")
 
 #: The desktop's opener for ``open`` (xdg-utils): a URL in the browser, a file in its application.
 OPENER = "xdg-open"
@@ -34,7 +38,11 @@ TAIL_CHARS = 400
 Record = Callable[[str, dict[str, Any]], None]
 
 
-class WaitRanOut(CudError):
+class StepFailed(CudError):
+    """A setup step ran and the spec's expectation was not met: the task's own failure (``fault = "task"``)."""
+
+
+class WaitRanOut(StepFailed):
     """A ``wait_for`` ran out: it says what the display shows, not what the seat's session holds."""
 
 
@@ -60,8 +68,10 @@ async def run_setup(session: SeatSession | None, desktop: Desktop, spec: Spec, f
             part = "wait_for" if isinstance(exc, WaitRanOut) else step.kind
             record("setup", {"index": index, "kind": step.kind, "what": step.describe(), "ms": ms, "ok": False,
                              "part": part, "error": exc.message})
+            # Whose failure it is decides the run's outcome (cud.outcome.task_outcome): failed, or error.
+            fault = "task" if isinstance(exc, StepFailed) else "cud"
             raise SetupFailed(failure_message(index, key, step.describe(), exc.message), key=key, step=index,
-                              cause=exc.kind, part=part, what=step.describe()) from None
+                              cause=exc.kind, part=part, what=step.describe(), fault=fault) from None
         record("setup", {"index": index, "kind": step.kind, "what": step.describe(),
                          "ms": round((time.monotonic() - started) * 1000, 1), "ok": True})
 
@@ -73,11 +83,11 @@ async def _step(session: SeatSession, desktop: Desktop, step: SetupStep, files: 
     elif step.kind == "run":
         done = await session.run(step.argv, timeout=step.timeout)
         if done.timed_out:
-            raise CudError(f"it ran past its timeout of {step.timeout:g} s and was stopped; output: "
-                           f"{tail(done.stdout + done.stderr) or '(none)'}")
+            raise StepFailed(f"it ran past its timeout of {step.timeout:g} s and was stopped; output: "
+                             f"{tail(done.stdout + done.stderr) or '(none)'}")
         if done.exit_code != step.exit_code:
-            raise CudError(f"it exited with status {done.exit_code}, not {step.exit_code}; output: "
-                           f"{tail(done.stdout + done.stderr) or '(none)'}")
+            raise StepFailed(f"it exited with status {done.exit_code}, not {step.exit_code}; output: "
+                             f"{tail(done.stdout + done.stderr) or '(none)'}")
     elif step.kind in ("launch", "open"):
         if step.kind == "launch":
             await session.launch(step.argv)

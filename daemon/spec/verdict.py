@@ -1,7 +1,8 @@
 """The verdict of a spec's checks, and the files its ``collect`` keeps with the task's record.
 
-The verdict is ``passed`` when every check passed, else ``failed``; its ``score`` is
-the weighted fraction of checks that passed (weights default to 1). A task without
+The verdict is :func:`cud.outcome.verdict_outcome` of its checks: ``failed`` when any check
+failed, else ``error`` when any could not look, else ``passed``; its ``score`` is the
+weighted fraction of checks that passed (weights default to 1). A task without
 checks has no verdict. The model's own word counts only through an ``answer`` check.
 """
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 from cud.daemon.store.trajectory import Trajectories
 from cud.daemon.store.writes import now_iso
 from cud.errors import CudError, StorageFull
+from cud.outcome import outcome_of_check, verdict_outcome
 from cud.protocol import ArtifactView, CheckResultView, VerdictView
 
 if TYPE_CHECKING:
@@ -31,11 +33,13 @@ def judge(results: Sequence[CheckResultView], state: str) -> VerdictView | None:
     if not results:
         return None
     total = sum(r["weight"] for r in results)
-    passed = [r for r in results if r["passed"]]
-    score = sum(r["weight"] for r in passed) / total
-    return {"verdict": "passed" if len(passed) == len(results) else "failed", "score": round(score, 6),
-            "passed": len(passed), "failed": len(results) - len(passed), "state": state, "checks": list(results),
-            "at": now_iso()}
+    outcomes = [outcome_of_check(r) for r in results]
+    verdict = verdict_outcome(outcomes)
+    assert verdict is not None  # there are results
+    score = sum(r["weight"] for r, o in zip(results, outcomes, strict=True) if o == "passed") / total
+    return {"verdict": verdict, "score": round(score, 6), "passed": outcomes.count("passed"),
+            "failed": outcomes.count("failed"), "errors": outcomes.count("error"), "state": state,
+            "checks": list(results), "at": now_iso()}
 
 
 async def collect(session: SeatSession | None, paths: Sequence[str], trajectories: Trajectories,

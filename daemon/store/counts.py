@@ -8,6 +8,7 @@ connection (:class:`~cud.daemon.store.connection.StoreConnection`).
 from __future__ import annotations
 
 from cud.daemon.store.connection import StoreConnection
+from cud.protocol import FINAL_STATES
 
 __all__ = ("CountRows",)
 
@@ -25,6 +26,16 @@ class CountRows(StoreConnection):
         rows = self._db.execute("SELECT json_extract(verdict, '$.verdict'), COUNT(*) FROM tasks"
                                 " WHERE verdict IS NOT NULL GROUP BY 1").fetchall()
         return {row[0]: int(row[1]) for row in rows}
+
+    def outcome_inputs(self) -> list[tuple[str, str | None, str | None, str | None, int]]:
+        """Ended tasks grouped by what their outcome is decided by (cud.outcome.ended_outcome): state, verdict,
+        their error's kind and fault; with how many."""
+        rows = self._db.execute(
+            "SELECT state, json_extract(verdict, '$.verdict'), json_extract(error, '$.kind'),"
+            " json_extract(error, '$.details.fault'), COUNT(*) FROM tasks"
+            f" WHERE state IN ({', '.join('?' * len(FINAL_STATES))}) GROUP BY 1, 2, 3, 4",
+            sorted(FINAL_STATES)).fetchall()
+        return [(row[0], row[1], row[2], row[3], int(row[4])) for row in rows]
 
     def queued_by_seat(self) -> dict[str | None, int]:
         """Queued tasks per seat they are pinned to; None holds those any seat may take."""
