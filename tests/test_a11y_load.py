@@ -40,7 +40,7 @@ from cud.daemon.spec.checks import run_check
 from cud.daemon.spec.desktop import A11Y_TIMEOUT, Desktop
 from cud.daemon.targets.lookup import TargetResolver
 from cud.drivers.x11_windows import X11Windows
-from cud.spec import Check
+from cud.spec import Check, Match
 from cud.spec.checks import parse_check
 from tests.support.a11y import A11yBus, FormApp, a11y_env, start_a11y_bus
 from tests.support.desktop import Desktop as SeatDesktop
@@ -164,6 +164,24 @@ def test_a_connection_lost_under_a_check_is_made_anew_and_the_check_passes(stack
     assert all(r["passed"] for r in first), first
     assert all(r["passed"] for r in again), [r["why"] for r in again]
     assert connects == 2
+
+
+def test_a_connection_lost_before_an_elements_text_is_read_is_no_missing_text(stack: Any) -> None:
+    """The text is read on a new connection: a lost one is not "it has no text" (a false failed check)."""
+    desktop, bus = stack
+
+    async def main() -> tuple[str | None, int]:
+        seen = Desktop(desktop.display, bus.address)
+        try:
+            (entry,) = await seen.find_elements(None, Match.parse("text"), Match.parse("Search"))
+            _shut(seen)
+            text = await seen.text(entry)
+            assert seen._atspi is not None
+            return text, seen._atspi.connects
+        finally:
+            await seen.close()
+
+    assert asyncio.run(main()) == ("", 2)
 
 
 def test_a_connection_lost_under_a_lookup_is_made_anew(stack: Any) -> None:
