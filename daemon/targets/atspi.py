@@ -237,7 +237,7 @@ class Atspi:
             reply = await bus.call(Message(destination=dest, path=path, interface=iface, member=member,
                                            signature=sig, body=body or []))
         except (OSError, EOFError) as exc:
-            raise self._lost(bus, str(exc) or type(exc).__name__) from None
+            raise self._lost(bus, str(exc) or "the other end closed it") from None
         if reply is None:  # dbus-fast ended the connection without an error to give
             raise self._lost(bus, "it ended")
         if reply.message_type == MessageType.ERROR:
