@@ -131,7 +131,7 @@ class X11Windows:
                 found = [dpy.create_resource_object("window", int(w)) for w in clients]
             else:
                 tops = root.query_tree().children
-                found = [c for c in (self._client(dpy, top, _CLIENT_SEARCH_DEPTH) for top in tops) if c is not None]
+                found = [c for c in (self._client_or_none(dpy, top) for top in tops) if c is not None]
             windows = []
             for window in found:
                 try:
@@ -198,6 +198,13 @@ class X11Windows:
             if found is not None:
                 return found
         return None
+
+    def _client_or_none(self, dpy: Display, top: Any) -> Any:
+        """:meth:`_client` of a top-level window; None if it closed while we looked."""
+        try:
+            return self._client(dpy, top, _CLIENT_SEARCH_DEPTH)
+        except _GONE:
+            return None
 
     def _info(self, dpy: Display, window: Any) -> WindowInfo:
         parts = _text(_read(window, Xatom.WM_CLASS, Xatom.STRING), "latin-1").split("\0")
