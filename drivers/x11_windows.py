@@ -4,6 +4,14 @@ Read-only, on its own python-xlib connection (the driver's belongs to the driver
 thread, and python-xlib is not thread-safe). Every call is bounded like the
 driver's: :class:`~cud.drivers.deadline.Deadline` cuts the socket of a call that
 gets no answer within ``timeout``, and the next call connects afresh.
+
+Windows change while they are read: a window closes between two requests (it is left out:
+:data:`_GONE`), and a property changes between two requests for its parts. python-xlib's
+``get_full_property`` (and ``get_wm_class``, ``get_wm_name``) asks for the first 40 bytes,
+then for the rest from there: a title or client list that shrank in between makes the X
+server answer ``BadValue``, and one deleted in between an ``AttributeError`` of the library.
+Here every property is read in one request (:func:`_read`, up to :data:`MAX_PROPERTY_LONGS`),
+which the server answers from one state of the window.
 """
 
 from __future__ import annotations
@@ -28,6 +36,21 @@ _CLIENT_SEARCH_DEPTH = 3
 #: A window destroyed between two requests of one lookup.
 _GONE = (xerror.BadWindow, xerror.BadDrawable, xerror.BadMatch)
 _ERRORS = (xerror.DisplayError, xerror.ConnectionClosedError, xerror.XError, OSError)
+#: 32-bit units one property read asks for: far above a title's or a client list's (1 MiB).
+MAX_PROPERTY_LONGS = 1 << 18
+#: X coordinates are 16-bit: a point past them is on no screen (and python-xlib could not send it).
+_COORD = range(-(2**15), 2**15)
+
+
+def _read(window: Any, atom: int, kind: int) -> Any:
+    """The value of ``window``'s property ``atom`` (of type ``kind``, X.AnyPropertyType for any), read in one
+    request; None if it has none."""
+    prop = window.get_property(atom, kind, 0, MAX_PROPERTY_LONGS)
+    return None if prop is None else prop.value
+
+
+def _text(value: Any, encoding: str) -> str:
+    return value.decode(encoding, "replace") if isinstance(value, bytes) else str(value or "")
 
 
 @dataclass(frozen=True)
@@ -70,6 +93,8 @@ class X11Windows:
 
     def window_at(self, x: int, y: int) -> WindowInfo | None:
         """The client window shown at (x, y) on the screen; None over the bare root window."""
+        if x not in _COORD or y not in _COORD:
+            return None
         with self._session("window_at") as dpy:
             root = dpy.screen().root
             reply = root.translate_coords(root, x, y)
@@ -86,11 +111,11 @@ class X11Windows:
         """The window the window manager says has the focus (_NET_ACTIVE_WINDOW); None if none."""
         with self._session("active_window") as dpy:
             root = dpy.screen().root
-            prop = root.get_full_property(self._atom(dpy, "_NET_ACTIVE_WINDOW"), Xatom.WINDOW)
-            if prop is None or not prop.value or not prop.value[0]:
+            active = _read(root, self._atom(dpy, "_NET_ACTIVE_WINDOW"), Xatom.WINDOW)
+            if not active or not active[0]:
                 return None
             try:
-                return self._info(dpy, dpy.create_resource_object("window", int(prop.value[0])))
+                return self._info(dpy, dpy.create_resource_object("window", int(active[0])))
             except _GONE:
                 return None
 
@@ -101,12 +126,12 @@ class X11Windows:
         """
         with self._session("client_windows") as dpy:
             root = dpy.screen().root
-            prop = root.get_full_property(self._atom(dpy, "_NET_CLIENT_LIST"), Xatom.WINDOW)
-            if prop is not None:
-                found = [dpy.create_resource_object("window", int(w)) for w in prop.value]
+            clients = _read(root, self._atom(dpy, "_NET_CLIENT_LIST"), Xatom.WINDOW)
+            if clients is not None:
+                found = [dpy.create_resource_object("window", int(w)) for w in clients]
             else:
                 tops = root.query_tree().children
-                found = [c for c in (self._client(dpy, top, _CLIENT_SEARCH_DEPTH) for top in tops) if c is not None]
+                found = [c for c in (self._client_or_none(dpy, top) for top in tops) if c is not None]
             windows = []
             for window in found:
                 try:
@@ -164,7 +189,7 @@ class X11Windows:
     # -- reading windows -----------------------------------------------------------------
     def _client(self, dpy: Display, window: Any, depth: int) -> Any:
         """The window at or below ``window`` that has WM_STATE: what the WM manages, not its frame."""
-        if window.get_full_property(self._atom(dpy, "WM_STATE"), X.AnyPropertyType) is not None:
+        if window.get_property(self._atom(dpy, "WM_STATE"), X.AnyPropertyType, 0, 0) is not None:
             return window
         if depth == 0:
             return None
@@ -174,16 +199,19 @@ class X11Windows:
                 return found
         return None
 
+    def _client_or_none(self, dpy: Display, top: Any) -> Any:
+        """:meth:`_client` of a top-level window; None if it closed while we looked."""
+        try:
+            return self._client(dpy, top, _CLIENT_SEARCH_DEPTH)
+        except _GONE:
+            return None
+
     def _info(self, dpy: Display, window: Any) -> WindowInfo:
-        wm_class = window.get_wm_class() or ("", "")
-        title_prop = window.get_full_property(self._atom(dpy, "_NET_WM_NAME"), self._atom(dpy, "UTF8_STRING"))
-        if title_prop is not None and title_prop.value:
-            value = title_prop.value
-            title = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-        else:
-            name = window.get_wm_name()
-            title = name.decode("latin-1") if isinstance(name, bytes) else (name or "")
-        pid_prop = window.get_full_property(self._atom(dpy, "_NET_WM_PID"), Xatom.CARDINAL)
-        pid = int(pid_prop.value[0]) if pid_prop is not None and len(pid_prop.value) else None
-        return WindowInfo(id=int(window.id), instance=wm_class[0] or "", wm_class=wm_class[1] or "", title=title,
+        parts = _text(_read(window, Xatom.WM_CLASS, Xatom.STRING), "latin-1").split("\0")
+        instance, wm_class = (parts[0], parts[1]) if len(parts) >= 2 else ("", "")
+        title = _text(_read(window, self._atom(dpy, "_NET_WM_NAME"), self._atom(dpy, "UTF8_STRING")), "utf-8") \
+            or _text(_read(window, Xatom.WM_NAME, Xatom.STRING), "latin-1")
+        pids = _read(window, self._atom(dpy, "_NET_WM_PID"), Xatom.CARDINAL)
+        pid = int(pids[0]) if pids is not None and len(pids) else None
+        return WindowInfo(id=int(window.id), instance=instance, wm_class=wm_class, title=title,
                           pid=pid, process=process_name(pid))

@@ -9,6 +9,8 @@ every later call); with the patient writer every call is answered once the bus r
 from __future__ import annotations
 
 import asyncio
+import errno
+import gc
 import os
 import signal
 import socket
@@ -70,3 +72,38 @@ def test_a_burst_into_a_full_socket_is_sent_when_the_bus_reads_again(tmp_path: P
     # Every call reached the bus daemon and was answered by it (an error reply naming the bad name).
     assert all(isinstance(r, Message) and r.message_type in (MessageType.ERROR, MessageType.METHOD_RETURN)
                for r in replies)
+
+
+async def _after_the_end(address: str, bus_pid: int) -> tuple[list[BaseException], list[str]]:
+    """Calls on a connection whose bus daemon was killed: one while the end is not yet seen, one after."""
+    logged: list[str] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: logged.append(str(context.get("message"))))
+    bus = await MessageBus(bus_address=address).connect()
+    os.kill(bus_pid, signal.SIGKILL)
+    errors: list[BaseException] = []
+    for pause in (0.0, 0.5):  # the first send meets the closed socket; the second comes after the reader saw it
+        await asyncio.sleep(pause)
+        try:
+            await asyncio.wait_for(bus.call(Message(
+                destination="org.freedesktop.DBus", path="/org/freedesktop/DBus", interface="org.freedesktop.DBus",
+                member="GetId")), 10)
+        except (OSError, EOFError, TimeoutError) as exc:
+            errors.append(exc)
+    gc.collect()  # a failed future no one retrieved is logged when collected
+    await asyncio.sleep(0)
+    return errors, logged
+
+
+def test_calls_on_a_connection_that_ended_fail_at_once_as_lost_and_log_nothing(tmp_path: Path) -> None:
+    proc, address = _bus(tmp_path)
+    try:
+        errors, logged = asyncio.run(_after_the_end(address, proc.pid))
+    finally:
+        proc.kill()
+        proc.wait()
+    # Upstream: "[Errno 9] Bad file descriptor" out of call() (it registered the closed socket's writer), the
+    # reply's failure logged as "Future exception was never retrieved"; a call after could wait for ever.
+    assert len(errors) == 2 and not any(isinstance(e, TimeoutError) for e in errors), errors
+    assert all(getattr(e, "errno", None) != errno.EBADF for e in errors), errors
+    assert not logged, logged

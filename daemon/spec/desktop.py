@@ -6,14 +6,19 @@ window manager's client list), elements from the seat's accessibility bus
 touches, on connections of their own with roomier time limits, since a check is no
 action waiting on its lookup. The element search walks each application's tree
 breadth-first through the objects that are showing, at most :data:`MAX_ELEMENTS`.
+
+Each look at the accessibility bus (an element search, an element's text, its value) goes
+through :meth:`cud.daemon.targets.atspi.Atspi.look`: a connection lost under it is made anew
+and the look run once more, both within :data:`A11Y_TIMEOUT`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from cud.daemon.targets.a11y_trust import SeatTrust
 from cud.daemon.targets.atspi import Atspi, AtspiError, Element
@@ -27,6 +32,10 @@ __all__ = ("Desktop", "Found", "MAX_ELEMENTS")
 MAX_ELEMENTS = 5000
 #: Seconds one X call may take here (the action lookup's is 0.1 s: it holds an action up).
 X_TIMEOUT = 2.0
+#: Seconds one look at the accessibility bus may take, its one retry on a new connection included.
+A11Y_TIMEOUT = 30.0
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -63,13 +72,30 @@ class Desktop:
                 if (wm_class is None or wm_class.test(w.wm_class) or wm_class.test(w.instance))
                 and (title is None or title.test(w.title))]
 
+    async def _look(self, read: Callable[[Atspi], Awaitable[T]]) -> T:
+        """``read`` on the seat's bus, retried once on a new connection if that was lost, within A11Y_TIMEOUT."""
+        atspi = self._atspi
+        if atspi is None:
+            raise AccessibilityError("this seat has no session bus configured, so no accessibility bus to read "
+                                     "elements from (docs/targets.md)")
+        try:
+            return await asyncio.wait_for(atspi.look(lambda: read(atspi)), A11Y_TIMEOUT)
+        except TimeoutError:
+            atspi.drop()  # its replies may still come
+            raise AccessibilityError(f"the accessibility bus {atspi.address!r} (found through the session bus "
+                                     f"{atspi.session_bus!r}) did not answer within {A11Y_TIMEOUT:g} s",
+                                     bus=atspi.address, timeout=A11Y_TIMEOUT) from None
+
     async def find_elements(self, app: Match | None, role: Match | None, name: Match | None,
                             limit: int = MAX_ELEMENTS) -> list[Found]:
         """The showing elements of the matching applications whose role and name match those given."""
-        if self._atspi is None:
-            raise AccessibilityError("this seat has no session bus configured, so no accessibility bus to read "
-                                     "elements from (docs/targets.md)")
-        atspi, found, seen = self._atspi, [], 0
+        return await self._look(lambda atspi: self._search(atspi, app, role, name, limit))
+
+    @staticmethod
+    async def _search(atspi: Atspi, app: Match | None, role: Match | None, name: Match | None,
+                      limit: int) -> list[Found]:
+        found: list[Found] = []
+        seen = 0
         for each in await atspi.apps():
             if app is not None and not app.test(each.name):
                 continue
@@ -86,12 +112,10 @@ class Desktop:
         return found
 
     async def text(self, found: Found) -> str | None:
-        assert self._atspi is not None
-        return await self._atspi.text(found.element.ref)
+        return await self._look(lambda atspi: atspi.text(found.element.ref))
 
     async def value(self, found: Found) -> float | None:
-        assert self._atspi is not None
-        return await self._atspi.value(found.element.ref)
+        return await self._look(lambda atspi: atspi.value(found.element.ref))
 
     async def close(self) -> None:
         if self._atspi is not None:

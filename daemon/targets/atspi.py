@@ -27,15 +27,22 @@ connection) or its object lost the focus, the walk is the fallback. The object t
 
 Nothing here bounds time itself: the caller (:mod:`cud.daemon.targets.lookup`) wraps each
 lookup in one deadline and drops the connection when it passes.
+
+Two failures are told apart: the bus or an application answered a call with a D-Bus error
+(:class:`ErrorReply`: an object that is gone, an interface it lacks, which the readers below
+take as "nothing there"), and the connection itself ended under a call (:class:`BusLost`),
+which no reader swallows. :meth:`Atspi.look` runs one whole look and, when the connection was
+lost under it, runs it once more on a new connection: the one place where a lost connection is
+reconnected, for a target lookup and a spec's checks alike.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from dbus_fast import Message, MessageType
 from dbus_fast.aio import MessageBus
@@ -45,7 +52,7 @@ from cud.daemon.targets.a11y_trust import SeatTrust, connect_a11y_bus
 from cud.errors import AccessibilityError as AtspiError
 from cud.protocol import STATE_NAMES
 
-__all__ = ("App", "Atspi", "AtspiError", "Element", "STATE_NAMES")
+__all__ = ("App", "Atspi", "AtspiError", "BusLost", "Element", "ErrorReply", "STATE_NAMES")
 
 ACCESSIBLE = "org.a11y.atspi.Accessible"
 COMPONENT = "org.a11y.atspi.Component"
@@ -74,6 +81,15 @@ HELD_STATES = frozenset({"checked", "indeterminate", "expanded", "selected", "pr
 
 
 Ref = tuple[str, str]  # (bus name, object path)
+T = TypeVar("T")
+
+
+class ErrorReply(AtspiError):
+    """A call was answered with a D-Bus error (an object gone, an interface it lacks): the connection is fine."""
+
+
+class BusLost(AtspiError):
+    """The connection to the accessibility (or session) bus ended under a call: nothing was answered."""
 
 
 @dataclass
@@ -118,6 +134,12 @@ class Atspi:
         #: The object that last gained the focus in any application (events, or a focus lookup's find).
         self.last_focus: Ref | None = None
         self._lock = asyncio.Lock()
+        #: The accessibility bus's address as the seat's launcher last gave it (None: never connected).
+        self.address: str | None = None
+        #: The session bus while a connection is being made on it (for what a lost call names).
+        self._session: MessageBus | None = None
+        #: Connections attempted so far (each asks the session bus for the address afresh).
+        self.connects = 0
         #: D-Bus method calls sent so far (every one goes through :meth:`_call`): what lookups
         #: cost the bus, so that "this lookup did not ask the bus" can be observed.
         self.calls_sent = 0
@@ -130,34 +152,42 @@ class Atspi:
             if self._bus is not None and self._bus.connected:
                 return self._bus
             self._apps.clear()
+            self.connects += 1
             try:
                 session = await MessageBus(bus_address=self.session_bus).connect()
             except (OSError, ValueError, EOFError) as exc:
                 raise AtspiError(f"the session bus {self.session_bus!r} cannot be reached: {exc}",
                                  bus=self.session_bus) from None
+            self._session = session
             try:
                 # Activation first, as a GetAddress to the well-known name would (cud-bus@'s bus starts the
                 # launcher on demand); a bus that starts nothing answers an error, and the owner is asked anyway.
-                with contextlib.suppress(AtspiError):
+                with contextlib.suppress(ErrorReply):
                     await self._call(session, DBUS, DBUS_PATH, DBUS, "StartServiceByName", "su", [A11Y_BUS, 0])
                 # The owner's unique name is asked once and used for both questions: the well-known name
                 # could change hands between them (docs/targets.md, "Which accessibility bus").
                 (owner,) = await self._call(session, DBUS, DBUS_PATH, DBUS, "GetNameOwner", "s", [A11Y_BUS])
                 owner_uid: int | None = None
-                with contextlib.suppress(AtspiError):
+                with contextlib.suppress(ErrorReply):
                     (owner_uid,) = await self._call(session, DBUS, DBUS_PATH, DBUS, "GetConnectionUnixUser", "s",
                                                     [owner])
                 (address,) = await self._call(session, str(owner), "/org/a11y/bus", A11Y_BUS, "GetAddress")
             finally:
+                self._session = None
                 session.disconnect()
-            bus = await connect_a11y_bus(self.trust, str(address), None if owner_uid is None else int(owner_uid))
+            self.address = str(address)
+            bus = await connect_a11y_bus(self.trust, self.address, None if owner_uid is None else int(owner_uid))
             self._focus.clear()
             self.last_focus = None
             bus.add_message_handler(self._on_message)
-            with contextlib.suppress(AtspiError):  # no registry, no events: the walk still finds the focus
-                await self._call(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                 "AddMatch", "s", [FOCUS_MATCH])
-                await self._call(bus, REGISTRY, REGISTRY_PATH, REGISTRY, "RegisterEvent", "s", [FOCUS_EVENT])
+            try:
+                with contextlib.suppress(ErrorReply):  # no registry, no events: the walk still finds the focus
+                    await self._call(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                     "AddMatch", "s", [FOCUS_MATCH])
+                    await self._call(bus, REGISTRY, REGISTRY_PATH, REGISTRY, "RegisterEvent", "s", [FOCUS_EVENT])
+            except BaseException:
+                bus.disconnect()
+                raise
             self._bus = bus
             return bus
 
@@ -182,6 +212,24 @@ class Atspi:
                 self._bus.disconnect()
         self._bus = None
 
+    async def look(self, read: Callable[[], Awaitable[T]]) -> T:
+        """``read()`` (one whole look: a lookup, an element search), and once more if the connection was lost.
+
+        The second time, :meth:`call` connects afresh (the session bus is asked for the address again, so a
+        restarted accessibility bus is found). Only a lost connection is retried, and only once: an error
+        reply, a refused address or a bus that cannot be reached is the look's answer, and so is a
+        connection lost again. The caller's deadline bounds both tries together.
+        """
+        try:
+            return await read()
+        except BusLost as lost:
+            first = lost.message  # that connection is closed now: the next call connects afresh
+        try:
+            return await read()
+        except AtspiError as again:  # a plain one: no caller retries it again
+            raise AtspiError(f"{first}; looking again on a new connection failed too: {again.message}",
+                             **{**again.details, "bus": again.details.get("bus", self.address)}) from None
+
     async def _call(self, bus: MessageBus, dest: str, path: str, iface: str, member: str, sig: str = "",
                     body: list[Any] | None = None) -> list[Any]:
         self.calls_sent += 1
@@ -189,12 +237,20 @@ class Atspi:
             reply = await bus.call(Message(destination=dest, path=path, interface=iface, member=member,
                                            signature=sig, body=body or []))
         except (OSError, EOFError) as exc:
-            raise AtspiError(f"the accessibility bus connection was lost: {exc}") from None
+            raise self._lost(bus, str(exc) or "the other end closed it") from None
+        if reply is None:  # dbus-fast ended the connection without an error to give
+            raise self._lost(bus, "it ended")
         if reply.message_type == MessageType.ERROR:
             detail = reply.body[0] if reply.body else ""
-            raise AtspiError(f"{dest} {path} {iface}.{member}: {reply.error_name} {detail}".rstrip(),
+            raise ErrorReply(f"{dest} {path} {iface}.{member}: {reply.error_name} {detail}".rstrip(),
                              error=reply.error_name)
         return list(reply.body)
+
+    def _lost(self, bus: MessageBus, why: str) -> BusLost:
+        if bus is self._session:
+            return BusLost(f"the connection to the session bus {self.session_bus!r} was lost: {why}",
+                           bus=self.session_bus)
+        return BusLost(f"the connection to the accessibility bus {self.address!r} was lost: {why}", bus=self.address)
 
     async def call(self, ref: Ref, iface: str, member: str, sig: str = "", body: list[Any] | None = None) -> list[Any]:
         return await self._call(await self._connect(), ref[0], ref[1], iface, member, sig, body)
@@ -214,11 +270,11 @@ class Atspi:
 
     async def _app(self, bus: MessageBus, bus_name: str) -> App:
         pid: int | None = None
-        with contextlib.suppress(AtspiError):
+        with contextlib.suppress(ErrorReply):
             (pid,) = await self._call(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                       "GetConnectionUnixProcessID", "s", [bus_name])
         name = ""
-        with contextlib.suppress(AtspiError):
+        with contextlib.suppress(ErrorReply):
             name = await self._property(bus_name, ROOT_PATH, "Name")
         return App(bus_name, int(pid) if pid is not None else None, name)
 
@@ -250,7 +306,7 @@ class Atspi:
         """Where ``ref`` is on the screen (x, y, width, height); None where it has no place."""
         try:
             (box,) = await self.call(ref, COMPONENT, "GetExtents", "u", [SCREEN])
-        except AtspiError:
+        except ErrorReply:
             return None  # not a component (an application root, a text leaf of some toolkits)
         x, y, width, height = (int(v) for v in box)
         if NO_EXTENTS in (x, y) or width < 0 or height < 0:
@@ -261,7 +317,7 @@ class Atspi:
         """The object's text (its Text interface: an entry's content, a text view's); None if it has none."""
         try:
             (text,) = await self.call(ref, TEXT, "GetText", "ii", [0, -1])
-        except AtspiError:
+        except ErrorReply:
             return None
         return str(text)
 
@@ -269,7 +325,7 @@ class Atspi:
         """The object's current value (its Value interface: a spin button's, a slider's); None if it has none."""
         try:
             (value,) = await self.call(ref, "org.freedesktop.DBus.Properties", "Get", "ss", [VALUE, "CurrentValue"])
-        except AtspiError:
+        except ErrorReply:
             return None
         return float(value.value)
 
@@ -279,7 +335,7 @@ class Atspi:
             (count,), (text,) = await asyncio.gather(
                 self.call(ref, "org.freedesktop.DBus.Properties", "Get", "ss", [TEXT, "CharacterCount"]),
                 self.call(ref, TEXT, "GetText", "ii", [0, TEXT_LIMIT]))
-        except AtspiError:
+        except ErrorReply:
             return None
         return int(count.value), str(text)
 
@@ -325,7 +381,7 @@ class Atspi:
         while len(chain) < MAX_DEPTH:
             try:
                 (found,) = await self.call(chain[-1], COMPONENT, "GetAccessibleAtPoint", "iiu", [x, y, SCREEN])
-            except AtspiError:
+            except ErrorReply:
                 break  # an object that is no component has no children at points
             ref = (str(found[0]), str(found[1]))
             if ref[1] == NULL_PATH or ref in chain:
@@ -391,7 +447,7 @@ class Atspi:
             chain = [ref]
             while len(chain) < MAX_DEPTH and (up := await self.parent(chain[-1])) is not None and up[1] != ROOT_PATH:
                 chain.append(up)
-        except AtspiError:
+        except ErrorReply:
             return []  # gone since (a closed dialog's field)
         return chain[::-1]
 

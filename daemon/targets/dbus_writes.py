@@ -13,6 +13,18 @@ EAGAIN and EINTR here mean "not now": the writer keeps its place in the message
 (``buf``/``offset``) and waits for the socket to be writable again, as the loop's writer
 callback it registers. Any other error still ends the connection, as upstream does.
 
+Two more of upstream's ways to fail a call wrongly once the connection has ended are mended
+in ``schedule_write``. After a send failed and ended the connection, upstream registers the
+closed socket's writer with the loop, which raises ``[Errno 9] Bad file descriptor`` out of
+``MessageBus.call`` (the message the issue saw) and leaves the call's reply future failed
+with no one awaiting it (logged as "Future exception was never retrieved" with the writer's
+traceback); and a call made on a connection that has already ended registers its reply
+handler after ``_finalize`` answered them all, so it waits for ever. Here nothing is sent
+or registered once the connection has ended, and what is queued and waiting fails at once
+with ``BrokenPipeError``, which the caller (:mod:`cud.daemon.targets.atspi`) reports as a
+lost connection. A send's own future, which no caller of ``call`` awaits, is marked seen
+when it fails.
+
 The patch replaces the writer class dbus-fast's ``MessageBus.connect`` builds (it looks the
 name up in its module at each connect), once, when the targets room loads it (``atspi.py``
 imports it; the daemon loads that at start), so every bus the daemon opens after gets it.
@@ -24,10 +36,12 @@ from __future__ import annotations
 
 import array
 import asyncio
+import errno
 import socket
 from collections.abc import Callable
 from typing import Any, cast
 
+from dbus_fast import Message
 from dbus_fast.aio import message_bus as _upstream
 
 __all__ = ("PatientWriter",)
@@ -73,8 +87,45 @@ class PatientWriter(_upstream._MessageWriter):
             if self.bus._user_disconnect:
                 _future_set_result(self.fut, None)
             else:
-                _future_set_exception(self.fut, exc)
+                _failed(self.fut, exc)
             self.bus._finalize(exc)
+
+    def schedule_write(self, msg: Message | None = None, future: asyncio.Future[Any] | None = None) -> None:
+        """Upstream's, but nothing is sent, nor a writer registered, once the connection has ended."""
+        queue_is_empty = not self.messages
+        if msg is not None:
+            self.buffer_message(msg, future)
+        if not self.bus._disconnected and self.bus.unique_name:
+            if queue_is_empty:
+                self._write_without_remove_writer()
+            if not self.bus._disconnected and (self.buf is not None or self.messages or not self.fut
+                                               or not self.fut.done()):
+                self.loop.add_writer(cast(int, self.fd), self.write_callback)
+        if self.bus._disconnected:
+            self._ended()
+
+    def _ended(self) -> None:
+        """Fail what was queued on a connection that has ended, and the calls waiting on it.
+
+        ``_finalize`` answers the calls waiting when the connection ends; a call made after
+        (a look that had not yet seen it end) would otherwise wait for ever, its reply handler
+        registered after they were answered, and its message never sent.
+        """
+        error = BrokenPipeError(errno.EPIPE, "the connection had ended")
+        while self.messages:
+            _failed(self.messages.popleft()[2], error)
+        handlers = self.bus._method_return_handlers
+        while handlers:
+            handlers.pop(next(iter(handlers)))(None, error)
+
+
+def _failed(future: asyncio.Future[Any] | None, error: Exception) -> None:
+    """``future`` (a send's) fails with ``error``, marked seen: no one awaits a call's send future (its reply
+    handler tells the caller), and asyncio would log it again when collected, "Future exception was never
+    retrieved" with this traceback (what the daemon's log showed)."""
+    _future_set_exception(future, error)
+    if future is not None and future.done() and not future.cancelled():
+        future.exception()
 
 
 _upstream._MessageWriter = PatientWriter  # type: ignore[misc]  # the patch itself

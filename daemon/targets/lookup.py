@@ -9,7 +9,9 @@ Bounded: a whole lookup is given ``timeout`` (:data:`HARD_TIMEOUT`) and never
 fails a task. What cannot be read is left out and the reason kept in the target's
 ``note``: no X display (a VNC seat that names none), no accessibility bus, an
 application that is not on it, a bus that did not answer in time. A bus that
-failed is not asked again for :data:`RETRY_AFTER` seconds, nor is an application
+failed is not asked again for :data:`RETRY_AFTER` seconds (a connection lost under a lookup is
+first made anew and the lookup run once more, within the same ``timeout``:
+:meth:`cud.daemon.targets.atspi.Atspi.look`), nor is an application
 that overran a lookup (a stopped or busy one), so a dead bus or a hung application
 costs one timeout, not one per action.
 """
@@ -148,7 +150,7 @@ class TargetResolver:
         if self._atspi is None or self._bus_reason():
             return self._bus_reason()
         try:
-            await asyncio.wait_for(self._atspi.apps(), timeout)
+            await asyncio.wait_for(self._atspi.look(self._atspi.apps), timeout)
         except TimeoutError:
             self._bus_failed(f"the accessibility bus did not answer within {timeout:g} s")
             return self._bus_down_reason
@@ -222,8 +224,10 @@ class TargetResolver:
         if reason:
             notes.append(reason)
         else:
+            assert self._atspi is not None
             try:
-                found, note = await asyncio.wait_for(element(window), max(left, 0.001))
+                # A connection lost under the lookup is made anew and the lookup run once more, within its budget.
+                found, note = await asyncio.wait_for(self._atspi.look(lambda: element(window)), max(left, 0.001))
                 if note:
                     notes.append(note)
             except TimeoutError:
