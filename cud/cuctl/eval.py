@@ -167,13 +167,15 @@ def _seats(client: Client, chosen: list[str] | None,
         if p.spec.seat is not None and p.spec.seat not in chosen:
             impossible[p.name] = NotFound(f"not submitted: {p.name} is pinned to seat {p.spec.seat!r}, which --seats "
                                           f"{','.join(chosen)} leaves out", key="seats", seat=p.spec.seat)
-        elif not any(_meets(p.spec.needs, s) for s in used):
+        elif not any(meets(p.spec.needs, s) for s in used):
             impossible[p.name] = NotFound(f"not submitted: {p.name} needs {p.spec.needs.words()}, which none of "
                                           f"--seats {','.join(chosen)} offers", key="seats", value=",".join(chosen))
     return used, impossible
 
 
-def _meets(needs: SeatNeeds, seat: SeatView) -> bool:
+def meets(needs: SeatNeeds, seat: SeatView) -> bool:
+    """Whether ``seat`` (as ``seats`` shows it) will do: the daemon's own rule (``SeatNeeds.met_by``), for
+    ``--seats`` and for each node's seats of a fleet (cud.fleet.suite)."""
     return needs.met_by(seat["name"], seat["size"], seat.get("tags", ()))
 
 
@@ -274,7 +276,7 @@ class Suite:
             return None
         busy = {a.seat for a in self.flying}
         needs = self.specs[attempt.spec].spec.needs
-        free = [s for s in self.chosen if s not in busy and _meets(needs, self.offers[s])]
+        free = [s for s in self.chosen if s not in busy and meets(needs, self.offers[s])]
         return free[0] if free else False
 
     def _submit(self, attempt: Attempt) -> None:
@@ -355,7 +357,7 @@ class Suite:
         whys = []
         for attempt in queued:
             needs = self.specs[attempt.spec].spec.needs
-            fit = [s for s in seats if (s["name"] == attempt.seat if self.chosen else _meets(needs, s))]
+            fit = [s for s in seats if (s["name"] == attempt.seat if self.chosen else meets(needs, s))]
             if attempt.task_id in self.held:
                 why = self.held[attempt.task_id]
             elif fit and all(s["state"] != "idle" for s in fit):
