@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 __all__ = ("MAX_SCREEN_SIDE", "MAX_SEAT_TAGS", "SCREEN", "SCREEN_RULE", "SeatNeeds", "TAG", "TAG_RULE",
-           "is_screen", "is_tag", "screen_of")
+           "is_screen", "is_tag", "offer_words", "screen_of")
 
 #: A tag: a label a person picks (``chromium``, ``big``, ``gpu:none``), fit for a Ray resource's name.
 TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
@@ -45,6 +45,13 @@ def is_screen(value: object) -> bool:
 def screen_of(size: Sequence[int]) -> str:
     """A screen's (width, height) as the needs and the labels write it."""
     return f"{size[0]}x{size[1]}"
+
+
+def offer_words(name: str, size: Sequence[int] | None, tags: Collection[str], more: str = "") -> str:
+    """What a seat offers, as a refusal lists it: "a (screen 1024x768, tags chromium, lab)" (``more``: added
+    inside the brackets, ", a session")."""
+    screen = "unknown now" if size is None else screen_of(size)
+    return f"{name} (screen {screen}, {'tags ' + ', '.join(tags) if tags else 'no tags'}{more})"
 
 
 @dataclasses.dataclass(frozen=True)

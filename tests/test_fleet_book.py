@@ -25,6 +25,18 @@ def clock() -> Clock:
     return Clock()
 
 
+def test_started_names_the_runs_whose_last_attempt_is_under_way(clock: Clock) -> None:
+    """What the suite's waiting line rests on: a run not begun, or ended, is not under way; a retry begun is."""
+    book = Book(clock)
+    book.begin("r/0/0", "w1", "t1")
+    book.begin("r/1/0", "w1", "t2")
+    book.finish("r/1/0", 1, "succeeded", 3)
+    assert book.started(["r/0/0", "r/1/0", "r/2/0"]) == ["r/0/0"]
+    book.finish("r/0/0", 1, "interrupted", 4)
+    book.begin("r/0/0", "w2", "t3")
+    assert book.started(["r/0/0", "r/1/0", "r/2/0"]) == ["r/0/0"]
+
+
 def test_attempts_are_numbered_and_a_retried_one_is_superseded_on_its_node(clock: Clock) -> None:
     book = Book(clock)
     assert book.begin("r/0/0", "w1", "t1") == 1

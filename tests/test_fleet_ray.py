@@ -231,6 +231,69 @@ def test_specs_needing_a_seat_tag_run_only_on_the_seat_that_carries_it(fleet: Fl
     assert len(tasks) == 3 and all(t["seat_tags"] == ["wide"] and t["seat"] == "s2" for t in tasks), tasks
 
 
+def test_a_run_waiting_for_a_withdrawn_seat_says_why_on_a_log(fleet: Fleet) -> None:
+    """The one seat tagged wide (w2's s2) withdrawn: a spec needing it waits, and cuctl eval, its stderr a file,
+    says why at once; the seat back, the run is taken and passes."""
+    machine = fleet.machines["w2"]
+    wait_until(lambda: fleet.available("cud_tag:wide") == (1.0,), 120, "w2's s2 free")
+    fleet.kill_xvfb(machine, "s2")
+    driver = None
+    try:
+        wait_until(lambda: fleet.available("cud_tag:wide") == (0.0,), 120, "w2's s2 withdrawn")
+        folder = fleet.dir / "wait-wide"
+        folder.mkdir()
+        (folder / "w.toml").write_text('prompt = "Wide, later."\nmodel = "scripted:say-done"\nseat_tags = ["wide"]\n'
+                                       'reset = false\n[[checks]]\nanswer = "done"\n')
+        out, log = fleet.dir / "wait-wide-out", fleet.dir / "wait-wide-cuctl.log"
+        driver = fleet.cuctl_popen("eval", "--fleet", ADDRESS, str(folder), "--out", str(out), log=log)
+        wait_until(lambda: "cuctl eval: waiting:" in log.read_text(), 120, "a line saying why the run waits")
+        said = next(line for line in log.read_text().splitlines() if "cuctl eval: waiting:" in line)
+        assert said == ("cuctl eval: waiting: no fleet node has a free seat for them now (busy or withdrawn): "
+                        "1 run needs tag wide"), said
+    finally:
+        fleet.restart_xvfb(machine, "s2")
+        if driver is not None:
+            try:
+                driver.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                os.kill(Netns.inner_pid(driver), signal.SIGKILL)
+                driver.wait()
+                raise
+    assert driver.returncode == 0, log.read_text()
+    assert results_of(out)["runs"][0]["outcome"] == "passed" and results_of(out)["runs"][0]["seat"] == "w2/s2"
+
+
+def test_a_spec_no_node_could_take_is_refused_before_submission_and_the_rest_runs(fleet: Fleet) -> None:
+    """A spec needing a screen and a tag no seat of any node has is a refused, failed run, never started (Ray would
+    hold it for ever), with why: the need and every node's seats; the suite's other specs run."""
+    folder = fleet.dir / "impossible"
+    folder.mkdir()
+    (folder / "huge.toml").write_text('prompt = "Huge."\nmodel = "scripted:say-done"\nscreen = "3840x2160"\n'
+                                      'seat_tags = ["gpu"]\nreset = false\n[[checks]]\nanswer = "done"\n')
+    for i in range(2):
+        (folder / f"ok{i}.toml").write_text(f'prompt = "Fine {i}."\nmodel = "scripted:say-done"\nreset = false\n'
+                                            '[[checks]]\nanswer = "done"\n')
+    out = fleet.dir / "impossible-out"
+    # Before, the suite never ended (Ray held huge.toml's task for ever): bounded here, so that fails, not hangs.
+    done = fleet.cuctl("eval", "--fleet", ADDRESS, str(folder), "--out", str(out), "--junit", str(out / "j.xml"),
+                       timeout=300)
+    assert done.returncode == 1, done.stderr
+    results = results_of(out)
+    runs = {Path(r["spec"]).name: r for r in results["runs"]}
+    huge = runs["huge.toml"]
+    assert (huge["state"], huge["outcome"], huge["judged"], huge["task_id"]) == ("refused", "failed", True, None), huge
+    why = huge["error"]["message"]
+    assert huge["error"]["kind"] == "not_found" and why.startswith(
+        f"not submitted: {folder / 'huge.toml'} needs screen 3840x2160, tag gpu, which no seat of the fleet's nodes "
+        "offers; their seats: "), why
+    assert "w1/s1 (screen 1024x768, no tags)" in why and "w2/s2 (screen 1024x768, tags wide)" in why, why
+    assert "huge.toml #1: failed: refused: not submitted:" in done.stderr and why in (out / "j.xml").read_text()
+    assert {n: r["outcome"] for n, r in runs.items() if n != "huge.toml"} == {"ok0.toml": "passed", "ok1.toml": "passed"}
+    # Nothing of it reached a daemon: only the two others were submitted, once each.
+    tasks = [t for found in fleet.tasks(f"eval:{results['suite']['run']}/").values() for t in found]
+    assert sorted(t["prompt"] for t in tasks) == ["Fine 0.", "Fine 1."], tasks
+
+
 def test_leave_drains_the_node_and_it_leaves(fleet: Fleet) -> None:
     machine = fleet.machines["w3"]
     assert machine.agent is not None

@@ -10,6 +10,9 @@ fetched as each ends. If the daemon goes away, the suite keeps results.json and 
 any run that ended ``error`` is, up to ``--retry-errors`` more times (cud.suite.results). Its exit
 status is the one rule's (:func:`cud.outcome.exit_status`): 0 all passed, 1 any failed, 3 none
 failed but some ended ``error``.
+While a run waits in the daemon's queue (the seats that would do unavailable or busy, the day's cap),
+the suite says why (:meth:`Suite._wait_reason`): on the status line, or, when stderr is not a
+terminal, in a line at once, when it changes and every minute (:class:`cud.cuctl.progress.WaitNotice`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from cud.cuctl.chunks import Chunks
 from cud.cuctl.client import Client, RemoteError, check_own_task
 from cud.cuctl.export import fetch_record
 from cud.cuctl.output import emit_json, printable, short, table
-from cud.cuctl.progress import live_terminal
+from cud.cuctl.progress import WaitNotice, live_terminal
 from cud.cuctl.report import write_private
 from cud.errors import AccessDenied, BudgetExceeded, ConfigError, ConnectionFailed, CudError, NotFound
 from cud.outcome import exit_status
@@ -88,9 +91,9 @@ def start_results(args: argparse.Namespace) -> tuple[Results, list[Planned], Pat
     tags = names(args.tags, "--tags")
     if args.resume:
         if (args.paths or tags or args.repeat is not None or args.out or args.model or args.from_osworld
-                or args.max_cost is not None):
-            raise ConfigError("cuctl eval --resume DIR takes no PATH, --repeat, --tags, --model, --out, --max-cost or "
-                              "--from-osworld: the suite "
+                or args.max_cost is not None or args.exclude):
+            raise ConfigError("cuctl eval --resume DIR takes no PATH, --repeat, --tags, --exclude, --model, --out, "
+                              "--max-cost or --from-osworld: the suite "
                               "is the one DIR's results.json describes", key="resume")
         folder = Path(args.resume)
         results = Results.load(folder)
@@ -106,7 +109,8 @@ def start_results(args: argparse.Namespace) -> tuple[Results, list[Planned], Pat
         repeat = 1 if args.repeat is None else args.repeat
         if not 1 <= repeat <= 1000:
             raise ConfigError(f"--repeat must be 1 to 1000, got {repeat}", key="repeat", value=repeat)
-        planned = plan(args.paths, tags, osworld=args.from_osworld, allow_outside=args.allow_files_outside)
+        planned = plan(args.paths, tags, osworld=args.from_osworld, allow_outside=args.allow_files_outside,
+                       exclude=args.exclude, note=say)
         folder = Path(args.out or datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
         try:
             folder.mkdir(parents=True, exist_ok=False)
@@ -116,6 +120,11 @@ def start_results(args: argparse.Namespace) -> tuple[Results, list[Planned], Pat
         results = new_results(args, planned, tags, repeat)
     (folder / "reports").mkdir(exist_ok=True)
     return results, planned, folder
+
+
+def say(line: str) -> None:
+    """A note of ``cuctl eval`` on stderr, on a line of its own."""
+    print(printable(f"cuctl eval: {line}"), file=sys.stderr, flush=True)
 
 
 def new_results(args: argparse.Namespace, planned: list[Planned], tags: list[str], repeat: int) -> Results:
@@ -182,13 +191,15 @@ def _seats(client: Client, chosen: list[str] | None,
         if p.spec.seat is not None and p.spec.seat not in chosen:
             impossible[p.name] = NotFound(f"not submitted: {p.name} is pinned to seat {p.spec.seat!r}, which --seats "
                                           f"{','.join(chosen)} leaves out", key="seats", seat=p.spec.seat)
-        elif not any(_meets(p.spec.needs, s) for s in used):
+        elif not any(meets(p.spec.needs, s) for s in used):
             impossible[p.name] = NotFound(f"not submitted: {p.name} needs {p.spec.needs.words()}, which none of "
                                           f"--seats {','.join(chosen)} offers", key="seats", value=",".join(chosen))
     return used, impossible
 
 
-def _meets(needs: SeatNeeds, seat: SeatView) -> bool:
+def meets(needs: SeatNeeds, seat: SeatView) -> bool:
+    """Whether ``seat`` (as ``seats`` shows it) will do: the daemon's own rule (``SeatNeeds.met_by``), for
+    ``--seats`` and for each node's seats of a fleet (cud.fleet.suite)."""
     return needs.met_by(seat["name"], seat["size"], seat.get("tags", ()))
 
 
@@ -204,6 +215,9 @@ class Suite:
         self.budget = None if cap is None else SuiteBudget(cap)
         self.started = time.monotonic()
         self.live = live_terminal(sys.stderr)
+        self.waiting = WaitNotice(say)
+        self.wait_reason: str | None = None  # why a run waits now (the status line shows it)
+        self.held: dict[int, str] = {}  # task id -> why the daemon holds it although a seat may be free
         self.total = len(results.spec_runs())
         self.todo: collections.deque[Attempt] = collections.deque()
         self.flying: list[Attempt] = []
@@ -237,6 +251,7 @@ class Suite:
             try:
                 self._fill()
                 self._look()
+                self._wait()
             except ConnectionFailed as exc:
                 self._reconnect(exc)
                 continue
@@ -285,7 +300,7 @@ class Suite:
             return None
         busy = {a.seat for a in self.flying}
         needs = self.specs[attempt.spec].spec.needs
-        free = [s for s in self.chosen if s not in busy and _meets(needs, self.offers[s])]
+        free = [s for s in self.chosen if s not in busy and meets(needs, self.offers[s])]
         return free[0] if free else False
 
     def _submit(self, attempt: Attempt) -> None:
@@ -337,12 +352,45 @@ class Suite:
             task = self.client.call("show", id=attempt.task_id)
             state = attempt.state
             attempt.update(task)
+            if task.get("held"):
+                self.held[attempt.task_id] = task["held"]
+            else:
+                self.held.pop(attempt.task_id, None)
             if attempt.state != state and not attempt.ended:
                 self.results.save(self.folder)  # queued -> running: a reader of results.json sees it
             if attempt.ended:
                 self._keep_record(attempt)  # if the daemon goes away here, it stays in flight: looked at again
                 self.flying.remove(attempt)
                 self._ended(attempt)
+
+    def _wait(self) -> None:
+        """Say why runs wait (on the status line, or in a line of its own at once, on a change, every minute)."""
+        self.wait_reason = self._wait_reason()
+        if not self.live:
+            self.waiting.update(self.wait_reason)
+
+    def _wait_reason(self) -> str | None:
+        """Why runs of ours are queued in the daemon (None: none is, or a seat that would do is free: it
+        starts now): the day's cap, or each seat that would take it unavailable (and why) or busy."""
+        queued = [a for a in self.flying if a.state == "queued"]
+        if not queued:
+            return None
+        seats: list[SeatView] = self.client.call("seats")
+        whys = []
+        for attempt in queued:
+            needs = self.specs[attempt.spec].spec.needs
+            fit = [s for s in seats if (s["name"] == attempt.seat if self.chosen else meets(needs, s))]
+            if attempt.task_id in self.held:
+                why = self.held[attempt.task_id]
+            elif fit and all(s["state"] != "idle" for s in fit):
+                why = "; ".join(_seat_words(s) for s in fit)
+            else:
+                continue  # a seat that would do is idle: it is handed the task now
+            whys.append(f"{attempt.spec} #{attempt.repeat + 1} (task {attempt.task_id}) is queued: {why}")
+        if not whys:
+            return None
+        more = f" (and {len(whys) - 3} more queued)" if len(whys) > 3 else ""
+        return "waiting: " + " · ".join(whys[:3]) + more
 
     def _keep_record(self, attempt: Attempt) -> None:
         """The task's report (``cuctl report``) and video (``cuctl video``), fetched through the same connection."""
@@ -390,7 +438,8 @@ class Suite:
         elapsed = time.monotonic() - self.started
         eta = "?" if new <= 0 else _clock(elapsed / new * (self.total - len(done)))
         line = (f"eval: {len(done)}/{self.total} done · {passing} passing · {len(done) - passing - errors} failing · "
-                f"{errors} error · {len(self.flying)} running · {_clock(elapsed)} elapsed · ETA {eta}")
+                f"{errors} error · {len(self.flying)} running · {_clock(elapsed)} elapsed · ETA {eta}"
+                + (f" · {self.wait_reason}" if self.wait_reason else ""))
         sys.stderr.write("\r\x1b[K" + short(line, 200))
         sys.stderr.flush()
 
@@ -416,6 +465,15 @@ class Suite:
             self.client = client
             print("cuctl eval: the daemon answers again; going on", file=sys.stderr, flush=True)
             return
+
+
+def _seat_words(seat: SeatView) -> str:
+    """A seat that would take a waiting run, and why it does not now."""
+    if seat["state"] == "unavailable":
+        return f"seat {seat['name']} is unavailable" + (f" ({seat['error']})" if seat.get("error") else "")
+    if seat["state"] == "busy" and seat.get("task") is not None:
+        return f"seat {seat['name']} is busy with task {seat['task']}"
+    return f"seat {seat['name']} is {seat['state']}"
 
 
 def _clock(seconds: float) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cud.cuctl.approvals import approval_rows
-from cud.cuctl.eval import finish, names, new_results, start_results
+from cud.cuctl.eval import finish, names, new_results, say, start_results
 from cud.cuctl.output import emit_json, table
 from cud.errors import ConfigError
 from cud.fleet import NAMESPACE, need_ray
@@ -74,7 +74,7 @@ def submit_fleet(args: argparse.Namespace) -> int:
                           key="fleet", value=lost[0])
     ns = argparse.Namespace(paths=[args.spec], tags=None, repeat=None, model=args.model, out=None, junit=None,
                             from_osworld=False, resume=None, seats=None, detach=False, fleet=args.fleet,
-                            json=args.json, max_cost=args.max_cost, retry_errors=None,
+                            json=args.json, max_cost=args.max_cost, retry_errors=None, exclude=[],
                             allow_files_outside=args.allow_files_outside)  # a suite of one: its cap is the task's
     return eval_fleet(ns)
 
@@ -86,7 +86,8 @@ def _detach(args: argparse.Namespace) -> int:
 
     tags = names(args.tags, "--tags")
     repeat = 1 if args.repeat is None else args.repeat
-    planned = plan(args.paths, tags, osworld=args.from_osworld, allow_outside=args.allow_files_outside)
+    planned = plan(args.paths, tags, osworld=args.from_osworld, allow_outside=args.allow_files_outside,
+                   exclude=args.exclude, note=say)
     results = new_results(args, planned, tags, repeat)
     job = JOB_PREFIX + results.suite["run"]
     results.suite.update({"fleet": args.fleet, "job": job})

@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seats", metavar="NAME,...", help="use only these seats (default: all the daemon's); one task "
                                                         "in flight per seat")
     p.add_argument("--tags", metavar="TAG,...", help="only the specs with one of these tags")
+    p.add_argument("--exclude", action="append", metavar="GLOB", default=[],
+                   help="a folder's files that are not specs: skipped when the GLOB matches the file's name or its "
+                        "path (repeatable; hidden files and project files like pyproject.toml are skipped anyway)")
     p.add_argument("--model", metavar="M", help="the model of every task, replacing the specs' own (e.g. a real "
                                                 "model for specs written for the scripted one)")
     p.add_argument("--out", metavar="DIR", help="a new folder for results.json, index.html and the reports "

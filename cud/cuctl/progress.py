@@ -8,6 +8,10 @@ given, ``follow`` prints one plain line per event instead (:func:`cud.cuctl.task
 
 The socket is read on a helper thread; only the main thread writes to the
 terminal, so a redraw never interleaves with a notice.
+
+:class:`WaitNotice` is ``cuctl eval``'s word on why it waits (a seat unavailable, a queue, no fleet
+node free) where no status line is redrawn: said at once, again when it changes, and every
+:data:`WAIT_REPEAT_SECONDS` while it lasts, so a log never goes quiet for minutes.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -28,10 +33,12 @@ from cud.phrases.actions import describe_action, describe_approval
 from cud.protocol import FINAL_STATES
 from cud.record.reading import describe_usage
 
-__all__ = ("follow",)
+__all__ = ("WAIT_REPEAT_SECONDS", "WaitNotice", "follow")
 
 #: How often the elapsed time is redrawn while no event arrives.
 TICK = 1.0
+#: While ``cuctl eval`` waits for the same reason, it says so again this often (stderr not a terminal).
+WAIT_REPEAT_SECONDS = 60.0
 
 
 def follow(client: Client, args: argparse.Namespace) -> int:
@@ -58,6 +65,26 @@ def _clock(seconds: float) -> str:
     seconds = max(0, int(seconds))
     hours, rest = divmod(seconds, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+class WaitNotice:
+    """Says why something waits: when a reason first appears or changes, and again every ``every`` seconds while
+    it stays the same (``clock``: seconds, monotonic). ``None`` is "not waiting": the next reason is new."""
+
+    def __init__(self, say: Callable[[str], None], clock: Callable[[], float] = time.monotonic,
+                 every: float = WAIT_REPEAT_SECONDS) -> None:
+        self.say, self.clock, self.every = say, clock, every
+        self.reason: str | None = None
+        self.said_at = 0.0
+
+    def update(self, reason: str | None) -> None:
+        if reason is None:
+            self.reason = None
+            return
+        now = self.clock()
+        if reason != self.reason or now - self.said_at >= self.every:
+            self.say(reason)
+            self.reason, self.said_at = reason, now
 
 
 class Progress:

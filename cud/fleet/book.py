@@ -58,6 +58,11 @@ class Book:
     def history(self, run: str) -> list[dict[str, Any]]:
         return list(self.runs.get(run, []))
 
+    def started(self, runs: list[str]) -> list[str]:
+        """Which of ``runs`` have their last attempt under way on a node (begun, not finished): the others still
+        wait for Ray to place them (the suite says why)."""
+        return [run for run in runs if self.runs.get(run) and self.runs[run][-1]["state"] == "started"]
+
     def superseded(self, node: str) -> list[dict[str, Any]]:
         """Attempts that ran on ``node``, not retired yet, of runs with a later attempt: what its agent interrupts."""
         found = []

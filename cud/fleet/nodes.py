@@ -3,7 +3,8 @@
 A node joined by ``cud fleet join --name NAME`` carries the resource ``cud_node:NAME``; a request
 for its daemon runs as a Ray task pinned to that node, which reaches the daemon through the node's
 own Unix socket, as the node's user: the same rights as a person on that machine
-(``cuctl fleet approvals|approve|deny``). Nothing here reaches a daemon over the network.
+(``cuctl fleet approvals|approve|deny``, and every node's seats before a suite: ``fleet_seats``).
+Nothing here reaches a daemon over the network.
 """
 
 from __future__ import annotations
@@ -14,10 +15,14 @@ from cud.cuctl.client import Client
 from cud.errors import CudError, NotFound
 from cud.fleet import need_ray
 from cud.fleet.labels import NODE, SOCKET_ENV
+from cud.protocol import SeatView
 
-__all__ = ("fleet_nodes", "node_call", "node_id")
+__all__ = ("fleet_nodes", "fleet_seats", "node_call", "node_id")
 
 ray = need_ray("cuctl fleet")
+
+#: How long ``fleet_seats`` waits for every node's daemon to say its seats.
+NODE_SECONDS = 60.0
 
 
 def fleet_nodes() -> dict[str, str]:
@@ -50,6 +55,33 @@ def _call(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
             return {"result": client.call(kind, **fields)}
     except CudError as exc:
         return {"error": exc.to_dict()}
+
+
+def fleet_seats(timeout: float = NODE_SECONDS) -> tuple[dict[str, list[SeatView]], dict[str, str]]:
+    """Every live node's seats as its daemon's ``seats`` shows them (their screens, their tags and the node's), asked
+    on every node at once; and, by name, why each node that did not answer within ``timeout`` seconds did not."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    asked = {name: _call.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+             .remote("seats", {}) for name, node in sorted(fleet_nodes().items())}
+    ready, _ = ray.wait(list(asked.values()), num_returns=len(asked), timeout=timeout) if asked else ([], [])
+    seats: dict[str, list[SeatView]] = {}
+    silent: dict[str, str] = {}
+    for name, ref in asked.items():
+        if ref not in ready:
+            silent[name] = f"no answer within {timeout:.0f} s"
+            ray.cancel(ref, force=True)
+            continue
+        try:
+            answer = ray.get(ref)
+        except ray.exceptions.RayError as exc:
+            silent[name] = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            continue
+        if "error" in answer:
+            silent[name] = answer["error"]["message"]
+        else:
+            seats[name] = answer["result"]
+    return seats, silent
 
 
 def node_call(name: str, kind: str, **fields: Any) -> Any:

@@ -9,20 +9,31 @@ its node appears as ``interrupted`` with why ("its Ray node died; retried as att
 the retry after it. A run whose last attempt ended ``error`` (its daemon ended it ``interrupted``,
 Ray spent its retries, a check could not look) is run again under ``--retry-errors``, by the same
 code as a local suite's (:meth:`Suite._ended`), under a new attempt number and key.
+
+Before the first submit, each node's daemon says its seats (:func:`cud.fleet.nodes.fleet_seats`), and a
+spec none of them could take (by the daemon's own rule, :func:`cud.cuctl.eval.meets`) is a refused run,
+never started: Ray would hold it for ever. While runs wait for Ray to place them, the suite says why
+(:meth:`FleetSuite._wait_reason`), as a local suite does for its queue.
 """
 
 from __future__ import annotations
 
 import base64
+import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cud.cuctl.eval import Suite
+from cud.cuctl.eval import Suite, meets, say
 from cud.cuctl.report import write_private
-from cud.errors import FleetError
+from cud.errors import FleetError, NotFound
 from cud.fleet import need_ray
+from cud.fleet.labels import spec_resources
+from cud.fleet.nodes import fleet_nodes, fleet_seats
+from cud.fleet.registry import registry
 from cud.fleet.remote import reattach, submit_attempt
+from cud.seat_needs import SeatNeeds, offer_words
 from cud.suite.plan import Planned
 from cud.suite.results import Attempt, Results
 
@@ -32,6 +43,8 @@ ray = need_ray("cuctl eval --fleet")
 
 #: How long one look at the tasks in flight waits for one to end.
 WAIT_SECONDS = 0.5
+#: How often (at most) the suite asks the registry and Ray which runs wait, and why.
+WAIT_LOOK_SECONDS = 5.0
 
 
 class FleetSuite(Suite):
@@ -51,6 +64,62 @@ class FleetSuite(Suite):
         # not. Each is followed again on its node (cud.fleet.remote.reattach), never run anew.
         self.resumed = {id(a) for a in self.todo if a.state != "pending"}  # by identity: attempts compare by value
         self.reattached: set[Any] = set()  # the refs that follow an attempt again
+        self.looked_at = -WAIT_LOOK_SECONDS  # when the runs that wait were last looked for
+
+    def run(self) -> None:
+        self.refuse(self._unmet())
+        super().run()
+
+    def _unmet(self) -> dict[str, NotFound]:
+        """Why each due spec that no seat of any node could take is refused (as each daemon refuses one none of
+        its seats meets, at submit); none when some node did not say its seats, or none has joined yet: a spec
+        is then started, and waits for a node, saying so."""
+        due = sorted({a.spec for a in self.todo})
+        if not due:
+            return {}
+        seats, silent = fleet_seats()
+        if silent:
+            say("the specs' needs are not checked against the fleet's seats: " + "; ".join(
+                f"node {name} did not say its seats ({why})" for name, why in silent.items()))
+            return {}
+        if not seats:
+            say("no fleet node has joined yet: the specs' needs are not checked; each run waits for a node")
+            return {}
+        offers = "; ".join(offer_words(f"{node}/{s['name']}", s["size"], s.get("tags", ()))
+                           for node, views in seats.items() for s in views)
+        unmet: dict[str, NotFound] = {}
+        for name in due:
+            needs = self.specs[name].spec.needs
+            if not any(meets(needs, s) for views in seats.values() for s in views):
+                unmet[name] = NotFound(f"not submitted: {name} needs {needs.words()}, which no seat of the fleet's "
+                                       f"nodes offers; their seats: {offers}", key="fleet", seat=needs.seat,
+                                       screen=needs.screen, seat_tags=list(needs.tags), nodes=sorted(seats))
+        return unmet
+
+    def _wait_reason(self) -> str | None:
+        """Why runs in flight are not under way on a node (the registry has no attempt of theirs begun) while no
+        node has a free seat with what they need; looked at every :data:`WAIT_LOOK_SECONDS`."""
+        now = time.monotonic()
+        if now - self.looked_at < WAIT_LOOK_SECONDS:
+            return self.wait_reason
+        self.looked_at = now
+        if not self.flying:
+            return None
+        keys = {self._key(a): a for a in self.flying}
+        started = set(ray.get(registry().started.remote(list(keys))))
+        waiting = [a for key, a in keys.items() if key not in started]
+        if not waiting:
+            return None
+        if not fleet_nodes():
+            return f"waiting: {len(waiting)} runs wait for a fleet node, and none has joined (cud fleet join)"
+        free = ray.available_resources()
+        groups: Counter[SeatNeeds] = Counter(self.specs[a.spec].spec.needs for a in waiting)
+        parts = [f"{count} {'run needs' if count == 1 else 'runs need'} {needs.words()}"
+                 for needs, count in groups.items()
+                 if not all(free.get(label, 0) >= 1 for label in spec_resources(needs))]  # else Ray places it now
+        if not parts:
+            return None
+        return "waiting: no fleet node has a free seat for them now (busy or withdrawn): " + "; ".join(parts)
 
     def _key(self, attempt: Attempt) -> str:
         return self.results.spec_run_key(attempt.spec, attempt.repeat)  # the registry adds /aN, its attempt

@@ -24,7 +24,7 @@ from cud.daemon.seats.seat import FULL_DISK_RETRY, Seat, SeatParts
 from cud.daemon.tasks.runner import TaskRun
 from cud.errors import NotFound, ProtocolError, StorageFull
 from cud.protocol import SeatView
-from cud.seat_needs import SeatNeeds, screen_of
+from cud.seat_needs import SeatNeeds, offer_words
 
 __all__ = ("Seats",)
 
@@ -87,9 +87,8 @@ class Seats:
         A seat whose screen is unknown now (unavailable) may be the size asked for, so it counts."""
         if any(seat.meets(needs) and (not session or seat.session is not None) for seat in self):
             return
-        offer = "; ".join(f"{seat.name} (screen {'unknown now' if seat.size is None else screen_of(seat.size)}, "
-                          f"{'tags ' + ', '.join(seat.seat_config.tags) if seat.seat_config.tags else 'no tags'}"
-                          f"{', a session' if seat.session is not None else ''})" for seat in self)
+        offer = "; ".join(offer_words(seat.name, seat.size, seat.seat_config.tags,
+                                      ", a session" if seat.session is not None else "") for seat in self)
         raise NotFound(f"no seat of this daemon {'with a session ' if session else ''}meets {needs.words()}; "
                        f"its seats: {offer}", seat=needs.seat, screen=needs.screen, seat_tags=list(needs.tags))
 
