@@ -127,10 +127,11 @@ def test_every_command_and_its_exit_code(start_daemon, recorder: Recorder, capsy
 def test_failures_map_to_exit_codes_with_reasons_on_stderr(start_daemon, capsys, tmp_path: Path) -> None:
     daemon: Daemon = start_daemon(scenario({"http_error": 400}))
     sock = str(daemon.socket)
+    # The model's API refused cud's request: cud could not do its part, an error (3), not the task's failure (1).
     code, out, err = run(capsys, "--socket", sock, "submit", "fail please", "--wait")
-    assert code == 1 and out == "" and "task 1 failed:" in err
+    assert code == 3 and out == "" and "task 1 failed:" in err
     code, _, err = run(capsys, "--socket", sock, "follow", "1")
-    assert code == 1 and "task 1 failed" in err
+    assert code == 3 and "task 1 failed" in err
     code, _, err = run(capsys, "--socket", sock, "show", "42")
     assert code == 2 and err.strip() == "cuctl: no task with id 42"
     code, _, err = run(capsys, "--socket", sock, "deny", "7")
