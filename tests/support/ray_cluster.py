@@ -32,7 +32,7 @@ from cud.errors import CudError
 from .daemon import ROOT
 from .netns import Netns, children
 from .recorder import wait_until
-from .xserver import read_display_number
+from .xserver import display_choice, read_display_number
 
 __all__ = ("Fleet", "Machine", "HEAD_PORT", "ADDRESS")
 
@@ -140,8 +140,8 @@ class Fleet:
                                  log=log)
             return display, proc
         read_fd, write_fd = os.pipe()
-        proc = self.ns.popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1024x768x24", "-nolisten",
-                              "tcp", "-noreset"], log=log, pass_fds=(write_fd,))
+        proc = self.ns.popen(["Xvfb", *display_choice(write_fd, isolated=True), "-screen", "0", "1024x768x24",
+                              "-nolisten", "tcp", "-noreset"], log=log, pass_fds=(write_fd,))
         os.close(write_fd)
         try:
             return read_display_number(read_fd, proc, log), proc

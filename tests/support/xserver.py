@@ -7,6 +7,7 @@ stops a server to start it again on the same number keeps the number meanwhile.
 from __future__ import annotations
 
 import os
+import random
 import select
 import signal
 import socket
@@ -17,7 +18,11 @@ from pathlib import Path
 
 from .listeners import socket_inodes, unix_listeners
 
-__all__ = ("XServer", "restart_xvfb", "start_xvfb", "stop_process", "reset_xlib_event_codes")
+__all__ = ("XServer", "display_choice", "restart_xvfb", "start_xvfb", "stop_process", "reset_xlib_event_codes")
+
+
+#: The network namespace the tests started in (pid 1's may not be readable): the machine's, for the tests.
+_FIRST_NETWORK = os.readlink("/proc/self/ns/net")
 
 
 def reset_xlib_event_codes() -> None:
@@ -92,6 +97,27 @@ class XServer:
         self.held = sock
 
 
+def display_choice(write_fd: int, *, isolated: bool | None = None) -> list[str]:
+    """How a new X server picks its number: ``-displayfd`` (the lowest free one) on the machine's own network, an
+    explicit high number no other server uses in a network namespace of a test's own (``isolated``; None: whether
+    this thread is in one).
+
+    -displayfd tells a free number by binding the display's abstract socket, which lives in the network namespace:
+    in another one every number looks free, and the new server then unlinks and takes over the path socket
+    (/tmp/.X11-unix/XN) of the machine's server with that number, and removes it when it stops, so that server's
+    clients get ENOENT or ECONNREFUSED (seen: a reset of test_session_reset_holes while test_session_network ran). Nor
+    does the lock file stop it (seen: Xvfb :5 in a namespace started beside the machine's :5). So a namespace's
+    servers take numbers far above the lowest free ones the machine's servers take, with neither socket nor lock."""
+    if isolated is None:
+        isolated = os.readlink("/proc/thread-self/ns/net") != _FIRST_NETWORK
+    if not isolated:
+        return ["-displayfd", str(write_fd)]
+    for number in random.sample(range(300, 900), 600):
+        if not any(os.path.lexists(p) for p in (f"/tmp/.X{number}-lock", f"/tmp/.X11-unix/X{number}")):
+            return [f":{number}", "-displayfd", str(write_fd)]
+    raise RuntimeError("no free X display number in 300..899")
+
+
 def read_display_number(fd: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> str:
     """Read the display number an X server writes to its -displayfd pipe."""
     deadline = time.monotonic() + timeout
@@ -117,7 +143,7 @@ def start_xvfb(log_dir: Path, width: int = 1280, height: int = 800, depth: int =
     read_fd, write_fd = os.pipe()
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(
-            ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{width}x{height}x{depth}",
+            ["Xvfb", *display_choice(write_fd), "-screen", "0", f"{width}x{height}x{depth}",
              "-nolisten", "tcp", "-noreset", *(["-auth", str(auth)] if auth is not None else [])],
             pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
         )
