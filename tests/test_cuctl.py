@@ -107,9 +107,11 @@ def test_every_command_and_its_exit_code(start_daemon, recorder: Recorder, capsy
     assert code == 0 and out.splitlines()[1].split()[:3] == ["1", "succeeded", "default"]
     code, out, _ = run(capsys, "seats", "--json")
     assert code == 0 and json.loads(out) == [{"name": "default", "display": daemon.display, "state": "idle",
-                                              "task": None, "size": [1280, 800], "tags": [], "error": None}]
+                                              "task": None, "size": [1280, 800], "tags": [], "network": "host",
+                                              "private_tmp": False, "home_path": None, "error": None}]
     code, out, _ = run(capsys, "seats")
-    assert code == 0 and out.splitlines()[1].split() == ["default", daemon.display, "idle", "-", "1280x800", "-", "-"]
+    assert code == 0 and out.splitlines()[1].split() == ["default", daemon.display, "idle", "-", "1280x800", "-", "host",
+                                                             "-"]
     code, out, _ = run(capsys, "follow", "1", "--json")
     lines = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and lines[-1]["state"] == "succeeded" and lines[0]["kind"] == "queued"

@@ -16,11 +16,11 @@ def list_seats(client: Client, args: argparse.Namespace) -> int:
         emit_json(seats)
         return 0
     table(
-        ["SEAT", "DISPLAY", "STATE", "TASK", "SIZE", "TAGS", "ERROR"],
+        ["SEAT", "DISPLAY", "STATE", "TASK", "SIZE", "TAGS", "NETWORK", "ERROR"],
         [[s["name"], s.get("display") or f"vnc {s.get('vnc')}", s["state"],
           "-" if s["task"] is None else str(s["task"]),
           "-" if s["size"] is None else f"{s['size'][0]}x{s['size'][1]}",
-          ",".join(s.get("tags") or ()) or "-",
+          ",".join(s.get("tags") or ()) or "-", s.get("network", "host"),
           short(printable(s["error"]), 60) if s.get("error") else "-"] for s in seats],
     )
     return 0

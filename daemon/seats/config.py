@@ -18,6 +18,7 @@ command line override the file's seats as a whole.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 
 from cud.daemon.config_values import bad, string, tags
 from cud.daemon.config_values import table as checked_table
+from cud.daemon.session.namespace import NETWORKS, Isolation
 from cud.daemon.session.places import Place, check_existing_homes, check_places, check_secrets
 from cud.daemon.session.taken import taken_homes
 from cud.daemon.session.user import SeatUser
@@ -41,11 +43,14 @@ MAX_SEATS = 64
 #: The keys of a ``[[seats]]`` table.
 SEAT_KEYS = frozenset({"name", "display", "vnc", "vnc_password_file", "vnc_horizontal_scroll", "session_bus",
                        "x_display", "user", "home", "home_template", "empty_existing_home", "session_unit",
-                       "tags"})
+                       "private_tmp", "home_path", "network", "tags"})
 #: Where a seat's targets are read (docs/targets.md): its session bus, and for a VNC seat the X display it mirrors.
 _TARGET_KEYS = ("session_bus", "x_display")
 #: A seat's session (docs/sessions.md); like the target keys, top-level keys of a one-seat config too.
-_SESSION_KEYS = ("user", "home", "home_template", "empty_existing_home", "session_unit")
+_SESSION_KEYS = ("user", "home", "home_template", "empty_existing_home", "session_unit", "private_tmp", "home_path",
+                 "network")
+#: The keys that give a seat's session namespaces of its own (cud.daemon.session.namespace).
+_ISOLATION_KEYS = ("private_tmp", "home_path", "network")
 #: A service unit's name as systemd spells it (systemd.unit(5)): a template's instance must be given.
 _SERVICE_NAME = re.compile(r"[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.service")
 _MAX_UNIT_NAME = 255
@@ -72,6 +77,8 @@ class SeatConfig:
     empty_existing_home: bool = False
     #: The systemd unit that is the seat's session (docs/sessions.md#under-systemd); None: cud's own process groups.
     session_unit: str | None = None
+    #: Private temp directories, the home at ``home_path``, the network (docs/sessions.md#a-seat-of-its-own).
+    isolation: Isolation = Isolation()
     #: Its labels: its ``[[seats]] tags``, then the node-wide ``[fleet] tags`` (a task's ``seat_tags`` picks by them).
     tags: tuple[str, ...] = ()
 
@@ -134,7 +141,7 @@ def _session(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
         missing = "home" if given == ["user"] else "user"
         raise ConfigError(f"config key '{prefix}{given[0]}' needs '{prefix}{missing}': a seat's session has both",
                           key=f"{prefix}{missing}")
-    for key in ("home_template", "empty_existing_home", "session_unit"):
+    for key in ("home_template", "empty_existing_home", "session_unit", *_ISOLATION_KEYS):
         if key in table and not given:
             raise ConfigError(f"config key '{prefix}{key}' needs '{prefix}user' and '{prefix}home'",
                               key=f"{prefix}{key}")
@@ -155,7 +162,41 @@ def _session(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
         out["empty_existing_home"] = table["empty_existing_home"]
     if "session_unit" in table:
         out["session_unit"] = check_service_unit(f"{prefix}session_unit", table["session_unit"])
+    isolation = _isolation(prefix, table)
+    if isolation.wanted:
+        if "session_unit" in out:
+            key = next(k for k in _ISOLATION_KEYS if k in table)
+            raise ConfigError(f"config key '{prefix}{key}' is not supported with '{prefix}session_unit' yet: a "
+                              "session unit's commands are systemd's transient units, which do not join cud's "
+                              "namespaces (docs/sessions.md#a-seat-of-its-own)", key=f"{prefix}{key}")
+        if os.geteuid() != 0:
+            key = next(k for k in _ISOLATION_KEYS if k in table)
+            raise ConfigError(f"config key '{prefix}{key}' = {table[key]!r} needs a daemon run as root: the "
+                              "session's namespaces are made and entered with CAP_SYS_ADMIN, which this daemon "
+                              f"(uid {os.geteuid()}) does not have; remove the key or run the daemon as root",
+                              key=f"{prefix}{key}")
+        out["isolation"] = isolation
     return out
+
+
+def _isolation(prefix: str, table: Mapping[str, Any]) -> Isolation:
+    """``private_tmp``, ``home_path`` and ``network`` (cud.daemon.session.namespace)."""
+    private = table.get("private_tmp", False)
+    if not isinstance(private, bool):
+        raise bad(f"{prefix}private_tmp", private, "true or false")
+    home_path = None
+    if "home_path" in table:
+        home_path = string(f"{prefix}home_path", table["home_path"])
+        name = home_path.removeprefix("/home/")
+        # Only /home/NAME: the session's /home is a tmpfs of its own holding the home alone, so nothing of the
+        # host's is hidden that a desktop needs (a home_path in /var/lib would cover the packages' state).
+        if not home_path.startswith("/home/") or not name or "/" in name or name in (".", ".."):
+            raise bad(f"{prefix}home_path", home_path, "a directory directly in /home, like '/home/user' (the "
+                                                        "session's /home holds the seat's home alone)")
+    network = table.get("network", "host")
+    if network not in NETWORKS:
+        raise bad(f"{prefix}network", network, " or ".join(repr(n) for n in NETWORKS))
+    return Isolation(private, home_path, network)
 
 
 def check_service_unit(key: str, value: object) -> str:
@@ -192,12 +233,28 @@ def check_seat_places(seats: tuple[SeatConfig, ...], daemon_dirs: Mapping[str, s
               for index, seat in enumerate(seats) if seat.home is not None and seat.user is not None]
     if places:
         check_places(places, daemon_dirs=daemon_dirs, daemon_home=daemon_home)
+    for index, seat in enumerate(seats):
+        _check_home_path(seat, prefix[index], daemon_dirs)
     secrets = {key: str(path) for key, path in (files or {}).items()}
     secrets.update({f"{prefix[index]}vnc_password_file": str(seat.vnc_password_file)
                     for index, seat in enumerate(seats) if seat.vnc_password_file is not None})
     check_secrets(secrets, places, written=written)
     if places and state_dir is not None:
         check_existing_homes(places, taken_homes(state_dir))
+
+
+def _check_home_path(seat: SeatConfig, prefix: str, daemon_dirs: Mapping[str, str]) -> None:
+    """A ``home_path`` may not be a place of the daemon's: the session's /home holds the seat's home alone, so the
+    daemon's state or socket there would be hidden under it (and mistaken for the home by whoever reads the
+    config)."""
+    home_path = seat.isolation.home_path
+    if home_path is None:
+        return
+    for what, place in daemon_dirs.items():
+        real = os.path.realpath(place)
+        if real == home_path or real.startswith(home_path + "/"):
+            raise ConfigError(f"seat {seat.name!r}: config key '{prefix}home_path' = {home_path!r} is refused: "
+                              f"{what} {place!r} is there", key=f"{prefix}home_path", value=repr(home_path))
 
 
 def _place(prefix: str, name: str, table: Mapping[str, Any]) -> SeatConfig:

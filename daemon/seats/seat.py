@@ -94,7 +94,7 @@ class Seat:
         self.session: SeatSession | None = session_for(
             seat_config.name, seat_config.user, seat_config.home, seat_config.home_template,
             seat_config.target_display, seat_config.session_bus, seat_config.session_unit,
-            state_dir=parts.config.state_dir)
+            state_dir=parts.config.state_dir, isolation=seat_config.isolation)
         #: With a session, the address its user's launcher gives is confined to the session (a11y_trust).
         trust = (None if self.session is None
                  else SeatTrust(seat_config.name, self.session.account.uid, self.session.own_dirs))
@@ -155,6 +155,9 @@ class Seat:
             "task": self._task["id"] if self._task is not None else None,
             "size": list(self.size) if self.size is not None else None,
             "tags": list(self.seat_config.tags),
+            "network": self.seat_config.isolation.network,
+            "private_tmp": self.seat_config.isolation.private_tmp,
+            "home_path": self.seat_config.isolation.home_path,
             "error": self.error,
         }
 

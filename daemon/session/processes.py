@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import signal
@@ -25,6 +26,7 @@ from pathlib import Path
 from cud.daemon.session import clipboard
 from cud.daemon.session.a11y import A11yLauncher
 from cud.daemon.session.home import SeatHome
+from cud.daemon.session.namespace import Isolation, SeatNamespace
 from cud.daemon.session.reset import ResetReport, reset_session
 from cud.daemon.session.runtime import RuntimeDir
 from cud.daemon.session.sweep import SEAT_MARK
@@ -72,6 +74,8 @@ class SessionPlaces:
     xauthority: Path | None = None
     #: The daemon's state directory, where the homes cud made or took are recorded (cud.daemon.session.taken).
     state_dir: Path | None = None
+    #: Private temp directories, the home at a fixed path, no network (cud.daemon.session.namespace).
+    isolation: Isolation = Isolation()
 
 
 class SeatSession:
@@ -101,6 +105,8 @@ class SeatSession:
         self._reapers: set[asyncio.Task[None]] = set()
         #: The systemd unit that is the session (``session_unit``): commands run as its transient units.
         self.unit = unit
+        #: The session's namespaces (cud.daemon.session.namespace), when its seat asks for isolation.
+        self.namespace = SeatNamespace(seat, places.isolation) if places.isolation.wanted else None
         #: The accessibility launcher a reset starts again (cud.daemon.session.a11y).
         self.a11y = A11yLauncher()
         #: Why the reset refuses the seat's session bus (served by a process of the user's), until another
@@ -159,7 +165,7 @@ class SeatSession:
     def env(self) -> Mapping[str, str]:
         runtime = self.runtime_dir
         env = {
-            "HOME": str(self.home.root),
+            "HOME": self.places.isolation.home_path or str(self.home.root),
             "USER": self.user,
             "LOGNAME": self.user,
             "PATH": SESSION_PATH,
@@ -200,6 +206,8 @@ class SeatSession:
             os.close(fd)
 
     async def _spawn(self, argv: list[str], cwd: _Cwd, **streams: typing.Any) -> asyncio.subprocess.Process:
+        if self.namespace is not None:
+            return await self._spawn_inside(self.namespace, argv, cwd, **streams)
         # No preexec_fn: it is unsafe with threads, and the daemon has a driver thread per seat. The child
         # changes directory before it becomes the user (subprocess's order): through the descriptor of the
         # directory the home's walk opened (its own copy, /proc/self/fd), never by a name the user could
@@ -211,6 +219,36 @@ class SeatSession:
         except OSError as exc:
             raise SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: {exc.strerror}",
                                argv=argv[:1], seat=self.seat, errno=exc.errno) from None
+
+    async def _spawn_inside(self, namespace: SeatNamespace, argv: list[str], cwd: _Cwd,
+                            **streams: typing.Any) -> asyncio.subprocess.Process:
+        """:meth:`_spawn` through ``nsexec.py enter``: it joins the session's namespaces, becomes the user, and only
+        then enters the working directory (by its path in the namespace: as the user, a link leads nowhere the user
+        could not go anyway)."""
+        env = dict(self.env)
+        fds = await namespace.fds(self.places.display, self.places.session_bus, self._runtime.base, self.home.root,
+                                  self.home.identity)
+        inner = namespace.inside(cwd.path, self.home.root)
+        user = self.account
+        failed, told = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *namespace.enter_argv(fds, user.uid, user.gid, user.groups, inner, told, argv), cwd="/", env=env,
+                start_new_session=True, close_fds=True, pass_fds=(told, *(fd for fd in fds if fd is not None)),
+                **streams)
+        except OSError as exc:
+            os.close(failed)
+            raise SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: {exc.strerror}",
+                               argv=argv[:1], seat=self.seat, errno=exc.errno) from None
+        finally:
+            os.close(told)
+        why = await asyncio.to_thread(_read_all, failed)
+        if why:
+            await proc.wait()
+            code, text = json.loads(why)
+            raise SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: {text}",
+                               argv=argv[:1], seat=self.seat, errno=code)
+        return proc
 
     async def run(self, argv: Sequence[str], *, timeout: float, stdin: bytes | None = None, cwd: str | None = None,
                   max_output: int = 1 << 20) -> Completed:
@@ -351,6 +389,8 @@ class SeatSession:
             log.warning("%s", exc)
         if self.unit is not None:
             self.unit.close()
+        if self.namespace is not None:
+            self.namespace.drop()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -390,6 +430,12 @@ class _ProcessGroup:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         await self.proc.wait()
+
+
+def _read_all(fd: int) -> bytes:
+    """Everything the pipe ``fd`` gives until its writers closed it (then closed here)."""
+    with os.fdopen(fd, "rb") as pipe:
+        return pipe.read()
 
 
 async def _collect(items: list[str], command: _Running, outs: tuple[int, int], feeding: typing.Awaitable[None], *,
@@ -467,11 +513,12 @@ async def _feed_pipe(fd: int, data: bytes) -> None:
 
 def session_for(seat: str, user: SeatUser | None, home: Path | None, template: Path | None, display: str | None,
                 session_bus: str | None, session_unit: str | None = None, *,
-                state_dir: Path | None = None) -> SeatSession | None:
+                state_dir: Path | None = None, isolation: Isolation | None = None) -> SeatSession | None:
     """The session of a seat configured with ``user`` and ``home`` (None without them); with ``session_unit``,
     a systemd unit holds it (cud.daemon.session.unit)."""
     if user is None or home is None:
         return None
     cookie = os.environ.get("XAUTHORITY") or os.path.expanduser("~/.Xauthority")
     unit = None if session_unit is None else SessionUnit(seat, session_unit, user.name)
-    return SeatSession(seat, user, home, SessionPlaces(display, session_bus, template, Path(cookie), state_dir), unit)
+    places = SessionPlaces(display, session_bus, template, Path(cookie), state_dir, isolation or Isolation())
+    return SeatSession(seat, user, home, places, unit)

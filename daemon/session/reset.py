@@ -33,7 +33,9 @@ In order, each step with a deadline; a step that cannot finish fails the reset w
    Measured in docs/sessions.md: the copy is well under the budget for 100 MB, so
    nothing more complicated (an overlay mount) is needed.
 6. **The runtime directory** (XDG_RUNTIME_DIR) is emptied: the session's sockets and
-   caches go, its X cookie copy is written again.
+   caches go, its X cookie copy is written again. A seat with isolation drops its
+   namespaces (:mod:`cud.daemon.session.namespace`): its private ``/tmp``, ``/var/tmp``,
+   ``/dev/shm`` and ``/run/lock`` go with them, and the next command gets empty ones.
 7. **The accessibility launcher**, if the seat had one of its user's, is started again.
 """
 
@@ -307,6 +309,9 @@ async def reset_session(session: SeatSession) -> ResetReport:
         await asyncio.to_thread(_empty_home, session)
         entries = await _fill_home(session)
         await asyncio.to_thread(session.clear_runtime)  # at any depth: not on the event loop
+        if session.namespace is not None:  # nothing of the user's runs: its private places go with them
+            await asyncio.to_thread(session.home.pin)  # the home the new namespaces bind (it may have been made)
+            session.namespace.drop()
         await session.a11y.restore(session, RESET_TIMEOUT)
     except CudError:
         raise

@@ -59,6 +59,11 @@ class RuntimeDir:
         """The directory's path, None until it is made."""
         return None if self._made is None or self._base is None else self._base / self._made[0]
 
+    @property
+    def base(self) -> Path | None:
+        """The directory the seat's runtime directory is made in (root's, 0711), once chosen."""
+        return self._base
+
     def ensure(self) -> tuple[Path, bool]:
         """The directory's path, and whether it was made just now (there was none, or it went)."""
         if self._made is not None:

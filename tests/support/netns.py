@@ -9,16 +9,20 @@ stopping it by pid stops them all (Ray's raylets, GCS, workers, the daemons, Xvf
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .recorder import wait_until
 
-__all__ = ("Netns", "children")
+__all__ = ("Netns", "children", "own_network")
+
+_CLONE_NEWNET = 0x40000000
 
 
 def children(pid: int) -> list[int]:
@@ -108,3 +112,23 @@ class Netns:
                 pass
         self.holder = None
         return left
+
+
+@contextlib.contextmanager
+def own_network() -> Iterator[None]:
+    """The calling thread (pytest's main thread) in a network namespace of its own, its loopback up, for as long as
+    the block runs: the processes it starts meanwhile (a daemon, its X server, its seats) and the sockets it makes
+    are there, and nothing a test listens on is on the machine's own loopback. Back in the first one afterwards."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    first = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if libc.unshare(_CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET)")
+        try:
+            subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=30)
+            yield
+        finally:
+            if libc.setns(first, _CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back to the first network namespace")
+    finally:
+        os.close(first)
