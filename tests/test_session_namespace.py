@@ -11,7 +11,9 @@ import base64
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,22 +25,42 @@ from cud.daemon.seats.config import load_seats
 from cud.daemon.session.namespace import PRIVATE_PLACES
 from cud.errors import ConfigError
 from tests.support.seat_users import SeatUsers, tree_hash
-from tests.support.session_seat import SEAT, SessionSeat, session_seat
+from tests.support.session_seat import SEAT, SeatParts, SessionSeat, seat_parts, session_seat
 
 HOME_PATH = "/home/user"
 
 
+#: The second seat of the module's daemon, with the same home_path.
+OTHER = "s2"
+ISOLATION = f'private_tmp = true\nhome_path = "{HOME_PATH}"\n'
+
+
+@dataclass
+class TwoSeats:
+    first: SessionSeat
+    second: SeatParts
+    second_base: Path
+
+
 @pytest.fixture(scope="module")
-def seat(seat_users: SeatUsers) -> Iterator[SessionSeat]:
+def seats(seat_users: SeatUsers) -> Iterator[TwoSeats]:
     if os.geteuid() != 0:
         pytest.fail("a seat's namespaces need a daemon run as root; run the tests as root, as CI does")
-    base = Path(tempfile.mkdtemp(prefix="cud-ns-", dir="/tmp"))
-    base.chmod(0o755)
+    bases = [Path(tempfile.mkdtemp(prefix="cud-ns-", dir="/tmp")) for _ in range(2)]
+    for base in bases:
+        base.chmod(0o755)
     try:
-        with session_seat(seat_users.make(), base, config=f'private_tmp = true\nhome_path = "{HOME_PATH}"\n') as made:
-            yield made
+        with seat_parts(OTHER, seat_users.make(), bases[1]) as other, \
+                session_seat(seat_users.make(), bases[0], config=ISOLATION + other.table + ISOLATION) as made:
+            yield TwoSeats(made, other, bases[1])
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        for base in bases:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def seat(seats: TwoSeats) -> SessionSeat:
+    return seats.first
 
 
 def call(where: SessionSeat, kind: str, **fields: object) -> dict[str, object]:
@@ -46,9 +68,9 @@ def call(where: SessionSeat, kind: str, **fields: object) -> dict[str, object]:
         return client.call(kind, **fields)  # type: ignore[no-any-return]
 
 
-def sh(seat: SessionSeat, script: str) -> str:
-    """``script`` run by /bin/sh as the seat's user in its session; its stdout (it must exit 0)."""
-    done = call(seat, "exec", seat=SEAT, argv=["/bin/sh", "-c", script], timeout=60)
+def sh(seat: SessionSeat, script: str, on: str = SEAT) -> str:
+    """``script`` run by /bin/sh as the seat's user in the session of seat ``on``; its stdout (it must exit 0)."""
+    done = call(seat, "exec", seat=on, argv=["/bin/sh", "-c", script], timeout=60)
     out, err = (base64.b64decode(done[k]).decode() for k in ("stdout", "stderr"))  # type: ignore[arg-type]
     assert done["exit_code"] == 0, f"{script!r} exited {done['exit_code']}: {err}"
     return out
@@ -66,15 +88,50 @@ def host_entries() -> dict[str, set[str]]:
 def test_the_session_sees_its_home_at_home_path_and_its_own_tmp(seat: SessionSeat) -> None:
     call(seat, "reset", seat=SEAT)
     out = sh(seat, "pwd; echo $HOME; echo hi > ~/made.txt; cat /home/user/made.txt; ls -A /home; "
-                   "xdpyinfo >/dev/null && echo x-works; ls -A /tmp")
+                   "xdpyinfo >/dev/null && echo x-works; dbus-send --session --print-reply --dest=org.freedesktop.DBus "
+                   "/org/freedesktop/DBus org.freedesktop.DBus.GetId >/dev/null && echo bus-works; ls -A /tmp")
     lines = out.splitlines()
-    assert lines[:5] == [HOME_PATH, HOME_PATH, "hi", "user", "x-works"], out
+    assert lines[:6] == [HOME_PATH, HOME_PATH, "hi", "user", "x-works", "bus-works"], out
     # The host's home holds what the session wrote at /home/user; the host's /home is not the session's.
     assert (seat.home / "made.txt").read_text() == "hi\n"
     assert not os.path.exists(f"{HOME_PATH}/made.txt")
-    assert ".X11-unix" in lines[5:]
-    (shown,) = call(seat, "seats")  # type: ignore[misc]  # a list of one seat
-    assert (shown["private_tmp"], shown["home_path"], shown["network"]) == (True, HOME_PATH, "host")
+    assert ".X11-unix" in lines[6:]
+    for shown in call(seat, "seats"):  # type: ignore[attr-defined]  # a list of seats
+        assert (shown["private_tmp"], shown["home_path"], shown["network"]) == (True, HOME_PATH, "host")
+
+
+#: Shell text written for a desktop VM: ~/ and /home/user/ both, run as written.
+_VM_TASK = """
+mkdir -p ~/Desktop /home/user/Documents
+echo "$1" > /home/user/Desktop/who.txt
+echo "$1" > ~/Documents/who.txt
+echo "$1" > /tmp/who.txt
+sleep 1
+cat ~/Desktop/who.txt /home/user/Documents/who.txt /tmp/who.txt
+ls -A /home
+"""
+
+
+def test_a_task_written_for_home_user_runs_as_written_on_two_seats_at_once(seats: TwoSeats) -> None:
+    seat = seats.first
+    for name in (SEAT, OTHER):
+        call(seat, "reset", seat=name)
+    outputs: dict[str, str] = {}
+
+    def task(name: str) -> None:
+        done = call(seat, "exec", seat=name, argv=["/bin/sh", "-c", _VM_TASK, "sh", name], timeout=60)
+        outputs[name] = base64.b64decode(done["stdout"]).decode()  # type: ignore[arg-type]
+
+    threads = [threading.Thread(target=task, args=(name,)) for name in (SEAT, OTHER)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    for name in (SEAT, OTHER):  # each saw only what it wrote, in the same places
+        assert outputs[name].splitlines() == [name, name, name, "user"], outputs
+    for name, home in ((SEAT, seat.home), (OTHER, seats.second_base / "home")):
+        assert (home / "Desktop" / "who.txt").read_text() == f"{name}\n"
+        assert (home / "Documents" / "who.txt").read_text() == f"{name}\n"
 
 
 def test_whatever_a_task_wrote_in_the_temp_places_is_gone_after_the_reset(seat: SessionSeat) -> None:
@@ -86,7 +143,10 @@ def test_whatever_a_task_wrote_in_the_temp_places_is_gone_after_the_reset(seat: 
              "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"/tmp/sock\")'; "
              "setsid -f sh -c 'while :; do date > /var/tmp/still-writing; sleep 0.05; done' >/dev/null 2>&1")
     assert "left." in sh(seat, "ls /dev/shm")
+    sh(seat, "ipcmk -M 4096; ipcmk -S 2; ipcmk -Q")
+    assert len(ipc_of(seat.user.uid)) == 3
     call(seat, "reset", seat=SEAT)
+    assert ipc_of(seat.user.uid) == []
     assert private_listing(seat) == fresh
     assert host_entries() == before  # nothing reached the host's own temp places
 
@@ -116,7 +176,19 @@ _WRITES = st.sampled_from([
     "python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' {place}/s$$",
     "setsid -f sh -c 'while :; do date >> {place}/w$$; sleep 0.1; done' >/dev/null 2>&1",
     "chmod 000 {place} 2>/dev/null; true",
+    "ipcmk -M 4096 >/dev/null; ipcmk -S 2 >/dev/null; ipcmk -Q >/dev/null",  # outlive every process
 ])
+
+
+def ipc_of(uid: int) -> list[str]:
+    """The System V IPC objects (shm, sem, msg) ``uid`` owns or created, as /proc/sysvipc lists them."""
+    found = []
+    for kind in ("shm", "sem", "msg"):
+        lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        header = lines[0].split()
+        found += [f"{kind} {row[1]}" for row in map(str.split, lines[1:])
+                  if str(uid) in (row[header.index("uid")], row[header.index("cuid")])]
+    return found
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
@@ -132,6 +204,7 @@ def test_nothing_a_task_writes_anywhere_reaches_the_next_task(seat: SessionSeat,
     assert private_listing(seat) == fresh
     assert tree_hash(seat.home) == tree_hash(seat.template)
     assert host_entries() == before
+    assert ipc_of(seat.user.uid) == []
 
 
 @pytest.mark.parametrize(("table", "key", "wanted"), [
@@ -142,6 +215,12 @@ def test_nothing_a_task_writes_anywhere_reaches_the_next_task(seat: SessionSeat,
     ({"home_path": "/home/a/b"}, "seats[0].home_path", "'/home/a/b'"),
     ({"home_path": "/home/.."}, "seats[0].home_path", "'/home/..'"),
     ({"network": "open"}, "seats[0].network", "'open'"),
+    ({"network": []}, "seats[0].network", "[]"),
+    ({"network": ["10.0.0.0/33"]}, "seats[0].network[0]", "'10.0.0.0/33'"),
+    ({"network": ["10.0.0.1/8"]}, "seats[0].network[0]", "has host bits set"),
+    ({"network": ["127.0.0.1", "10.0.0.1:70000"]}, "seats[0].network[1]", "'70000' is not 1 to 65535"),
+    ({"network": ["[::1"]}, "seats[0].network[0]", "'[::1'"),
+    ({"network": ["example.org:443"]}, "seats[0].network[0]", "'example.org:443'"),
     ({"private_tmp": "yes"}, "seats[0].private_tmp", "'yes'"),
 ])
 def test_a_bad_view_is_refused_naming_the_seat_key_and_value(table: dict[str, object], key: str, wanted: str) -> None:
@@ -149,3 +228,15 @@ def test_a_bad_view_is_refused_naming_the_seat_key_and_value(table: dict[str, ob
     with pytest.raises(ConfigError) as caught:
         load_seats({"seats": seats}, {}, {})
     assert key in str(caught.value) and wanted in str(caught.value)
+
+
+def test_a_seat_sees_neither_the_other_seats_bus_nor_its_home_nor_the_daemons_socket(seats: TwoSeats) -> None:
+    """All three lie under the host's /tmp here, which the session does not see: only its own bus socket and home
+    are bound in. (Another seat's display is kept out by its cookie: tests/test_session_xauth.py.)"""
+    seat = seats.first
+    theirs = [seats.second.bus_address.removeprefix("unix:path="), str(seats.second_base / "home"),
+              str(seat.daemon.socket)]
+    assert all(os.path.exists(path) for path in theirs)  # there, for the host
+    ours = [seat.bus_address.removeprefix("unix:path=")]
+    out = sh(seat, " ".join(f"test -e '{p}' && echo '{p}';" for p in (*theirs, *ours)) + " true")
+    assert out.splitlines() == ours

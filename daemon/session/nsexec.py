@@ -80,6 +80,7 @@ def _loopback_up() -> None:
 
 
 def make(spec: dict[str, Any]) -> None:
+    os.umask(0o022)  # the daemon's own umask (077, say) would make the mount points' parents unreachable to the user
     _check(_libc.unshare(CLONE_NEWNS | (CLONE_NEWNET if spec["network"] == "none" else 0)), "unshare")
     # Slave: the host's later mounts still reach the session; nothing mounted here reaches the host.
     _mount(None, "/", None, MS_REC | MS_SLAVE)

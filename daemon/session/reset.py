@@ -12,6 +12,8 @@ In order, each step with a deadline; a step that cannot finish fails the reset w
    user's is started again at the end: :mod:`cud.daemon.session.a11y`). The seat's session
    bus daemon is spared only when it is another user's; one of the seat's user's ends too,
    and the reset fails naming it, at every reset until another user's bus listens there.
+   Then the System V IPC objects of the user (shared memory, semaphores, message queues), which
+   outlive processes, are removed (:mod:`cud.daemon.session.ipc`).
 2. **The display's door.** Access control is on again and the host access list (``xhost``) is
    empty: an ``xhost +`` or ``xhost +si:localuser:NAME`` of the session would otherwise let
    every local user in without the cookie, for every later task (the server keeps the list
@@ -50,6 +52,7 @@ import time
 from typing import TYPE_CHECKING
 
 from cud.daemon.session import xclients
+from cud.daemon.session.ipc import remove_ipc_of
 from cud.daemon.session.mounts import detach_user_mounts
 from cud.daemon.session.remove import remove_contents
 from cud.daemon.session.sweep import SEAT_MARK, bus_daemon, bus_of_session, end_processes, session_pids, spared
@@ -301,6 +304,8 @@ async def reset_session(session: SeatSession) -> ResetReport:
     started = time.monotonic()
     try:
         processes, spared = await _end_session(session)
+        if not session.account.is_self:  # a daemon of the seat's user would remove its own objects too
+            await asyncio.to_thread(remove_ipc_of, session.account.uid, session.seat)
         was_open = await _close_access(session)
         x_clients = await _end_x_clients(session, spared, strangers=was_open)
         await _clear_clipboard(session)

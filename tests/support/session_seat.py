@@ -40,7 +40,8 @@ from .recorder import wait_until
 from .seat_users import make_home
 from .xserver import stop_process
 
-__all__ = ("SEAT", "TAKEOVER", "SessionSeat", "alive", "as_seat_user", "bus_call", "listening", "session_seat")
+__all__ = ("SEAT", "TAKEOVER", "SeatParts", "SessionSeat", "alive", "as_seat_user", "bus_call", "listening",
+           "seat_parts", "session_seat")
 
 SEAT = "s1"
 #: Debian's Python, with python3-gi: what the activatable service runs on.
@@ -170,19 +171,26 @@ def _sentinel(path: Path) -> None:
     (path / "link_to_home").symlink_to("../home")
 
 
+@dataclass
+class SeatParts:
+    """One seat's own pieces under ``base``: its desktop, its session bus, and its ``[[seats]]`` table."""
+
+    desktop: Desktop
+    bus: subprocess.Popen[bytes]
+    bus_address: str
+    table: str
+
+
 @contextlib.contextmanager
-def session_seat(user: SeatUser, base: Path, config: str = "", env: dict[str, str] | None = None,
-                 bus_as_seat_user: bool = False, home_files: dict[str, str] | None = None) -> Iterator[SessionSeat]:
-    """The seat ``s1`` with ``user``'s session under ``base`` (0755), its daemon, bus and desktop; ``config``
-    is added to the daemon's config file (right after the seat's table: bare keys are the seat's), ``env`` to
-    the daemon's environment; ``bus_as_seat_user``: the bus is run by the seat's user (see the module's text);
-    ``home_files``: files (name: text) already in the home when the daemon starts, the user's."""
+def seat_parts(name: str, user: SeatUser, base: Path, bus_as_seat_user: bool = False,
+               home_files: dict[str, str] | None = None) -> Iterator[SeatParts]:
+    """A seat's template, home, sentinel, session bus and desktop under ``base`` (0755), stopped by pid on exit."""
     _template(base / "template")
     home = make_home(base, user)
-    for name, text in (home_files or {}).items():
-        (home / name).write_text(text)
+    for file_name, text in (home_files or {}).items():
+        (home / file_name).write_text(text)
         if os.geteuid() == 0:
-            os.chown(home / name, user.uid, user.gid)
+            os.chown(home / file_name, user.uid, user.gid)
     _sentinel(base / "sentinel")
     bus_dir = base / "bus"
     (bus_dir / "services").mkdir(parents=True)
@@ -199,40 +207,50 @@ def session_seat(user: SeatUser, base: Path, config: str = "", env: dict[str, st
     if as_user:
         os.chown(bus_dir, user.uid, user.gid)
     address = f"unix:path={bus_dir / 'socket'}"
-    daemon_dir = base / "daemon"
-    daemon_dir.mkdir(mode=0o755)
-    model = ScriptedModel(scenario({"message": "done"}))
-    url = model.start()
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        with start_desktop("x11", base) as desktop:
-            become = [] if not as_user else ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}",
-                                              "--clear-groups"]
-            bus = subprocess.Popen([*become, "dbus-daemon", f"--config-file={bus_dir / 'bus.conf'}", "--nofork",
-                                    "--nopidfile"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, start_new_session=True)
-            procs.append(bus)
+    with start_desktop("x11", base) as desktop:
+        become = [] if not as_user else ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups"]
+        bus = subprocess.Popen([*become, "dbus-daemon", f"--config-file={bus_dir / 'bus.conf'}", "--nofork",
+                                "--nopidfile"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
             wait_until(lambda: bus_call(address, "org.freedesktop.DBus.GetId").returncode == 0, 30,
                        "the seat's session bus to answer")
-            seat_config = textwrap.dedent(f"""\
+            table = textwrap.dedent(f"""\
                 [[seats]]
-                name = "{SEAT}"
+                name = "{name}"
                 display = "{desktop.display}"
                 session_bus = "{address}"
                 user = "{user.name}"
                 home = "{base / 'home'}"
                 home_template = "{base / 'template'}"
                 """)
-            daemon = Daemon(desktop.display, url, workdir=daemon_dir, seats={}, config=seat_config + config,
+            yield SeatParts(desktop, bus, address, table)
+        finally:
+            stop_process(bus)
+
+
+@contextlib.contextmanager
+def session_seat(user: SeatUser, base: Path, config: str = "", env: dict[str, str] | None = None,
+                 bus_as_seat_user: bool = False, home_files: dict[str, str] | None = None) -> Iterator[SessionSeat]:
+    """The seat ``s1`` with ``user``'s session under ``base`` (0755), its daemon, bus and desktop; ``config``
+    is added to the daemon's config file (right after the seat's table: bare keys are the seat's; more
+    ``[[seats]]`` tables, from :func:`seat_parts`, are more seats), ``env`` to the daemon's environment;
+    ``bus_as_seat_user``: the bus is run by the seat's user (see the module's text); ``home_files``: files
+    (name: text) already in the home when the daemon starts, the user's."""
+    daemon_dir = base / "daemon"
+    model = ScriptedModel(scenario({"message": "done"}))
+    url = model.start()
+    try:
+        with seat_parts(SEAT, user, base, bus_as_seat_user, home_files) as parts:
+            daemon_dir.mkdir(mode=0o755)
+            daemon = Daemon(parts.desktop.display, url, workdir=daemon_dir, seats={}, config=parts.table + config,
                             extra_env=env)
             try:
                 daemon.start()
-                yield SessionSeat(base, user, desktop, daemon, bus, address)
+                yield SessionSeat(base, user, parts.desktop, daemon, parts.bus, parts.bus_address)
             finally:
                 daemon.cleanup()
     finally:
-        for proc in procs:
-            stop_process(proc)
         model.stop()
 
 
