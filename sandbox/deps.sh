@@ -40,6 +40,7 @@ python3-pyqt5
 systemd
 util-linux
 iproute2
+nftables
 openssh-client
 openssh-server
 sshfs
@@ -76,6 +77,7 @@ xdg-utils
 #                               --pdeathsig KILL (no ffmpeg outlives the daemon); unshare and nsenter: the
 #                               fleet tests' network namespace (tests/support/netns.py)
 # iproute2                      ip, which brings lo up in that namespace
+# nftables                      nft: a seat's network allow-list, rules keyed on the seat's user (docs/sessions.md)
 # openssh-client                ssh, which cuctl --host runs; ssh-keygen for the tests' keys
 # openssh-server                sshd: the ssh tests start their own on 127.0.0.1 (never the system's)
 # sshfs                         a real network filesystem (over that sshd) that a state directory on is refused

@@ -108,7 +108,7 @@ def test_every_command_and_its_exit_code(start_daemon, recorder: Recorder, capsy
     code, out, _ = run(capsys, "seats", "--json")
     assert code == 0 and json.loads(out) == [{"name": "default", "display": daemon.display, "state": "idle",
                                               "task": None, "size": [1280, 800], "tags": [], "network": "host",
-                                              "private_tmp": False, "home_path": None, "error": None}]
+                                              "allowed": [], "private_tmp": False, "home_path": None, "error": None}]
     code, out, _ = run(capsys, "seats")
     assert code == 0 and out.splitlines()[1].split() == ["default", daemon.display, "idle", "-", "1280x800", "-", "host",
                                                              "-"]

@@ -10,8 +10,10 @@ from __future__ import annotations
 import base64
 import shutil
 import socket
+import subprocess
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,7 +22,7 @@ import pytest
 from cud.cuctl.client import Client
 from tests.support.netns import own_network
 from tests.support.seat_users import SeatUsers
-from tests.support.session_seat import SEAT, SessionSeat, session_seat
+from tests.support.session_seat import SEAT, SessionSeat, seat_parts, session_seat
 
 #: Connects to 127.0.0.1:PORT; prints how that ended (errno's name, or "connected").
 _CONNECT = ("import errno, socket, sys\n"
@@ -31,23 +33,53 @@ _CONNECT = ("import errno, socket, sys\n"
             "    print(errno.errorcode.get(exc.errno, repr(exc)))\n")
 
 
+#: The second seat: the machine's network, to what its allow-list names only.
+ALLOWING = "s2"
+
+
+@dataclass
+class Place:
+    seat: SessionSeat
+    #: Ports of two servers on the namespace's loopback: the allow-list names the first.
+    allowed_port: int
+    other_port: int
+
+
 @pytest.fixture(scope="module")
-def place(seat_users: SeatUsers) -> Iterator[tuple[SessionSeat, int]]:
-    """The seat (``network = "none"``) and the port of a server listening on the namespace's loopback."""
-    base = Path(tempfile.mkdtemp(prefix="cud-net-", dir="/tmp"))
-    base.chmod(0o755)
+def everything(seat_users: SeatUsers) -> Iterator[Place]:
+    """Seat s1 (``network = "none"``) and s2 (an allow-list naming one of two loopback servers), one daemon."""
+    bases = [Path(tempfile.mkdtemp(prefix="cud-net-", dir="/tmp")) for _ in range(2)]
+    for base in bases:
+        base.chmod(0o755)
     try:
-        with own_network(), socket.create_server(("127.0.0.1", 0)) as server, \
-                session_seat(seat_users.make(), base, config='network = "none"\n') as made:
-            server.listen(16)
-            yield made, server.getsockname()[1]
+        with own_network(), socket.create_server(("127.0.0.1", 0)) as allowed, \
+                socket.create_server(("127.0.0.1", 0)) as other:
+            port = allowed.getsockname()[1]
+            with seat_parts(ALLOWING, seat_users.make(), bases[1]) as second:
+                config = f'network = "none"\n{second.table}network = ["127.0.0.1:{port}", "192.0.2.0/24"]\n'
+                with session_seat(seat_users.make(), bases[0], config=config) as made:
+                    assert _cud_tables() != []
+                    yield Place(made, port, other.getsockname()[1])
+            assert _cud_tables() == []  # the daemon took its rules away when it stopped
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        for base in bases:
+            shutil.rmtree(base, ignore_errors=True)
 
 
-def connect_from_seat(seat: SessionSeat, port: int) -> str:
+def _cud_tables() -> list[str]:
+    listed = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, check=True).stdout
+    return [line for line in listed.splitlines() if " cud_" in line]
+
+
+@pytest.fixture(scope="module")
+def place(everything: Place) -> tuple[SessionSeat, int]:
+    return everything.seat, everything.other_port
+
+
+def connect_from_seat(seat: SessionSeat, port: int, on: str = SEAT, address: str = "127.0.0.1") -> str:
     with Client(seat.daemon.socket, timeout=60) as client:
-        done = client.call("exec", seat=SEAT, argv=["python3", "-c", _CONNECT, str(port)], timeout=30)
+        done = client.call("exec", seat=on, argv=["python3", "-c", _CONNECT.replace("'127.0.0.1'", repr(address)),
+                                                  str(port)], timeout=30)
     assert done["exit_code"] == 0, base64.b64decode(done["stderr"]).decode()
     return base64.b64decode(done["stdout"]).decode().strip()
 
@@ -59,7 +91,7 @@ def test_the_seat_reaches_no_server_of_the_host_and_fails_at_once(place: tuple[S
     # Refused at once by the session's own loopback, where nothing listens: never a timeout.
     assert connect_from_seat(seat, port) == "ECONNREFUSED"
     with Client(seat.daemon.socket, timeout=60) as client:
-        assert [s["network"] for s in client.call("seats")] == ["none"]
+        assert [s["network"] for s in client.call("seats")] == ["none", "allow"]
 
 
 def test_the_seat_reaches_no_other_address(place: tuple[SessionSeat, int]) -> None:
@@ -92,3 +124,24 @@ def test_the_seat_still_reaches_its_display_and_bus(place: tuple[SessionSeat, in
             "/bin/sh", "-c", "xdpyinfo >/dev/null && dbus-send --session --print-reply --dest=org.freedesktop.DBus "
                              "/org/freedesktop/DBus org.freedesktop.DBus.GetId >/dev/null && echo both"])
     assert base64.b64decode(done["stdout"]).decode().strip() == "both", base64.b64decode(done["stderr"])
+
+
+def test_an_allow_list_lets_the_seat_reach_what_it_names_and_nothing_else(everything: Place) -> None:
+    seat = everything.seat
+    assert connect_from_seat(seat, everything.allowed_port, on=ALLOWING) == "connected"
+    assert connect_from_seat(seat, everything.other_port, on=ALLOWING) == "ECONNREFUSED"  # at once: a reset
+    model_port = urlsplit(seat.daemon.env["OPENAI_BASE_URL"]).port
+    assert model_port is not None
+    assert connect_from_seat(seat, model_port, on=ALLOWING) == "ECONNREFUSED"
+    # A network it names, any port: routed nowhere here, so the kernel's answer, not the rules'.
+    assert connect_from_seat(seat, 80, on=ALLOWING, address="192.0.2.1") == "ENETUNREACH"
+    with Client(seat.daemon.socket, timeout=60) as client:
+        shown = [s["allowed"] for s in client.call("seats")]
+    assert shown == [[], [f"127.0.0.1/32:{everything.allowed_port}", "192.0.2.0/24"]]
+
+
+def test_the_daemons_model_requests_work_for_a_seat_with_an_allow_list(everything: Place) -> None:
+    seat = everything.seat
+    with Client(seat.daemon.socket, timeout=60) as client:
+        task = client.call("submit", prompt="say done", seat=ALLOWING)
+    assert seat.daemon.wait_state(task["id"], "succeeded", "failed", "error")["state"] == "succeeded"

@@ -20,7 +20,8 @@ def list_seats(client: Client, args: argparse.Namespace) -> int:
         [[s["name"], s.get("display") or f"vnc {s.get('vnc')}", s["state"],
           "-" if s["task"] is None else str(s["task"]),
           "-" if s["size"] is None else f"{s['size'][0]}x{s['size'][1]}",
-          ",".join(s.get("tags") or ()) or "-", s.get("network", "host"),
+          ",".join(s.get("tags") or ()) or "-",
+          short(",".join(s.get("allowed") or ()), 40) if s.get("network") == "allow" else s.get("network", "host"),
           short(printable(s["error"]), 60) if s.get("error") else "-"] for s in seats],
     )
     return 0

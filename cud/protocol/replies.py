@@ -329,9 +329,11 @@ class SeatView(TypedDict):
     size: list[int] | None
     #: Its labels for a task's ``seat_tags``: its ``[[seats]] tags``, then the node's ``[fleet] tags``.
     tags: list[str]
-    #: What its session keeps to itself (docs/sessions.md#a-seat-of-its-own): its network (``host``, ``none``),
-    #: whether its temp directories are its own, where it sees its home (null: at the home's own path).
+    #: What its session keeps to itself (docs/sessions.md#a-seat-of-its-own): its network (``host``, ``none``,
+    #: ``allow``: only to ``allowed``), whether its temp directories are its own, where it sees its home (null: at
+    #: the home's own path).
     network: str
+    allowed: list[str]
     private_tmp: bool
     home_path: str | None
     #: Why the seat is unavailable; null otherwise.

@@ -26,7 +26,8 @@ from typing import Any
 
 from cud.daemon.config_values import bad, string, tags
 from cud.daemon.config_values import table as checked_table
-from cud.daemon.session.namespace import NETWORKS, Isolation
+from cud.daemon.session.egress import parse_allowed
+from cud.daemon.session.namespace import Isolation
 from cud.daemon.session.places import Place, check_existing_homes, check_places, check_secrets
 from cud.daemon.session.taken import taken_homes
 from cud.daemon.session.user import SeatUser
@@ -54,6 +55,8 @@ _ISOLATION_KEYS = ("private_tmp", "home_path", "network")
 #: A service unit's name as systemd spells it (systemd.unit(5)): a template's instance must be given.
 _SERVICE_NAME = re.compile(r"[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.service")
 _MAX_UNIT_NAME = 255
+#: Entries of one seat's network allow-list: one nftables rule each, checked in order for every new connection.
+_MAX_ALLOWED = 256
 _HORIZONTAL_SCROLL = ("auto", "buttons", "shift")
 
 
@@ -163,8 +166,8 @@ def _session(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
     if "session_unit" in table:
         out["session_unit"] = check_service_unit(f"{prefix}session_unit", table["session_unit"])
     isolation = _isolation(prefix, table)
-    if isolation.wanted:
-        if "session_unit" in out:
+    if isolation.asked:
+        if "session_unit" in out and isolation.wanted:
             key = next(k for k in _ISOLATION_KEYS if k in table)
             raise ConfigError(f"config key '{prefix}{key}' is not supported with '{prefix}session_unit' yet: a "
                               "session unit's commands are systemd's transient units, which do not join cud's "
@@ -172,8 +175,9 @@ def _session(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
         if os.geteuid() != 0:
             key = next(k for k in _ISOLATION_KEYS if k in table)
             raise ConfigError(f"config key '{prefix}{key}' = {table[key]!r} needs a daemon run as root: the "
-                              "session's namespaces are made and entered with CAP_SYS_ADMIN, which this daemon "
-                              f"(uid {os.geteuid()}) does not have; remove the key or run the daemon as root",
+                              "session's namespaces are made and entered, and nftables rules loaded, with "
+                              f"capabilities this daemon (uid {os.geteuid()}) does not have; remove the key or run "
+                              "the daemon as root",
                               key=f"{prefix}{key}")
         out["isolation"] = isolation
     return out
@@ -194,8 +198,14 @@ def _isolation(prefix: str, table: Mapping[str, Any]) -> Isolation:
             raise bad(f"{prefix}home_path", home_path, "a directory directly in /home, like '/home/user' (the "
                                                         "session's /home holds the seat's home alone)")
     network = table.get("network", "host")
-    if network not in NETWORKS:
-        raise bad(f"{prefix}network", network, " or ".join(repr(n) for n in NETWORKS))
+    if isinstance(network, list):
+        if not network or len(network) > _MAX_ALLOWED:
+            raise bad(f"{prefix}network", network, f"a list of 1 to {_MAX_ALLOWED} addresses or CIDRs")
+        allowed = tuple(parse_allowed(f"{prefix}network[{index}]", entry) for index, entry in enumerate(network))
+        return Isolation(private, home_path, "allow", allowed)
+    if network not in ("host", "none"):
+        raise bad(f"{prefix}network", network, "'host', 'none', or a list of the addresses or CIDRs (each with "
+                                               "':PORT' for one port only) the session may connect to")
     return Isolation(private, home_path, network)
 
 

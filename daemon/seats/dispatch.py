@@ -21,8 +21,9 @@ from cud.daemon.budget.meter import today
 from cud.daemon.config import read_secret_file
 from cud.daemon.seats.config import SeatConfig
 from cud.daemon.seats.seat import FULL_DISK_RETRY, Seat, SeatParts
+from cud.daemon.session.egress import Egress
 from cud.daemon.tasks.runner import TaskRun
-from cud.errors import NotFound, ProtocolError, StorageFull
+from cud.errors import NotFound, ProtocolError, SessionError, StorageFull
 from cud.protocol import SeatView
 from cud.seat_needs import SeatNeeds, offer_words
 
@@ -60,6 +61,10 @@ class Seats:
                        for seat_config in parts.config.seats}
         self._retry: asyncio.TimerHandle | None = None
         self._new_day: asyncio.TimerHandle | None = None
+        #: The nftables rules that keep each seat with a network allow-list to it (cud.daemon.session.egress).
+        self.egress = Egress(parts.config.state_dir, [
+            (seat.name, seat.session.account.uid, seat.seat_config.isolation.allowed)
+            for seat in self if seat.session is not None and seat.seat_config.isolation.allowed])
 
     def __iter__(self) -> Iterator[Seat]:
         return iter(self._seats.values())
@@ -96,7 +101,9 @@ class Seats:
         return [seat.view() for seat in self]
 
     async def start(self) -> None:
-        """Check every display at once (each gets ``release_all``) before the daemon says it is ready."""
+        """Load the seats' network allow-lists, then check every display at once (each gets ``release_all``)
+        before the daemon says it is ready: no command of a session runs before its rules are there."""
+        await self.egress.load()
         await asyncio.gather(*(seat.health_check() for seat in self))
         down = [seat.name for seat in self if seat.state == "unavailable"]
         if down:
@@ -174,6 +181,8 @@ class Seats:
             await seat.stop(reason)
 
     async def close(self) -> None:
+        with contextlib.suppress(SessionError):  # the daemon stops all the same; the next start replaces the table
+            await self.egress.unload()
         for seat in self:
             await seat.driver.aclose()
             await seat.targets.close()

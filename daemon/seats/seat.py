@@ -156,6 +156,7 @@ class Seat:
             "size": list(self.size) if self.size is not None else None,
             "tags": list(self.seat_config.tags),
             "network": self.seat_config.isolation.network,
+            "allowed": [entry.words() for entry in self.seat_config.isolation.allowed],
             "private_tmp": self.seat_config.isolation.private_tmp,
             "home_path": self.seat_config.isolation.home_path,
             "error": self.error,

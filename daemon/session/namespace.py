@@ -27,14 +27,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from cud.daemon.session.egress import Allowed
 from cud.errors import SessionError
 
-__all__ = ("NETWORKS", "PRIVATE_PLACES", "Isolation", "SeatNamespace", "private_place_of")
+__all__ = ("PRIVATE_PLACES", "Isolation", "SeatNamespace", "private_place_of")
 
 #: Every user may write there on a Debian system; isolation gives the session its own, emptied by the reset.
 PRIVATE_PLACES = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
-#: A seat's ``network``: the host's network, or a network namespace with its own loopback only.
-NETWORKS = ("host", "none")
 #: The size of each private place's tmpfs: a task that fills one stops there, not at the machine's memory.
 TMP_BYTES = 256 << 20
 _HELPER = Path(__file__).with_name("nsexec.py")
@@ -56,11 +55,21 @@ class Isolation:
 
     private_tmp: bool = False
     home_path: str | None = None
+    #: ``host`` (the machine's network), ``none`` (a loopback of its own only) or ``allow`` (the machine's network,
+    #: to ``allowed`` only).
     network: str = "host"
+    #: With ``network = "allow"``: where the session may connect (cud.daemon.session.egress).
+    allowed: tuple[Allowed, ...] = ()
 
     @property
     def wanted(self) -> bool:
-        return self.private_tmp or self.home_path is not None or self.network != "host"
+        """Whether the session needs namespaces of its own (an allow-list needs none: nftables keeps it)."""
+        return self.private_tmp or self.home_path is not None or self.network == "none"
+
+    @property
+    def asked(self) -> bool:
+        """Whether the seat asks for anything of this (each needs a daemon run as root)."""
+        return self.wanted or self.network != "host"
 
 
 class SeatNamespace:
