@@ -81,8 +81,14 @@ def private_listing(seat: SessionSeat) -> str:
     return sh(seat, f"find {' '.join(PRIVATE_PLACES)} -xdev | sort")
 
 
-def host_entries() -> dict[str, set[str]]:
-    return {place: set(os.listdir(place)) for place in PRIVATE_PLACES if os.path.isdir(place)}
+#: In the name of everything the tests' tasks write: the host's temp places may change meanwhile (other processes
+#: use them), but nothing named so may appear there.
+MARK = "cudmark"
+
+
+def marked_on_host() -> list[str]:
+    return [f"{place}/{name}" for place in PRIVATE_PLACES if os.path.isdir(place)
+            for name in os.listdir(place) if MARK in name]
 
 
 def test_the_session_sees_its_home_at_home_path_and_its_own_tmp(seat: SessionSeat) -> None:
@@ -137,18 +143,18 @@ def test_a_task_written_for_home_user_runs_as_written_on_two_seats_at_once(seats
 def test_whatever_a_task_wrote_in_the_temp_places_is_gone_after_the_reset(seat: SessionSeat) -> None:
     call(seat, "reset", seat=SEAT)
     fresh = private_listing(seat)
-    before = host_entries()
-    sh(seat, "for d in /tmp /var/tmp /dev/shm /run/lock; do echo x > $d/left.$$; mkdir -p $d/.hidden/deep; "
-             "mkfifo $d/fifo.$$; ln -s /etc/passwd $d/link.$$; done; "
-             "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"/tmp/sock\")'; "
-             "setsid -f sh -c 'while :; do date > /var/tmp/still-writing; sleep 0.05; done' >/dev/null 2>&1")
-    assert "left." in sh(seat, "ls /dev/shm")
+    sh(seat, "for d in /tmp /var/tmp /dev/shm /run/lock; do echo x > $d/cudmark-left.$$; "
+             "mkdir -p $d/.cudmark-hidden/deep; mkfifo $d/cudmark-fifo.$$; ln -s /etc/passwd $d/cudmark-link.$$; done; "
+             "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"/tmp/cudmark-sock\")'; "
+             "setsid -f sh -c 'while :; do date > /var/tmp/cudmark-still; sleep 0.05; done' >/dev/null 2>&1")
+    assert "cudmark-left." in sh(seat, "ls /dev/shm")
+    assert marked_on_host() == []
     sh(seat, "ipcmk -M 4096; ipcmk -S 2; ipcmk -Q")
     assert len(ipc_of(seat.user.uid)) == 3
     call(seat, "reset", seat=SEAT)
     assert ipc_of(seat.user.uid) == []
     assert private_listing(seat) == fresh
-    assert host_entries() == before  # nothing reached the host's own temp places
+    assert marked_on_host() == []  # nothing reached the host's own temp places
 
 
 def test_the_session_can_write_only_its_private_places_its_home_and_runtime_directory(seat: SessionSeat) -> None:
@@ -169,12 +175,12 @@ def test_the_session_can_write_only_its_private_places_its_home_and_runtime_dire
 
 
 _WRITES = st.sampled_from([
-    "echo x > {place}/f$$",
-    "mkdir -p {place}/.d$$/a/b && echo x > {place}/.d$$/a/b/f",
-    "mkfifo {place}/p$$",
-    "ln -s /etc {place}/l$$",
-    "python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' {place}/s$$",
-    "setsid -f sh -c 'while :; do date >> {place}/w$$; sleep 0.1; done' >/dev/null 2>&1",
+    "echo x > {place}/cudmark-f$$",
+    "mkdir -p {place}/.cudmark-d$$/a/b && echo x > {place}/.cudmark-d$$/a/b/f",
+    "mkfifo {place}/cudmark-p$$",
+    "ln -s /etc {place}/cudmark-l$$",
+    "python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' {place}/cudmark-s$$",
+    "setsid -f sh -c 'while :; do date >> {place}/cudmark-w$$; sleep 0.1; done' >/dev/null 2>&1",
     "chmod 000 {place} 2>/dev/null; true",
     "ipcmk -M 4096 >/dev/null; ipcmk -S 2 >/dev/null; ipcmk -Q >/dev/null",  # outlive every process
 ])
@@ -198,12 +204,12 @@ def ipc_of(uid: int) -> list[str]:
 def test_nothing_a_task_writes_anywhere_reaches_the_next_task(seat: SessionSeat,
                                                               writes: list[tuple[str, str]]) -> None:
     call(seat, "reset", seat=SEAT)
-    fresh, before = private_listing(seat), host_entries()
+    fresh = private_listing(seat)
     sh(seat, "; ".join(f"mkdir -p {place}; " + write.format(place=place) for write, place in writes) + "; true")
     call(seat, "reset", seat=SEAT)
     assert private_listing(seat) == fresh
     assert tree_hash(seat.home) == tree_hash(seat.template)
-    assert host_entries() == before
+    assert marked_on_host() == []
     assert ipc_of(seat.user.uid) == []
 
 
