@@ -164,12 +164,8 @@ def _session(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
         out["session_unit"] = check_service_unit(f"{prefix}session_unit", table["session_unit"])
     isolation = _isolation(prefix, table)
     if isolation.wanted:
-        if "session_unit" in out:
-            key = next(k for k in _ISOLATION_KEYS if k in table)
-            raise ConfigError(f"config key '{prefix}{key}' is not supported with '{prefix}session_unit' yet: a "
-                              "session unit's commands are systemd's transient units, which do not join cud's "
-                              "namespaces (docs/sessions.md#a-seat-of-its-own)", key=f"{prefix}{key}")
-        if os.geteuid() != 0:
+        # With a session unit systemd makes the namespaces (its command units' settings: cud.daemon.session.unit).
+        if "session_unit" not in out and os.geteuid() != 0:
             key = next(k for k in _ISOLATION_KEYS if k in table)
             raise ConfigError(f"config key '{prefix}{key}' = {table[key]!r} needs a daemon run as root: the "
                               "session's namespaces are made and entered with CAP_SYS_ADMIN, which this daemon "
