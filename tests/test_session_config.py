@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from cud.daemon.config import load_config
 from cud.daemon.seats.config import load_seats
+from cud.daemon.session.namespace import Isolation
 from cud.daemon.session.places import SYSTEM_DIRS, SYSTEM_TREES, Place, check_places
 from cud.daemon.session.user import SeatUser
 from cud.errors import ConfigError
@@ -458,3 +459,17 @@ def test_a_home_below_root_directories_and_a_sticky_one_further_up_loads(base: P
     for home in (f"{base}/h", f"{base}/sticky/x/h"):
         loaded = load_config(config(base, seat("one", ":1", user=user.name, home=home)), env={})
         assert loaded.seats[0].home == Path(home)
+
+
+def test_a_seat_of_its_own_with_a_session_unit_is_systemds_and_needs_no_root(base: Path, user: SeatUser,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``session_unit`` the three keys are the command units' settings (docs/sessions.md, "Under systemd"):
+    accepted from a daemon that is not root (here the seat's user itself, as the shipped cud.service runs seats of
+    its own user); without it such a daemon refuses them."""
+    seat = {"name": "one", "display": ":1", "user": user.name, "home": str(base / "h"), "private_tmp": True,
+            "home_path": "/home/user", "network": "none"}
+    monkeypatch.setattr(os, "geteuid", lambda: user.uid)
+    (loaded,) = load_seats({"seats": [{**seat, "session_unit": "cud-session@1.service"}]}, {}, {})
+    assert (loaded.session_unit, loaded.isolation) == ("cud-session@1.service", Isolation(True, "/home/user", "none"))
+    with pytest.raises(ConfigError, match=r"'seats\[0\]\.private_tmp' = True needs a daemon run as root"):
+        load_seats({"seats": [seat]}, {}, {})

@@ -12,8 +12,11 @@ rule (systemd/cud-session.rules) is decided by a real polkitd started by that sy
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 import pwd
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -21,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from cud.cuctl.client import Client
+from cud.daemon.session.namespace import Isolation
 from cud.daemon.session.processes import SeatSession, session_for
 from cud.daemon.session.sweep import session_pids
 from cud.daemon.session.unit import SessionUnit
@@ -59,14 +64,15 @@ def base(session_dir: Path) -> Path:
     return session_dir  # every seat user can reach it (tests/support/seat_users.py)
 
 
-def session(systemd: PrivateSystemd, user: SeatUser, base: Path, unit: str = UNIT) -> SeatSession:
+def session(systemd: PrivateSystemd, user: SeatUser, base: Path, unit: str = UNIT,
+            isolation: Isolation | None = None) -> SeatSession:
     template = base / "template"
     (template / "Desktop").mkdir(parents=True)
     (template / "Desktop" / "notes.txt").write_text("hello\n")
     template.chmod(0o700)  # the home is 0700 after a reset: tree_hash compares the home's own mode too
-    made = session_for(SEAT, user, make_home(base, user), template, None, None, unit)
+    made = session_for(SEAT, user, make_home(base, user), template, None, None, unit, isolation=isolation)
     assert made is not None and made.unit is not None
-    made.unit = SessionUnit(SEAT, unit, user.name, bus_address=systemd.bus_address)
+    made.unit = SessionUnit(SEAT, unit, user.name, bus_address=systemd.bus_address, isolation=isolation)
     return made
 
 
@@ -268,6 +274,137 @@ def test_a_unit_that_fails_to_start_leaves_the_seat_unavailable_until_it_starts(
     # The health checks try the reset again; the seat takes work when one succeeds.
     wait_until(lambda: json_out(cuctl(sock, "--json", "seats"))[0]["state"] == "idle", 60, "the seat to be clean")
     assert systemd.systemctl("is-active", UNIT).stdout.strip() == "active"
+
+
+# -- a seat of its own under systemd: private_tmp, home_path, network = "none" --------------------------------
+OWN_UNIT = "cud-session@9.service"
+HOME_PATH = "/home/user"
+#: Where each private place is seen, and where the host (or the tests' systemd, for its own /run) keeps its own.
+TEMP_PLACES = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+
+
+@pytest.fixture(scope="module")
+def own_seat(systemd: PrivateSystemd, seat_users: SeatUsers) -> Iterator[SessionSeat]:
+    """A real daemon whose seat has a session unit and every key of a seat of its own; its home, bus and the
+    X server's socket are in the host's /tmp, so the command units must bind them in to work at all."""
+    own_user = seat_users.make()
+    (systemd.units / f"{OWN_UNIT}.d").mkdir()
+    (systemd.units / f"{OWN_UNIT}.d" / "user.conf").write_text(f"[Service]\nUser={own_user.name}\n")
+    systemd.reload()
+    base = Path(tempfile.mkdtemp(prefix="cud-unit-own-", dir="/tmp"))
+    base.chmod(0o755)
+    config = (f'session_unit = "{OWN_UNIT}"\nprivate_tmp = true\nhome_path = "{HOME_PATH}"\n'
+              'network = "none"\n')
+    try:
+        with session_seat(own_user, base, config=config,
+                          env={"DBUS_SYSTEM_BUS_ADDRESS": systemd.bus_address}) as made:
+            yield made
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def own_exec(seat: SessionSeat, argv: list[str]) -> tuple[int, str, str]:
+    with Client(seat.daemon.socket, timeout=60) as client:
+        done = client.call("exec", seat=SEAT, argv=argv, timeout=60)
+    out, err = (base64.b64decode(done[k]).decode() for k in ("stdout", "stderr"))
+    return done["exit_code"], out, err
+
+
+def own_sh(seat: SessionSeat, script: str) -> str:
+    code, out, err = own_exec(seat, ["/bin/sh", "-c", script])
+    assert code == 0, f"{script!r} exited {code}: {err}"
+    return out
+
+
+def test_the_command_units_of_a_session_share_its_own_temp_places_which_the_reset_empties(
+        systemd: PrivateSystemd, own_seat: SessionSeat) -> None:
+    assert cuctl(own_seat.daemon.socket, "reset", SEAT).returncode == 0
+    name = f"cud-left-{os.urandom(4).hex()}"
+    # One command writes in each place (and checks its display works: the X socket's directory bound in)...
+    own_sh(own_seat, f"for d in {' '.join(TEMP_PLACES)}; do echo from-one > $d/{name}; done; "
+                     "xdpyinfo >/dev/null && echo x-works")
+    # ...another command of the session (a unit of its own) reads them: one /tmp, /var/tmp, /dev/shm, /run/lock.
+    seen = own_sh(own_seat, f"for d in {' '.join(TEMP_PLACES)}; do cat $d/{name}; done; ls -A /tmp")
+    assert seen.splitlines()[:4] == ["from-one"] * 4, seen
+    # The host never sees them, nor does the tests' systemd in its own /run (where /run/lock is).
+    for place in TEMP_PLACES:
+        assert not os.path.lexists(f"{place}/{name}"), place
+        assert not os.path.lexists(f"/proc/{systemd.pid}/root{place}/{name}"), place
+    assert cuctl(own_seat.daemon.socket, "reset", SEAT).returncode == 0
+    after = own_sh(own_seat, f"for d in {' '.join(TEMP_PLACES)}; do ls -A $d; done")
+    assert name not in after, after
+    assert own_sh(own_seat, "xdpyinfo >/dev/null && echo x-works") == "x-works\n"
+
+
+def test_a_command_unit_sees_its_home_at_home_path(own_seat: SessionSeat) -> None:
+    assert cuctl(own_seat.daemon.socket, "reset", SEAT).returncode == 0
+    out = own_sh(own_seat, "pwd; echo $HOME; echo hi > ~/made.txt; cat /home/user/made.txt; ls -A /home")
+    assert out.splitlines() == [HOME_PATH, HOME_PATH, "hi", "user"], out
+    assert (own_seat.home / "made.txt").read_text() == "hi\n"
+    assert not os.path.exists(f"{HOME_PATH}/made.txt")
+    (own_seat.home / "Desktop").mkdir(exist_ok=True)
+    with Client(own_seat.daemon.socket, timeout=60) as client:
+        done = client.call("exec", seat=SEAT, argv=["/bin/pwd"], cwd="Desktop", timeout=60)
+    assert base64.b64decode(done["stdout"]).decode() == f"{HOME_PATH}/Desktop\n"
+
+
+#: Connects to 127.0.0.1:PORT; prints how that ended (errno's name, or "connected").
+_CONNECT = ("import errno, socket, sys\n"
+            "try:\n"
+            "    socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=10).close()\n"
+            "    print('connected')\n"
+            "except OSError as exc:\n"
+            "    print(errno.errorcode.get(exc.errno, repr(exc)))\n")
+
+
+def test_a_command_unit_reaches_only_its_sessions_own_loopback(own_seat: SessionSeat) -> None:
+    assert cuctl(own_seat.daemon.socket, "reset", SEAT).returncode == 0
+    # The tests' systemd shares this process's network namespace: a server here is a server of the machine's.
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=10):
+            pass  # it answers everyone else
+        assert own_sh(own_seat, f"python3 -c \"{_CONNECT}\" {port}").strip() == "ECONNREFUSED"
+    # What one command of the session listens on, another reaches: one network namespace for the session.
+    listen = ("import socket, time\ns = socket.create_server(('127.0.0.1', 47123))\n"
+              "while True: s.accept()[0].close()\n")
+    assert cuctl(own_seat.daemon.socket, "exec", SEAT, "--", "/bin/sh", "-c",
+                 f"setsid python3 -c \"{listen}\" </dev/null >/dev/null 2>&1 & sleep 1").returncode == 0
+    assert own_sh(own_seat, f"python3 -c \"{_CONNECT}\" 47123").strip() == "connected"
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", 47123)) != 0  # not the host's
+    assert own_sh(own_seat, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '") == "lo\n"
+
+
+@pytest.mark.parametrize(("drop_in", "named"), [
+    ("PrivateTmp=no\n", "has PrivateTmp=no, and the seat's private_tmp = true needs PrivateTmp=yes there"),
+    ("PrivateNetwork=no\n", "has PrivateNetwork=no, and the seat's network = \"none\" needs PrivateNetwork=yes"),
+    ("RuntimeDirectory=\n", "has no RuntimeDirectory= ending in /shm or /lock"),
+])
+def test_a_session_unit_without_what_the_isolation_needs_is_refused_naming_it(
+        systemd: PrivateSystemd, seat_users: SeatUsers, base: Path, drop_in: str, named: str) -> None:
+    other = "cud-session@10.service"
+    made = seat_users.make()
+    (systemd.units / f"{other}.d").mkdir(exist_ok=True)
+    (systemd.units / f"{other}.d" / "user.conf").write_text(f"[Service]\nUser={made.name}\n{drop_in}")
+    systemd.reload()
+
+    async def scenario() -> None:
+        seat = session(systemd, made, base, other, Isolation(private_tmp=True, network="none"))
+        try:
+            with pytest.raises(SessionError) as refused:
+                await seat.reset()
+            assert named in refused.value.message and other in refused.value.message
+            with pytest.raises(SessionError, match=r"systemd/cud-session@\.service"):
+                await seat.run(["/bin/true"], timeout=20)  # a command before any reset: checked too
+        finally:
+            seat.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        shutil.rmtree(systemd.units / f"{other}.d")
+        systemd.reload()
 
 
 # -- the polkit rule, decided by a real polkitd -------------------------------------------------------

@@ -167,12 +167,9 @@ def _session(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
         out["session_unit"] = check_service_unit(f"{prefix}session_unit", table["session_unit"])
     isolation = _isolation(prefix, table)
     if isolation.asked:
-        if "session_unit" in out and isolation.wanted:
-            key = next(k for k in _ISOLATION_KEYS if k in table)
-            raise ConfigError(f"config key '{prefix}{key}' is not supported with '{prefix}session_unit' yet: a "
-                              "session unit's commands are systemd's transient units, which do not join cud's "
-                              "namespaces (docs/sessions.md#a-seat-of-its-own)", key=f"{prefix}{key}")
-        if os.geteuid() != 0:
+        # With a session unit systemd makes the namespaces (its command units' settings: cud.daemon.session.unit);
+        # an allow-list is nftables rules the daemon loads, which needs root in any case.
+        if os.geteuid() != 0 and ("session_unit" not in out or isolation.allowed):
             key = next(k for k in _ISOLATION_KEYS if k in table)
             raise ConfigError(f"config key '{prefix}{key}' = {table[key]!r} needs a daemon run as root: the "
                               "session's namespaces are made and entered, and nftables rules loaded, with "

@@ -30,7 +30,7 @@ from pathlib import Path
 from cud.daemon.session.egress import Allowed
 from cud.errors import SessionError
 
-__all__ = ("PRIVATE_PLACES", "Isolation", "SeatNamespace", "private_place_of")
+__all__ = ("PRIVATE_PLACES", "Isolation", "SeatNamespace", "kept_from_host", "private_place_of")
 
 #: Every user may write there on a Debian system; isolation gives the session its own, emptied by the reset.
 PRIVATE_PLACES = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
@@ -71,6 +71,13 @@ class Isolation:
         """Whether the seat asks for anything of this (each needs a daemon run as root)."""
         return self.wanted or self.network != "host"
 
+    def inside(self, host_path: str, home: Path) -> str:
+        """``host_path`` (in the home) as the session sees it: under ``home_path`` when the seat has one."""
+        if self.home_path is None:
+            return host_path
+        relative = os.path.relpath(host_path, home)
+        return self.home_path if relative == "." else f"{self.home_path}/{relative}"
+
 
 class SeatNamespace:
     """The namespaces of one seat's session, made at its first command and dropped by every reset."""
@@ -84,26 +91,14 @@ class SeatNamespace:
     def _spec(self, display: str | None, bus: str | None, runtime_base: Path | None, home: Path,
               home_identity: tuple[int, int] | None) -> dict[str, object]:
         private = [p for p in PRIVATE_PLACES if self.isolation.private_tmp and os.path.isdir(p) and not os.path.islink(p)]
-        binds: list[tuple[str, str, list[int] | None, bool]] = []
-
-        def hidden(path: str) -> bool:
-            place = private_place_of(os.path.realpath(path))
-            return place is not None and place in private
-
-        if display is not None and display.startswith(":") and hidden("/tmp/.X11-unix"):
-            binds.append(("/tmp/.X11-unix", "/tmp/.X11-unix", None, True))
-        if bus is not None:
-            for part in bus.split(";")[0].removeprefix("unix:").split(","):
-                if part.startswith("path=") and hidden(part[5:]):
-                    binds.append((part[5:], part[5:], None, False))
-        if runtime_base is not None and hidden(str(runtime_base)):
-            binds.append((str(runtime_base), str(runtime_base), None, False))
+        binds: list[tuple[str, str, list[int] | None, bool]] = [
+            (path, path, None, read_only) for path, read_only in kept_from_host(private, display, bus, runtime_base)]
         identity = None if home_identity is None else list(home_identity)
         covers: list[str] = []
         if self.isolation.home_path is not None:
             covers.append(os.path.dirname(self.isolation.home_path))
             binds.append((str(home), self.isolation.home_path, identity, False))
-        elif hidden(str(home)):
+        elif _hidden(str(home), private):
             binds.append((str(home), str(home), identity, False))
         return {"network": self.isolation.network, "private": private, "size": TMP_BYTES, "covers": covers,
                 "binds": binds}
@@ -165,7 +160,30 @@ class SeatNamespace:
 
     def inside(self, host_path: str, home: Path) -> str:
         """``host_path`` (in the home) as the session sees it: under ``home_path`` when the seat has one."""
-        if self.isolation.home_path is None:
-            return host_path
-        relative = os.path.relpath(host_path, home)
-        return self.isolation.home_path if relative == "." else f"{self.isolation.home_path}/{relative}"
+        return self.isolation.inside(host_path, home)
+
+
+def _hidden(path: str, private: Sequence[str]) -> bool:
+    """Whether ``path`` lies under one of the session's ``private`` places (and so must be bound in from the host)."""
+    place = private_place_of(os.path.realpath(path))
+    return place is not None and place in private
+
+
+def kept_from_host(private: Sequence[str], display: str | None, bus: str | None, runtime_base: Path | None,
+                   home: Path | None = None) -> list[tuple[str, bool]]:
+    """What the session needs from the host that lies under one of its ``private`` places, to be bound in at its
+    own path: ``(path, read_only)``. The X server's socket directory (read-only: connecting still works, nothing
+    can be written there), the session bus's socket, the base of the runtime directories, and ``home`` if given
+    (the namespace's own program binds the home itself: checked, and maybe at ``home_path``)."""
+    kept: list[tuple[str, bool]] = []
+    if display is not None and display.startswith(":") and _hidden("/tmp/.X11-unix", private):
+        kept.append(("/tmp/.X11-unix", True))
+    if bus is not None:
+        for part in bus.split(";")[0].removeprefix("unix:").split(","):
+            if part.startswith("path=") and _hidden(part[5:], private):
+                kept.append((part[5:], False))
+    if runtime_base is not None and _hidden(str(runtime_base), private):
+        kept.append((str(runtime_base), False))
+    if home is not None and _hidden(str(home), private):
+        kept.append((str(home), False))
+    return kept

@@ -26,7 +26,7 @@ from pathlib import Path
 from cud.daemon.session import clipboard
 from cud.daemon.session.a11y import A11yLauncher
 from cud.daemon.session.home import SeatHome
-from cud.daemon.session.namespace import Isolation, SeatNamespace
+from cud.daemon.session.namespace import PRIVATE_PLACES, Isolation, SeatNamespace, kept_from_host
 from cud.daemon.session.reset import ResetReport, reset_session
 from cud.daemon.session.runtime import RuntimeDir
 from cud.daemon.session.sweep import SEAT_MARK
@@ -105,8 +105,10 @@ class SeatSession:
         self._reapers: set[asyncio.Task[None]] = set()
         #: The systemd unit that is the session (``session_unit``): commands run as its transient units.
         self.unit = unit
-        #: The session's namespaces (cud.daemon.session.namespace), when its seat asks for isolation.
-        self.namespace = SeatNamespace(seat, places.isolation) if places.isolation.wanted else None
+        #: The session's namespaces (cud.daemon.session.namespace), when its seat asks for isolation; with a session
+        #: unit, systemd makes them instead, in each command unit's settings (cud.daemon.session.unit).
+        self.namespace = (SeatNamespace(seat, places.isolation) if places.isolation.wanted and unit is None
+                          else None)
         #: The accessibility launcher a reset starts again (cud.daemon.session.a11y).
         self.a11y = A11yLauncher()
         #: Why the reset refuses the seat's session bus (served by a process of the user's), until another
@@ -273,14 +275,21 @@ class SeatSession:
         return await _collect(items, _ProcessGroup(proc), (pipes[0][0], pipes[1][0]), _feed(proc, stdin),
                               timeout=timeout, max_output=max_output)
 
+    def _unit_places(self, cwd: str) -> dict[str, typing.Any]:
+        """A command unit's working directory as the session sees it, and what its isolation needs of the session."""
+        isolation = self.places.isolation
+        kept = kept_from_host(PRIVATE_PLACES, self.places.display, self.places.session_bus, self._runtime.base,
+                              None if isolation.home_path else self.home.root)  # at home_path, bound there
+        return {"cwd": isolation.inside(cwd, self.home.root), "home": str(self.home.root), "kept": kept}
+
     async def _run_in_unit(self, unit: SessionUnit, items: list[str], where: str, *, timeout: float,
                            stdin: bytes | None, max_output: int) -> Completed:
         """:meth:`run` as a transient unit of the session's systemd unit (cud.daemon.session.unit): systemd enters
         ``where`` (WorkingDirectory=) once the command is the user's."""
         pipes = [os.pipe(), os.pipe(), os.pipe()]  # stdin, stdout, stderr
         try:
-            command = await unit.start(items, env=self.env, cwd=where, stdin=pipes[0][0], stdout=pipes[1][1],
-                                       stderr=pipes[2][1])
+            command = await unit.start(items, env=self.env, stdin=pipes[0][0], stdout=pipes[1][1], stderr=pipes[2][1],
+                                       **self._unit_places(where))
         except BaseException:
             for fd in (pipes[0][1], pipes[1][0], pipes[2][0]):
                 os.close(fd)
@@ -300,8 +309,8 @@ class SeatSession:
                 self._runtime.open_file("launched.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND) as fd:
             if self.unit is not None:
                 with open(os.devnull, "rb") as nothing:  # noqa: ASYNC230 (opening /dev/null never blocks)
-                    command = await self.unit.start(items, env=self.env, cwd=where.path, stdin=nothing.fileno(),
-                                                    stdout=fd, stderr=fd)
+                    command = await self.unit.start(items, env=self.env, stdin=nothing.fileno(), stdout=fd, stderr=fd,
+                                                    **self._unit_places(where.path))
                 return await command.main_pid()  # ended at the next reset, by systemd
             proc = await self._spawn(items, where, stdin=asyncio.subprocess.DEVNULL, stdout=fd, stderr=fd)
         self._launched.add(proc.pid)
@@ -519,6 +528,6 @@ def session_for(seat: str, user: SeatUser | None, home: Path | None, template: P
     if user is None or home is None:
         return None
     cookie = os.environ.get("XAUTHORITY") or os.path.expanduser("~/.Xauthority")
-    unit = None if session_unit is None else SessionUnit(seat, session_unit, user.name)
     places = SessionPlaces(display, session_bus, template, Path(cookie), state_dir, isolation or Isolation())
+    unit = None if session_unit is None else SessionUnit(seat, session_unit, user.name, isolation=places.isolation)
     return SeatSession(seat, user, home, places, unit)

@@ -15,6 +15,16 @@ that unit and what is started in it, and systemd, not cud, owns their processes:
   time). Not ``RestartUnit``: systemd propagates a restart through ``PartOf=`` as a restart,
   which would run every command of the session again.
 
+A seat's isolation (``private_tmp``, ``home_path``, ``network = "none"``: docs/sessions.md, "A seat
+of its own") is systemd's too, in each command unit's settings: ``PrivateTmp=yes`` and
+``PrivateNetwork=yes`` with ``JoinsNamespaceOf=`` the session unit, so every command of one session
+shares the session unit's temp directories and network namespace, which systemd makes when the
+session unit starts and removes when it stops (the reset); ``/dev/shm`` and ``/run/lock`` bound from
+the session unit's own ``RuntimeDirectory=`` (``…/shm``, ``…/lock``: removed when it stops);
+``TemporaryFileSystem=/home`` and ``BindPaths=`` the home at ``home_path``. The session unit's side
+cannot be set by cud (a unit file of the admin's), so it is checked before every reset and at the
+first command, naming the setting and its fix.
+
 The calls go over the system bus (``DBUS_SYSTEM_BUS_ADDRESS`` if set, as every D-Bus client
 reads it) with dbus-fast, which the daemon already uses for AT-SPI; the commands' stdin, stdout
 and stderr are file descriptors passed with the call (``Standard*FileDescriptor``).
@@ -33,6 +43,7 @@ from typing import Any
 from dbus_fast import BusType, Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
+from cud.daemon.session.namespace import Isolation
 from cud.errors import SessionError
 
 __all__ = ("COMMAND_UNIT_PREFIX", "CommandUnit", "SessionUnit")
@@ -58,6 +69,10 @@ _MAX_ENDED_JOBS = 64
 #: systemd.exec(5)): with Type=exec such a status means the program never ran. (A program that itself exits
 #: with one of them, before systemd saw it start, is taken for one that did not start.)
 _SPAWN_FAILED = range(200, 250)
+#: mount(2)'s MS_REC: a bind of a directory brings what is mounted under it (BindPaths='s default in a unit file).
+_MS_REC = 0x4000
+#: The session unit's RuntimeDirectory= entries (their last component) that become its /dev/shm and /run/lock.
+SHARED_PLACES = {"shm": "/dev/shm", "lock": "/run/lock"}
 
 
 class CommandUnit:
@@ -106,10 +121,16 @@ class CommandUnit:
 class SessionUnit:
     """The unit that is a seat's session, and the transient units of its commands."""
 
-    def __init__(self, seat: str, unit: str, user: str, *, bus_address: str | None = None) -> None:
+    def __init__(self, seat: str, unit: str, user: str, *, bus_address: str | None = None,
+                 isolation: Isolation | None = None) -> None:
         self.seat = seat
         self.unit = unit
         self.user = user
+        self.isolation = isolation or Isolation()
+        #: The host's directories the session unit made for its /dev/shm and /run/lock (``private_tmp``), once checked.
+        self._shared: dict[str, str] = {}
+        #: Whether the unit was found to have what the isolation needs (before each reset, or the first command).
+        self._checked = False
         self._address = bus_address
         self._bus: MessageBus | None = None
         self._jobs: dict[str, asyncio.Future[str]] = {}
@@ -183,8 +204,10 @@ class SessionUnit:
                                seat=self.seat, unit=body[0]) from None
 
     # -- the session -----------------------------------------------------------------------------
-    async def check_user(self) -> None:
-        """Refuse a unit that does not run as the seat's user (it would not be the seat's session)."""
+    async def check_unit(self) -> None:
+        """Refuse a unit that does not run as the seat's user (it would not be the seat's session), or that lacks
+        what the seat's isolation needs of it (its commands join its namespaces)."""
+        self._checked = False
         (path,) = await self._call(_MANAGER_PATH, _MANAGER, "LoadUnit", "s", [self.unit])
         state = await self._get(path, _UNIT, "LoadState")
         if state != "loaded":
@@ -194,20 +217,76 @@ class SessionUnit:
         if user != self.user:
             raise SessionError(f"seat {self.seat!r}: its session unit {self.unit!r} runs as User={user or 'root'!s}, "
                                f"not the seat's user {self.user!r}; not using it", seat=self.seat, unit=self.unit)
+        wants = [("PrivateTmp", "private_tmp = true")] if self.isolation.private_tmp else []
+        if self.isolation.network == "none":
+            wants.append(("PrivateNetwork", 'network = "none"'))
+        for setting, key in wants:
+            # JoinsNamespaceOf= joins only what both units have: without it there, each command would get its own.
+            if not await self._get(path, _SERVICE, setting):
+                raise SessionError(f"seat {self.seat!r}: its session unit {self.unit!r} has {setting}=no, and the "
+                                   f"seat's {key} needs {setting}=yes there (its commands join the session unit's "
+                                   "namespaces); set it as systemd/cud-session@.service does, or remove the key",
+                                   seat=self.seat, unit=self.unit, setting=setting)
+        if self.isolation.private_tmp:
+            made = {entry.rpartition("/")[2]: f"/run/{entry}" for entry in await self._get(path, _SERVICE,
+                                                                                         "RuntimeDirectory")}
+            missing = [name for name in SHARED_PLACES if name not in made]
+            if missing:
+                raise SessionError(f"seat {self.seat!r}: its session unit {self.unit!r} has no RuntimeDirectory= "
+                                   f"ending in {' or '.join(f'/{m}' for m in missing)}, and the seat's private_tmp = "
+                                   "true makes the session's /dev/shm and /run/lock of them; set RuntimeDirectory= as "
+                                   "systemd/cud-session@.service does, or remove the key", seat=self.seat,
+                                   unit=self.unit, setting="RuntimeDirectory")
+            self._shared = {SHARED_PLACES[name]: made[name] for name in SHARED_PLACES}
+        self._checked = True
 
     async def restart(self, timeout: float) -> None:
         """Stop the session unit (and with it every command unit: ``PartOf=``), then start it; both waited for."""
         deadline = time.monotonic() + timeout
-        await self.check_user()
+        await self.check_unit()
         for member in ("StopUnit", "StartUnit"):
             result = await self._job(member, "ss", [self.unit, "replace"], deadline)
             if result != "done":
                 raise SessionError(f"seat {self.seat!r}: systemd's {member} of its session unit {self.unit!r} "
                                    f"ended {result!r}", seat=self.seat, unit=self.unit, result=result)
 
+    async def _isolated(self, home: str, kept: Sequence[tuple[str, bool]]) -> list[tuple[str, Variant]]:
+        """The command unit's settings for the seat's isolation: ``home`` is the seat's home on the host, ``kept``
+        what it needs from under its private places, the home too if it is there, bound in at their own paths
+        (cud.daemon.session.namespace.kept_from_host)."""
+        isolation = self.isolation
+        settings: list[tuple[str, Variant]] = []
+        binds: list[tuple[str, str, bool, int]] = []
+        read_only: list[tuple[str, str, bool, int]] = []
+        if not self._checked:  # a command before the first reset
+            await self.check_unit()
+        if isolation.private_tmp or isolation.network == "none":
+            # The session unit's: every command of one session shares them, and the reset (stopping the session
+            # unit, and so every command unit) lets systemd remove them. Both units must have the setting.
+            settings.append(("JoinsNamespaceOf", Variant("as", [self.unit])))
+        if isolation.private_tmp:
+            settings.append(("PrivateTmp", Variant("b", True)))
+            binds += [(source, target, False, _MS_REC) for target, source in self._shared.items()]
+            for path, only_read in kept:  # what lies under /tmp on the host and the session needs (the X socket...)
+                (read_only if only_read else binds).append((path, path, False, _MS_REC))
+        if isolation.network == "none":
+            settings.append(("PrivateNetwork", Variant("b", True)))
+        if isolation.home_path is not None:
+            # /home is a tmpfs of the command's own holding the seat's home alone (systemd resolves a bind's source on
+            # the host, so a home under /home or /tmp is still found).
+            settings.append(("TemporaryFileSystem", Variant("a(ss)", [("/home", "mode=0755")])))
+            binds.append((home, isolation.home_path, False, _MS_REC))
+        if binds:
+            settings.append(("BindPaths", Variant("a(ssbt)", binds)))
+        if read_only:
+            settings.append(("BindReadOnlyPaths", Variant("a(ssbt)", read_only)))
+        return settings
+
     async def start(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str, stdin: int, stdout: int,
-                    stderr: int, timeout: float = 10.0) -> CommandUnit:
-        """Start ``argv`` as a transient unit of the session; its stdio are these file descriptors."""
+                    stderr: int, timeout: float = 10.0, home: str = "/",
+                    kept: Sequence[tuple[str, bool]] = ()) -> CommandUnit:
+        """Start ``argv`` as a transient unit of the session; its stdio are these file descriptors. ``cwd`` is as
+        the session sees it; ``home`` (the seat's, on the host) and ``kept`` serve its isolation (:meth:`_isolated`)."""
         name = f"{COMMAND_UNIT_PREFIX}{secrets.token_hex(8)}.service"
         properties = [
             ("Description", Variant("s", f"cud seat {self.seat}: {argv[0]}"[:200])),
@@ -224,6 +303,7 @@ class SessionUnit:
             ("Requisite", Variant("as", [self.unit])),
             ("After", Variant("as", [self.unit])),
             ("KillSignal", Variant("i", signal.SIGKILL)),
+            *(await self._isolated(home, kept) if self.isolation.wanted else []),
         ]
         result = await self._job("StartTransientUnit", "ssa(sv)a(sa(sv))", [name, "fail", properties, []],
                                  time.monotonic() + timeout, unix_fds=[stdin, stdout, stderr])

@@ -128,6 +128,11 @@ def private_systemd() -> Iterator[PrivateSystemd]:
         yield PrivateSystemd(pid, units, cgroup)
     finally:
         if pid is not None:
+            # Its units' PrivateTmp= directories are in the machine's /tmp and /var/tmp (systemd-private-*): only a
+            # stop removes them, never the SIGKILL below.
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
+                subprocess.run(["nsenter", "-t", str(pid), "-m", "-p", "systemctl", "stop", "cud-*"],
+                               capture_output=True, timeout=60)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         if outer.poll() is None:
