@@ -158,10 +158,6 @@ class SeatNamespace:
                     os.close(fd)
             self._fds = None
 
-    def inside(self, host_path: str, home: Path) -> str:
-        """``host_path`` (in the home) as the session sees it: under ``home_path`` when the seat has one."""
-        return self.isolation.inside(host_path, home)
-
 
 def _hidden(path: str, private: Sequence[str]) -> bool:
     """Whether ``path`` lies under one of the session's ``private`` places (and so must be bound in from the host)."""

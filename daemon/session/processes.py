@@ -230,7 +230,7 @@ class SeatSession:
         env = dict(self.env)
         fds = await namespace.fds(self.places.display, self.places.session_bus, self._runtime.base, self.home.root,
                                   self.home.identity)
-        inner = namespace.inside(cwd.path, self.home.root)
+        inner = self.places.isolation.inside(cwd.path, self.home.root)
         user = self.account
         failed, told = os.pipe()
         try:
