@@ -18,13 +18,13 @@ import dataclasses
 import json
 import logging
 import os
-import signal
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cud.daemon.session import clipboard
 from cud.daemon.session.a11y import A11yLauncher
+from cud.daemon.session.commands import Completed, ProcessGroup, collect, feed, feed_pipe, read_all
 from cud.daemon.session.home import SeatHome
 from cud.daemon.session.namespace import PRIVATE_PLACES, Isolation, SeatNamespace, kept_from_host
 from cud.daemon.session.reset import ResetReport, reset_session
@@ -45,21 +45,6 @@ log = logging.getLogger(__name__)
 SESSION_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: Largest argv accepted (bytes in all), far under the kernel's ARG_MAX.
 MAX_ARGV_BYTES = 128 * 1024
-_READ_CHUNK = 64 * 1024
-#: Seconds the output is still read after the command ended (a child it left behind may hold the pipes).
-_DRAIN_TIMEOUT = 0.5
-
-
-@dataclasses.dataclass(frozen=True)
-class Completed:
-    argv: tuple[str, ...]
-    #: None: killed at the timeout.
-    exit_code: int | None
-    #: At most ``max_output`` bytes each; ``truncated`` says whether more was thrown away.
-    stdout: bytes
-    stderr: bytes
-    timed_out: bool
-    truncated: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,7 +229,7 @@ class SeatSession:
                                argv=argv[:1], seat=self.seat, errno=exc.errno) from None
         finally:
             os.close(told)
-        why = await asyncio.to_thread(_read_all, failed)
+        why = await asyncio.to_thread(read_all, failed)
         if why:
             await proc.wait()
             code, text = json.loads(why)
@@ -272,7 +257,7 @@ class SeatSession:
                 raise
         for _read, write in pipes:
             os.close(write)
-        return await _collect(items, _ProcessGroup(proc), (pipes[0][0], pipes[1][0]), _feed(proc, stdin),
+        return await collect(items, ProcessGroup(proc), (pipes[0][0], pipes[1][0]), feed(proc, stdin),
                               timeout=timeout, max_output=max_output)
 
     def _unit_places(self, cwd: str) -> dict[str, typing.Any]:
@@ -297,7 +282,7 @@ class SeatSession:
         finally:  # the command's ends: systemd holds its own copies now
             for fd in (pipes[0][0], pipes[1][1], pipes[2][1]):
                 os.close(fd)
-        return await _collect(items, command, (pipes[1][0], pipes[2][0]), _feed_pipe(pipes[0][1], stdin or b""),
+        return await collect(items, command, (pipes[1][0], pipes[2][0]), feed_pipe(pipes[0][1], stdin or b""),
                               timeout=timeout, max_output=max_output)
 
     async def launch(self, argv: Sequence[str], *, cwd: str | None = None) -> int:
@@ -408,116 +393,6 @@ class _Cwd:
 
     fd: int
     path: str
-
-
-class _Running(typing.Protocol):
-    """A command being run: a process group here, or a transient unit (cud.daemon.session.unit.CommandUnit)."""
-
-    @property
-    def returncode(self) -> int | None: ...
-
-    async def wait(self) -> int: ...
-
-    async def kill(self) -> None: ...
-
-
-class _ProcessGroup:
-    """A command started here: killing it kills its whole group (what it forked goes with it; what it
-    detached, the reset ends)."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-
-    @property
-    def returncode(self) -> int | None:
-        return self.proc.returncode
-
-    async def wait(self) -> int:
-        return await self.proc.wait()
-
-    async def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        await self.proc.wait()
-
-
-def _read_all(fd: int) -> bytes:
-    """Everything the pipe ``fd`` gives until its writers closed it (then closed here)."""
-    with os.fdopen(fd, "rb") as pipe:
-        return pipe.read()
-
-
-async def _collect(items: list[str], command: _Running, outs: tuple[int, int], feeding: typing.Awaitable[None], *,
-                   timeout: float, max_output: int) -> Completed:
-    """Wait for ``command`` (killed past ``timeout``, or when the caller gives up) while reading its
-    stdout and stderr pipes ``outs`` (read ends, closed here) and ``feeding`` its stdin."""
-    cut = [False]
-    outputs = [bytearray(), bytearray()]
-    files = [os.fdopen(fd, "rb", buffering=0) for fd in outs]
-    readers = [asyncio.ensure_future(_read_capped(file, kept, max_output, cut))
-               for file, kept in zip(files, outputs, strict=True)]
-    feeder = asyncio.ensure_future(feeding)
-    timed_out = False
-    try:
-        await asyncio.wait_for(asyncio.shield(command.wait()), timeout)
-    except TimeoutError:
-        timed_out = True
-    finally:
-        if command.returncode is None:  # the timeout, or the caller gave up (cancelled)
-            await command.kill()
-        # A child left running in the background holds the pipes open: it must not hold the answer up.
-        _done, pending = await asyncio.wait(readers, timeout=_DRAIN_TIMEOUT)
-        for task in (*pending, feeder):
-            task.cancel()
-        await asyncio.gather(*readers, feeder, return_exceptions=True)
-        for file in files:  # a reader cancelled before it began never handed its pipe to a transport
-            file.close()
-    return Completed(tuple(items), None if timed_out else command.returncode, bytes(outputs[0]), bytes(outputs[1]),
-                     timed_out, cut[0])
-
-
-async def _read_capped(pipe: typing.BinaryIO, kept: bytearray, cap: int, cut: list[bool]) -> None:
-    """All of ``pipe`` read (then closed), the first ``cap`` bytes kept in ``kept`` (reading on, so the
-    writer never blocks)."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    transport, _protocol = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
-    try:
-        while True:
-            chunk = await reader.read(_READ_CHUNK)
-            if not chunk:
-                return
-            room = cap - len(kept)
-            if len(chunk) > room:
-                cut[0] = True
-            kept += chunk[: max(room, 0)]
-    finally:
-        transport.close()
-
-
-async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
-    if data is None or proc.stdin is None:
-        return
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        proc.stdin.write(data)
-        await proc.stdin.drain()
-    proc.stdin.close()
-
-
-async def _feed_pipe(fd: int, data: bytes) -> None:
-    """Write ``data`` to the pipe ``fd`` and close it (a reader that went away ends the writing)."""
-    loop = asyncio.get_running_loop()
-    pipe = os.fdopen(fd, "wb", buffering=0)
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    try:
-        if data:
-            writer.write(data)
-            await writer.drain()
-    except (BrokenPipeError, ConnectionResetError):
-        pass
-    finally:
-        transport.close()
 
 
 def session_for(seat: str, user: SeatUser | None, home: Path | None, template: Path | None, display: str | None,
