@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cud.cuctl.client import Client
-from cud.daemon.seats.config import load_seats
-from cud.daemon.session.namespace import PRIVATE_PLACES
+from cud.daemon.seats.config import SeatConfig, check_seat_places, load_seats
+from cud.daemon.session.namespace import PRIVATE_PLACES, Isolation
 from cud.errors import ConfigError
 from tests.support.seat_users import SeatUsers, tree_hash
 from tests.support.session_seat import SEAT, SeatParts, SessionSeat, seat_parts, session_seat
@@ -246,3 +246,12 @@ def test_a_seat_sees_neither_the_other_seats_bus_nor_its_home_nor_the_daemons_so
     ours = [seat.bus_address.removeprefix("unix:path=")]
     out = sh(seat, " ".join(f"test -e '{p}' && echo '{p}';" for p in (*theirs, *ours)) + " true")
     assert out.splitlines() == ours
+
+
+@pytest.mark.parametrize("place", ["/home/user", "/home/user/.local/state/cud"])
+def test_a_home_path_where_the_daemons_state_is_is_refused(place: str) -> None:
+    seat = SeatConfig("s1", display=":9", isolation=Isolation(home_path="/home/user"))
+    with pytest.raises(ConfigError) as caught:
+        check_seat_places((seat,), {"the daemon's state directory": place}, None)
+    assert "'seats[0].home_path' = '/home/user' is refused" in str(caught.value) and place in str(caught.value)
+    check_seat_places((seat,), {"the daemon's state directory": "/home/username"}, None)  # a neighbour: fine
