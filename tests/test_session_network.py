@@ -20,18 +20,9 @@ from urllib.parse import urlsplit
 import pytest
 
 from cud.cuctl.client import Client
-from tests.support.netns import own_network
+from tests.support.netns import CONNECT, own_network
 from tests.support.seat_users import SeatUsers
 from tests.support.session_seat import SEAT, SessionSeat, seat_parts, session_seat
-
-#: Connects to 127.0.0.1:PORT; prints how that ended (errno's name, or "connected").
-_CONNECT = ("import errno, socket, sys\n"
-            "try:\n"
-            "    socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=10).close()\n"
-            "    print('connected')\n"
-            "except OSError as exc:\n"
-            "    print(errno.errorcode.get(exc.errno, repr(exc)))\n")
-
 
 #: The second seat: the machine's network, to what its allow-list names only.
 ALLOWING = "s2"
@@ -78,7 +69,7 @@ def place(everything: Place) -> tuple[SessionSeat, int]:
 
 def connect_from_seat(seat: SessionSeat, port: int, on: str = SEAT, address: str = "127.0.0.1") -> str:
     with Client(seat.daemon.socket, timeout=60) as client:
-        done = client.call("exec", seat=on, argv=["python3", "-c", _CONNECT.replace("'127.0.0.1'", repr(address)),
+        done = client.call("exec", seat=on, argv=["python3", "-c", CONNECT.replace("'127.0.0.1'", repr(address)),
                                                   str(port)], timeout=30)
     assert done["exit_code"] == 0, base64.b64decode(done["stderr"]).decode()
     return base64.b64decode(done["stdout"]).decode().strip()
@@ -97,7 +88,7 @@ def test_the_seat_reaches_no_server_of_the_host_and_fails_at_once(place: tuple[S
 def test_the_seat_reaches_no_other_address(place: tuple[SessionSeat, int]) -> None:
     seat, _port = place
     with Client(seat.daemon.socket, timeout=60) as client:  # TEST-NET-1 (RFC 5737): routed nowhere, in any case
-        done = client.call("exec", seat=SEAT, timeout=30, argv=["python3", "-c", _CONNECT.replace(
+        done = client.call("exec", seat=SEAT, timeout=30, argv=["python3", "-c", CONNECT.replace(
             "'127.0.0.1'", "'192.0.2.1'"), "80"])
     assert base64.b64decode(done["stdout"]).decode().strip() == "ENETUNREACH"
 

@@ -32,6 +32,7 @@ from cud.daemon.session.unit import SessionUnit
 from cud.daemon.session.user import SeatUser
 from cud.errors import SessionError
 from tests.support.daemon import cuctl, json_out
+from tests.support.netns import CONNECT
 from tests.support.private_systemd import PrivateSystemd, private_systemd
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers, make_home, tree_hash
@@ -348,15 +349,6 @@ def test_a_command_unit_sees_its_home_at_home_path(own_seat: SessionSeat) -> Non
     assert base64.b64decode(done["stdout"]).decode() == f"{HOME_PATH}/Desktop\n"
 
 
-#: Connects to 127.0.0.1:PORT; prints how that ended (errno's name, or "connected").
-_CONNECT = ("import errno, socket, sys\n"
-            "try:\n"
-            "    socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=10).close()\n"
-            "    print('connected')\n"
-            "except OSError as exc:\n"
-            "    print(errno.errorcode.get(exc.errno, repr(exc)))\n")
-
-
 def test_a_command_unit_reaches_only_its_sessions_own_loopback(own_seat: SessionSeat) -> None:
     assert cuctl(own_seat.daemon.socket, "reset", SEAT).returncode == 0
     # The tests' systemd shares this process's network namespace: a server here is a server of the machine's.
@@ -364,13 +356,13 @@ def test_a_command_unit_reaches_only_its_sessions_own_loopback(own_seat: Session
         port = server.getsockname()[1]
         with socket.create_connection(("127.0.0.1", port), timeout=10):
             pass  # it answers everyone else
-        assert own_sh(own_seat, f"python3 -c \"{_CONNECT}\" {port}").strip() == "ECONNREFUSED"
+        assert own_sh(own_seat, f"python3 -c \"{CONNECT}\" {port}").strip() == "ECONNREFUSED"
     # What one command of the session listens on, another reaches: one network namespace for the session.
     listen = ("import socket, time\ns = socket.create_server(('127.0.0.1', 47123))\n"
               "while True: s.accept()[0].close()\n")
     assert cuctl(own_seat.daemon.socket, "exec", SEAT, "--", "/bin/sh", "-c",
                  f"setsid python3 -c \"{listen}\" </dev/null >/dev/null 2>&1 & sleep 1").returncode == 0
-    assert own_sh(own_seat, f"python3 -c \"{_CONNECT}\" 47123").strip() == "connected"
+    assert own_sh(own_seat, f"python3 -c \"{CONNECT}\" 47123").strip() == "connected"
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", 47123)) != 0  # not the host's
     assert own_sh(own_seat, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '") == "lo\n"

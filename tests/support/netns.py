@@ -20,9 +20,17 @@ from pathlib import Path
 
 from .recorder import wait_until
 
-__all__ = ("Netns", "children", "own_network")
+__all__ = ("CONNECT", "Netns", "children", "own_network")
 
 _CLONE_NEWNET = 0x40000000
+#: A probe for a seat's network, run by python3 in the session: connects to 127.0.0.1:PORT (argv[1]); prints how
+#: that ended (errno's name, or "connected").
+CONNECT = ("import errno, socket, sys\n"
+           "try:\n"
+           "    socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=10).close()\n"
+           "    print('connected')\n"
+           "except OSError as exc:\n"
+           "    print(errno.errorcode.get(exc.errno, repr(exc)))\n")
 
 
 def children(pid: int) -> list[int]:
