@@ -170,6 +170,20 @@ def test_arguments_and_shell_text_that_hold_the_vm_home_elsewhere_are_refused() 
             "shell command naming '/home/user'")
 
 
+def test_for_seats_that_see_their_home_at_home_user_commands_run_as_written() -> None:
+    """``as_written`` (every seat a suite uses has home_path = "/home/user"): what the task wrote is what runs, and
+    only the paths cud itself reads and writes are paths in the home."""
+    raw = task([{"type": "execute", "parameters": {"command": "cat /home/user/a ~/b", "shell": True}},
+                {"type": "execute", "parameters": {"command": ["cp", "--target=/home/user/x", "~/a"]}},
+                {"type": "open", "parameters": {"path": "/home/user/a.txt"}}])
+    converted = convert_osworld(raw, source="t.json", fetch=no_fetch, as_written=True)
+    parse_spec(dict(converted))
+    shell, argv, opened = converted["setup"]
+    assert shell["run"] == ["/bin/sh", "-c", "cat /home/user/a ~/b"]
+    assert argv["run"] == ["cp", "--target=/home/user/x", "~/a"]
+    assert opened == step({"type": "open", "parameters": {"path": "/home/user/a.txt"}})  # a path in the home
+
+
 def test_downloads_are_bounded_http_only_and_failures_name_the_url(server: str) -> None:
     assert fetch_url(f"{server}/notes.txt") == b"first line\n"
     for url, why in [(f"{server}/big", "larger than"), (f"{server}/missing", "Not Found"),
@@ -255,10 +269,22 @@ def test_submit_takes_one_of_spec_and_from_osworld_and_no_prompt_beside_it(tmp_p
 
     path = tmp_path / "t.json"
     path.write_text(json.dumps(task([{"type": "sleep", "parameters": {"seconds": 1}}])))
-    fields, files = _spec_fields(Namespace(prompt=None, spec=None, from_osworld=str(path)))
+    fields, files = _spec_fields(Namespace(prompt=None, spec=None, from_osworld=str(path), seat=None), lambda: [])
     assert files == {}
     assert fields["prompt"] == "do it" and fields["spec"]["setup"] == [{"sleep": 1.0}]
     with pytest.raises(ConfigError, match="--spec or --from-osworld, not both"):
-        _spec_fields(Namespace(prompt=None, spec="a.toml", from_osworld=str(path)))
+        _spec_fields(Namespace(prompt=None, spec="a.toml", from_osworld=str(path)), lambda: [])
     with pytest.raises(ConfigError, match="a PROMPT or --from-osworld, not both"):
-        _spec_fields(Namespace(prompt="hi", spec=None, from_osworld=str(path)))
+        _spec_fields(Namespace(prompt="hi", spec=None, from_osworld=str(path)), lambda: [])
+
+
+def test_a_suite_runs_commands_as_written_only_when_every_seat_it_uses_sees_home_user() -> None:
+    from cud.spec.osworld import sees_home_user
+
+    seats: list[Any] = [{"name": "a", "home_path": "/home/user"}, {"name": "b", "home_path": None},
+                        {"name": "c", "home_path": "/home/user"}]
+    assert not sees_home_user(seats, None)  # b would take runs too
+    assert sees_home_user(seats, ["a", "c"]) and sees_home_user(seats, ["c"])
+    assert not sees_home_user(seats, ["a", "b"])
+    assert not sees_home_user([], None) and not sees_home_user(None, None)  # a fleet: its nodes' seats unknown here
+    assert not sees_home_user([{"name": "a", "home_path": "/home/alice"}], None)

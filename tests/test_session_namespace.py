@@ -8,6 +8,7 @@ all under a directory in the host's /tmp, so the namespace must bind them in to 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import tempfile
@@ -24,6 +25,7 @@ from cud.cuctl.client import Client
 from cud.daemon.seats.config import SeatConfig, check_seat_places, load_seats
 from cud.daemon.session.namespace import PRIVATE_PLACES, Isolation
 from cud.errors import ConfigError
+from tests.support.daemon import cuctl
 from tests.support.seat_users import SeatUsers, tree_hash
 from tests.support.session_seat import SEAT, SeatParts, SessionSeat, seat_parts, session_seat
 
@@ -255,3 +257,20 @@ def test_a_home_path_where_the_daemons_state_is_is_refused(place: str) -> None:
         check_seat_places((seat,), {"the daemon's state directory": place}, None)
     assert "'seats[0].home_path' = '/home/user' is refused" in str(caught.value) and place in str(caught.value)
     check_seat_places((seat,), {"the daemon's state directory": "/home/username"}, None)  # a neighbour: fine
+
+
+def test_an_osworld_task_naming_home_user_in_shell_text_runs_as_written(seat: SessionSeat, tmp_path: Path) -> None:
+    """cuctl sees the seat's home_path is OSWorld's /home/user, so the task's shell text is not refused nor
+    rewritten: it runs as OSWorld's VM would run it, and the check reads what it wrote."""
+    task = {"id": "as-written", "instruction": "nothing to do", "config": [
+        {"type": "execute", "parameters": {"shell": True, "command":
+                                           "mkdir -p /home/user/Desktop && echo done > /home/user/Desktop/out.txt"}}],
+            "evaluator": {"func": "check_include_exclude",
+                          "result": {"type": "vm_command_line", "command": "cat /home/user/Desktop/out.txt",
+                                     "shell": True},
+                          "expected": {"type": "rule", "rules": {"include": ["done"], "exclude": ["nothing"]}}}}
+    path = tmp_path / "as-written.json"
+    path.write_text(json.dumps(task))
+    done = cuctl(seat.daemon.socket, "submit", "--from-osworld", str(path), "--seat", SEAT, "--wait")
+    assert done.returncode == 0 and "verdict: passed" in done.stderr, (done.stdout, done.stderr)
+    assert (seat.home / "Desktop" / "out.txt").read_text() == "done\n"

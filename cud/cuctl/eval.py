@@ -37,6 +37,7 @@ from cud.outcome import exit_status
 from cud.protocol import SeatView
 from cud.record.html import render
 from cud.seat_needs import SeatNeeds
+from cud.spec.osworld import OSWORLD_HOME, sees_home_user
 from cud.spec.wire import file_pieces, submit_fields
 from cud.suite.budget import SuiteBudget
 from cud.suite.index import write_index
@@ -56,7 +57,7 @@ MAX_RETRY_ERRORS = 10
 
 
 def eval_suite(client: Client, args: argparse.Namespace) -> int:
-    results, planned, folder = start_results(args)
+    results, planned, folder = start_results(args, client.call("seats"))
     chosen = names(args.seats, "--seats") or results.suite.get("seats")
     seats, impossible = _seats(client, chosen, planned)
     results.suite["seats"] = chosen
@@ -86,8 +87,11 @@ def interrupted(results: Results, folder: Path, args: argparse.Namespace) -> int
     return 130
 
 
-def start_results(args: argparse.Namespace) -> tuple[Results, list[Planned], Path]:
-    """The suite asked for (or the one ``--resume DIR`` names), its specs checked, and its output folder made."""
+def start_results(args: argparse.Namespace,
+                  seats: list[SeatView] | None = None) -> tuple[Results, list[Planned], Path]:
+    """The suite asked for (or the one ``--resume DIR`` names), its specs checked, and its output folder made.
+    ``seats``: the daemon's, when it is one daemon (an OSWorld suite for seats that all see their home at
+    /home/user runs its commands as written: :func:`sees_home_user`)."""
     tags = names(args.tags, "--tags")
     if args.resume:
         if (args.paths or tags or args.repeat is not None or args.out or args.model or args.from_osworld
@@ -102,15 +106,19 @@ def start_results(args: argparse.Namespace) -> tuple[Results, list[Planned], Pat
             for attempt in results.attempts:
                 attempt.retry_errors = results.retry_errors
         planned = reload(results.suite["files"], osworld=bool(results.suite.get("osworld")),
-                         allow_outside=args.allow_files_outside)
+                         allow_outside=args.allow_files_outside,
+                         as_written=sees_home_user(seats, names(args.seats, "--seats") or results.suite.get("seats")))
     else:
         if not args.paths:
             raise ConfigError("cuctl eval needs a spec file or a folder of them (or --resume DIR)", key="paths")
         repeat = 1 if args.repeat is None else args.repeat
         if not 1 <= repeat <= 1000:
             raise ConfigError(f"--repeat must be 1 to 1000, got {repeat}", key="repeat", value=repeat)
+        as_written = bool(args.from_osworld) and sees_home_user(seats, names(args.seats, "--seats"))
         planned = plan(args.paths, tags, osworld=args.from_osworld, allow_outside=args.allow_files_outside,
-                       exclude=args.exclude, note=say)
+                       exclude=args.exclude, note=say, as_written=as_written)
+        if as_written:
+            say(f"every seat it uses sees its home at {OSWORLD_HOME}: the OSWorld tasks' commands run as written")
         folder = Path(args.out or datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
         try:
             folder.mkdir(parents=True, exist_ok=False)

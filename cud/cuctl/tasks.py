@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,12 @@ from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
 from cud.outcome import EXIT_STATUS, task_outcome
 from cud.phrases.actions import describe, describe_action, describe_approval
-from cud.protocol import FINAL_STATES
+from cud.protocol import FINAL_STATES, SeatView
 from cud.record.reading import describe_usage
 from cud.record.verdict import artifact_line, check_line, verdict_line
 from cud.seat_needs import SeatNeeds
 from cud.spec.load import load_spec
-from cud.spec.osworld import load_osworld
+from cud.spec.osworld import load_osworld, sees_home_user
 from cud.spec.wire import file_pieces, submit_fields
 
 __all__ = ()
@@ -34,7 +35,7 @@ def submit(client: Client, args: argparse.Namespace) -> int:
              "repeat_limit": args.repeat_limit, "cycle_limit": args.cycle_limit, "on_stuck": args.on_stuck}
     files: dict[str, bytes] = {}
     if args.spec is not None or args.from_osworld is not None:
-        fields, files = _spec_fields(args)
+        fields, files = _spec_fields(args, lambda: client.call("seats"))
         fields.update({k: value for k, value in given.items() if value is not None})
     elif args.prompt is None:
         raise ConfigError("cuctl submit needs a PROMPT, a spec file with --spec FILE, or an OSWorld task with "
@@ -56,7 +57,8 @@ def submit(client: Client, args: argparse.Namespace) -> int:
     return _ended(task, args.json)
 
 
-def _spec_fields(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, bytes]]:
+def _spec_fields(args: argparse.Namespace,
+                 seats: Callable[[], list[SeatView]]) -> tuple[dict[str, Any], dict[str, bytes]]:
     """``--spec FILE`` or ``--from-osworld FILE``: the spec as submit's fields, and its files (a PROMPT beside it
     would be ambiguous, and so would both)."""
     option, given = ("--spec", args.spec) if args.spec is not None else ("--from-osworld", args.from_osworld)
@@ -69,7 +71,9 @@ def _spec_fields(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, by
     if args.spec is not None:
         spec, files = load_spec(Path(given), allow_outside=args.allow_files_outside)
     else:
-        spec, files = load_osworld(Path(given))
+        # The seat it goes to (--seat, else any) sees its home at /home/user: its commands run as written.
+        as_written = sees_home_user(seats(), [args.seat] if args.seat else None)
+        spec, files = load_osworld(Path(given), as_written=as_written)
     return submit_fields(spec, files), files
 
 

@@ -9,7 +9,10 @@ files) are fetched here, on the submitter's side, never by the seat.
 
 Paths: OSWorld's tasks run in an Ubuntu VM as the user ``user``, so they name files by absolute
 paths under ``/home/user``. The seat's home takes its place: ``/home/user/X`` and ``~/X`` become
-``X`` in the home; any other path is refused, naming it.
+``X`` in the home; any other path is refused, naming it. For seats whose session sees its home at
+``/home/user`` (``[[seats]] home_path``, docs/sessions.md), ``as_written``: commands, shell text
+included, run as the task wrote them, and only the paths cud itself reads and writes (a download's
+destination, a checked file) become paths in the home.
 """
 
 from __future__ import annotations
@@ -20,17 +23,18 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from cud.errors import SpecError
+from cud.protocol import SeatView
 from cud.seat_needs import is_tag
 from cud.spec import values as v
 from cud.spec.schema import Spec, parse_spec
 from cud.spec.wire import MAX_SPEC_FILE_BYTES
 
-__all__ = ("OSWORLD_HOME", "OsworldSpec", "convert_osworld", "fetch_url", "load_osworld")
+__all__ = ("OSWORLD_HOME", "OsworldSpec", "convert_osworld", "fetch_url", "load_osworld", "sees_home_user")
 
 Fetch = Callable[[str], bytes]
 #: The home of OSWorld's VM user, which the seat's home stands for.
@@ -78,12 +82,20 @@ class OsworldSpec(dict[str, Any]):
     files: dict[str, bytes]
 
 
-def convert_osworld(task: Mapping[str, Any], *, source: str, fetch: Fetch) -> OsworldSpec:
-    """``task`` (an OSWorld task's JSON, read from ``source``) as a spec mapping; SpecError names what has no counterpart."""
-    return _Converter(source, fetch).task(task)
+def sees_home_user(seats: Sequence[SeatView] | None, chosen: Sequence[str] | None) -> bool:
+    """Whether every seat of ``seats`` that tasks may go to (``chosen``, or all) sees its home at /home/user
+    (``home_path``): then converted tasks run their commands ``as_written``. None (a fleet's seats, unknown here): no."""
+    used = [s for s in seats or [] if not chosen or s["name"] in chosen]
+    return bool(used) and all(s.get("home_path") == OSWORLD_HOME for s in used)
 
 
-def load_osworld(path: Path, *, fetch: Fetch | None = None) -> tuple[Spec, dict[str, bytes]]:
+def convert_osworld(task: Mapping[str, Any], *, source: str, fetch: Fetch, as_written: bool = False) -> OsworldSpec:
+    """``task`` (an OSWorld task's JSON, read from ``source``) as a spec mapping; SpecError names what has no counterpart.
+    ``as_written``: for seats that see their home at /home/user, commands are not rewritten (the module's text)."""
+    return _Converter(source, fetch, as_written).task(task)
+
+
+def load_osworld(path: Path, *, fetch: Fetch | None = None, as_written: bool = False) -> tuple[Spec, dict[str, bytes]]:
     """The OSWorld task in ``path`` as a parsed Spec and its files, as :func:`cud.spec.load.load_spec` returns them."""
     try:
         raw = json.loads(path.read_bytes().decode("utf-8"))
@@ -92,7 +104,7 @@ def load_osworld(path: Path, *, fetch: Fetch | None = None) -> tuple[Spec, dict[
                         value=str(path)) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise SpecError(f"OSWorld task file {str(path)!r} is not JSON: {exc}", key="", value=str(path)) from None
-    converted = convert_osworld(raw, source=str(path), fetch=fetch or fetch_url)
+    converted = convert_osworld(raw, source=str(path), fetch=fetch or fetch_url, as_written=as_written)
     return parse_spec(dict(converted)), converted.files
 
 
@@ -131,9 +143,10 @@ def fetch_url(url: str, *, limit: int = MAX_SPEC_FILE_BYTES, seconds: float = FE
 
 
 class _Converter:
-    def __init__(self, source: str, fetch: Fetch) -> None:
+    def __init__(self, source: str, fetch: Fetch, as_written: bool = False) -> None:
         self.source = source
         self.fetch = fetch
+        self.as_written = as_written
         self.files: dict[str, bytes] = {}
 
     def refuse(self, key: str, value: object, why: str) -> SpecError:
@@ -225,7 +238,7 @@ class _Converter:
         if shell:
             if not isinstance(command, str) or not command.strip():
                 raise self.refuse(f"{key}.command", command, f"{key}.command with shell must be a non-blank string")
-            if OSWORLD_HOME in command:
+            if OSWORLD_HOME in command and not self.as_written:
                 raise self.refuse(f"{key}.command", command,
                                   f"{key}.command is a shell command naming {OSWORLD_HOME!r}, which cud cannot map "
                                   f"onto the seat's home inside shell text (write ~/… or a relative path: commands "
@@ -239,6 +252,8 @@ class _Converter:
         return [self.argument(f"{key}.command[{i}]", a) for i, a in enumerate(command)]
 
     def argument(self, key: str, arg: str) -> str:
+        if self.as_written:  # the session sees its home at /home/user: the argument means what it says there
+            return arg
         if arg.startswith((OSWORLD_HOME + "/", "~/")):
             return self.home(key, arg)
         if OSWORLD_HOME in arg:

@@ -35,9 +35,13 @@ NOT_SPECS = frozenset({
 OSWORLD_SUFFIXES = (".json",)
 
 
-def _loader(osworld: bool, allow_outside: bool) -> Callable[[Path], tuple[Spec, dict[str, bytes]]]:
-    """``allow_outside`` (``--allow-files-outside``): a spec's files may be outside its folder."""
-    return load_osworld if osworld else functools.partial(load_spec, allow_outside=allow_outside)
+def _loader(osworld: bool, allow_outside: bool,
+            as_written: bool = False) -> Callable[[Path], tuple[Spec, dict[str, bytes]]]:
+    """``allow_outside`` (``--allow-files-outside``): a spec's files may be outside its folder; ``as_written``: OSWorld
+    tasks for seats that see their home at /home/user (cud.spec.osworld)."""
+    if osworld:
+        return functools.partial(load_osworld, as_written=as_written)
+    return functools.partial(load_spec, allow_outside=allow_outside)
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ def skipped_because(name: str, exclude: Sequence[str]) -> str | None:
 
 def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = False,
          allow_outside: bool = False, exclude: Sequence[str] = (),
-         note: Callable[[str], None] = lambda _: None) -> list[Planned]:
+         note: Callable[[str], None] = lambda _: None, as_written: bool = False) -> list[Planned]:
     """The specs under ``paths`` (with one of ``tags``, if given); SpecError names the file and the key.
 
     ``osworld``: the files are OSWorld tasks, converted (downloads fetched here, never by a seat).
@@ -95,7 +99,7 @@ def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = Fals
             continue  # named twice (a file and its folder): run once
         seen[absolute] = name
         try:
-            spec, files = _loader(osworld, allow_outside)(path)
+            spec, files = _loader(osworld, allow_outside, as_written)(path)
         except SpecError as exc:
             raise SpecError(f"{name}: {exc.message}", **{**exc.details, "spec": name}) from None
         if tags and not set(tags) & set(spec.tags):
@@ -107,12 +111,13 @@ def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = Fals
     return planned
 
 
-def reload(files: dict[str, str], *, osworld: bool = False, allow_outside: bool = False) -> list[Planned]:
+def reload(files: dict[str, str], *, osworld: bool = False, allow_outside: bool = False,
+           as_written: bool = False) -> list[Planned]:
     """``--resume``: the suite's specs again, by the names and absolute paths results.json keeps."""
     planned = []
     for name, where in files.items():
         try:
-            spec, data = _loader(osworld, allow_outside)(Path(where))
+            spec, data = _loader(osworld, allow_outside, as_written)(Path(where))
         except SpecError as exc:
             raise SpecError(f"{name}: {exc.message}", **{**exc.details, "spec": name}) from None
         planned.append(Planned(name, Path(where), spec, data))
