@@ -28,6 +28,9 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 #: Not a key: the scripted model accepts anything, and the SDK insists on one.
 SCRIPTED_KEY = "sk-scripted-demo-not-a-real-key"
 
+#: Where the sandbox's seats see their homes (as root): OSWorld's tasks and people's own scripts name it.
+SANDBOX_HOME_PATH = "/home/user"
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -231,6 +234,8 @@ def seat_lines(settings: Settings, records: dict[str, Record]) -> list[str]:
             keys += [f"user = {json.dumps(session.user)}", f"home = {json.dumps(str(session.home))}",
                      f"home_template = {json.dumps(str(session.template))}",
                      "empty_existing_home = true"]  # the sandbox made the home, under its own directory
+            if os.geteuid() == 0:  # a seat of its own (docs/sessions.md): what a root daemon can give it
+                keys += ["private_tmp = true", f"home_path = {json.dumps(SANDBOX_HOME_PATH)}"]
         tables.append(keys)
     if settings.seats == 1:
         return ["# The sandbox's display and the session bus its applications use.", *tables[0]]

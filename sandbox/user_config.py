@@ -37,6 +37,8 @@ SANDBOX_KEYS = {
     "home_template": "the seat's home template, .sandbox/home-template",
     "empty_existing_home": "true: the home is the sandbox's own, made under .sandbox/homes",
     "session_unit": "none: the sandbox's sessions run without systemd",
+    "private_tmp": "true as root: each seat's own /tmp, /var/tmp, /dev/shm, /run/lock",
+    "home_path": "/home/user as root: where each seat's session sees its home",
     "seats": "one [[seats]] table per seat (SEATS=N)",
 }
 

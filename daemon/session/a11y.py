@@ -61,6 +61,32 @@ async def name_owner(address: str, name: str = A11Y_NAME) -> tuple[int, int] | N
     return None if pid is None or uid is None else (pid, uid)
 
 
+async def bus_socket_of_another(address: str, uid: int) -> str | None:
+    """The socket path of the accessibility bus at the seat's session bus ``address``, when a launcher of another
+    user than ``uid`` owns ``org.a11y.Bus`` (the sandbox's, cud-bus@'s): a session with private temp directories
+    must have it bound in if it lies under one. None without such a launcher (nothing is activated: the name's
+    owner is asked first), or with a launcher of the seat's user (it runs in the session and puts its socket in
+    the session's runtime directory)."""
+    owner = await name_owner(address)
+    if owner is None or owner[1] == uid:
+        return None
+    with contextlib.suppress(OSError):
+        proc = await asyncio.create_subprocess_exec(
+            _DBUS_SEND, f"--bus={address}", "--print-reply=literal", "--reply-timeout=2000", f"--dest={A11Y_NAME}",
+            "/org/a11y/bus", f"{A11Y_NAME}.GetAddress", stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+        try:
+            out, _err = await asyncio.wait_for(proc.communicate(), 5)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return None
+        for part in out.decode(errors="replace").strip().split(";")[0].removeprefix("unix:").split(","):
+            if part.startswith("path="):
+                return part[5:]
+    return None
+
+
 class A11yLauncher:
     """Whether a seat's session has an accessibility launcher of its user's to start again after a reset."""
 

@@ -24,7 +24,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from cud.daemon.session.egress import Allowed
@@ -89,10 +89,11 @@ class SeatNamespace:
         self._lock = asyncio.Lock()
 
     def _spec(self, display: str | None, bus: str | None, runtime_base: Path | None, home: Path,
-              home_identity: tuple[int, int] | None) -> dict[str, object]:
+              home_identity: tuple[int, int] | None, sockets: Sequence[str]) -> dict[str, object]:
         private = [p for p in PRIVATE_PLACES if self.isolation.private_tmp and os.path.isdir(p) and not os.path.islink(p)]
         binds: list[tuple[str, str, list[int] | None, bool]] = [
-            (path, path, None, read_only) for path, read_only in kept_from_host(private, display, bus, runtime_base)]
+            (path, path, None, read_only)
+            for path, read_only in kept_from_host(private, display, bus, runtime_base, sockets=sockets)]
         identity = None if home_identity is None else list(home_identity)
         covers: list[str] = []
         if self.isolation.home_path is not None:
@@ -104,11 +105,14 @@ class SeatNamespace:
                 "binds": binds}
 
     async def fds(self, display: str | None, bus: str | None, runtime_base: Path | None, home: Path,
-                  home_identity: tuple[int, int] | None) -> tuple[int, int | None]:
-        """The descriptors of the mount namespace and of the network one (None: the host's), made if needed."""
+                  home_identity: tuple[int, int] | None,
+                  sockets: Callable[[], Awaitable[Sequence[str]]] | None = None) -> tuple[int, int | None]:
+        """The descriptors of the mount namespace and of the network one (None: the host's), made if needed;
+        ``sockets``: asked, when they are made, for more sockets the session must reach (cud.daemon.session.a11y)."""
         async with self._lock:
             if self._fds is None:
-                spec = self._spec(display, bus, runtime_base, home, home_identity)
+                more = [] if sockets is None else await sockets()
+                spec = self._spec(display, bus, runtime_base, home, home_identity, more)
                 self._fds = await self._make(spec)
             return self._fds
 
@@ -166,7 +170,7 @@ def _hidden(path: str, private: Sequence[str]) -> bool:
 
 
 def kept_from_host(private: Sequence[str], display: str | None, bus: str | None, runtime_base: Path | None,
-                   home: Path | None = None) -> list[tuple[str, bool]]:
+                   home: Path | None = None, *, sockets: Sequence[str] = ()) -> list[tuple[str, bool]]:
     """What the session needs from the host that lies under one of its ``private`` places, to be bound in at its
     own path: ``(path, read_only)``. The X server's socket directory (read-only: connecting still works, nothing
     can be written there), the session bus's socket, the base of the runtime directories, and ``home`` if given
@@ -178,6 +182,8 @@ def kept_from_host(private: Sequence[str], display: str | None, bus: str | None,
         for part in bus.split(";")[0].removeprefix("unix:").split(","):
             if part.startswith("path=") and _hidden(part[5:], private):
                 kept.append((part[5:], False))
+    # Another user's accessibility bus (the sandbox's launcher): applications connect to it by its path.
+    kept += [(path, False) for path in sockets if _hidden(path, private)]
     if runtime_base is not None and _hidden(str(runtime_base), private):
         kept.append((str(runtime_base), False))
     if home is not None and _hidden(str(home), private):

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cud.daemon.session import clipboard
-from cud.daemon.session.a11y import A11yLauncher
+from cud.daemon.session.a11y import A11yLauncher, bus_socket_of_another
 from cud.daemon.session.commands import Completed, ProcessGroup, collect, feed, feed_pipe, read_all
 from cud.daemon.session.home import SeatHome
 from cud.daemon.session.namespace import PRIVATE_PLACES, Isolation, SeatNamespace, kept_from_host
@@ -213,8 +213,9 @@ class SeatSession:
         then enters the working directory (by its path in the namespace: as the user, a link leads nowhere the user
         could not go anyway)."""
         env = dict(self.env)
-        fds = await namespace.fds(self.places.display, self.places.session_bus, self._runtime.base, self.home.root,
-                                  self.home.identity)
+        bus = self.places.session_bus
+        fds = await namespace.fds(self.places.display, bus, self._runtime.base, self.home.root, self.home.identity,
+                                  None if bus is None else lambda: self._a11y_sockets(bus))
         inner = self.places.isolation.inside(cwd.path, self.home.root)
         user = self.account
         failed, told = os.pipe()
@@ -236,6 +237,10 @@ class SeatSession:
             raise SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: {text}",
                                argv=argv[:1], seat=self.seat, errno=code)
         return proc
+
+    async def _a11y_sockets(self, bus: str) -> list[str]:
+        found = await bus_socket_of_another(bus, self.account.uid)
+        return [] if found is None else [found]
 
     async def run(self, argv: Sequence[str], *, timeout: float, stdin: bytes | None = None, cwd: str | None = None,
                   max_output: int = 1 << 20) -> Completed:
