@@ -242,7 +242,7 @@ def run(rounds: int = ROUNDS, commands: int = COMMANDS) -> str:
     if len(starts) == 2:
         start_rows.append(("ratio (isolation / none)", "", *_ratios(starts[1].starts, starts[0].starts)))
     return "\n\n".join([
-        "### Sessions: the reset (issues 28 and 36)",
+        "### Sessions: the reset, with and without isolation",
         "Each reset after a dirty session (an xterm, two detached processes, 1 MiB written into the home, the "
         "clipboard set; with isolation also 1 MiB, a folder and a FIFO written into each of the session's own "
         "/tmp, /var/tmp and /dev/shm): every process of the seat's user ended, X clients and selections cleared, "
@@ -250,8 +250,8 @@ def run(rounds: int = ROUNDS, commands: int = COMMANDS) -> str:
         "seat's next command makes new ones (nsexec.py make), so the time that counts is the reset **with the "
         "first command after it** (/bin/true, from the call of the reset until it ended), for both seats; "
         "'reset' alone is the reset's own report. The seats (one user) take turns; 'vs none' compares the reset "
-        "with its first command against the seat without isolation's. Goals at p95: issue 28's 3 s without "
-        "isolation, issue 36's 1 s (empty home) and 3 s (100 MB home) with it."
+        "with its first command against the seat without isolation's. Goals at p95: 3 s without isolation; with "
+        "it, 1 s for an empty home and 3 s for a 100 MB one."
         + ("" if len(starts) == 2 else " Not run as root: no seat with isolation."),
         table(("template", "isolation", "resets", "reset p50 s", "reset p95 s", "+ first command p50 s",
                "+ first command p95 s", "p50 vs none", "p95 vs none", "goal: met"), resets),
