@@ -8,12 +8,14 @@ command gets new ones, so the private directories are empty again whatever a tas
 and nothing a task mounted there survives.
 
 Private, each a tmpfs of its own in the namespace: ``/tmp``, ``/var/tmp``, ``/dev/shm`` and
-``/run/lock``, the places every user may write on a Debian system (``find / -xdev -writable``
-as a seat's user finds only these, the home, the runtime directory and character devices:
+``/run/lock``, the places every user may write on a Debian system (``find / -writable`` as a
+seat's user finds only these, the home, the runtime directory and character devices:
 tests/test_session_namespace.py looks again at every run). Bound in from the host, where they
 lie under a private place: the X server's socket directory (read-only: connecting still works,
-nothing can be written there), the session bus's socket, the base of the runtime directories
-and the home (at its own path, or at ``home_path``, over a tmpfs that covers ``/home``).
+nothing can be written there), the session bus's socket, another user's accessibility bus socket
+(cud.daemon.session.a11y), the base of the runtime directories and the home (at its own path, or at
+``home_path``, over a tmpfs that covers ``/home``). A network allow-list needs no namespace
+(cud.daemon.session.egress).
 """
 
 from __future__ import annotations
@@ -62,14 +64,14 @@ class Isolation:
     allowed: tuple[Allowed, ...] = ()
 
     @property
-    def wanted(self) -> bool:
+    def namespaced(self) -> bool:
         """Whether the session needs namespaces of its own (an allow-list needs none: nftables keeps it)."""
         return self.private_tmp or self.home_path is not None or self.network == "none"
 
     @property
     def asked(self) -> bool:
-        """Whether the seat asks for anything of this (each needs a daemon run as root)."""
-        return self.wanted or self.network != "host"
+        """Whether the seat asks for anything of this (which needs a daemon run as root: cud.daemon.seats.config)."""
+        return self.namespaced or self.network != "host"
 
     def inside(self, host_path: str, home: Path) -> str:
         """``host_path`` (in the home) as the session sees it: under ``home_path`` when the seat has one."""

@@ -92,7 +92,7 @@ class SeatSession:
         self.unit = unit
         #: The session's namespaces (cud.daemon.session.namespace), when its seat asks for isolation; with a session
         #: unit, systemd makes them instead, in each command unit's settings (cud.daemon.session.unit).
-        self.namespace = (SeatNamespace(seat, places.isolation) if places.isolation.wanted and unit is None
+        self.namespace = (SeatNamespace(seat, places.isolation) if places.isolation.namespaced and unit is None
                           else None)
         #: The accessibility launcher a reset starts again (cud.daemon.session.a11y).
         self.a11y = A11yLauncher()

@@ -303,7 +303,7 @@ class SessionUnit:
             ("Requisite", Variant("as", [self.unit])),
             ("After", Variant("as", [self.unit])),
             ("KillSignal", Variant("i", signal.SIGKILL)),
-            *(await self._isolated(home, kept) if self.isolation.wanted else []),
+            *(await self._isolated(home, kept) if self.isolation.namespaced else []),
         ]
         result = await self._job("StartTransientUnit", "ssa(sv)a(sa(sv))", [name, "fail", properties, []],
                                  time.monotonic() + timeout, unix_fds=[stdin, stdout, stderr])
