@@ -170,6 +170,17 @@ def test_arguments_and_shell_text_that_hold_the_vm_home_elsewhere_are_refused() 
             "shell command naming '/home/user'")
 
 
+def test_an_argument_naming_the_home_itself_or_a_directory_with_its_slash_maps_onto_the_home() -> None:
+    """Commands run in the home: /home/user and /home/user/ are '.', and /home/user/Desktop/ keeps its slash (cp then
+    insists on a directory there, as in OSWorld's VM)."""
+    argv = ["cp", "/home/user/a", "/home/user/", "/home/user", "/home/user/Desktop/", "~/b/"]
+    (only,) = convert(task([{"type": "execute", "parameters": {"command": argv}}]))["setup"]
+    assert only["run"] == ["cp", "a", ".", ".", "Desktop/", "b/"]
+    refused(task([{"type": "execute", "parameters": {"command": ["ls", "/home/user//"]}}]), "'/home/user//'")
+    refused(task([{"type": "execute", "parameters": {"command": ["ls", "/home/user/a/../../etc/"]}}]),
+            "'/home/user/a/../../etc/'")
+
+
 def test_for_seats_that_see_their_home_at_home_user_commands_run_as_written() -> None:
     """``as_written`` (every seat a suite uses has home_path = "/home/user"): what the task wrote is what runs, and
     only the paths cud itself reads and writes are paths in the home."""

@@ -17,6 +17,7 @@ destination, a checked file) become paths in the home.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -254,7 +255,14 @@ class _Converter:
     def argument(self, key: str, arg: str) -> str:
         if self.as_written:  # the session sees its home at /home/user: the argument means what it says there
             return arg
+        if arg in (OSWORLD_HOME, OSWORLD_HOME + "/"):
+            return "."  # the home itself: commands run in it
         if arg.startswith((OSWORLD_HOME + "/", "~/")):
+            # A directory written with its trailing slash (cp x /home/user/Desktop/) keeps it: cp then insists on a
+            # directory there, as in OSWorld's VM.
+            if arg.endswith("/") and not arg.endswith("//"):
+                with contextlib.suppress(SpecError):  # else refused below, naming the argument as written
+                    return self.home(key, arg[:-1]) + "/"
             return self.home(key, arg)
         if OSWORLD_HOME in arg:
             raise self.refuse(key, arg, f"{key} is {arg!r}: cud maps an argument that is a path under "
