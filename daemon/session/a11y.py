@@ -21,6 +21,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
+from cud.daemon.session.bus_address import bus_socket
 from cud.errors import SessionError
 
 if TYPE_CHECKING:
@@ -34,13 +35,13 @@ _DBUS_SEND = "/usr/bin/dbus-send"
 _POLL = 0.05
 
 
-async def _ask(address: str, method: str, name: str) -> int | None:
-    """A number the bus at ``address`` answers about ``name`` (dbus-send; None if it has no owner or no answer)."""
+async def _send(address: str, dest: str, path: str, method: str, *args: str) -> str | None:
+    """What the bus at ``address`` answers to ``method`` of ``dest`` (dbus-send's literal reply; None on an error or
+    no answer within 5 s)."""
     with contextlib.suppress(OSError):
         proc = await asyncio.create_subprocess_exec(
-            _DBUS_SEND, f"--bus={address}", "--print-reply=literal", "--reply-timeout=2000",
-            "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus", f"org.freedesktop.DBus.{method}",
-            f"string:{name}", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            _DBUS_SEND, f"--bus={address}", "--print-reply=literal", "--reply-timeout=2000", f"--dest={dest}", path,
+            method, *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL)
         try:
             out, _err = await asyncio.wait_for(proc.communicate(), 5)
@@ -48,10 +49,17 @@ async def _ask(address: str, method: str, name: str) -> int | None:
             proc.kill()
             await proc.wait()
             return None
-        words = out.split()
-        if proc.returncode == 0 and words and words[-1].isdigit():
-            return int(words[-1])
+        if proc.returncode == 0:
+            return out.decode(errors="replace").strip()
     return None
+
+
+async def _ask(address: str, method: str, name: str) -> int | None:
+    """A number the bus at ``address`` answers about ``name`` (None if it has no owner or no answer)."""
+    out = await _send(address, "org.freedesktop.DBus", "/org/freedesktop/DBus", f"org.freedesktop.DBus.{method}",
+                      f"string:{name}")
+    words = (out or "").split()
+    return int(words[-1]) if words and words[-1].isdigit() else None
 
 
 async def name_owner(address: str, name: str = A11Y_NAME) -> tuple[int, int] | None:
@@ -70,21 +78,9 @@ async def bus_socket_of_another(address: str, uid: int) -> str | None:
     owner = await name_owner(address)
     if owner is None or owner[1] == uid:
         return None
-    with contextlib.suppress(OSError):
-        proc = await asyncio.create_subprocess_exec(
-            _DBUS_SEND, f"--bus={address}", "--print-reply=literal", "--reply-timeout=2000", f"--dest={A11Y_NAME}",
-            "/org/a11y/bus", f"{A11Y_NAME}.GetAddress", stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
-        try:
-            out, _err = await asyncio.wait_for(proc.communicate(), 5)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            return None
-        for part in out.decode(errors="replace").strip().split(";")[0].removeprefix("unix:").split(","):
-            if part.startswith("path="):
-                return part[5:]
-    return None
+    given = await _send(address, A11Y_NAME, "/org/a11y/bus", f"{A11Y_NAME}.GetAddress")
+    path = None if given is None else bus_socket(given)
+    return path if isinstance(path, str) else None  # an abstract socket is not a file: nothing to bind
 
 
 class A11yLauncher:

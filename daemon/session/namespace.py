@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from cud.daemon.session.egress import Allowed
+from cud.daemon.session.bus_address import bus_socket
 from cud.errors import SessionError
 
 __all__ = ("PRIVATE_PLACES", "Isolation", "SeatNamespace", "kept_from_host", "private_place_of")
@@ -180,10 +181,9 @@ def kept_from_host(private: Sequence[str], display: str | None, bus: str | None,
     kept: list[tuple[str, bool]] = []
     if display is not None and display.startswith(":") and _hidden("/tmp/.X11-unix", private):
         kept.append(("/tmp/.X11-unix", True))
-    if bus is not None:
-        for part in bus.split(";")[0].removeprefix("unix:").split(","):
-            if part.startswith("path=") and _hidden(part[5:], private):
-                kept.append((part[5:], False))
+    bus_path = None if bus is None else bus_socket(bus)
+    if isinstance(bus_path, str) and _hidden(bus_path, private):  # an abstract socket is not a file
+        kept.append((bus_path, False))
     # Another user's accessibility bus (the sandbox's launcher): applications connect to it by its path.
     kept += [(path, False) for path in sockets if _hidden(path, private)]
     if runtime_base is not None and _hidden(str(runtime_base), private):

@@ -38,9 +38,9 @@ import signal
 import socket
 import struct
 import time
-import urllib.parse
 
 from cud.daemon.session.a11y import name_owner
+from cud.daemon.session.bus_address import bus_socket
 from cud.errors import SessionError
 
 __all__ = ("SEAT_MARK", "bus_daemon", "bus_of_session", "end_processes", "session_pids", "spared")
@@ -118,28 +118,13 @@ def session_pids(uid: int, mark: bytes | None = None, spare: frozenset[int] = fr
     return found
 
 
-def _bus_socket(address: str) -> str | bytes | None:
-    """The Unix socket of a D-Bus address (``unix:path=`` or ``unix:abstract=``, the first one), or None."""
-    for part in address.split(";"):
-        kind, _colon, rest = part.partition(":")
-        if kind != "unix":
-            continue
-        for pair in rest.split(","):
-            key, _eq, value = pair.partition("=")
-            if key == "path":
-                return urllib.parse.unquote(value)
-            if key == "abstract":
-                return b"\0" + urllib.parse.unquote_to_bytes(value)
-    return None
-
-
 def _listener(address: str) -> tuple[int, int] | None:
     """(pid, uid) of the process listening at the bus address, as the kernel tells it (SO_PEERCRED), or None.
 
     The kernel's word, not the bus's: a program of the user's listening at that address could answer
     a question over the bus with any pid it liked.
     """
-    where = _bus_socket(address)
+    where = bus_socket(address)
     if where is None:
         return None
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
@@ -187,7 +172,7 @@ def _activated(uid: int, session_bus: str, bus: tuple[int, int],
     the bus's user whose environment names the bus (dbus-daemon gives every service it starts
     ``DBUS_STARTER_ADDRESS``; the services are not its children, they are reparented), with every process below
     them that is not the seat user's (those end with the rest)."""
-    where = _bus_socket(session_bus)
+    where = bus_socket(session_bus)
     status = table.get(bus[0])
     owners = {bus[1], *(status[:2] if status is not None else ())}
     me, roots = os.getpid(), []
@@ -197,7 +182,7 @@ def _activated(uid: int, session_bus: str, bus: tuple[int, int],
         for entry in (_read(f"/proc/{pid}/environ") or b"").split(b"\0"):
             if entry.startswith(b"DBUS_STARTER_ADDRESS="):
                 address = entry.partition(b"=")[2].decode(errors="replace")
-                if _bus_socket(address) == where:
+                if bus_socket(address) == where:
                     roots.append(pid)
                 break
     return [pid for pid in _descendants(roots, table)
