@@ -57,9 +57,10 @@ MAX_RETRY_ERRORS = 10
 
 
 def eval_suite(client: Client, args: argparse.Namespace) -> int:
-    results, planned, folder = start_results(args, client.call("seats"))
+    views: list[SeatView] = client.call("seats")
+    results, planned, folder = start_results(args, views)
     chosen = names(args.seats, "--seats") or results.suite.get("seats")
-    seats, impossible = _seats(client, chosen, planned)
+    seats, impossible = _seats(views, chosen, planned)
     results.suite["seats"] = chosen
     results.save(folder)
     suite = Suite(client, results, {p.name: p for p in planned}, folder, chosen, seats)
@@ -180,12 +181,12 @@ def names(text: str | None, option: str) -> list[str]:
     return names
 
 
-def _seats(client: Client, chosen: list[str] | None,
+def _seats(views: list[SeatView], chosen: list[str] | None,
            planned: list[Planned]) -> tuple[list[SeatView], dict[str, NotFound]]:
     """The seats the suite uses (all the daemon's without --seats; a name it lacks is a usage error), and
     why each spec none of --seats could take (pinned elsewhere, or needing a screen or tags none offers)
-    is refused: as the daemon refuses, at submit, one none of its seats could take without --seats."""
-    views: list[SeatView] = client.call("seats")
+    is refused: as the daemon refuses, at submit, one none of its seats could take without --seats. ``views``: the
+    daemon's seats."""
     known = [s["name"] for s in views]
     for name in chosen or []:
         if name not in known:
