@@ -10,8 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,7 +24,7 @@ from cud.daemon.seats.config import SeatConfig, check_seat_places, load_seats
 from cud.daemon.session.namespace import PRIVATE_PLACES, Isolation
 from cud.errors import ConfigError
 from tests.support.daemon import cuctl
-from tests.support.seat_users import SeatUsers, tree_hash
+from tests.support.seat_users import SeatUsers, reachable_dir, tree_hash
 from tests.support.session_seat import SEAT, SeatParts, SessionSeat, seat_parts, session_seat
 
 HOME_PATH = "/home/user"
@@ -48,16 +46,10 @@ class TwoSeats:
 def seats(seat_users: SeatUsers) -> Iterator[TwoSeats]:
     if os.geteuid() != 0:
         pytest.fail("a seat's namespaces need a daemon run as root; run the tests as root, as CI does")
-    bases = [Path(tempfile.mkdtemp(prefix="cud-ns-", dir="/tmp")) for _ in range(2)]
-    for base in bases:
-        base.chmod(0o755)
-    try:
-        with seat_parts(OTHER, seat_users.make(), bases[1]) as other, \
-                session_seat(seat_users.make(), bases[0], config=ISOLATION + other.table + ISOLATION) as made:
-            yield TwoSeats(made, other, bases[1])
-    finally:
-        for base in bases:
-            shutil.rmtree(base, ignore_errors=True)
+    with reachable_dir("cud-ns-") as first, reachable_dir("cud-ns-") as second, \
+            seat_parts(OTHER, seat_users.make(), second) as other, \
+            session_seat(seat_users.make(), first, config=ISOLATION + other.table + ISOLATION) as made:
+        yield TwoSeats(made, other, second)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ user, and that is what the tests then use.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pwd
@@ -25,7 +26,7 @@ import pytest
 
 from cud.daemon.session.user import SeatUser
 
-__all__ = ("SeatUsers", "make_home", "seat_users", "session_dir", "tree_hash")
+__all__ = ("SeatUsers", "make_home", "reachable_dir", "seat_users", "session_dir", "tree_hash")
 
 
 @dataclass
@@ -76,15 +77,22 @@ def make_home(base: Path, user: SeatUser, name: str = "home") -> Path:
     return home
 
 
-@pytest.fixture
-def session_dir() -> Iterator[Path]:
-    """A directory for homes and templates that every seat user can reach (pytest's tmp_path is root's 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="cud-sess-", dir="/tmp"))
+@contextlib.contextmanager
+def reachable_dir(prefix: str = "cud-sess-") -> Iterator[Path]:
+    """A directory for homes and templates that every seat user can reach (pytest's tmp_path is root's 0700),
+    removed at the end."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     path.chmod(0o755)
     try:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def session_dir() -> Iterator[Path]:
+    with reachable_dir() as path:
+        yield path
 
 
 def tree_hash(root: Path) -> str:
