@@ -8,20 +8,18 @@ machine's loopback. The seat's session then sits in a further namespace of its o
 from __future__ import annotations
 
 import base64
-import shutil
+import contextlib
 import socket
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from cud.cuctl.client import Client
 from tests.support.netns import CONNECT, own_network
-from tests.support.seat_users import SeatUsers
+from tests.support.seat_users import SeatUsers, reachable_dir
 from tests.support.session_seat import SEAT, SessionSeat, seat_parts, session_seat
 
 #: The second seat: the machine's network, to what its allow-list names only.
@@ -34,27 +32,30 @@ class Place:
     #: Ports of two servers on the namespace's loopback: the allow-list names the first.
     allowed_port: int
     other_port: int
+    #: The port of a server at TEST_NET_HOST, an address of the namespace's own (on lo): the test reaches it, a seat
+    #: only through its network.
+    test_net_port: int
+
+
+#: An address of TEST-NET-1 (RFC 5737), given to the test's namespace's lo: inside the allow-list's 192.0.2.0/24.
+TEST_NET_HOST = "192.0.2.1"
 
 
 @pytest.fixture(scope="module")
 def everything(seat_users: SeatUsers) -> Iterator[Place]:
-    """Seat s1 (``network = "none"``) and s2 (an allow-list naming one of two loopback servers), one daemon."""
-    bases = [Path(tempfile.mkdtemp(prefix="cud-net-", dir="/tmp")) for _ in range(2)]
-    for base in bases:
-        base.chmod(0o755)
-    try:
-        with own_network(), socket.create_server(("127.0.0.1", 0)) as allowed, \
-                socket.create_server(("127.0.0.1", 0)) as other:
-            port = allowed.getsockname()[1]
-            with seat_parts(ALLOWING, seat_users.make(), bases[1]) as second:
-                config = f'network = "none"\n{second.table}network = ["127.0.0.1:{port}", "192.0.2.0/24"]\n'
-                with session_seat(seat_users.make(), bases[0], config=config) as made:
-                    assert _cud_tables() != []
-                    yield Place(made, port, other.getsockname()[1])
-            assert _cud_tables() == []  # the daemon took its rules away when it stopped
-    finally:
-        for base in bases:
-            shutil.rmtree(base, ignore_errors=True)
+    """Seat s1 (``network = "none"``) and s2 (an allow-list naming one loopback server and 192.0.2.0/24), one
+    daemon; three servers: two on 127.0.0.1, one on TEST_NET_HOST."""
+    with reachable_dir("cud-net-") as first_base, reachable_dir("cud-net-") as second_base, own_network(), \
+            contextlib.ExitStack() as servers:
+        subprocess.run(["ip", "addr", "add", f"{TEST_NET_HOST}/32", "dev", "lo"], check=True, timeout=30)
+        port, other_port, test_net_port = (servers.enter_context(socket.create_server((host, 0))).getsockname()[1]
+                                           for host in ("127.0.0.1", "127.0.0.1", TEST_NET_HOST))
+        with seat_parts(ALLOWING, seat_users.make(), second_base) as second:
+            config = f'network = "none"\n{second.table}network = ["127.0.0.1:{port}", "192.0.2.0/24"]\n'
+            with session_seat(seat_users.make(), first_base, config=config) as made:
+                assert _cud_tables() != []
+                yield Place(made, port, other_port, test_net_port)
+        assert _cud_tables() == []  # the daemon took its rules away when it stopped
 
 
 def _cud_tables() -> list[str]:
@@ -85,12 +86,10 @@ def test_the_seat_reaches_no_server_of_the_host_and_fails_at_once(place: tuple[S
         assert [s["network"] for s in client.call("seats")] == ["none", "allow"]
 
 
-def test_the_seat_reaches_no_other_address(place: tuple[SessionSeat, int]) -> None:
-    seat, _port = place
-    with Client(seat.daemon.socket, timeout=60) as client:  # TEST-NET-1 (RFC 5737): routed nowhere, in any case
-        done = client.call("exec", seat=SEAT, timeout=30, argv=["python3", "-c", CONNECT.replace(
-            "'127.0.0.1'", "'192.0.2.1'"), "80"])
-    assert base64.b64decode(done["stdout"]).decode().strip() == "ENETUNREACH"
+def test_the_seat_reaches_no_other_address(everything: Place) -> None:
+    with socket.create_connection((TEST_NET_HOST, everything.test_net_port), timeout=10):
+        pass  # a server the test's own namespace reaches
+    assert connect_from_seat(everything.seat, everything.test_net_port, address=TEST_NET_HOST) == "ENETUNREACH"
 
 
 def test_the_seat_cannot_reach_the_daemons_model_endpoint(place: tuple[SessionSeat, int]) -> None:
@@ -124,8 +123,8 @@ def test_an_allow_list_lets_the_seat_reach_what_it_names_and_nothing_else(everyt
     model_port = urlsplit(seat.daemon.env["OPENAI_BASE_URL"]).port
     assert model_port is not None
     assert connect_from_seat(seat, model_port, on=ALLOWING) == "ECONNREFUSED"
-    # A network it names, any port: routed nowhere here, so the kernel's answer, not the rules'.
-    assert connect_from_seat(seat, 80, on=ALLOWING, address="192.0.2.1") == "ENETUNREACH"
+    # A network it names, without a port: any port of it.
+    assert connect_from_seat(seat, everything.test_net_port, on=ALLOWING, address=TEST_NET_HOST) == "connected"
     with Client(seat.daemon.socket, timeout=60) as client:
         shown = [s["allowed"] for s in client.call("seats")]
     assert shown == [[], [f"127.0.0.1/32:{everything.allowed_port}", "192.0.2.0/24"]]
