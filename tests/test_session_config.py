@@ -3,6 +3,7 @@ touch, refused by name."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import pwd
 import socket
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from cud.daemon.config import load_config
 from cud.daemon.seats.config import load_seats
+from cud.daemon.session.egress import parse_allowed
 from cud.daemon.session.namespace import Isolation
 from cud.daemon.session.places import SYSTEM_DIRS, SYSTEM_TREES, Place, check_places
 from cud.daemon.session.user import SeatUser
@@ -473,3 +475,49 @@ def test_a_seat_of_its_own_with_a_session_unit_is_systemds_and_needs_no_root(bas
     assert (loaded.session_unit, loaded.isolation) == ("cud-session@1.service", Isolation(True, "/home/user", "none"))
     with pytest.raises(ConfigError, match=r"'seats\[0\]\.private_tmp' = True needs a daemon run as root"):
         load_seats({"seats": [seat]}, {}, {})
+
+
+_NETWORKS = st.one_of(st.ip_addresses(v=4).flatmap(lambda a: st.integers(0, 32).map(lambda n: (a, n))),
+                      st.ip_addresses(v=6).flatmap(lambda a: st.integers(0, 128).map(lambda n: (a, n))))
+
+
+@settings(max_examples=300, deadline=None)
+@given(where=_NETWORKS, port=st.none() | st.integers(1, 65535), bare=st.booleans())
+def test_an_allow_list_entry_means_what_ipaddress_says_and_reads_back(where: tuple[object, int],
+                                                                       port: int | None, bare: bool) -> None:
+    """Differential against Python's ipaddress: any network (host bits cleared), any port or none, an address
+    written bare or with its prefix; words() reads back as the same entry."""
+    address, prefix = where
+    network = ipaddress.ip_network(f"{address}/{prefix}", strict=False)
+    text = str(network.network_address) if bare and network.prefixlen == network.max_prefixlen \
+        else network.with_prefixlen
+    if port is not None:
+        text = f"[{text}]:{port}" if network.version == 6 else f"{text}:{port}"
+    entry = parse_allowed("seats[0].network[0]", text)
+    assert (entry.network, entry.port) == (network, port)
+    assert parse_allowed("k", entry.words()) == entry
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from("0123456789abcdef.:/[]x -"), max_size=40))
+def test_any_text_is_an_allow_list_entry_or_refused_naming_the_key_and_the_value(text: str) -> None:
+    try:
+        entry = parse_allowed("seats[3].network[7]", text)
+    except ConfigError as exc:
+        assert "'seats[3].network[7]'" in str(exc) and repr(text) in str(exc)
+    else:
+        assert entry.port is None or 0 < entry.port < 65536
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(st.text(max_size=30), st.text(max_size=12).map(lambda t: "/home/" + t)))
+def test_a_home_path_is_a_directory_directly_in_home_or_refused_naming_seat_key_and_value(text: str) -> None:
+    seats = [{"name": "s1", "display": ":9", "user": "nobody", "home": "/var/lib/cud-seats/s1", "home_path": text}]
+    try:
+        (loaded,) = load_seats({"seats": seats}, {}, {})
+    except ConfigError as exc:
+        assert "'seats[0].home_path'" in str(exc) and repr(text) in str(exc)
+    else:
+        name = text.removeprefix("/home/")
+        assert loaded.isolation.home_path == text and text.startswith("/home/") and name not in ("", ".", "..")
+        assert "/" not in name
