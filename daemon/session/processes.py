@@ -204,8 +204,7 @@ class SeatSession:
                 *argv, cwd=f"/proc/self/fd/{cwd.fd}", env=dict(self.env), start_new_session=True, close_fds=True,
                 **self.account.become(), **streams)  # type: ignore[misc]  # neither holds "program"
         except OSError as exc:
-            raise SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: {exc.strerror}",
-                               argv=argv[:1], seat=self.seat, errno=exc.errno) from None
+            raise self._did_not_start(argv, exc.strerror, exc.errno) from None
 
     async def _spawn_inside(self, namespace: SeatNamespace, argv: list[str], cwd: _Cwd,
                             **streams: typing.Any) -> asyncio.subprocess.Process:
@@ -214,8 +213,10 @@ class SeatSession:
         could not go anyway)."""
         env = dict(self.env)
         bus = self.places.session_bus
+        # Only private temp directories can hide another user's accessibility socket: else no bus is asked.
+        ask = bus is not None and self.places.isolation.private_tmp
         fds = await namespace.fds(self.places.display, bus, self._runtime.base, self.home.root, self.home.identity,
-                                  None if bus is None else lambda: self._a11y_sockets(bus))
+                                  (lambda: self._a11y_sockets(bus)) if ask and bus is not None else None)
         inner = self.places.isolation.inside(cwd.path, self.home.root)
         user = self.account
         failed, told = os.pipe()
@@ -226,17 +227,19 @@ class SeatSession:
                 **streams)
         except OSError as exc:
             os.close(failed)
-            raise SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: {exc.strerror}",
-                               argv=argv[:1], seat=self.seat, errno=exc.errno) from None
+            raise self._did_not_start(argv, exc.strerror, exc.errno) from None
         finally:
             os.close(told)
         why = await asyncio.to_thread(read_all, failed)
         if why:
             await proc.wait()
             code, text = json.loads(why)
-            raise SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: {text}",
-                               argv=argv[:1], seat=self.seat, errno=code)
+            raise self._did_not_start(argv, text, code)
         return proc
+
+    def _did_not_start(self, argv: list[str], why: str | None, code: int | None) -> SessionError:
+        return SessionError(f"command {argv[0]!r} did not start on seat {self.seat!r}: {why}", argv=argv[:1],
+                            seat=self.seat, errno=code)
 
     async def _a11y_sockets(self, bus: str) -> list[str]:
         found = await bus_socket_of_another(bus, self.account.uid)
