@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from cud.cuctl.client import Client
 from cud.daemon.seats.config import SeatConfig, check_seat_places, load_seats
 from cud.daemon.session.namespace import PRIVATE_PLACES, Isolation
-from cud.errors import ConfigError
+from cud.errors import ConfigError, CudError
 from tests.support.daemon import cuctl
 from tests.support.seat_users import SeatUsers, reachable_dir, tree_hash
 from tests.support.session_seat import SEAT, SeatParts, SessionSeat, seat_parts, session_seat
@@ -266,3 +266,18 @@ def test_an_osworld_task_naming_home_user_in_shell_text_runs_as_written(seat: Se
     done = cuctl(seat.daemon.socket, "submit", "--from-osworld", str(path), "--seat", SEAT, "--wait")
     assert done.returncode == 0 and "verdict: passed" in done.stderr, (done.stdout, done.stderr)
     assert (seat.home / "Desktop" / "out.txt").read_text() == "done\n"
+
+
+@pytest.mark.parametrize(("argv", "cwd", "why"), [
+    (["/no/such/program"], None, "No such file or directory"),
+    (["/home/user/Desktop/notes.txt"], None, "Permission denied"),  # the template's, 0644
+    (["/bin/true"], "Desktop/notes.txt", "is not a directory"),
+])
+def test_a_command_that_cannot_start_in_the_session_says_so(seat: SessionSeat, argv: list[str], cwd: str | None,
+                                                             why: str) -> None:
+    """Through nsexec's pipe (the exec happens in the namespace, after the daemon's spawn returned)."""
+    call(seat, "reset", seat=SEAT)
+    fields = {} if cwd is None else {"cwd": cwd}
+    with pytest.raises(CudError) as caught:
+        call(seat, "exec", seat=SEAT, argv=argv, timeout=30, **fields)
+    assert why in str(caught.value), str(caught.value)
