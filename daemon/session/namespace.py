@@ -29,8 +29,8 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from cud.daemon.session.egress import Allowed
 from cud.daemon.session.bus_address import bus_socket
+from cud.daemon.session.egress import Allowed
 from cud.errors import SessionError
 
 __all__ = ("PRIVATE_PLACES", "Isolation", "SeatNamespace", "kept_from_host", "private_place_of")
