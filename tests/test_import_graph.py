@@ -176,6 +176,8 @@ PLACES: dict[str, str] = {
     "cud.phrases.*": "shared",
     "cud.model_api.*": "shared",
     "cud.spec.*": "shared",
+    # OSWorld: the converter, the metrics' catalog, and the judge the daemon runs as a process of its own.
+    "cud.osworld.*": "shared",
     "cud.budget": "shared",
     "cud.seat_needs": "shared",
     "cud.suggest": "shared",
