@@ -23,6 +23,7 @@ from tests.support.spec_seat import SpecSeat, spec_seat
 
 ANSWER = scenario({"message": "The answer is 42."}, look_first=False)
 EXPECTED = "expected content ✓\n"
+MIMEAPPS = "[Default Applications]\ntext/plain=org.xfce.mousepad.desktop\n"
 SETUP = f"""
 prompt = "What is the answer?"
 seat = "s1"
@@ -134,7 +135,9 @@ answer = "The answer is 41."
 
 @pytest.fixture(scope="module")
 def seat(seat_users: SeatUsers) -> Iterator[SpecSeat]:
-    with spec_seat(seat_users, ANSWER) as s:
+    # Which editor xdg-open picks for a .txt is the seat's choice, not the machine's: with LibreOffice
+    # installed (the OSWorld profile) it would win, so the seat's template names mousepad.
+    with spec_seat(seat_users, ANSWER, template_files={".config/mimeapps.list": MIMEAPPS}) as s:
         yield s
 
 
