@@ -18,6 +18,11 @@ __all__ = ("FUNCTIONS", "metric")
 
 #: Each metric's ``"module:function"`` under this package; every name is in cud.osworld.catalog.METRICS.
 FUNCTIONS: Mapping[str, str] = MappingProxyType({
+    "compare_docx_files": "documents:compare_docx_files",
+    "compare_docx_tables": "documents:compare_docx_tables",
+    "compare_pptx_files": "slides:compare_pptx_files",
+    "compare_images": "images:compare_images",
+    "compare_pdfs": "pdfs:compare_pdfs",
 })
 
 
