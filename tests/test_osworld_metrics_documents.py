@@ -9,6 +9,7 @@ OSWorld's function from desktop-env (tests/support/osworld_reference.py): the sc
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -114,15 +115,12 @@ def write_odt(doc: Doc, path: Path) -> None:
     document.save(str(path))
 
 
-options = st.fixed_dictionaries({}, optional={name: st.booleans() for name in DOCX_OPTIONS})
-
-
 def both(name: str, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
     ours = {"compare_docx_files": compare_docx_files, "compare_docx_tables": compare_docx_tables}[name]
     return ours(*args, **kwargs), reference(name)(*args, **kwargs)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(data=st.data(), doc=docs, ext=st.sampled_from([".docx", ".odt"]))
 def test_compare_docx_files_scores_as_osworld(data: st.DataObject, doc: Doc, ext: str) -> None:
     other = data.draw(changed(doc))
@@ -131,7 +129,11 @@ def test_compare_docx_files_scores_as_osworld(data: st.DataObject, doc: Doc, ext
         first, second = Path(tmp, "a" + ext), Path(tmp, "b" + ext)
         write(doc, first)
         write(other, second)
-        for opts in [{}, *data.draw(st.lists(options, min_size=3, max_size=6))]:
+        ours, theirs = both("compare_docx_files", str(first), str(second))  # OSWorld's defaults
+        assert ours == theirs, (doc, other)
+        # every combination: some options matter only together (fuzzy_match and ignore_case without ignore_blanks)
+        for values in itertools.product([False, True], repeat=len(DOCX_OPTIONS)):
+            opts = dict(zip(DOCX_OPTIONS, values, strict=True))
             ours, theirs = both("compare_docx_files", str(first), str(second), **opts)
             assert ours == theirs, (opts, doc, other)
 
@@ -190,3 +192,30 @@ def test_the_changes_decide_verdicts_both_ways(tmp_path: Path) -> None:
     assert compare_docx_files(paths["base"], paths["upper"]) == 0
     assert compare_docx_files(paths["base"], paths["upper"], ignore_case=True) == 1
     assert 0 < compare_docx_files(paths["base"], paths["word"], fuzzy_match=True) < 1
+
+
+def test_the_judge_runs_the_document_slide_image_and_pdf_metrics(tmp_path: Path) -> None:
+    """Each port is registered (FUNCTIONS, the catalog) and scores through the judge's request."""
+    from fpdf import FPDF
+    from PIL import Image
+    from pptx import Presentation
+
+    from cud.osworld.judge import judge
+
+    write_docx(Doc([[("alpha", False)]], [[["a", "b"]]]), tmp_path / "a.docx")
+    Presentation().save(str(tmp_path / "a.pptx"))
+    Image.new("L", (10, 10), 128).save(tmp_path / "a.png")
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", size=12)
+    pdf.text(10, 20, "alpha")
+    pdf.output(str(tmp_path / "a.pdf"))
+    requests = [("compare_docx_files", "a.docx", {"ignore_case": True}), ("compare_docx_tables", "a.docx", {}),
+                ("compare_pptx_files", "a.pptx", {"examine_run_count": False, "examine_shape_lenient_height": True}),
+                ("compare_images", "a.png", {"reference_base_result": 0.5}), ("compare_pdfs", "a.pdf", {})]
+    for metric, name, opts in requests:
+        arg = {"path": str(tmp_path / name)}
+        assert judge({"metric": metric, "result": arg, "expected": arg, "options": opts}) == {"score": 1.0}, metric
+    gold = {"path": str(tmp_path / "a.docx")}
+    missing = judge({"metric": "compare_docx_files", "result": {"none": "absent"}, "expected": gold})
+    assert missing == {"score": 0.0}

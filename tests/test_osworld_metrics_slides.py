@@ -77,6 +77,7 @@ class Slide:
     table: tuple[Run, ...] | None = None  # a 2x2 table's cells, one run each
     notes: str = ""
     background: str | None = None
+    group: tuple[Box, ...] = ()  # text boxes in one group shape (none: no group)
 
 
 runs = st.builds(Run, st.sampled_from(WORDS).map(lambda w: w + " "), st.sampled_from(FONTS),
@@ -87,9 +88,10 @@ paras = st.builds(Para, st.lists(runs, min_size=1, max_size=3).map(tuple), st.sa
                   st.sampled_from(ALIGNS), st.sampled_from([None, "•", "-"]))
 boxes = st.builds(Box, st.lists(paras, min_size=1, max_size=3).map(tuple), st.integers(0, 5000000),
                   st.integers(0, 4000000), st.integers(100000, 4000000), st.integers(100000, 2000000))
-slides = st.builds(Slide, st.lists(boxes, max_size=3).map(tuple), st.booleans(),
+slides = st.builds(Slide, st.lists(boxes, min_size=1, max_size=3).map(tuple), st.booleans(),
                    st.one_of(st.none(), st.lists(runs, min_size=4, max_size=4).map(tuple)),
-                   st.sampled_from(["", "note", "other note"]), st.sampled_from([None, "FFFFFF", "123456"]))
+                   st.sampled_from(["", "note", "other note"]), st.sampled_from([None, "FFFFFF", "123456"]),
+                   st.lists(boxes, max_size=2).map(tuple))
 decks = st.lists(slides, min_size=1, max_size=4)
 
 
@@ -116,6 +118,18 @@ def _fill_run(run: Any, spec: Run) -> None:
         font._element.set("strike", "sngStrike")
 
 
+def _add_box(shapes: Any, box: Box) -> None:
+    frame = shapes.add_textbox(Emu(box.left), Emu(box.top), Emu(box.width), Emu(box.height)).text_frame
+    for n, para in enumerate(box.paras):
+        p = frame.paragraphs[0] if n == 0 else frame.add_paragraph()
+        p.level = para.level
+        p.alignment = para.align
+        if para.bullet is not None:
+            etree.SubElement(p._p.get_or_add_pPr(), qn("a:buChar"), char=para.bullet)
+        for run in para.runs:
+            _fill_run(p.add_run(), run)
+
+
 def write_deck(deck: list[Slide], path: Path) -> None:
     prs = Presentation()
     for spec in deck:
@@ -124,15 +138,11 @@ def write_deck(deck: list[Slide], path: Path) -> None:
             slide.background.fill.solid()
             slide.background.fill.fore_color.rgb = RGBColor.from_string(spec.background)
         for box in spec.boxes:
-            frame = slide.shapes.add_textbox(Emu(box.left), Emu(box.top), Emu(box.width), Emu(box.height)).text_frame
-            for n, para in enumerate(box.paras):
-                p = frame.paragraphs[0] if n == 0 else frame.add_paragraph()
-                p.level = para.level
-                p.alignment = para.align
-                if para.bullet is not None:
-                    etree.SubElement(p._p.get_or_add_pPr(), qn("a:buChar"), char=para.bullet)
-                for run in para.runs:
-                    _fill_run(p.add_run(), run)
+            _add_box(slide.shapes, box)
+        if spec.group:
+            group = slide.shapes.add_group_shape()
+            for box in spec.group:
+                _add_box(group.shapes, box)
         if spec.picture:
             slide.shapes.add_picture(io.BytesIO(PNG), Emu(100000), Emu(100000))
         if spec.table is not None:
@@ -152,14 +162,56 @@ def _replace_run(box: Box, p: int, r: int, **changes: Any) -> Box:
     return dataclasses.replace(box, paras=tuple(new_paras))
 
 
+RUN_CHANGES = ["size", "font", "bold", "italic", "underline", "color", "strike", "word"]
+BOX_CHANGES = ["move", "align", "level", "bullet"]
+CELL_CHANGES = ["text", "bold", "italic", "underline", "color"]
+KINDS = (["same", "swap_slides", "drop_slide", "notes", "background", "group_align", "group_word"]
+         + [f"run_{k}" for k in RUN_CHANGES] + BOX_CHANGES + [f"cell_{k}" for k in CELL_CHANGES])
+
+
+def _run_change(draw: st.DrawFn, what: str, run: Run) -> dict[str, Any]:
+    """One attribute of a run changed (None, True and False all drawn: OSWorld treats None and False alike)."""
+    if what == "size":
+        return {"size": 20 if run.size != 20 else 12}
+    if what == "font":
+        return {"font": "Liberation Serif"}
+    if what in ("bold", "italic", "underline"):
+        return {what: draw(st.sampled_from([v for v in (None, True, False) if v is not getattr(run, what)]))}
+    if what == "color":
+        return {"color": "00FF00"}
+    if what == "strike":
+        return {"strike": not run.strike}
+    return {"text": "changed "}
+
+
+def _change_box(draw: st.DrawFn, kind: str, box: Box) -> tuple[Box, dict[str, Any]]:
+    p = draw(st.integers(0, len(box.paras) - 1))
+    para = box.paras[p]
+    keep: dict[str, Any] = {}
+    if kind.startswith("run_"):
+        r = draw(st.integers(0, len(para.runs) - 1))
+        return _replace_run(box, p, r, **_run_change(draw, kind[4:], para.runs[r])), keep
+    if kind == "move":
+        return dataclasses.replace(box, **draw(st.sampled_from([
+            {"left": box.left + draw(st.integers(1, 100000))}, {"top": box.top + 1},
+            {"width": box.width * 2}, {"height": box.height + draw(st.integers(1, 5000))}]))), keep
+    if kind == "align":
+        para = dataclasses.replace(para, align=PP_ALIGN.JUSTIFY)
+    elif kind == "level":
+        para = dataclasses.replace(para, level=(para.level + 2) % 4 or 3)
+        keep["examine_indent"] = True  # else 1.0.2 compares bullet levels where the later version does not
+    else:
+        para = dataclasses.replace(para, bullet="*" if para.bullet else "•")
+    return dataclasses.replace(box, paras=tuple(q if i != p else para for i, q in enumerate(box.paras))), keep
+
+
 @st.composite
 def changed(draw: st.DrawFn, deck: list[Slide]) -> tuple[list[Slide], dict[str, Any]]:
     """The deck with one change, and the options the change needs kept (so both versions agree)."""
     new = list(deck)
     s = draw(st.integers(0, len(new) - 1))
     slide = new[s]
-    kind = draw(st.sampled_from(["same", "swap_slides", "run", "move", "word", "align", "level", "bullet",
-                                 "notes", "background", "cell", "drop_slide"]))
+    kind = draw(st.sampled_from(KINDS))
     keep: dict[str, Any] = {}
     if kind == "swap_slides" and len(new) > 1:
         new[0], new[-1] = new[-1], new[0]
@@ -169,38 +221,18 @@ def changed(draw: st.DrawFn, deck: list[Slide]) -> tuple[list[Slide], dict[str, 
         new[s] = dataclasses.replace(slide, notes=slide.notes + " changed")
     elif kind == "background":
         new[s] = dataclasses.replace(slide, background="00FF00")
-    elif kind == "cell" and slide.table is not None:
-        cells = list(slide.table)
-        cells[0] = dataclasses.replace(cells[0], **draw(st.sampled_from(
-            [{"text": "changed "}, {"bold": not cells[0].bold}, {"italic": True}, {"color": "00FF00"},
-             {"underline": not cells[0].underline}])))
-        new[s] = dataclasses.replace(slide, table=tuple(cells))
-    elif slide.boxes and kind in ("run", "move", "word", "align", "level", "bullet"):
+    elif kind.startswith("cell_") and any(x.table for x in new):
+        s = next(i for i, x in enumerate(new) if x.table)
+        cells = list(new[s].table or ())
+        what = kind[5:]
+        cells[0] = dataclasses.replace(cells[0], **_run_change(draw, "word" if what == "text" else what, cells[0]))
+        new[s] = dataclasses.replace(new[s], table=tuple(cells))
+    elif kind.startswith("group_") and slide.group:
+        box, _ = _change_box(draw, "align" if kind == "group_align" else "run_word", slide.group[0])
+        new[s] = dataclasses.replace(slide, group=(box, *slide.group[1:]))
+    elif kind.startswith("run_") or kind in BOX_CHANGES:
         b = draw(st.integers(0, len(slide.boxes) - 1))
-        box = slide.boxes[b]
-        p = draw(st.integers(0, len(box.paras) - 1))
-        para = box.paras[p]
-        if kind == "run":
-            changes = draw(st.sampled_from([
-                {"size": 20}, {"font": "Liberation Serif"}, {"bold": not para.runs[0].bold},
-                {"italic": not para.runs[0].italic}, {"underline": draw(st.sampled_from([None, True, False]))},
-                {"color": "00FF00"}, {"strike": not para.runs[0].strike}]))
-            box = _replace_run(box, p, 0, **changes)
-        elif kind == "word":
-            box = _replace_run(box, p, 0, text="changed ")
-        elif kind == "move":
-            box = dataclasses.replace(box, **draw(st.sampled_from([
-                {"left": box.left + draw(st.integers(1, 100000))}, {"top": box.top + 1},
-                {"width": box.width * 2}, {"height": box.height + draw(st.integers(1, 5000))}])))
-        else:
-            if kind == "align":
-                para = dataclasses.replace(para, align=PP_ALIGN.JUSTIFY)
-            elif kind == "level":
-                para = dataclasses.replace(para, level=(para.level + 2) % 4 or 3)
-                keep["examine_indent"] = True
-            else:
-                para = dataclasses.replace(para, bullet="*" if para.bullet else "•")
-            box = dataclasses.replace(box, paras=tuple(q if i != p else para for i, q in enumerate(box.paras)))
+        box, keep = _change_box(draw, kind, slide.boxes[b])
         new[s] = dataclasses.replace(slide, boxes=tuple(x if i != b else box for i, x in enumerate(slide.boxes)))
     return new, keep
 
@@ -210,7 +242,7 @@ options = st.fixed_dictionaries(
                   "approximately_tolerance": st.sampled_from([0.005, 0.05, 0.5])})
 
 
-@settings(max_examples=35, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(data=st.data(), deck=decks)
 def test_compare_pptx_files_verdicts_as_osworld(data: st.DataObject, deck: list[Slide]) -> None:
     other, keep = data.draw(changed(deck))
@@ -269,3 +301,28 @@ def test_bullet_levels_matter_only_where_a_bullet_shows(tmp_path: Path) -> None:
     bulleted = _scores(tmp_path, _one_box(Para(run, level=2, bullet="•")), _one_box(Para(run, level=3, bullet="•")),
                        examine_indent=False)
     assert bulleted == (0, 0)
+
+
+def test_examples_of_each_run_and_shape_rule(tmp_path: Path) -> None:
+    """Fixed examples of rules the generated changes reach only now and then, against 1.0.2 too."""
+    plain = Run("alpha ")
+    cases = [
+        (plain, dataclasses.replace(plain, strike=True), {}, (0, 0)),
+        (plain, dataclasses.replace(plain, bold=False), {}, (1, 1)),  # None and False: not bold
+        (plain, dataclasses.replace(plain, italic=False), {}, (1, 1)),
+        (plain, dataclasses.replace(plain, underline=True), {}, (0, 0)),
+        (plain, dataclasses.replace(plain, underline=False), {}, (1, 1)),
+        (plain, dataclasses.replace(plain, bold=True), {"examine_font_bold": False}, (1, 1)),
+    ]
+    for run1, run2, opts, expected in cases:
+        assert _scores(tmp_path, _one_box(Para((run1,))), _one_box(Para((run2,))), **opts) == expected, (run2, opts)
+    # a table's cells compare boldness whatever examine_font_bold says
+    table1 = [Slide((Box((Para((plain,)),)),), table=(plain,) * 4)]
+    table2 = [Slide((Box((Para((plain,)),)),), table=(dataclasses.replace(plain, bold=True),) + (plain,) * 3)]
+    assert _scores(tmp_path, table1, table2, examine_font_bold=False) == (0, 0)
+    # a grouped text box's alignment is compared by the pass over every text shape
+    box = Box((Para((plain,)),))
+    grouped1 = [Slide((box,), group=(box,))]
+    grouped2 = [Slide((box,), group=(Box((Para((plain,), align=PP_ALIGN.CENTER),)),))]
+    assert _scores(tmp_path, grouped1, grouped2) == (0, 0)
+    assert _scores(tmp_path, grouped1, grouped2, examine_alignment=False) == (1, 1)
