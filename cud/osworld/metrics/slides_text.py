@@ -168,6 +168,7 @@ def _underline_matches(opts: PptxOptions, run1: Any, run2: Any, slides: Slides, 
 
 
 def _bold_italic_match(opts: PptxOptions, run1: Any, run2: Any, slides: Slides, *, in_table: bool) -> bool:
+    """Bold, then italic: None and False are alike; a table's cells compare them whatever the options say."""
     font1, font2 = run1.font, run2.font
     if font1.bold != font2.bold and (in_table or opts.examine_font_bold):
         if not (_not_set(font1.bold) and _not_set(font2.bold)):
