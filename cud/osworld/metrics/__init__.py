@@ -31,6 +31,11 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
     "is_in_list": "files:is_in_list",
     "match_in_list": "files:match_in_list",
     "compare_text_file": "files:compare_text_file",
+    "compare_docx_files": "documents:compare_docx_files",
+    "compare_docx_tables": "documents:compare_docx_tables",
+    "compare_pptx_files": "slides:compare_pptx_files",
+    "compare_images": "images:compare_images",
+    "compare_pdfs": "pdfs:compare_pdfs",
 })
 
 
