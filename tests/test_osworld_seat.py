@@ -244,6 +244,10 @@ def test_the_template_holds_every_applications_settings(seat: Seat) -> None:
                 for i in xcu for p in i}
     assert settings[("/org.openoffice.Office.Common/Save/Document", "WarnAlienFormat")] == "false"
     assert settings[("/org.openoffice.Office.Common/Misc", "ShowTipOfTheDay")] == "false"
+    factory = "/org.openoffice.Setup/Office/Factories/org.openoffice.Setup:Factory['com.sun.star.{}']"
+    assert {settings[(factory.format(kind), "ooSetupFactoryDefaultFilter")]
+            for kind in ("text.TextDocument", "sheet.SpreadsheetDocument", "presentation.PresentationDocument")} == {
+        "MS Word 2007 XML", "Calc MS Excel 2007 XML", "Impress MS PowerPoint 2007 XML"}  # OSWorld's "Always save as"
     # a template no seat's user may change (cud.daemon.session.template): nothing writable but by its owner
     assert all(not p.stat().st_mode & 0o022 for p in [seat.template, *seat.template.rglob("*")])
 
@@ -284,3 +288,19 @@ def test_vlc_starts_with_no_privacy_question(seat: Seat) -> None:
     with seat.run(home, ["vlc", "--no-audio"], "vlc.log"):
         seat.window(r"^VLC media player$")
         only_window(seat, "VLC media player")
+
+
+def test_writer_saves_an_rtf_with_a_bare_ctrl_s_too(seat: Seat) -> None:
+    """A format that is not the default one (docx): only WarnAlienFormat keeps the keep-format question away."""
+    home = seat.home("rtf")
+    document = home / "Desktop" / "note.rtf"
+    document.write_text("{\\rtf1\\ansi Start\\par}\n")
+    seat.give(document)
+    with seat.run(home, ["libreoffice", "--writer", str(document)], "rtf.log"):
+        window = seat.window(r"^note\.rtf - LibreOffice Writer$")
+        only_window(seat, "note.rtf - LibreOffice Writer")
+        type_and_save(seat, window, ["ctrl+End", "Return"])
+        saved(seat, lambda: TYPED in document.read_text(errors="replace"),
+              f"{document.name} to hold {TYPED} after a bare Ctrl+S")
+        assert document.read_text().startswith("{\\rtf1")
+        assert seat.titles() == ["note.rtf - LibreOffice Writer"]
