@@ -12,11 +12,12 @@ the user). :func:`fill_template` writes the same settings as files into a seat's
   first-start or what's-new, donate and get-involved infobars, no keep-format question, no
   document recovery or autosave, and Writer/Calc/Impress saving docx/xlsx/pptx by default);
 - VLC: ``.config/vlc/vlcrc`` (no privacy and network-access question, no update check);
-- GIMP 2.10: ``.config/GIMP/2.10/gimprc`` (no tips);
+- GIMP 2.10 shows nothing at its first start, and gets no file: a ``.config/GIMP/2.10`` made in advance
+  would skip its user installation (its data folders), and it would then say so in an error message;
 - Chromium: ``.config/chromium/First Run`` and ``Default/Preferences`` (no first-run pages, no
   default-browser question);
-- Thunderbird: a default profile in ``.thunderbird`` whose ``user.js`` turns off the account
-  wizard and the default-client question.
+- Thunderbird: a profile in ``.thunderbird``, Debian's installation's default, whose ``user.js`` turns
+  off the account wizard, the default-client question and the rights and data-reporting bars.
 
 :func:`install_pyautogui` (optional: it needs PyPI) puts PyAutoGUI, at OSWorld's version, in the
 template's user site-packages, where the system's ``python3`` (and ``python``, Debian's
@@ -38,7 +39,8 @@ from xml.sax.saxutils import escape
 
 from cud.errors import ConfigError
 
-__all__ = ("PYAUTOGUI", "SYSTEM_PYTHON", "fill_template", "install_pyautogui", "template_files", "user_site")
+__all__ = ("PYAUTOGUI", "SYSTEM_PYTHON", "THUNDERBIRD_INSTALL", "fill_template", "install_pyautogui", "template_files",
+           "user_site")
 
 #: The Python the seat's user runs as ``python3`` (and ``python``): a seat's commands find /usr/bin first after
 #: /usr/local/bin (cud.daemon.session.processes.SESSION_PATH).
@@ -86,26 +88,36 @@ qt-updates-notif=0
 metadata-network-access=0
 """
 
-_GIMPRC = """\
-# GIMP 2.10: no tip of the day at start
-(show-tips no)
-"""
-
 _CHROMIUM_PREFERENCES = {
     "browser": {"check_default_browser": False, "has_seen_welcome_page": True},
     "profile": {"exit_type": "Normal", "exited_cleanly": True},
 }
 
-_THUNDERBIRD_PROFILES = """\
-[General]
-StartWithLastProfile=1
-Version=2
+#: Thunderbird keeps a profile per installation, named by a hash of its directory: this one is Debian's
+#: (/usr/lib/thunderbird), read from the profiles.ini Debian 12's Thunderbird wrote. Another installation
+#: makes a profile of its own, with the first start's account wizard.
+THUNDERBIRD_INSTALL = "FDC34C9F024745EB"
+
+_THUNDERBIRD_INSTALLS = f"""\
+[{THUNDERBIRD_INSTALL}]
+Default=cud.default-release
+Locked=1
+"""
+
+_THUNDERBIRD_PROFILES = f"""\
+[Install{THUNDERBIRD_INSTALL}]
+Default=cud.default-release
+Locked=1
 
 [Profile0]
 Name=default-release
 IsRelative=1
 Path=cud.default-release
 Default=1
+
+[General]
+StartWithLastProfile=1
+Version=2
 """
 
 _THUNDERBIRD_USER_JS = """\
@@ -115,6 +127,8 @@ user_pref("mail.shell.checkDefaultClient", false);
 user_pref("mail.spotlight.firstRunDone", true);
 user_pref("mailnews.start_page.enabled", false);
 user_pref("datareporting.policy.dataSubmissionPolicyBypassNotification", true);
+// The "Know your rights" bar
+user_pref("mail.rights.version", 1);
 user_pref("app.update.auto", false);
 """
 
@@ -137,10 +151,10 @@ def template_files() -> dict[str, str]:
     return {
         _LIBREOFFICE_PROFILE: _registrymodifications(),
         ".config/vlc/vlcrc": _VLCRC,
-        ".config/GIMP/2.10/gimprc": _GIMPRC,
         ".config/chromium/First Run": "",
         ".config/chromium/Default/Preferences": json.dumps(_CHROMIUM_PREFERENCES, indent=1) + "\n",
         ".thunderbird/profiles.ini": _THUNDERBIRD_PROFILES,
+        ".thunderbird/installs.ini": _THUNDERBIRD_INSTALLS,
         ".thunderbird/cud.default-release/user.js": _THUNDERBIRD_USER_JS,
     }
 
