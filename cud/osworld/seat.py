@@ -205,6 +205,12 @@ def install_pyautogui(template: Path, python: str = SYSTEM_PYTHON) -> Path:
     if done.returncode != 0:
         raise ConfigError(f"pip could not install {' '.join(PYAUTOGUI)} into {str(site)!r} "
                           f"(exit status {done.returncode})")
+    # python3-xlib 0.15 refuses to connect when it finds no Xauthority file at all: a session on a display
+    # without a cookie has no XAUTHORITY, so an empty ~/.Xauthority (no cookie: the same as none) is there.
+    xauthority = template / ".Xauthority"
+    if not xauthority.exists():
+        xauthority.touch(mode=0o644)
+        xauthority.chmod(0o644)
     return site
 
 
