@@ -6,6 +6,8 @@ xdotool types into the document and presses a bare Ctrl+S, as OSWorld's postconf
 the file read back (as a zip of XML: the OOXML parts themselves) must hold the typed text and still
 be OOXML. Without the template the same steps leave the file as it was: the tip of the day takes
 the keyboard and the keep-format question holds the save. VLC starts with no privacy question.
+Last, the whole path on a real seat: a daemon whose seat has the template, and a task whose setup
+opens, types into and saves a workbook.
 
 Every application is stopped by its process group (it was started in a session of its own), and the
 seat's user's leftovers go with it (``SeatUsers.end_processes``).
@@ -14,6 +16,7 @@ seat's user's leftovers go with it (``SeatUsers.end_processes``).
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import signal
@@ -31,9 +34,11 @@ import pytest
 from cud.daemon.session.processes import SESSION_PATH
 from cud.daemon.session.user import SeatUser
 from cud.osworld.seat import fill_template, template_files
+from tests.support.daemon import scenario
 from tests.support.desktop import Desktop, start_desktop
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers
+from tests.support.spec_seat import spec_seat
 
 #: LibreOffice's and VLC's first start on 2 loaded cores can take a minute.
 START_TIMEOUT = 120.0
@@ -81,7 +86,7 @@ _DOCX_PARTS = {
 }
 
 
-def write_ooxml(path: Path, parts: dict[str, str]) -> None:
+def write_ooxml(path: Path | io.BytesIO, parts: dict[str, str]) -> None:
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for name, text in parts.items():
             z.writestr(name, text)
@@ -304,3 +309,54 @@ def test_writer_saves_an_rtf_with_a_bare_ctrl_s_too(seat: Seat) -> None:
               f"{document.name} to hold {TYPED} after a bare Ctrl+S")
         assert document.read_text().startswith("{\\rtf1")
         assert seat.titles() == ["note.rtf - LibreOffice Writer"]
+
+
+#: A task on a real seat (a daemon, its reset copying the template into the home, the session's environment):
+#: setup opens the workbook, waits, types and saves as OSWorld's postconfig would, and waits for the file.
+CALC_TASK = r"""
+prompt = "Nothing to do."
+seat = "s1"
+[[setup]]
+files = [{ src = "fixtures/book.xlsx", dest = "Desktop/book.xlsx" }]
+[[setup]]
+launch = ["libreoffice", "--calc", "Desktop/book.xlsx"]
+wait_for = { window_title = "book.xlsx - LibreOffice Calc", timeout = 120 }
+[[setup]]
+sleep = 5
+[[setup]]
+run = ["xdotool", "search", "--limit", "1", "--name", "^book\\.xlsx - LibreOffice Calc$", "windowactivate", "--sync",
+       "key", "--clearmodifiers", "ctrl+Home", "type", "--delay", "60", "4242"]
+[[setup]]
+run = ["xdotool", "key", "--clearmodifiers", "Return", "ctrl+s"]
+[[setup]]
+run = ["/usr/bin/python3", "-c", "WAIT_FOR_SAVE"]
+timeout = 60
+[[checks]]
+name = "no dialog"
+window = { title = "re:(?i)tip of the day|confirm file format|keep current format" }
+exists = false
+[[checks]]
+name = "the workbook is open"
+window = { title = "book.xlsx - LibreOffice Calc" }
+"""
+#: The last setup step: until A1's value 4242 is in the saved workbook (the step's timeout bounds it).
+WAIT_FOR_SAVE = ("import time, zipfile\\n"
+                 "while True:\\n"
+                 "    try:\\n"
+                 "        z = zipfile.ZipFile('Desktop/book.xlsx')\\n"
+                 "        if b'<v>4242</v>' in z.read('xl/worksheets/sheet1.xml'): break\\n"
+                 "    except (OSError, KeyError, zipfile.BadZipFile): pass\\n"
+                 "    time.sleep(0.5)\\n")
+
+
+def test_a_seat_with_the_template_saves_calcs_xlsx_in_a_task(seat_users: SeatUsers) -> None:
+    book = io.BytesIO()
+    write_ooxml(book, _XLSX_PARTS)
+    with spec_seat(seat_users, scenario({"message": "done"}, look_first=False),
+                   template_files=template_files()) as real:
+        spec = real.write("calc.toml", CALC_TASK.replace("WAIT_FOR_SAVE", WAIT_FOR_SAVE),
+                          {"fixtures/book.xlsx": book.getvalue()})
+        code, task = real.submit(spec)
+        assert task["state"] == "succeeded" and code == 0, (task["error"], task["reason"], task.get("verdict"))
+        saved_book = real.home / "Desktop" / "book.xlsx"
+        assert xlsx_a1(saved_book) == TYPED and is_ooxml(saved_book)
