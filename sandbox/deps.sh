@@ -8,6 +8,13 @@
 #                            or print the exact command to run (not root)
 #   sandbox/deps.sh --list   print the list, one package a line
 #   sandbox/deps.sh --check  exit 0 if all are installed, else name the missing
+#
+# `--profile NAME` (before the others) adds a profile's packages to the list:
+#   test      what the test suite runs besides: the office and media players the
+#             OSWorld seat's tests start (`.ci/run` and `quickstart.sh test` use it)
+#   osworld   the applications of OSWorld's VM image, for seats that run its tasks
+#             (docs/osworld.md, "The OSWorld seat")
+# The default list stays the daemon's, the sandbox's and the demo's.
 set -eu
 
 # Why each one is here:
@@ -93,6 +100,58 @@ xdg-utils
 # ffmpeg                        records each task on an X11 seat (x11grab -> H.264 in fragmented MP4;
 #                               docs/video.md); ffprobe checks the recordings in the tests
 
+# The test profile: tests/test_osworld_seat.py opens real documents in LibreOffice Calc and
+# Writer (with the GTK 3 backend the OSWorld seat uses) and starts VLC, to prove the seat's
+# profile keeps every first-start dialog away.
+test_packages="
+libreoffice-calc
+libreoffice-writer
+libreoffice-gtk3
+vlc
+"
+# The osworld profile: what OSWorld's VM image installs for its tasks' applications
+# (desktop_env/server/README.md of OSWorld), as Debian names them:
+osworld_packages="
+libreoffice-calc
+libreoffice-impress
+libreoffice-writer
+libreoffice-gtk3
+gimp
+vlc
+thunderbird
+chromium
+wmctrl
+xdotool
+socat
+xclip
+ffmpeg
+python-is-python3
+python3-venv
+"
+# libreoffice-calc, -impress, -writer  the office tasks' applications; -gtk3 its GTK 3 backend
+#                               (accessibility, the look of OSWorld's Ubuntu)
+# gimp, vlc, thunderbird, chromium  the other task domains' applications (Debian's Chromium for Chrome)
+# wmctrl, xdotool               window activation, as OSWorld's server and tasks do it
+# socat, xclip, ffmpeg          OSWorld's server setup installs them; tasks' commands use them
+# python-is-python3             `python`, which OSWorld's tasks run (`python -c "import pyautogui; …"`)
+# python3-venv                  the seat's pyautogui environment (python -m cud.osworld.seat python)
+
+profile=
+if [ "${1:-}" = --profile ]; then
+    case ${2:-} in
+    test) packages="$packages $test_packages" ;;
+    osworld) packages="$packages $osworld_packages" ;;
+    *)
+        echo "usage: sandbox/deps.sh [--profile test|osworld] [--list | --check]" >&2
+        exit 2
+        ;;
+    esac
+    profile=$2
+    shift 2
+fi
+# A package in both lists is named once.
+packages=$(printf '%s\n' $packages | awk 'NF && !seen[$0]++')
+
 missing() {
     for p in $packages; do
         status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
@@ -111,7 +170,7 @@ case ${1:-} in
 --check|"")
     ;;
 *)
-    echo "usage: sandbox/deps.sh [--list | --check]" >&2
+    echo "usage: sandbox/deps.sh [--profile test|osworld] [--list | --check]" >&2
     exit 2
     ;;
 esac
@@ -126,7 +185,7 @@ fi
 todo=$(missing | tr '\n' ' ')
 todo=${todo% }
 if [ -z "$todo" ]; then
-    [ "${1:-}" = --check ] || echo "deps: all $(printf '%s\n' $packages | wc -l) Debian packages are installed"
+    [ "${1:-}" = --check ] || echo "deps: all $(printf '%s\n' $packages | wc -l) Debian packages${profile:+ of profile $profile} are installed"
     exit 0
 fi
 if [ "${1:-}" = --check ]; then

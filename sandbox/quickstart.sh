@@ -9,10 +9,14 @@ case ${1:-} in
     demo|test) ;;
     *) echo "usage: sandbox/quickstart.sh demo|test" >&2; exit 2 ;;
 esac
-if [ "$(id -u)" != 0 ] && ! "$root/sandbox/deps.sh" --check 2>/dev/null && command -v sudo >/dev/null; then
-    echo "quickstart: installing the missing Debian packages needs root: sudo sandbox/deps.sh"
-    sudo "$root/sandbox/deps.sh"
+# The tests start LibreOffice and VLC too (deps.sh's test profile); the demo needs only the default list.
+target=$1
+set --
+if [ "$target" = test ]; then set -- --profile test; fi
+if [ "$(id -u)" != 0 ] && ! "$root/sandbox/deps.sh" "$@" --check 2>/dev/null && command -v sudo >/dev/null; then
+    echo "quickstart: installing the missing Debian packages needs root: sudo sandbox/deps.sh $*"
+    sudo "$root/sandbox/deps.sh" "$@"
 else
-    "$root/sandbox/deps.sh"
+    "$root/sandbox/deps.sh" "$@"
 fi
-exec make -C "$root" "$1"
+exec make -C "$root" "$target"

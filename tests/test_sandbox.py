@@ -98,6 +98,20 @@ def test_deps_lists_the_debian_packages_one_a_line() -> None:
     assert subprocess.run([str(SANDBOX / "deps.sh"), "--bogus"], capture_output=True).returncode == 2
 
 
+def test_deps_profiles_add_their_packages_to_the_default_list_once() -> None:
+    default = ok(subprocess.run([str(SANDBOX / "deps.sh"), "--list"], capture_output=True, text=True)).split()
+    assert "libreoffice-calc" not in default and "vlc" not in default  # the demo stays light
+    for profile, added in (("test", {"libreoffice-calc", "libreoffice-writer", "vlc"}),
+                           ("osworld", {"libreoffice-calc", "libreoffice-impress", "libreoffice-writer", "gimp",
+                                        "vlc", "thunderbird", "wmctrl", "socat", "python-is-python3"})):
+        listed = ok(subprocess.run([str(SANDBOX / "deps.sh"), "--profile", profile, "--list"],
+                                   capture_output=True, text=True)).split()
+        assert listed[:len(default)] == default and added <= set(listed[len(default):])
+        assert len(set(listed)) == len(listed)
+    refused = subprocess.run([str(SANDBOX / "deps.sh"), "--profile", "bogus", "--list"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "--profile test|osworld" in refused.stderr
+
+
 def test_up_demo_status_down_leave_nothing_running(sandbox: Sandbox) -> None:
     out = ok(sandbox.run("up.sh"))
     assert "SCRIPTED" in out, out  # no key: the model is scripted, and it is said
