@@ -62,6 +62,9 @@ def test_a_metric_checks_fixtures_travel_with_the_spec_named_by_their_keys() -> 
      "unknown spec key 'checks[0].options.rule'; did you mean 'rules'? known here: rules"),
     ({**TABLE, "options": {"ignore_case": True}}, "checks[0].options.ignore_case", "known here: rules"),
     ({**TABLE, "options": []}, "checks[0].options", "must be a table, got []"),
+    ({**TABLE, "options": {"rules": [{"type": "sheet_dta"}]}}, "checks[0].options.rules[0].type",
+     "must be a compare_table rule type (did you mean 'sheet_data'? known: "),
+    ({**TABLE, "options": {"rules": {"type": "sheet_data"}}}, "checks[0].options.rules", "must be a list of rule"),
     ({**TABLE, "options": {"rules": float("nan")}}, "checks[0].options.rules", "a finite number (JSON has no inf"),
     ({"metric": "check_list", "result": {"value": 1}, "expected": {"value": 1}, "options": {"rules": 1}},
      "checks[0].options.rules", "unknown spec key 'checks[0].options.rules': metric 'check_list' takes no options"),
@@ -100,7 +103,8 @@ def test_a_misspelt_metric_carries_the_suggestion() -> None:
 @pytest.mark.parametrize("name", sorted(METRICS))
 def test_every_metric_of_the_catalog_parses_with_each_of_its_options(name: str) -> None:
     info = METRICS[name]
-    check: dict[str, Any] = {"metric": name, "result": {"file": "out"}, "options": dict.fromkeys(info.options, True)}
+    options = {key: [{"type": "sheet_data"}] if key == "rules" else True for key in info.options}
+    check: dict[str, Any] = {"metric": name, "result": {"file": "out"}, "options": options}
     if info.expected:
         check["expected"] = {"value": "gold"}
     parsed = parse_spec(spec_with(check)).checks[0]

@@ -21,7 +21,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cud.errors import ProtocolError, SpecError
-from cud.osworld.catalog import METRICS
+from cud.osworld.catalog import METRICS, TABLE_RULES
 from cud.protocol import CHUNK_BYTES, encode, parse_request, request
 from cud.spec import parse_spec
 from cud.spec.load import load_spec
@@ -182,7 +182,8 @@ class Builder:
             options: dict[str, Any] = {}
             for key in self.draw(st.lists(st.sampled_from(sorted(METRICS[name].options)), min_size=1, max_size=3,
                                           unique=True)):
-                self.put(options, where, key, self.draw(JSON), "json")
+                rules = st.lists(st.builds(lambda kind: {"type": kind}, st.sampled_from(sorted(TABLE_RULES))), max_size=3)
+                self.put(options, where, key, self.draw(rules if key == "rules" else JSON), "json")
             out["options"] = options
             self.sites.append(Site(where, "table"))
         if self.maybe():

@@ -10,7 +10,8 @@ timeout = 60                                   # seconds for the judge (and a re
 ```
 
 The catalog is light (no metric library is imported), so a misspelt metric or option is
-refused here, with "did you mean", before anything is sent or runs. What the metric makes
+refused here, with "did you mean" (as every spec key), and then whatever else the catalog's
+``check_options`` refuses (a compare_table rule's type), before anything is sent or runs. What the metric makes
 of the values is the judge's business (cud.osworld.judge, in a process of its own).
 """
 
@@ -22,7 +23,7 @@ import math
 from typing import Any, Literal
 
 from cud.errors import SpecError
-from cud.osworld.catalog import METRICS
+from cud.osworld.catalog import METRICS, check_options
 from cud.spec import values as v
 from cud.spec.setup import MAX_RUN_TIMEOUT
 from cud.suggest import closest, did_you_mean
@@ -90,6 +91,7 @@ def parse_metric(path: str, raw: dict[str, Any]) -> dict[str, Any]:
                         value=v.shown(next(iter(given))))
     options = v.table(at, given, info.options)
     fields["options"] = {key: json_value(v.join(at, key), value) for key, value in options.items()}
+    check_options(name, fields["options"], at)  # the catalog's own word: a compare_table rule's type, too
     _size(at, fields["options"])
     fields["timeout"] = v.number(v.join(path, "timeout"), raw.get("timeout", METRIC_TIMEOUT), 0, MAX_RUN_TIMEOUT,
                                  " of seconds")
