@@ -89,7 +89,11 @@ async def judge_metric(check: Check, session: SeatSession, files: Mapping[str, b
         done = await _run_judge(json.dumps(question).encode(), account, workdir, check.timeout)
     finally:
         await asyncio.to_thread(shutil.rmtree, workdir, True)
-    return _answer(check, done, result.summary)
+    # The judge names the copies, gone now: a why names the files as the spec does.
+    copies = {str(workdir / role / each.name): str(arg.value)
+              for role, each, arg in (("result", result, check.result), ("expected", expected, check.expected))
+              if each is not None and each.name is not None and arg is not None}
+    return _answer(check, done, result.summary, copies)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,8 +209,9 @@ def _limits(timeout: float) -> dict[str, int]:
             "RLIMIT_FSIZE": JUDGE_FILE_BYTES, "RLIMIT_NOFILE": JUDGE_OPEN_FILES, "RLIMIT_CORE": 0}
 
 
-def _answer(check: Check, done: Completed, summary: str) -> Judged:
-    """The check from the judge's run: its score, or why there is none."""
+def _answer(check: Check, done: Completed, summary: str, copies: Mapping[str, str]) -> Judged:
+    """The check from the judge's run: its score, or why there is none (``copies``: the paths the judge was given,
+    each with the spec's name of the file, put back in what it said)."""
     name = check.metric
     if done.timed_out:
         return Judged(False, False, {"result": summary},
@@ -219,8 +224,11 @@ def _answer(check: Check, done: Completed, summary: str) -> Judged:
     except ValueError:
         answer = None
     if isinstance(answer, dict) and set(answer) == {"error"} and isinstance(answer["error"], str):
-        return Judged(False, False, {"result": summary, "error": answer["error"][:1000]},
-                      f"OSWorld's {name} could not judge {summary}: {answer['error'][:300]}")
+        said = answer["error"]
+        for copy, spec_name in copies.items():
+            said = said.replace(copy, spec_name)
+        return Judged(False, False, {"result": summary, "error": said[:1000]},
+                      f"OSWorld's {name} could not judge {summary}: {said[:300]}")
     score = answer.get("score") if isinstance(answer, dict) and set(answer) == {"score"} else None
     if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
         return Judged(False, False, {"result": summary}, f"the judge of OSWorld's {name} crashed: its answer is not "

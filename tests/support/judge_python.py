@@ -28,8 +28,11 @@ _PROBE = "import cud.osworld.judge, openpyxl, pandas"
 
 
 def _runs(python: str, user: SeatUser) -> bool:
-    done = subprocess.run([python, "-I", "-c", _PROBE], cwd="/", capture_output=True, timeout=120,
-                          **user.become())  # type: ignore[call-overload]  # user=, group=, extra_groups=
+    try:
+        done = subprocess.run([python, "-I", "-c", _PROBE], cwd="/", capture_output=True, timeout=120,
+                              **user.become())  # type: ignore[call-overload]  # user=, group=, extra_groups=
+    except PermissionError:  # the user may not run it at all
+        return False
     return done.returncode == 0
 
 
