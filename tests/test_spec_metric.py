@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from cud.errors import SpecError
+from cud.daemon.session.config import load_session_limits
+from cud.errors import ConfigError, SpecError
 from cud.osworld.catalog import METRICS
 from cud.spec import parse_spec
 from cud.spec.metric import METRIC_TIMEOUT
@@ -110,3 +111,14 @@ def test_every_metric_of_the_catalog_parses_with_each_of_its_options(name: str) 
     parsed = parse_spec(spec_with(check)).checks[0]
     assert (parsed.metric, set(parsed.options)) == (name, info.options)
     assert (parsed.expected is not None) == info.expected
+
+
+def test_the_judges_user_is_checked_when_the_config_is_read() -> None:
+    assert load_session_limits({}).judge_user == "nobody"
+    assert load_session_limits({"judge_user": "nobody"}).judge_user == "nobody"
+    for value, words in (("root", "names 'root', which is root (uid 0): a metric's judge parses what the model made"),
+                         ("cud-no-such-user", "names a user 'cud-no-such-user' that does not exist"),
+                         ("", "must be a non-empty string"), (65534, "must be a non-empty string")):
+        with pytest.raises(ConfigError) as caught:
+            load_session_limits({"judge_user": value})
+        assert caught.value.details["key"] == "sessions.judge_user" and words in caught.value.message, caught.value

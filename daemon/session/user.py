@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import pwd
@@ -55,12 +54,14 @@ class SeatUser:
 def judge_account(key: str, name: str) -> SeatUser | None:
     """The user ``name`` a daemon run as root runs a metric's judge as (refused, naming ``key``, if it is root or does
     not exist); None for a daemon that is not root: it can run the judge only as itself."""
-    if os.geteuid() != 0:
-        return None
-    with contextlib.suppress(KeyError):
-        if pwd.getpwnam(name).pw_uid == 0:
-            # The judge parses files the model made (a spreadsheet, a document): a parser's flaw must not be root's.
-            raise ConfigError(f"config key {key!r} names {name!r}, which is root (uid 0): a metric's judge parses "
-                              "what the model made, so it runs as a user with no rights of its own", key=key,
-                              value=repr(name))
-    return SeatUser.lookup(key, name)
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        raise ConfigError(f"config key {key!r} names a user {name!r} that does not exist", key=key,
+                          value=repr(name)) from None
+    if uid == 0:
+        # The judge parses files the model made (a spreadsheet, a document): a parser's flaw must not be root's.
+        raise ConfigError(f"config key {key!r} names {name!r}, which is root (uid 0): a metric's judge parses "
+                          "what the model made, so it runs as a user with no rights of its own", key=key,
+                          value=repr(name))
+    return SeatUser.lookup(key, name) if os.geteuid() == 0 else None
