@@ -9,8 +9,9 @@ a few milliseconds. :mod:`cud.daemon.spec.metric` runs OSWorld's metrics' judge 
 ``LIMITS UID GID GROUPS ERRFD -- ARGV...``: set each limit of ``LIMITS`` (JSON, ``{"RLIMIT_CPU": 61,
 …}``, soft and hard alike) but ``RLIMIT_NPROC``, become the user (``UID`` ``-``: stay who it is, as a
 daemon that is not root must), then set ``RLIMIT_NPROC``, and exec ``ARGV``. ``RLIMIT_NPROC`` comes
-after the user: lowered before, the change of user would mark the process as over it and the exec
-would fail; after, it only stops the program from starting any process or thread of its own. Why
+after the user: lowered before, the change of user may mark the process as over it (Linux does, for
+a root without CAP_SYS_RESOURCE and CAP_SYS_ADMIN) and the exec would fail; after, it only stops
+the program from starting any process or thread of its own. Why
 it could not start is written to ``ERRFD`` (close-on-exec: the daemon reads nothing when the exec
 worked), as nsexec.py does.
 """
