@@ -230,8 +230,9 @@ def test_a_judge_that_cannot_start_says_why() -> None:
     assert done.returncode == 127
 
 
-def completed(exit_code: int | None, stdout: bytes = b"", stderr: bytes = b"", *, timed_out: bool = False) -> Completed:
-    return Completed(JUDGE_ARGV, exit_code, stdout, stderr, timed_out, False)
+def completed(exit_code: int | None, stdout: bytes = b"", stderr: bytes = b"", *, timed_out: bool = False,
+              truncated: bool = False) -> Completed:
+    return Completed(JUDGE_ARGV, exit_code, stdout, stderr, timed_out, truncated)
 
 
 CHECK = parse_spec({"prompt": "p", "checks": [{"metric": "compare_table", "result": {"file": "out.xlsx"},
@@ -256,6 +257,8 @@ CHECK = parse_spec({"prompt": "p", "checks": [{"metric": "compare_table", "resul
      "the judge of OSWorld's compare_table crashed: its answer is not a score: '{\"score\": true}'"),
     (completed(0, b"score: 1"), False, False, "the judge of OSWorld's compare_table crashed: its answer is not a "
                                               "score: 'score: 1'"),
+    (completed(0, b'{"error": "' + b"x" * 100, truncated=True), False, False,
+     "the judge of OSWorld's compare_table crashed: its answer is over 65536 bytes"),
 ])
 def test_the_judges_answer_decides_the_check(done: Completed, looked: bool, passed: bool, why: str) -> None:
     judged = _answer(CHECK, done, "out.xlsx (9 bytes)", {})

@@ -120,10 +120,10 @@ async def _gather(arg: MetricArg, check: Check, session: SeatSession, files: Map
             data = await session.read_file(arg.value, max_bytes=MAX_RESULT_BYTES)
         except NotFound:
             return _Gathered(f"no file {arg.value}", none=f"there is no {arg.value}")
-        return _Gathered(f"{arg.value} ({len(data)} bytes)", Path(arg.value).name, data)
+        return _Gathered(f"{arg.value} ({len(data)} bytes)", _file_name(arg.value), data)
     if arg.kind == "fixture":
         data = files[arg.value]
-        return _Gathered(f"fixture {arg.value} ({len(data)} bytes)", Path(arg.value).name, data)
+        return _Gathered(f"fixture {arg.value} ({len(data)} bytes)", _file_name(arg.value), data)
     if arg.kind == "command":
         done = await session.run(arg.value, timeout=check.timeout, max_output=MAX_RESULT_BYTES)
         if done.timed_out:
@@ -136,6 +136,13 @@ async def _gather(arg: MetricArg, check: Check, session: SeatSession, files: Map
         return _Gathered(f"the output of {arg.value[0]} ({len(done.stdout)} bytes, exit status {done.exit_code})",
                          value=text)
     return _Gathered(arg.describe(), value=arg.value)
+
+
+def _file_name(path: str) -> str:
+    """The copy's name: the file's own (a metric may go by its extension), or ``file`` for one a path cannot name
+    (a fixture's ``..``)."""
+    name = Path(path).name
+    return "file" if name in ("", ".", "..") else name
 
 
 def _private_dir(gathered: Mapping[str, _Gathered | None], account: SeatUser | None) -> Path:
@@ -231,8 +238,10 @@ def _answer(check: Check, done: Completed, summary: str, copies: Mapping[str, st
                       f"OSWorld's {name} could not judge {summary}: {said[:300]}")
     score = answer.get("score") if isinstance(answer, dict) and set(answer) == {"score"} else None
     if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
-        return Judged(False, False, {"result": summary}, f"the judge of OSWorld's {name} crashed: its answer is not "
-                      f"a score: {done.stdout[:200].decode('utf-8', 'replace')!r}{_stderr(done)}")
+        what = (f"its answer is over {MAX_JUDGE_OUTPUT} bytes" if done.truncated else
+                f"its answer is not a score: {done.stdout[:200].decode('utf-8', 'replace')!r}")
+        return Judged(False, False, {"result": summary}, f"the judge of OSWorld's {name} crashed: {what}"
+                      f"{_stderr(done)}")
     observed = {"score": score, "result": summary}
     passed = score >= 1.0
     return Judged(True, passed, observed, f"OSWorld's {name} scored {score:g} of 1 on {summary}")
