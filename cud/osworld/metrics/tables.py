@@ -79,6 +79,12 @@ class _Books:
             self.pd_expected = pd.ExcelFile(self.expected)
             self.expected_names = self.pd_expected.sheet_names
 
+    def close(self) -> None:
+        """Close pandas' books (OSWorld leaves them to the collector)."""
+        for book in (self.pd_result, self.pd_expected):
+            if book is not None:
+                book.close()
+
     def idx(self, sheet_idx: int | str, result: Any, expected: Any) -> tuple[Any, str]:
         return parse_sheet_idx(sheet_idx, result, expected, self.result_names, self.expected_names)
 
@@ -99,20 +105,23 @@ def compare_table(result: str | None, expected: str | None = None, **options: An
         books = _Books(result, expected)
     except Exception:
         return 0.0
-    books.open_expected()
-    passes = True
-    for r in options["rules"]:
-        check = _RULES.get(r["type"])
-        if check is None:
-            raise NotImplementedError("Unimplemented sheet check: {:}".format(r["type"]))
-        metric = check(books, r)
-        if metric is None:
-            return 0.0
-        books.last = metric
-        passes = passes and metric
-        if not passes:
-            break
-    return float(passes)
+    try:
+        books.open_expected()
+        passes = True
+        for r in options["rules"]:
+            check = _RULES.get(r["type"])
+            if check is None:
+                raise NotImplementedError("Unimplemented sheet check: {:}".format(r["type"]))
+            metric = check(books, r)
+            if metric is None:
+                return 0.0
+            books.last = metric
+            passes = passes and metric
+            if not passes:
+                break
+        return float(passes)
+    finally:
+        books.close()
 
 
 def _sheet_name(books: _Books, r: dict[str, Any]) -> _Verdict:
