@@ -79,8 +79,8 @@ async def judge_metric(check: Check, session: SeatSession, files: Mapping[str, b
         account = judge_account("sessions.judge_user", judge_user)
     except ConfigError as exc:  # the default user, never checked at config load, is not on this machine
         raise CudError(f"the metric's judge has no user: {exc.message}") from None
-    result = await _gather(check.result, check, session, files)
-    expected = None if check.expected is None else await _gather(check.expected, check, session, files)
+    result = await _gather(check.result, "result", check, session, files)
+    expected = None if check.expected is None else await _gather(check.expected, "expected", check, session, files)
     workdir = await asyncio.to_thread(_private_dir, {"result": result, "expected": expected}, account)
     try:
         question = {"metric": check.metric, "result": result.arg(workdir, "result"),
@@ -114,7 +114,8 @@ class _Gathered:
         return {"path": str(workdir / role / self.name)}
 
 
-async def _gather(arg: MetricArg, check: Check, session: SeatSession, files: Mapping[str, bytes]) -> _Gathered:
+async def _gather(arg: MetricArg, role: str, check: Check, session: SeatSession,
+                  files: Mapping[str, bytes]) -> _Gathered:
     if arg.kind == "file":
         try:
             data = await session.read_file(arg.value, max_bytes=MAX_RESULT_BYTES)
@@ -127,10 +128,10 @@ async def _gather(arg: MetricArg, check: Check, session: SeatSession, files: Map
     if arg.kind == "command":
         done = await session.run(arg.value, timeout=check.timeout, max_output=MAX_RESULT_BYTES)
         if done.timed_out:
-            raise CudError(f"the result's command {arg.value[0]} ran past the check's timeout of {check.timeout:g} s "
+            raise CudError(f"the {role}'s command {arg.value[0]} ran past the check's timeout of {check.timeout:g} s "
                            "and was stopped")
         if done.truncated:
-            raise CudError(f"the result's command {arg.value[0]} printed over {MAX_RESULT_BYTES} bytes, the limit")
+            raise CudError(f"the {role}'s command {arg.value[0]} printed over {MAX_RESULT_BYTES} bytes, the limit")
         # OSWorld's command getter hands the metric the output whatever the exit status.
         text = done.stdout.decode("utf-8", "replace")
         return _Gathered(f"the output of {arg.value[0]} ({len(done.stdout)} bytes, exit status {done.exit_code})",
