@@ -165,6 +165,7 @@ expected = {{ value = {{ include = ["x"] }} }}
 timeout = 1
 """, {"fixtures/gold.xlsx": workbook(), "fixtures/wrong.xlsx": workbook(wrong_cell=True),
       "fixtures/broken.xlsx": b"PK\x03\x04 not a spreadsheet", "fixtures/notes.txt": NOTES})
+    before = judges_dirs(judge)
     code, task = seat.submit(spec)
     assert task["state"] == "succeeded" and code == 1, (task["error"], task["reason"])
     results = task["verdict"]["checks"]
@@ -192,7 +193,12 @@ timeout = 1
     assert by_name["error: a result command past the timeout"]["why"] == (
         "could not look: the result's command /bin/sleep ran past the check's timeout of 1 s and was stopped")
     # Nothing of the judge's is left behind in the temporary directory (its directories are its user's).
-    assert [p for p in Path(tempfile.gettempdir()).glob("cud-judge-*") if p.lstat().st_uid == judge.uid] == []
+    assert judges_dirs(judge) == before
+
+
+def judges_dirs(judge: SeatUser) -> set[Path]:
+    """The judge's directories in the temporary directory (its user's uid may be a removed user's of before)."""
+    return {p for p in Path(tempfile.gettempdir()).glob("cud-judge-*") if p.lstat().st_uid == judge.uid}
 
 
 def test_the_judge_starts_as_its_user_with_its_limits_and_can_start_nothing(seat: SpecSeat,
