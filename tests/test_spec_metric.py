@@ -7,6 +7,7 @@ fixtures a metric check sends. No display: parsing is the same code on both side
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from cud.daemon.session.config import load_session_limits
 from cud.errors import ConfigError, SpecError
 from cud.osworld.catalog import METRICS
 from cud.spec import parse_spec
+from cud.spec.load import load_spec
 from cud.spec.metric import METRIC_TIMEOUT
 
 
@@ -122,3 +124,17 @@ def test_the_judges_user_is_checked_when_the_config_is_read() -> None:
         with pytest.raises(ConfigError) as caught:
             load_session_limits({"judge_user": value})
         assert caught.value.details["key"] == "sessions.judge_user" and words in caught.value.message, caught.value
+
+
+def test_a_metric_checks_fixtures_are_read_from_the_spec_folder_and_confined_to_it(tmp_path: Path) -> None:
+    (tmp_path / "spec" / "fixtures").mkdir(parents=True)
+    (tmp_path / "spec" / "fixtures" / "gold.txt").write_text("gold\n")
+    (tmp_path / "secret.txt").write_text("secret\n")
+    spec_file = tmp_path / "spec" / "s.toml"
+    spec_file.write_text('prompt = "p"\n[[checks]]\nmetric = "diff_text_file"\nresult = { fixture = "fixtures/gold.txt" }'
+                         '\nexpected = { fixture = "../secret.txt" }\n')
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec_file)
+    assert caught.value.details["key"] == "checks[0].expected.fixture" and "outside the folder" in caught.value.message
+    _spec, files = load_spec(spec_file, allow_outside=True)
+    assert files == {"fixtures/gold.txt": b"gold\n", "../secret.txt": b"secret\n"}
