@@ -17,14 +17,17 @@ from hypothesis import strategies as st
 
 from cud.osworld.metrics import metric
 from tests.support.osworld_books import Book, Sheet, book_pairs, table_rules, write_book
-from tests.support.osworld_outcomes import outcome
+from tests.support.osworld_outcomes import collect, outcome
 from tests.support.osworld_reference import reference
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def both(name: str, *args: Any, **options: Any) -> tuple[tuple[str, object], tuple[str, object]]:
-    return outcome(metric(name), *args, **options), outcome(reference(name), *args, **options)
+    answers = outcome(metric(name), *args, **options), outcome(reference(name), *args, **options)
+    if name == "compare_table":
+        collect()
+    return answers
 
 
 @st.composite

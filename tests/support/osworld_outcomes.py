@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ("outcome",)
+__all__ = ("collect", "outcome")
 
 
 def outcome(function: Callable[..., Any], *args: Any, **options: Any) -> tuple[str, object]:
@@ -27,9 +27,13 @@ def outcome(function: Callable[..., Any], *args: Any, **options: Any) -> tuple[s
             score = function(*args, **options)
         except Exception as exc:
             return "raised", type(exc).__name__
-        finally:
-            # OSWorld's compare_table leaves its pandas ExcelFiles open; they are collected (and their
-            # ResourceWarnings dropped) here, not at some later test's collection, where pytest fails them.
-            gc.collect()
     value = float(score)
     return "score", "nan" if math.isnan(value) else value
+
+
+def collect() -> None:
+    """Collect what the calls left: OSWorld's compare_table leaves its pandas ExcelFiles open, and their
+    ResourceWarnings are dropped here rather than raised at some later test's collection, which pytest fails."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gc.collect()
