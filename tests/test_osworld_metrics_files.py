@@ -97,8 +97,14 @@ def json_pairs(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     """An object and the expected keys: a sub-table of it, with one key's value changed or a key added, or not."""
     actual = draw(objects)
     expected = {k: v for k, v in actual.items() if draw(st.booleans())}
-    how = draw(st.sampled_from(["same", "value", "key"]))
-    if how == "value":
+    how = draw(st.sampled_from(["same", "value", "key", "shuffled"]))
+    if how == "shuffled":
+        # OSWorld's ignore_list_order is a key of the expected table too, compared sorted like the others:
+        # it holds only as a list the result has as well.
+        actual = {"a": [1, 2, 3], "b": ["x", "y"], "ignore_list_order": [draw(st.integers(0, 1))]}
+        expected = {"a": draw(st.permutations([1, 2, 3])), "b": draw(st.permutations(["x", "y"])),
+                    "ignore_list_order": draw(st.sampled_from([[0], [1], True]))}
+    elif how == "value":
         expected[draw(keys)] = draw(json_values)
     elif how == "key":
         expected[draw(keys.map(lambda k: k + "2"))] = draw(json_values)

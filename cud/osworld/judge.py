@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -107,6 +108,11 @@ def _run(name: str, args: list[Any], options: dict[str, Any], paths: list[tuple[
 
 
 def main() -> int:
+    # The answer's channel is a copy of stdout; fd 1 itself goes to stderr, so nothing a library writes
+    # there, even from C, mixes into the one JSON answer.
+    sys.stdout.flush()
+    answer_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
     data = sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1)
     if len(data) > MAX_REQUEST_BYTES:
         answer: dict[str, object] = {"error": f"the request is larger than {MAX_REQUEST_BYTES} bytes"}
@@ -117,8 +123,8 @@ def main() -> int:
             answer = {"error": f"the request is not JSON: {exc}"}
         else:
             answer = judge(request)
-    sys.stdout.write(json.dumps(answer) + "\n")
-    sys.stdout.flush()
+    with answer_out:
+        answer_out.write(json.dumps(answer) + "\n")
     return 0
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import zipfile
 from pathlib import Path
 from typing import Any
 
+import lxml.etree
 from hypothesis import strategies as st
 from openpyxl import Workbook
 from openpyxl.chart import BarChart, Reference
@@ -27,7 +29,7 @@ ROWS, COLS = 4, 3
 SHEET_NAMES = ("Sheet1", "Data", "Sum", "x y")
 NUMBER_FORMATS = ("General", "0.00", "0%", "#,##0")
 COLOURS = ("FF000000", "FFFF0000", "FF00FF00")
-MUTATIONS = ("none", "cell", "sheet_name", "style", "number_format", "freeze", "zoom", "row", "column", "filter",
+MUTATIONS = ("none", "cell", "nudge", "sheet_name", "style", "number_format", "freeze", "zoom", "row", "column", "filter",
              "chart", "validation", "order")
 
 values = st.one_of(
@@ -60,12 +62,21 @@ class Sheet:
 @dataclasses.dataclass
 class Book:
     sheets: list[Sheet]
+    #: Strings in a shared-strings part, as LibreOffice and Excel write them (openpyxl writes them inline).
+    shared_strings: bool = True
+
+
+numbers = st.one_of(st.none(), st.integers(-1000, 1000),
+                    st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False).map(lambda x: round(x, 5)))
+COLUMN_KINDS = {"numbers": numbers, "texts": st.text(alphabet="abcAB xy,.-", max_size=6), "mixed": values}
 
 
 @st.composite
 def sheets(draw: st.DrawFn, name: str) -> Sheet:
     coords = [(r, c) for r in range(1, ROWS + 1) for c in range(1, COLS + 1)]
-    cells = {rc: draw(values) for rc in coords}
+    # A column of numbers only is one pandas rounds (sheet_data's precision); a mixed one it leaves alone.
+    kinds = [COLUMN_KINDS[draw(st.sampled_from(sorted(COLUMN_KINDS)))] for _ in range(COLS)]
+    cells = {(r, c): draw(kinds[c - 1]) for r, c in coords}
     some = st.sampled_from(coords)
     return Sheet(
         name=name, cells=cells,
@@ -74,7 +85,7 @@ def sheets(draw: st.DrawFn, name: str) -> Sheet:
         number_format=draw(st.dictionaries(some, st.sampled_from(NUMBER_FORMATS), max_size=2)),
         fill=draw(st.dictionaries(some, st.sampled_from(COLOURS), max_size=2)),
         freeze=draw(st.sampled_from([None, "A2", "B2", "B3"])),
-        zoom=draw(st.sampled_from([None, 75, 100, 150])),
+        zoom=draw(st.sampled_from([None, 75, 100, 108, 115, 150])),
         row_height=draw(st.dictionaries(st.integers(1, ROWS), st.sampled_from([12.0, 20.0, 30.5]), max_size=2)),
         hidden_rows=set(draw(st.lists(st.integers(1, ROWS), max_size=1))),
         col_width=draw(st.dictionaries(st.sampled_from("ABC"), st.sampled_from([8.0, 15.5, 30.0]), max_size=2)),
@@ -89,22 +100,30 @@ def sheets(draw: st.DrawFn, name: str) -> Sheet:
 @st.composite
 def books(draw: st.DrawFn) -> Book:
     names = draw(st.lists(st.sampled_from(SHEET_NAMES), min_size=1, max_size=2, unique=True))
-    return Book([draw(sheets(name)) for name in names])
+    return Book([draw(sheets(name)) for name in names], draw(st.sampled_from([True, False])))
 
 
 @st.composite
-def book_pairs(draw: st.DrawFn) -> tuple[Book, Book, str]:
-    """A book, a copy changed in one thing (:data:`MUTATIONS`; "none" for an equal copy), and what changed."""
+def book_pairs(draw: st.DrawFn, mutation: str | None = None) -> tuple[Book, Book, str]:
+    """A book, a copy changed in one thing of its first sheet (``mutation``, else any of :data:`MUTATIONS`;
+    "none" for an equal copy), and what changed."""
     book = draw(books())
-    other = Book([dataclasses.replace(s, cells=dict(s.cells), bold=set(s.bold), colour=dict(s.colour),
-                                      number_format=dict(s.number_format), fill=dict(s.fill),
-                                      row_height=dict(s.row_height), hidden_rows=set(s.hidden_rows),
-                                      col_width=dict(s.col_width)) for s in book.sheets])
-    mutation = draw(st.sampled_from(MUTATIONS))
-    sheet = draw(st.sampled_from(other.sheets))
-    rc = (draw(st.integers(1, ROWS)), draw(st.integers(1, COLS)))
+    other = Book(shared_strings=book.shared_strings, sheets=[
+        dataclasses.replace(s, cells=dict(s.cells), bold=set(s.bold), colour=dict(s.colour),
+                            number_format=dict(s.number_format), fill=dict(s.fill), row_height=dict(s.row_height),
+                            hidden_rows=set(s.hidden_rows), col_width=dict(s.col_width)) for s in book.sheets])
+    mutation = mutation or draw(st.sampled_from(MUTATIONS))
+    sheet = other.sheets[0]
+    filled = [k for k, v in sheet.cells.items() if v is not None]
+    rc = draw(st.sampled_from(filled)) if filled else (1, 1)
     if mutation == "cell":
         sheet.cells[rc] = draw(values)
+    elif mutation == "nudge":
+        # A number moved a little: below, at and above the 4 decimals sheet_data rounds to by default.
+        numbers = [k for k, v in sheet.cells.items() if isinstance(v, (int, float))] or [rc]
+        at = draw(st.sampled_from(numbers))
+        old = sheet.cells[at]
+        sheet.cells[at] = (old if isinstance(old, (int, float)) else 0) + draw(st.sampled_from([1e-7, 0.001, 0.3]))
     elif mutation == "sheet_name":
         sheet.name = draw(st.sampled_from([n for n in (*SHEET_NAMES, "Renamed") if n not in
                                            {s.name for s in other.sheets}]))
@@ -181,6 +200,54 @@ def write_book(book: Book, path: Path) -> None:
             for r in range(1, ROWS + 1):
                 writer.writerow(["" if model.cells[(r, c)] is None else model.cells[(r, c)] for c in range(1, COLS + 1)])
     workbook.save(path)
+    if book.shared_strings:
+        share_strings(path)
+
+
+_MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+_SST_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"
+_SST_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/sharedStrings"
+
+
+def share_strings(path: Path) -> None:
+    """Rewrite the xlsx at ``path`` so its inline strings are in ``xl/sharedStrings.xml``, referenced by index."""
+    with zipfile.ZipFile(path) as archive:
+        parts = {name: archive.read(name) for name in archive.namelist()}
+    strings: list[str] = []
+    for name in sorted(parts):
+        if not (name.startswith("xl/worksheets/sheet") and name.endswith(".xml")):
+            continue
+        root = lxml.etree.fromstring(parts[name])
+        for cell in root.iter(f"{{{_MAIN}}}c"):
+            if cell.get("t") != "inlineStr":
+                continue
+            text = "".join(cell.itertext())
+            for child in list(cell):
+                cell.remove(child)
+            if text not in strings:
+                strings.append(text)
+            cell.set("t", "s")
+            lxml.etree.SubElement(cell, f"{{{_MAIN}}}v").text = str(strings.index(text))
+        parts[name] = lxml.etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=True)
+    sst = lxml.etree.Element(f"{{{_MAIN}}}sst", nsmap={None: _MAIN}, count=str(len(strings)),
+                             uniqueCount=str(len(strings)))
+    for text in strings:
+        t = lxml.etree.SubElement(lxml.etree.SubElement(sst, f"{{{_MAIN}}}si"), f"{{{_MAIN}}}t")
+        t.text = text
+        t.set("{http://www.w3.org/XML/1998/namespace}space", "preserve")
+    parts["xl/sharedStrings.xml"] = lxml.etree.tostring(sst, xml_declaration=True, encoding="UTF-8", standalone=True)
+    types = lxml.etree.fromstring(parts["[Content_Types].xml"])
+    lxml.etree.SubElement(types, f"{{{types.nsmap[None]}}}Override", PartName="/xl/sharedStrings.xml",
+                          ContentType=_SST_TYPE)
+    parts["[Content_Types].xml"] = lxml.etree.tostring(types, xml_declaration=True, encoding="UTF-8", standalone=True)
+    rels = lxml.etree.fromstring(parts["xl/_rels/workbook.xml.rels"])
+    lxml.etree.SubElement(rels, f"{{{rels.nsmap[None]}}}Relationship", Id="rIdShared", Type=_SST_REL,
+                          Target="sharedStrings.xml")
+    parts["xl/_rels/workbook.xml.rels"] = lxml.etree.tostring(rels, xml_declaration=True, encoding="UTF-8",
+                                                             standalone=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in parts.items():
+            archive.writestr(name, data)
 
 
 STYLE_PROPS = ("number_format", "font_name", "font_color", "font_bold", "font_italic", "font_size", "fill_type",
@@ -199,12 +266,23 @@ def sheet_indexes(draw: st.DrawFn, result: Book, expected: Book, side: str) -> i
     ))
 
 
+RULE_TYPES = ("sheet_name", "sheet_data", "sheet_print", "sheet_fuzzy", "sparkline", "chart", "style", "freeze", "zoom",
+              "data_validation", "row_props", "col_props", "filter", "pivot_table", "check_cell")
+#: The rule types that look at what each mutation changes.
+LOOKING_AT: dict[str, tuple[str, ...]] = {
+    "none": RULE_TYPES, "cell": ("sheet_data", "sheet_print", "sheet_fuzzy", "check_cell", "style"),
+    "nudge": ("sheet_data", "check_cell"), "sheet_name": ("sheet_name", "sheet_data"),
+    "style": ("style", "check_cell"), "number_format": ("style", "check_cell"), "freeze": ("freeze",),
+    "zoom": ("zoom",), "row": ("row_props",), "column": ("col_props",), "filter": ("filter",), "chart": ("chart",),
+    "validation": ("data_validation",), "order": ("sheet_name", "sheet_data"),
+}
+
+
 @st.composite
-def table_rules(draw: st.DrawFn, result: Book, expected: Book) -> dict[str, Any]:
-    """One compare_table rule over ``result`` (sheet_idx0) and ``expected`` (sheet_idx1), of any type cud lacks none of."""
-    kind = draw(st.sampled_from(["sheet_name", "sheet_data", "sheet_print", "sheet_fuzzy", "sparkline", "chart",
-                                 "style", "freeze", "zoom", "data_validation", "row_props", "col_props", "filter",
-                                 "pivot_table", "check_cell"]))
+def table_rules(draw: st.DrawFn, result: Book, expected: Book, mutation: str = "none") -> dict[str, Any]:
+    """One compare_table rule over ``result`` (sheet_idx0) and ``expected`` (sheet_idx1), of any type cud lacks
+    none of; mostly of a type that looks at what ``mutation`` changed."""
+    kind = draw(st.one_of(st.sampled_from(LOOKING_AT[mutation]), st.sampled_from(RULE_TYPES)))
     rule: dict[str, Any] = {"type": kind}
     # Mostly the same sheet on both sides (by position or by name), so a rule sees the one change.
     shared = [i for i in range(min(len(result.sheets), len(expected.sheets)))]
@@ -213,7 +291,7 @@ def table_rules(draw: st.DrawFn, result: Book, expected: Book) -> dict[str, Any]
     pair = dict(zip(("sheet_idx0", "sheet_idx1"), draw(st.one_of(
         st.just(same), st.tuples(sheet_indexes(result, expected, "R"), sheet_indexes(result, expected, "E")))),
         strict=True))
-    one = {"sheet_idx": draw(sheet_indexes(result, expected, "R"))}
+    one = {"sheet_idx": draw(st.one_of(st.just(0), sheet_indexes(result, expected, "R")))}
     if kind == "sheet_data":
         rule.update(pair, **draw(st.fixed_dictionaries({}, optional={"precision": st.integers(0, 4)})))
     elif kind == "sheet_print":
@@ -231,10 +309,14 @@ def table_rules(draw: st.DrawFn, result: Book, expected: Book) -> dict[str, Any]
                                                                      "type", "direction", "xtitle", "ytitle"]),
                                                     max_size=4, unique=True)))
     elif kind == "style":
-        rule.update(pair, props=draw(st.lists(st.sampled_from(STYLE_PROPS), min_size=1, max_size=4, unique=True)))
+        props = draw(st.lists(st.sampled_from(STYLE_PROPS), min_size=1, max_size=4, unique=True))
+        if "font_bold" not in props and draw(st.booleans()):
+            props.append("font_bold")  # what the "style" mutation changes
+        rule.update(pair, props=props)
     elif kind == "zoom":
+        zoom = result.sheets[0].zoom or 100
         rule.update(one, method=draw(st.sampled_from(["eq", "ge", "lt", "approx:10"])),
-                    ref=draw(st.sampled_from([75, 100.0, 150])))
+                    ref=draw(st.sampled_from([75, 100.0, 150, zoom, zoom + 8, zoom - 15])))
     elif kind == "data_validation":
         prop = st.fixed_dictionaries({}, optional={
             "type": st.just({"method": "eq", "ref": "list"}),
@@ -258,8 +340,15 @@ def table_rules(draw: st.DrawFn, result: Book, expected: Book) -> dict[str, Any]
             ("value", {"method": "ne", "ref": "zzz"}), ("font_bold", {"method": "ne", "ref": True}),
             ("merge", {"method": "eq", "ref": False}),
         ])
-        rule.update(one, coordinate=draw(st.sampled_from(["A1", "B2", "C4", "D9"])),
-                    props=dict(draw(st.lists(checks, min_size=1, max_size=2))))
+        coordinate = draw(st.sampled_from(["A1", "B2", "C4", "D9"]))
+        props = dict(draw(st.lists(checks, min_size=1, max_size=2)))
+        value = result.sheets[0].cells.get((int(coordinate[1:]), "ABCD".index(coordinate[0]) + 1))
+        if isinstance(value, (int, float)) and draw(st.booleans()):
+            # Near the cell's own number: inside approx's threshold, and outside it.
+            props["value"] = {"method": "approx:0.5", "ref": value + draw(st.sampled_from([0.3, -0.7, 0.0]))}
+        elif isinstance(value, str) and draw(st.booleans()):
+            props["value"] = {"method": "eq", "ref": draw(st.sampled_from([value, value.upper(), "a"]))}
+        rule.update(one, coordinate=coordinate, props=props)
     elif kind != "sheet_name":
         rule.update(pair)
     return rule
