@@ -8,7 +8,7 @@ task did asks here: the daemon's verdict and metrics, ``cuctl submit --wait`` an
 exit status, ``cuctl eval``'s table, results.json, JUnit and index, the report's badge.
 
 - a **check**: ``error`` if it could not look (a CudError or OSError while looking, no
-  session), ``failed`` if it looked and disagreed, else ``passed``;
+  session, a metric that could not judge), ``failed`` if it looked and disagreed, else ``passed``;
 - a **verdict**, by the spec's ``pass_if``: with ``all`` (the default) ``failed`` if any check
   failed (the app visibly failed, whatever else could not be seen), else ``error`` if any check
   errored, else ``passed``; with ``any`` ``passed`` if any check passed, else ``failed`` if any

@@ -74,6 +74,7 @@ ACTS = {
     "setup[0].clipboard": '[[setup]]\nclipboard = "text"\n',
     "checks[0].command": '[[checks]]\ncommand = ["/bin/true"]\n',
     "checks[0].file": '[[checks]]\nfile = "f.txt"\n',
+    "checks[0].metric": '[[checks]]\nmetric = "diff_text_file"\nresult = { file = "f.txt" }\nexpected = { value = "x" }\n',
     "collect.files": '[collect]\nfiles = ["f.txt"]\n',
 }
 #: The parts that only wait or look: the right to submit is enough.

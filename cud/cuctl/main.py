@@ -69,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one OSWorld task file, converted to a spec (docs/osworld.md); its download URLs are "
                         "fetched here, not by the seat; the options replace the spec's own as with --spec")
     p.add_argument("--allow-files-outside", action="store_true",
-                   help="let the spec's files (setup src, check equals) be outside its folder, links resolved "
-                        "(an absolute path, ../, a link pointing out); refused by default (docs/specs.md): "
+                   help="let the spec's files (setup src, check equals, metric fixture) be outside its folder, "
+                        "links resolved (an absolute path, ../, a link pointing out); refused by default (docs/specs.md): "
                         "only for a spec you trust")
     p.add_argument("--model", metavar="M")
     p.add_argument("--max-steps", type=int, metavar="N")
@@ -120,8 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "currency: shared out as each task's max_cost; what is left unrun when it is spent "
                    "(docs/budgets.md)")
     p.add_argument("--allow-files-outside", action="store_true",
-                   help="let the specs' files (setup src, check equals) be outside their folder, links resolved "
-                        "(an absolute path, ../, a link pointing out); refused by default (docs/specs.md): "
+                   help="let the specs' files (setup src, check equals, metric fixture) be outside their folder, "
+                        "links resolved (an absolute path, ../, a link pointing out); refused by default (docs/specs.md): "
                         "only for specs you trust")
     p.add_argument("--resume", metavar="DIR", help="go on with the suite in DIR: run only what is not yet judged")
     p.add_argument("--retry-errors", type=int, metavar="N", help="submit a run that ended error (cud or the "

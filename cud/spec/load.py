@@ -1,7 +1,7 @@
 """Reading a spec file on the submitter's side (``cuctl submit --spec``): TOML or JSON, and its local files.
 
 A file ending in ``.json`` is JSON; any other is TOML. Files the spec names
-(setup ``src``, check ``equals``) are read relative to the spec file's folder,
+(setup ``src``, check ``equals``, a metric's ``fixture``) are read relative to the spec file's folder,
 each within :data:`cud.spec.wire.MAX_SPEC_FILE_BYTES` (the daemon's ``[sessions]`` may allow less),
 and must be inside that folder once symlinks are resolved: an absolute name, a ``..`` climbing out
 or a link pointing out is refused unless the submitter passed ``--allow-files-outside``

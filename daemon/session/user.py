@@ -9,7 +9,7 @@ from typing import Any
 
 from cud.errors import ConfigError
 
-__all__ = ("SeatUser",)
+__all__ = ("SeatUser", "judge_account")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,3 +49,19 @@ class SeatUser:
         if self.is_self:
             return {}
         return {"user": self.uid, "group": self.gid, "extra_groups": list(self.groups)}
+
+
+def judge_account(key: str, name: str) -> SeatUser | None:
+    """The user ``name`` a daemon run as root runs a metric's judge as (refused, naming ``key``, if it is root or does
+    not exist); None for a daemon that is not root: it can run the judge only as itself."""
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        raise ConfigError(f"config key {key!r} names a user {name!r} that does not exist", key=key,
+                          value=repr(name)) from None
+    if uid == 0:
+        # The judge parses files the model made (a spreadsheet, a document): a parser's flaw must not be root's.
+        raise ConfigError(f"config key {key!r} names {name!r}, which is root (uid 0): a metric's judge parses "
+                          "what the model made, so it runs as a user with no rights of its own", key=key,
+                          value=repr(name))
+    return SeatUser.lookup(key, name) if os.geteuid() == 0 else None

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cud.daemon.spec.desktop import Desktop, Found
+from cud.daemon.spec.metric import judge_metric
 from cud.daemon.spec.setup import tail
 from cud.errors import CudError, NotFound, SetupFailed
 from cud.outcome import check_outcome
@@ -44,14 +45,20 @@ def cut(text: str, limit: int = OBSERVED_CHARS) -> str:
 
 
 async def run_check(index: int, check: Check, session: SeatSession | None, desktop: Desktop,
-                    files: Mapping[str, bytes], final_message: str | None) -> CheckResultView:
+                    files: Mapping[str, bytes], final_message: str | None, *,
+                    judge_user: str = "nobody") -> CheckResultView:
+    """One check's result; a ``metric`` check's judge runs as ``judge_user`` (``[sessions] judge_user``)."""
     started = time.monotonic()
     looked = False
     try:
         if check.acts_in_session and session is None:
             raise CudError("this seat has no session (its user and home are not configured)")
-        passed, observed, why = await _judge(check, session, desktop, files, final_message)  # type: ignore[arg-type]  # session is set when the check acts in one
-        looked = True
+        if check.kind == "metric":
+            judged = await judge_metric(check, session, files, judge_user)  # type: ignore[arg-type]  # as below
+            looked, passed, observed, why = judged.looked, judged.passed, judged.observed, judged.why
+        else:
+            passed, observed, why = await _judge(check, session, desktop, files, final_message)  # type: ignore[arg-type]  # session is set when the check acts in one
+            looked = True
     except CudError as exc:
         passed, observed, why = False, None, f"could not look: {exc.message}"
     except OSError as exc:  # whatever the seat changed under the look: could not look, the verdict stands
@@ -93,6 +100,10 @@ def expected(check: Check) -> str:
     if check.kind == "answer":
         assert check.answer is not None
         return f"the final message {check.answer.describe()}"
+    if check.kind == "metric":
+        assert check.result is not None
+        against = f" against {check.expected.describe()}" if check.expected is not None else ""
+        return f"OSWorld's {check.metric} of {check.result.describe()}{against} scores 1"
     if check.kind == "file":
         if not check.exists:
             return f"no file {check.path}"

@@ -82,7 +82,8 @@ async def run_spec_task(seat: Seat, run: TaskRun, client: AsyncOpenAI) -> None:
                 postconfig = exc
             for index, check in enumerate(spec.checks):
                 result = (unlooked(index, check, postconfig) if postconfig is not None else
-                          await run_check(index, check, session, desktop, files, ending.final_message))
+                          await run_check(index, check, session, desktop, files, ending.final_message,
+                                          judge_user=seat.config.sessions.judge_user))
                 record("check", dict(result))
                 results.append(result)
             artifacts.extend(await collect(session, spec.collect.files, seat.trajectories, task["id"]))

@@ -59,11 +59,14 @@ class Daemon:
         seats: dict[str, str] | None = None,
         socket: Path | None = None,
         state_dir: str | None = None,
+        python: str | None = None,
     ) -> None:
         """``vnc=(HOST::PORT, password file)`` drives that VNC server instead of ``display``;
         ``seats={name: display}`` drives those displays (``--seat``), ``display`` then unused.
         ``socket`` and ``state_dir`` (as spelled on the command line: relative to ``workdir``,
-        the daemon's working directory) replace ``workdir``'s ``s`` and ``state``."""
+        the daemon's working directory) replace ``workdir``'s ``s`` and ``state``; ``python`` is the interpreter
+        it runs in (default: the tests')."""
+        self.python = python or sys.executable
         self.dir = workdir or Path(tempfile.mkdtemp(prefix="cud-", dir="/tmp"))
         self._own_dir = workdir is None
         self.socket = socket or self.dir / "s"
@@ -104,7 +107,7 @@ class Daemon:
         """Start the process without waiting for it to answer (``start`` waits)."""
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "cud.daemon.main", "run", *self.args],
+                [self.python, "-m", "cud.daemon.main", "run", *self.args],
                 env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir,
             )
         return self.proc
