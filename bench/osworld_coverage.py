@@ -2,7 +2,7 @@
 
 For an OSWorld checkout's ``evaluation_examples/`` folder, every task its index lists (``test_all.json``
 by default: ``{domain: [task id, ...]}``, each task in ``examples/DOMAIN/ID.json``) goes through
-:func:`cud.spec.osworld.convert_osworld`, with a fetcher that returns no bytes for any URL (nothing is
+:func:`cud.osworld.convert.convert_osworld`, with a fetcher that returns no bytes for any URL (nothing is
 downloaded). Printed: per domain, the tasks, how many convert and the rate, and a total; then the
 reasons the others are refused, by class (``config type 'googledrive'``, ``metric 'infeasible'``, ...).
 
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.stats import table
 from cud.errors import SpecError
-from cud.spec.osworld import OSWORLD_HOME, convert_osworld
+from cud.osworld.convert import OSWORLD_HOME, convert_osworld
 
 INDEX = "test_all.json"
 NOTE = "each refused task counts under its first blocker only: the converter stops at the first"

@@ -1,4 +1,4 @@
-"""OSWorld's task files converted to specs (cud/spec/osworld.py): each supported type, and refusals by name.
+"""OSWorld's task files converted to specs (cud/osworld/convert.py): each supported type, and refusals by name.
 
 The task files are the project's own, written in OSWorld's format (tests/data/osworld/);
 downloads come from a loopback HTTP server this module starts and stops.
@@ -18,9 +18,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cud.errors import SpecError
+from cud.osworld.convert import ANY_STATUS, LIST_TREE, convert_osworld, fetch_url, load_osworld
 from cud.spec import parse_spec
 from cud.spec.matching import Match
-from cud.spec.osworld import ANY_STATUS, LIST_TREE, convert_osworld, fetch_url, load_osworld
 from tests.support.http_files import serve_files
 
 DATA = Path(__file__).parent / "data" / "osworld"
@@ -290,7 +290,7 @@ def test_submit_takes_one_of_spec_and_from_osworld_and_no_prompt_beside_it(tmp_p
 
 
 def test_a_suite_runs_commands_as_written_only_when_every_seat_it_uses_sees_home_user() -> None:
-    from cud.spec.osworld import sees_home_user
+    from cud.osworld.convert import sees_home_user
 
     seats: list[Any] = [{"name": "a", "home_path": "/home/user"}, {"name": "b", "home_path": None},
                         {"name": "c", "home_path": "/home/user"}]

@@ -46,7 +46,7 @@ def test_json_counts_and_first_blockers(tmp_path: Path, capsys: pytest.CaptureFi
     def no_network(*args: object, **kwargs: object) -> None:
         raise AssertionError("the coverage must not touch the network")
     monkeypatch.setattr("urllib.request.urlopen", no_network)
-    monkeypatch.setattr("cud.spec.osworld.fetch_url", no_network)
+    monkeypatch.setattr("cud.osworld.convert.fetch_url", no_network)
     assert osworld_coverage.main([str(tree(tmp_path)), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["total"] == {"tasks": 4, "converted": 1, "rate": 0.25}

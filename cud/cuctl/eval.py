@@ -33,11 +33,11 @@ from cud.cuctl.output import emit_json, printable, short, table
 from cud.cuctl.progress import WaitNotice, live_terminal
 from cud.cuctl.report import write_private
 from cud.errors import AccessDenied, BudgetExceeded, ConfigError, ConnectionFailed, CudError, NotFound
+from cud.osworld.convert import OSWORLD_HOME, sees_home_user
 from cud.outcome import exit_status
 from cud.protocol import SeatView
 from cud.record.html import render
 from cud.seat_needs import SeatNeeds
-from cud.spec.osworld import OSWORLD_HOME, sees_home_user
 from cud.spec.wire import file_pieces, submit_fields
 from cud.suite.budget import SuiteBudget
 from cud.suite.index import write_index

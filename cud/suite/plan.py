@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cud.errors import ConfigError, SpecError
+from cud.osworld.convert import load_osworld
 from cud.spec.load import load_spec
-from cud.spec.osworld import load_osworld
 from cud.spec.schema import Spec
 
 __all__ = ("Planned", "plan", "reload")
@@ -38,7 +38,7 @@ OSWORLD_SUFFIXES = (".json",)
 def _loader(osworld: bool, allow_outside: bool,
             as_written: bool = False) -> Callable[[Path], tuple[Spec, dict[str, bytes]]]:
     """``allow_outside`` (``--allow-files-outside``): a spec's files may be outside its folder; ``as_written``: OSWorld
-    tasks for seats that see their home at /home/user (cud.spec.osworld)."""
+    tasks for seats that see their home at /home/user (cud.osworld.convert)."""
     if osworld:
         return functools.partial(load_osworld, as_written=as_written)
     return functools.partial(load_spec, allow_outside=allow_outside)
