@@ -190,6 +190,10 @@ def specs(draw: Any) -> tuple[dict[str, Any], list[Site]]:
         b.put(raw, (), "reset", b.maybe(), "bool")
     raw["setup"] = [b.step(("setup", i)) for i in range(draw(st.integers(0, 3)))]
     raw["checks"] = [b.check(("checks", i)) for i in range(draw(st.integers(0, 4)))]
+    if b.maybe():  # the same step tables after the model, under their own key path
+        raw["postconfig"] = [b.step(("postconfig", i)) for i in range(draw(st.integers(0, 3)))]
+    if b.maybe():
+        b.put(raw, (), "pass_if", draw(st.sampled_from(["all", "any"])), "pass_if")
     if b.maybe():
         raw["collect"] = {}
         b.put(raw["collect"], ("collect",), "files", draw(st.lists(HOME, max_size=3)), "list:home")
@@ -224,6 +228,7 @@ def bad_values(kind: str) -> st.SearchStrategy[Any]:
         "screen": ["12x", "0x0", "1280X800", "01280x800", "32768x10", "1280x800 ", 1280, None],
         "approval": ["never", 5],
         "on_stuck": ["pray", 5, None],
+        "pass_if": ["some", "ALL", "", 1, None, ["any"], True],
         "state": ["focussed", "!nope", 5],
     }[kind])
 
@@ -277,6 +282,7 @@ def test_unknown_and_misspelt_keys_are_refused_with_a_suggestion(built: tuple[di
     raw, sites = built
     tables: list[Path_] = [(), *[s.path for s in sites if s.kind == "table"],
                            *[("setup", i) for i in range(len(raw["setup"]))],
+                           *[("postconfig", i) for i in range(len(raw.get("postconfig", [])))],
                            *[("checks", i) for i in range(len(raw["checks"]))]]
     where = data.draw(st.sampled_from(tables))
     table: Any = raw

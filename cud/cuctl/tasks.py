@@ -140,8 +140,11 @@ def show(client: Client, args: argparse.Namespace) -> int:
               f"on_stuck {guard['on_stuck']}")
     if task.get("spec") is not None:
         spec = task["spec"]
-        print(f"{'spec:':15}{len(spec['setup'])} setup steps, {len(spec['checks'])} checks, "
-              f"reset {'yes' if spec['reset'] else 'no'}" + (f"; tags {', '.join(spec['tags'])}" if spec["tags"] else ""))
+        post = len(spec.get("postconfig") or [])  # a task from a daemon before postconfig has none
+        print(f"{'spec:':15}{len(spec['setup'])} setup steps, " + (f"{post} postconfig steps, " if post else "")
+              + f"{len(spec['checks'])} checks" + (" (any passes)" if spec.get("pass_if") == "any" else "")
+              + f", reset {'yes' if spec['reset'] else 'no'}"
+              + (f"; tags {', '.join(spec['tags'])}" if spec["tags"] else ""))
         print(f"{'verdict:':15}{verdict_line(task.get('verdict'))}")
         for check in (task.get("verdict") or {}).get("checks", []):
             print(f"  {printable(check_line(check))}")
@@ -306,9 +309,9 @@ def _describe(event: dict[str, Any], reason_said: bool = False) -> str:
         return f"{prefix} video recorder failed ({data['stage']}): {data['message']} (the task goes on)"
     if kind == "reset":
         return f"{prefix} seat {data['seat']}: {describe_reset(data)}"
-    if kind == "setup":
+    if kind in ("setup", "postconfig"):
         outcome = "done" if data["ok"] else f"FAILED: {data.get('error')}"
-        return f"{prefix} setup {data['index'] + 1} ({data['what']}): {outcome} ({data['ms']:.0f} ms)"
+        return f"{prefix} {kind} {data['index'] + 1} ({data['what']}): {outcome} ({data['ms']:.0f} ms)"
     if kind == "check":
         return f"{prefix} check {data['index'] + 1}: {check_line(data)}"
     if kind == "collected":
