@@ -101,16 +101,16 @@ class Spec:
         return SeatNeeds(self.seat, self.screen, self.seat_tags)
 
     def local_files(self) -> dict[str, str]:
-        """Every file named on the submitter's side (setup and postconfig ``src``, check ``equals``) -> the first
-        key naming it."""
+        """Every file named on the submitter's side (setup and postconfig ``src``, check ``equals``, a metric's
+        ``fixture``) -> the first key naming it."""
         named: dict[str, str] = {}
         for stage, steps in (("setup", self.setup), ("postconfig", self.postconfig)):
             for i, step in enumerate(steps):
                 for j, copy in enumerate(step.files):
                     named.setdefault(copy.src, f"{stage}[{i}].files[{j}].src")
         for i, check in enumerate(self.checks):
-            if check.equals is not None:
-                named.setdefault(check.equals, f"checks[{i}].equals")
+            for name, key in check.fixtures():
+                named.setdefault(name, f"checks[{i}].{key}")
         return named
 
     def in_session(self) -> list[str]:
