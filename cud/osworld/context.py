@@ -26,7 +26,9 @@ OSWORLD_HOME = "/home/user"
 SCREEN = (1920, 1080)
 #: The password placeholder: OSWorld's VM user has a sudo password, a cud seat's user none.
 PASSWORD = "{CLIENT_PASSWORD}"
-_PLACEHOLDER = re.compile(r"\{(?:SCREEN_WIDTH|SCREEN_HEIGHT|SCREEN_WIDTH_HALF|SCREEN_HEIGHT_HALF|CLIENT_PASSWORD)\}")
+#: A placeholder, as written or escaped in a pattern made of it (``\\{SCREEN_WIDTH\\}``).
+_PLACEHOLDER = re.compile(r"\\?\{(?:SCREEN_WIDTH|SCREEN_HEIGHT|SCREEN_WIDTH_HALF|SCREEN_HEIGHT_HALF|CLIENT_PASSWORD)"
+                          r"\\?\}")
 
 
 class Context:

@@ -34,13 +34,13 @@ from cud.osworld.context import OSWORLD_HOME, SCREEN, Context, Fetch, placeholde
 from cud.osworld.evaluator import evaluator
 from cud.osworld.steps import config_step
 from cud.protocol import SeatView
-from cud.seat_needs import is_tag
+from cud.seat_needs import is_screen, is_tag
 from cud.spec import values as v
 from cud.spec.schema import Spec, parse_spec
 from cud.spec.wire import MAX_SPEC_FILE_BYTES
 
 __all__ = ("OSWORLD_HOME", "SCREEN", "OsworldSpec", "convert_osworld", "fetch_url", "load_osworld",
-           "osworld_blockers", "sees_home_user")
+           "osworld_blockers", "seats_screen", "sees_home_user")
 
 #: Seconds the default fetcher gives one download in all.
 FETCH_SECONDS = 60.0
@@ -68,6 +68,21 @@ def sees_home_user(seats: Sequence[SeatView] | None, chosen: Sequence[str] | Non
     (``home_path``): then converted tasks run their commands ``as_written``. None (a fleet's seats, unknown here): no."""
     used = [s for s in seats or [] if not chosen or s["name"] in chosen]
     return bool(used) and all(s.get("home_path") == OSWORLD_HOME for s in used)
+
+
+def seats_screen(seats: Sequence[SeatView] | None, chosen: Sequence[str] | None,
+                 given: str | None = None) -> tuple[int, int]:
+    """The screen converted tasks fill OSWorld's placeholders from and ask their seat for: ``given`` (``--screen``),
+    else the one size every seat of ``seats`` that tasks may go to (``chosen``, or all) has, else OSWorld's VM's
+    (SCREEN). OSWorld fills them from its VM's own screen (desktop_env.py hands its screen size to SetupController)."""
+    if given is not None and is_screen(given):
+        width, _, height = given.partition("x")
+        return int(width), int(height)
+    used = [s.get("size") for s in seats or [] if not chosen or s["name"] in chosen]
+    sizes = {(size[0], size[1]) for size in used if size}
+    if used and len(sizes) == 1 and all(used):
+        return sizes.pop()
+    return SCREEN
 
 
 def convert_osworld(task: Mapping[str, Any], *, source: str, fetch: Fetch, as_written: bool = False,

@@ -19,7 +19,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cud.osworld.catalog import METRICS
+from cud.errors import SpecError
+from cud.osworld.catalog import METRICS, check_options
 from cud.osworld.context import Context
 from cud.osworld.steps import ANY_STATUS, argv, config_step, wrap
 from cud.spec import values as v
@@ -62,7 +63,7 @@ _REFUSED_GETTERS = {
 
 def evaluator(ctx: Context, value: object) -> dict[str, Any]:
     """The spec keys an OSWorld evaluator makes: ``checks``, and ``postconfig`` and ``pass_if`` when it has them."""
-    ev = ctx.table("evaluator", value, _EVALUATOR_KEYS, "OSWorld evaluator")
+    ev = ctx.table("evaluator", _uncommented(value), _EVALUATOR_KEYS, "OSWorld evaluator")
     out: dict[str, Any] = {}
     post = ev.get("postconfig", [])
     if not isinstance(post, list):
@@ -94,6 +95,14 @@ def evaluator(ctx: Context, value: object) -> dict[str, Any]:
     return out
 
 
+def _uncommented(value: object) -> object:
+    """A JSON object without its ``_``-prefixed keys: notes (``_config_note``, an option's ``_note``), which
+    OSWorld's code never reads (evaluate() reads the evaluator's own keys; a metric's ``**options`` ignores them)."""
+    if isinstance(value, Mapping):
+        return {k: item for k, item in value.items() if not (isinstance(k, str) and k.startswith("_"))}
+    return value
+
+
 def _checks(ctx: Context, key: str, parts: tuple[object, ...]) -> list[dict[str, Any]]:
     return [check(ctx, key, *parts)]
 
@@ -119,7 +128,14 @@ def check(ctx: Context, key: str, func: object, result: object, expected: object
     elif expected is not None:
         raise ctx.refuse(ekey, expected, f"OSWorld metric {func!r} in {key} takes no expected value, and {ekey} "
                                          f"gives one")
-    opts = ctx.table(okey, options or {}, info.options, f"OSWorld {func} option")
+    if options is not None and not isinstance(options, Mapping):
+        raise ctx.refuse(okey, options, f"{okey} must be an object (the metric's options), got {v.shown(options)}")
+    opts: dict[str, Any] = _uncommented(options or {})  # type: ignore[assignment]  # a Mapping, tested above
+    try:
+        check_options(func, opts, okey)  # the names the metric reads; their values are the metric's business
+    except SpecError as exc:
+        raise ctx.refuse(exc.details.get("key", okey), exc.details.get("value"),
+                         f"OSWorld {func} option in {okey}: {exc.message}") from None
     if opts:
         out["options"] = opts
     return out
