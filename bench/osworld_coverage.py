@@ -34,7 +34,7 @@ NOTE = "a task counts once under each class of its blockers; 'alone': the tasks 
 _INDEX_RE = re.compile(r"\[\d+\]")
 _UNKNOWN_KEY = re.compile(r"(OSWorld [\w' ]+?) key ('[^']*') in ")
 _PARAMETER = re.compile(r"OSWorld ('\w+') parameter ('\w+') in \S+ has no counterpart in cud:")
-_OPTION = re.compile(r"OSWorld (\w+) option in ")
+_OPTION = re.compile(r"OSWorld (\w+) option '[^']*' in ")
 
 
 def no_fetch(url: str) -> bytes:

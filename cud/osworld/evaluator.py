@@ -44,7 +44,6 @@ _EVALUATOR_KEYS = frozenset({"func", "result", "expected", "options", "conj", "p
 NATIVE: dict[tuple[str, str], str] = {
     ("vm_command_line", "check_include_exclude"): "rule",
     ("vm_command_line", "exact_match"): "rule",
-    ("vm_file", "compare_text_file"): "cloud_file",
     ("list_directory", "exact_match"): "rule",
 }
 #: The getters a metric check takes, and the keys of each (the config keys OSWorld's getter reads).
@@ -134,8 +133,9 @@ def check(ctx: Context, key: str, func: object, result: object, expected: object
     try:
         check_options(func, opts, okey)  # the names the metric reads; their values are the metric's business
     except SpecError as exc:
-        raise ctx.refuse(exc.details.get("key", okey), exc.details.get("value"),
-                         f"OSWorld {func} option in {okey}: {exc.message}") from None
+        at = str(exc.details.get("key", okey))
+        raise ctx.refuse(at, exc.details.get("value"), f"OSWorld {func} option {at.rsplit('.', 1)[-1]!r} in {okey} "
+                                                        f"has no counterpart in cud: {exc.message}") from None
     if opts:
         out["options"] = opts
     return out
@@ -178,22 +178,14 @@ def _one_path(ctx: Context, key: str, g: Mapping[str, Any]) -> object:
 def _native(ctx: Context, key: str, func: str, gtype: str, result: object, expected: object,
             options: object) -> dict[str, Any]:
     rkey, ekey = key.replace("func", "result"), key.replace("func", "expected")
-    g = ctx.table(rkey, result, frozenset({"type", "command", "shell", "path", "dest"}), "OSWorld result")
-    want = ctx.table(ekey, expected, frozenset({"type", "rules", "path", "dest"}), "OSWorld expected")
-    if want.get("type") != NATIVE[gtype, func]:
-        raise ctx.refuse(f"{ekey}.type", want.get("type"),
-                         f"OSWorld expected type {want.get('type')!r} in {ekey} has no counterpart in cud for "
-                         f"{func} on {gtype} (supported: {NATIVE[gtype, func]!r})")
-    opts = ctx.table(key.replace("func", "options"), options or {}, frozenset({"ignore_blanks", "ignore_case"})
-                     if func == "compare_text_file" else frozenset(), f"OSWorld {func} option")
+    g = ctx.table(rkey, result, frozenset({"type", "command", "shell", "path"}), "OSWorld result")
+    etype = expected.get("type") if isinstance(expected, Mapping) else None
+    if etype != NATIVE[gtype, func]:
+        raise ctx.refuse(f"{ekey}.type", etype, f"OSWorld expected type {etype!r} in {ekey} has no counterpart in cud "
+                                                f"for {func} on {gtype} (supported: {NATIVE[gtype, func]!r})")
+    want = ctx.table(ekey, expected, frozenset({"type", "rules"}), "OSWorld expected")
+    ctx.table(key.replace("func", "options"), _uncommented(options or {}), frozenset(), f"OSWorld {func} option")
     name = f"{func} on {gtype}"[:v.MAX_NAME]
-    if gtype == "vm_file":
-        path = ctx.home(f"{rkey}.path", g.get("path"))
-        fixture = ctx.download(f"{ekey}.path", want.get("path"))
-        if not opts.get("ignore_blanks") and not opts.get("ignore_case"):
-            return {"name": name, "file": path, "equals": fixture}
-        return {"name": name, "file": path, "matches": _text_pattern(ctx.files[fixture].decode("utf-8", "replace"),
-                                                                     **opts)}
     rules = want.get("rules")
     if gtype == "list_directory":
         path = ctx.home(f"{rkey}.path", g.get("path"))
@@ -244,12 +236,3 @@ def _tree(ctx: Context, key: str, node: object, root: str) -> list[str]:
     walk(f"{key}.children", node.get("children", []), "")
     return sorted(lines, key=lambda line: line.encode("utf-8"))
 
-
-def _text_pattern(text: str, *, ignore_blanks: bool = False, ignore_case: bool = False) -> str:
-    """compare_text_file's options as one regex over the whole file: blanks collapse, case is ignored."""
-    if ignore_blanks:
-        words = text.split()
-        body = r"\s*" + r"\s+".join(re.escape(w) for w in words) + r"\s*" if words else r"\s*"
-    else:
-        body = re.escape(text)
-    return "re:" + ("(?i)" if ignore_case else "") + r"\A" + body + r"\Z"
