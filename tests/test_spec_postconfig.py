@@ -27,6 +27,7 @@ from cud.protocol import CheckResultView
 from cud.spec import parse_spec
 from cud.spec.schema import MAX_POSTCONFIG
 from cud.spec.setup import failure_message, unlooked_why
+from cud.spec.wire import spec_from_request, submit_fields
 from tests.support.daemon import cuctl, scenario
 from tests.support.seat_users import SeatUsers
 from tests.support.spec_seat import SpecSeat, spec_seat
@@ -92,6 +93,16 @@ def test_random_postconfig_lists_round_trip(steps: list[dict[str, Any]], pass_if
     assert len(spec.postconfig) == len(steps) and spec.pass_if == pass_if
     assert parse_spec(spec.to_dict()) == spec
     assert parse_spec({"prompt": "p", **spec.judging()}) == spec
+
+
+def test_cuctl_sends_the_new_keys_only_when_they_say_something() -> None:
+    # so a daemon from before them still takes every spec that uses neither
+    plain = submit_fields(parse_spec({"prompt": "p", "checks": [{"answer": "x"}]}), {})["spec"]
+    assert set(plain) == {"tags", "reset", "setup", "checks", "collect"}
+    used = parse_spec({"prompt": "p", "postconfig": [{"sleep": 1}], "pass_if": "any"})
+    sent = submit_fields(used, {})
+    assert sent["spec"]["postconfig"] == [{"sleep": 1.0}] and sent["spec"]["pass_if"] == "any"
+    assert spec_from_request({"type": "submit", **sent}) == (used, {})
 
 
 # -- the rule -----------------------------------------------------------------------------------
@@ -276,3 +287,19 @@ answer = "re:42"
     assert (exit_code, judged["verdict"], judged["score"], judged["pass_if"]) == (code, verdict, score, pass_if)
     shown = cuctl(seat.daemon.socket, "show", str(task["id"]))
     assert ("(one is enough: pass_if any)" in shown.stdout) == (pass_if == "any"), shown.stdout
+
+
+def test_postconfig_does_not_run_when_setup_did_not_finish(seat: SpecSeat) -> None:
+    spec = seat.write("nosetup.toml", """
+prompt = "Never asked."
+[[setup]]
+run = ["/bin/false"]
+[[postconfig]]
+run = ["/bin/sh", "-c", "touch post-ran.txt"]
+[[checks]]
+answer = "re:."
+""")
+    code, task = seat.submit(spec)
+    assert code == 1 and task["state"] == "failed" and task["error"]["kind"] == "setup_failed"
+    assert not any(e["kind"] in ("postconfig", "check") for e in seat.events(task["id"]))
+    assert not (seat.home / "post-ran.txt").exists()
