@@ -23,6 +23,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,9 @@ def reference(name: str) -> Callable[..., Any]:
     module_name = reference_modules().get(name)
     if module_name is None:
         raise KeyError(f"desktop-env's metrics export no {name!r}")
-    module = importlib.import_module(f"{PACKAGE}.{module_name}")
+    with warnings.catch_warnings():
+        # Their imports warn (PyPDF2's deprecation...), which pytest here would make errors.
+        warnings.simplefilter("ignore")
+        module = importlib.import_module(f"{PACKAGE}.{module_name}")
     function: Callable[..., Any] = getattr(module, name)
     return function

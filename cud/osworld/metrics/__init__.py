@@ -18,6 +18,19 @@ __all__ = ("FUNCTIONS", "metric")
 
 #: Each metric's ``"module:function"`` under this package; every name is in cud.osworld.catalog.METRICS.
 FUNCTIONS: Mapping[str, str] = MappingProxyType({
+    "compare_table": "tables:compare_table",
+    "compare_csv": "tables:compare_csv",
+    "check_json_settings": "files:check_json_settings",
+    "check_direct_json_object": "files:check_direct_json_object",
+    "is_extension_installed": "files:is_extension_installed",
+    "check_list": "files:check_list",
+    "diff_text_file": "files:diff_text_file",
+    "exact_match": "files:exact_match",
+    "check_include_exclude": "files:check_include_exclude",
+    "literal_match": "files:literal_match",
+    "is_in_list": "files:is_in_list",
+    "match_in_list": "files:match_in_list",
+    "compare_text_file": "files:compare_text_file",
 })
 
 
