@@ -176,8 +176,8 @@ PLACES: dict[str, str] = {
     "cud.phrases.*": "shared",
     "cud.model_api.*": "shared",
     "cud.spec.*": "shared",
-    # OSWorld: the converter, the metrics' catalog, and the judge the daemon runs as a process of its own.
-    "cud.osworld.*": "shared",
+    # The metrics' catalog: the names a spec's metric check may use (light; cud.spec reads it).
+    "cud.osworld.catalog": "shared",
     "cud.budget": "shared",
     "cud.seat_needs": "shared",
     "cud.suggest": "shared",
@@ -188,6 +188,9 @@ PLACES: dict[str, str] = {
     "cud.views": "shared",
     "cud.target_phrases": "shared",
     "cud.request_limits": "shared",
+    # OSWorld: its task files converted to specs, its metrics, and the judge the daemon runs as a
+    # process of its own. Above the spec library (it makes specs); cud.spec never imports it.
+    "cud.osworld.*": "osworld",
     # The daemon: its rooms and the service that ties them.
     "cud.daemon.*": "daemon",
     # The clients: cuctl, the console, the report, a suite, the fleet on Ray, the scripted model.
@@ -211,9 +214,10 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "base": frozenset({"base"}),
     "drivers": frozenset({"base", "drivers"}),
     "shared": frozenset({"base", "shared"}),
-    "daemon": frozenset({"base", "drivers", "shared", "daemon"}),
-    "clients": frozenset({"base", "drivers", "shared", "clients"}),
-    "commands": frozenset({"base", "drivers", "shared", "daemon", "clients", "commands"}),
+    "osworld": frozenset({"base", "shared", "osworld"}),
+    "daemon": frozenset({"base", "drivers", "shared", "osworld", "daemon"}),
+    "clients": frozenset({"base", "drivers", "shared", "osworld", "clients"}),
+    "commands": frozenset({"base", "drivers", "shared", "osworld", "daemon", "clients", "commands"}),
 }
 
 

@@ -13,6 +13,7 @@ from cud.budget import describe_budgets, describe_cost, describe_price, describe
 from cud.cuctl.client import Client, check_own_task
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
+from cud.osworld.convert import load_osworld, seats_screen, sees_home_user
 from cud.outcome import EXIT_STATUS, task_outcome
 from cud.phrases.actions import describe, describe_action, describe_approval
 from cud.protocol import FINAL_STATES, SeatView
@@ -20,7 +21,6 @@ from cud.record.reading import describe_usage
 from cud.record.verdict import artifact_line, check_line, verdict_line
 from cud.seat_needs import SeatNeeds
 from cud.spec.load import load_spec
-from cud.spec.osworld import load_osworld, sees_home_user
 from cud.spec.wire import file_pieces, submit_fields
 
 __all__ = ()
@@ -72,8 +72,10 @@ def _spec_fields(args: argparse.Namespace,
         spec, files = load_spec(Path(given), allow_outside=args.allow_files_outside)
     else:
         # The seat it goes to (--seat, else any) sees its home at /home/user: its commands run as written.
-        as_written = sees_home_user(seats(), [args.seat] if args.seat else None)
-        spec, files = load_osworld(Path(given), as_written=as_written)
+        # and the screen it has (--screen, else the seats', else OSWorld's) fills the task's screen placeholders.
+        chosen = [args.seat] if args.seat else None
+        screen = seats_screen(seats(), chosen, getattr(args, "screen", None))
+        spec, files = load_osworld(Path(given), as_written=sees_home_user(seats(), chosen), screen=screen)
     return submit_fields(spec, files), files
 
 

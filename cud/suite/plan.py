@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cud.errors import ConfigError, SpecError
+from cud.osworld.convert import SCREEN, load_osworld
 from cud.spec.load import load_spec
-from cud.spec.osworld import load_osworld
 from cud.spec.schema import Spec
 
 __all__ = ("Planned", "plan", "reload")
@@ -35,12 +35,12 @@ NOT_SPECS = frozenset({
 OSWORLD_SUFFIXES = (".json",)
 
 
-def _loader(osworld: bool, allow_outside: bool,
-            as_written: bool = False) -> Callable[[Path], tuple[Spec, dict[str, bytes]]]:
+def _loader(osworld: bool, allow_outside: bool, as_written: bool = False,
+            screen: tuple[int, int] = SCREEN) -> Callable[[Path], tuple[Spec, dict[str, bytes]]]:
     """``allow_outside`` (``--allow-files-outside``): a spec's files may be outside its folder; ``as_written``: OSWorld
-    tasks for seats that see their home at /home/user (cud.spec.osworld)."""
+    tasks for seats that see their home at /home/user; ``screen``: their seats' screen (cud.osworld.convert)."""
     if osworld:
-        return functools.partial(load_osworld, as_written=as_written)
+        return functools.partial(load_osworld, as_written=as_written, screen=screen)
     return functools.partial(load_spec, allow_outside=allow_outside)
 
 
@@ -67,7 +67,8 @@ def skipped_because(name: str, exclude: Sequence[str]) -> str | None:
 
 def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = False,
          allow_outside: bool = False, exclude: Sequence[str] = (),
-         note: Callable[[str], None] = lambda _: None, as_written: bool = False) -> list[Planned]:
+         note: Callable[[str], None] = lambda _: None, as_written: bool = False,
+         screen: tuple[int, int] = SCREEN) -> list[Planned]:
     """The specs under ``paths`` (with one of ``tags``, if given); SpecError names the file and the key.
 
     ``osworld``: the files are OSWorld tasks, converted (downloads fetched here, never by a seat).
@@ -99,7 +100,7 @@ def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = Fals
             continue  # named twice (a file and its folder): run once
         seen[absolute] = name
         try:
-            spec, files = _loader(osworld, allow_outside, as_written)(path)
+            spec, files = _loader(osworld, allow_outside, as_written, screen)(path)
         except SpecError as exc:
             raise SpecError(f"{name}: {exc.message}", **{**exc.details, "spec": name}) from None
         if tags and not set(tags) & set(spec.tags):
@@ -112,12 +113,12 @@ def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = Fals
 
 
 def reload(files: dict[str, str], *, osworld: bool = False, allow_outside: bool = False,
-           as_written: bool = False) -> list[Planned]:
+           as_written: bool = False, screen: tuple[int, int] = SCREEN) -> list[Planned]:
     """``--resume``: the suite's specs again, by the names and absolute paths results.json keeps."""
     planned = []
     for name, where in files.items():
         try:
-            spec, data = _loader(osworld, allow_outside, as_written)(Path(where))
+            spec, data = _loader(osworld, allow_outside, as_written, screen)(Path(where))
         except SpecError as exc:
             raise SpecError(f"{name}: {exc.message}", **{**exc.details, "spec": name}) from None
         planned.append(Planned(name, Path(where), spec, data))
