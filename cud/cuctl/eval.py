@@ -13,9 +13,8 @@ failed but some ended ``error``.
 While a run waits in the daemon's queue (the seats that would do unavailable or busy, the day's cap),
 the suite says why (:meth:`Suite._wait_reason`): on the status line, or, when stderr is not a
 terminal, in a line at once, when it changes and every minute (:class:`cud.cuctl.progress.WaitNotice`).
-``--from-osworld``: OSWorld's task files, domain folders or index files (cud.suite.plan), all converted
-first; with ``--skip-unconvertible`` a task that does not convert is a refused run of kind
-``not_converted`` from the start (its outcome ``error``), and the table sums the suite per domain.
+``--from-osworld``: OSWorld's task files, folders or index files, all converted first (cud.suite.plan); with
+``--skip-unconvertible`` one that does not convert is a refused run (cud.suite.results), and the table is per domain.
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ from cud.suite.index import write_index
 from cud.suite.junit import write_junit
 from cud.suite.plan import Planned, Unconverted, plan_all, reload
 from cud.suite.results import RETRY_ERRORS, Attempt, Results
-from cud.suite.words import DOMAIN_HEADERS, SUMMARY_HEADERS, domain_cells, not_converted_lines, summary_cells
+from cud.suite.words import not_converted_lines, summary_table
 
 __all__ = ()
 
@@ -121,9 +120,6 @@ def start_results(args: argparse.Namespace,
         if not 1 <= repeat <= 1000:
             raise ConfigError(f"--repeat must be 1 to 1000, got {repeat}", key="repeat", value=repeat)
         skip = getattr(args, "skip_unconvertible", False)
-        if skip and not args.from_osworld:
-            raise ConfigError("--skip-unconvertible is for OSWorld tasks: give it with --from-osworld",
-                              key="skip_unconvertible")
         as_written = bool(args.from_osworld) and sees_home_user(seats, names(args.seats, "--seats"))
         found = plan_all(args.paths, tags, osworld=args.from_osworld, skip_unconvertible=skip,
                          allow_outside=args.allow_files_outside, exclude=args.exclude, note=say, as_written=as_written)
@@ -152,9 +148,7 @@ def say(line: str) -> None:
 
 def new_results(args: argparse.Namespace, planned: Sequence[Planned | Unconverted], tags: list[str],
                 repeat: int) -> Results:
-    """A new suite's results: how it was asked for; no attempt yet but, for each task that did not convert,
-    each of its runs refused (``not_converted``), so results.json lists it from the start.
-    An OSWorld suite keeps each task's domain (``domains``) and which did not convert (``not_converted``)."""
+    """A new suite's results: how it was asked for, no attempt yet (an OSWorld suite's: :meth:`Results.osworld`)."""
     results = Results({"paths": list(args.paths), "specs": [p.name for p in planned],
                        "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
                        "model": args.model, "osworld": args.from_osworld,
@@ -162,13 +156,7 @@ def new_results(args: argparse.Namespace, planned: Sequence[Planned | Unconverte
                        "seats": None, "retry_errors": retry_errors(args),
                        "started_at": datetime.now(UTC).isoformat(timespec="seconds")})
     if args.from_osworld:
-        results.suite["domains"] = {p.name: p.domain for p in planned}
-        results.suite["skip_unconvertible"] = bool(getattr(args, "skip_unconvertible", False))
-        results.suite["not_converted"] = [p.name for p in planned if isinstance(p, Unconverted)]
-    for p in planned:
-        if isinstance(p, Unconverted):
-            results.attempts.extend(Attempt(p.name, r, 1, state="refused", error=p.error.to_dict(),
-                                            retry_errors=results.retry_errors) for r in range(repeat))
+        results.osworld(planned, bool(getattr(args, "skip_unconvertible", False)))
     return results
 
 
@@ -194,11 +182,8 @@ def finish(results: Results, folder: Path, args: argparse.Namespace) -> int:
         emit_json({"out": str(folder), **summary})
     else:
         print_table(summary)
-        unconverted = not_converted_lines(results.attempts)
-        if unconverted:
-            print(f"not converted ({len(unconverted)}), never run:")
-            for line in unconverted:
-                print(printable(f"  {line}"))
+        for line in not_converted_lines(results.attempts):
+            print(printable(line))
         print(f"results: {folder / 'results.json'}, index: {folder / 'index.html'}"
               + (f", JUnit: {args.junit}" if args.junit else ""))
     runs = results.spec_runs()
@@ -525,8 +510,5 @@ def _clock(seconds: float) -> str:
 def print_table(summary: dict[str, Any]) -> None:
     """Per spec: runs, passes, failures, errors (cud could not tell), the pass rate over the runs told with its 95%
     Wilson interval, mean steps, tokens and seconds, and what its tasks cost together (every attempt). An OSWorld
-    suite's per domain instead, with its tasks and how many converted (every task's runs are in results.json)."""
-    if "domains" in summary:
-        table(list(DOMAIN_HEADERS), [domain_cells(r) for r in [*summary["domains"], summary["total"]]])
-        return
-    table(list(SUMMARY_HEADERS), [summary_cells(r) for r in [*summary["specs"], summary["total"]]])
+    suite's per domain instead, with its tasks and how many converted (cud.suite.words.summary_table)."""
+    table(*summary_table(summary))

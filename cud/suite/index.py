@@ -16,7 +16,7 @@ from typing import Any
 
 from cud.budget import describe_cost
 from cud.suite.results import Results
-from cud.suite.words import DOMAIN_HEADERS, SUMMARY_HEADERS, domain_cells, score_words, summary_cells
+from cud.suite.words import score_words, summary_table
 
 __all__ = ("write_index",)
 
@@ -42,10 +42,8 @@ def _osworld_words(results: Results) -> str:
 def write_index(results: Results, folder: Path) -> None:
     summary = results.summary()
     rows = []
-    columns, cells_of, lines = ((DOMAIN_HEADERS, domain_cells, summary["domains"]) if "domains" in summary
-                                else (SUMMARY_HEADERS, summary_cells, summary["specs"]))
-    for row in [*lines, summary["total"]]:
-        cells = cells_of(row)
+    columns, table = summary_table(summary)
+    for cells in table:
         rows.append(f"<tr><td>{_e(cells[0])}</td>" + "".join(f'<td class="n">{_e(v)}</td>' for v in cells[1:])
                     + "</tr>")
     attempts = []

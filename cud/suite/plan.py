@@ -106,6 +106,9 @@ def plan_all(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = 
              note: Callable[[str], None] = lambda _: None, as_written: bool = False) -> list[Planned | Unconverted]:
     """:func:`plan`, and with ``skip_unconvertible`` (OSWorld tasks only) each task that does not convert as
     :class:`Unconverted` in its place, instead of stopping: every task found is in the list, in the order found."""
+    if skip_unconvertible and not osworld:
+        raise ConfigError("--skip-unconvertible is for OSWorld tasks: give it with --from-osworld",
+                          key="skip_unconvertible")
     found = _found(paths, osworld, exclude, note)
     seen: dict[Path, str] = {}
     planned: list[Planned | Unconverted] = []

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -41,6 +42,7 @@ from cud.budget import NO_PRICE, format_amount
 from cud.errors import ConfigError, NotConverted
 from cud.outcome import OUTCOMES, Outcome, outcome_of_check, task_outcome
 from cud.protocol import FINAL_STATES
+from cud.suite.plan import Planned, Unconverted
 
 __all__ = ("Attempt", "Results", "SpecRun", "wilson", "RETRY_ERRORS", "RESULTS_FILE")
 
@@ -201,6 +203,17 @@ class Results:
     @property
     def retry_errors(self) -> int:
         return int(self.suite["retry_errors"])
+
+    def osworld(self, planned: Sequence[Planned | Unconverted], skip_unconvertible: bool) -> None:
+        """A new OSWorld suite: each task's domain (``domains``), which did not convert (``not_converted``), and
+        each run of those refused (kind ``not_converted``) from the start, so results.json lists them."""
+        self.suite["domains"] = {p.name: p.domain for p in planned}
+        self.suite["skip_unconvertible"] = skip_unconvertible
+        self.suite["not_converted"] = [p.name for p in planned if isinstance(p, Unconverted)]
+        for p in planned:
+            if isinstance(p, Unconverted):
+                self.attempts.extend(Attempt(p.name, r, 1, state="refused", error=p.error.to_dict(),
+                                             retry_errors=self.retry_errors) for r in range(self.suite["repeat"]))
 
     def key_prefix(self) -> str:
         """What every key of this suite's tasks starts with (``cuctl list --key-prefix``)."""

@@ -11,7 +11,7 @@ from cud.budget import describe_cost
 from cud.suite.results import Attempt
 
 __all__ = ("DOMAIN_HEADERS", "SUMMARY_HEADERS", "domain_cells", "not_converted_lines", "score_words",
-           "summary_cells")
+           "summary_cells", "summary_table")
 
 #: The summary's columns, in order (the table's headers; the index's in lower case).
 SUMMARY_HEADERS = ("SPEC", "RUNS", "PASSED", "FAILED", "ERROR", "PASS RATE [95% CI]", "STEPS", "TOKENS", "SECONDS",
@@ -41,13 +41,23 @@ def domain_cells(row: dict[str, Any]) -> list[str]:
     return [cells[0], str(row["tasks"]), str(row["converted"]), str(runs), *cells[2:]]
 
 
+def summary_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The summary's headers and rows, the total last: per spec, or an OSWorld suite's per domain (its tasks' runs
+    are in results.json and the index)."""
+    if "domains" in summary:
+        return list(DOMAIN_HEADERS), [domain_cells(r) for r in [*summary["domains"], summary["total"]]]
+    return list(SUMMARY_HEADERS), [summary_cells(r) for r in [*summary["specs"], summary["total"]]]
+
+
 def not_converted_lines(attempts: Iterable[Attempt]) -> list[str]:
-    """``NAME: why`` for each OSWorld task that did not convert (each task once, whatever ``--repeat``)."""
+    """What the table says under it of the OSWorld tasks that did not convert: a heading, then ``  NAME: why`` for
+    each (once, whatever ``--repeat``); none if every task converted."""
     seen: dict[str, str] = {}
     for attempt in attempts:
         if attempt.not_converted:
             seen.setdefault(attempt.spec, str((attempt.error or {}).get("message")))
-    return [f"{name}: {why}" for name, why in seen.items()]
+    lines = [f"  {name}: {why}" for name, why in seen.items()]
+    return [f"not converted ({len(lines)}), never run:", *lines] if lines else []
 
 
 def score_words(score: float | None) -> str:
