@@ -8,7 +8,7 @@ DESTDIR ?=
 .PHONY: help setup lint test bench report-example console-example sandbox-up sandbox-down sandbox-status demo install clean
 
 help:
-	@echo "make setup          create $(VENV) and install cud with its test and fleet extras"
+	@echo "make setup          create $(VENV) and install cud with its test, fleet and osworld extras (and desktop-env, the tests' reference)"
 	@echo "make lint           ruff and mypy over the tree (tools/lint; tools/lint --fix applies ruff's fixes first)"
 	@echo "make test           make lint, then the whole test suite (starts its own Xvfb/VNC servers)"
 	@echo "make bench          measure cud against scrot, xdotool, Pillow and vncdotool"
@@ -20,10 +20,14 @@ help:
 	@echo "make sandbox-down   stop exactly what sandbox-up started"
 	@echo "make install        install cud, its systemd units and config under PREFIX/DESTDIR (EXTRAS=fleet: with Ray)"
 
+# desktop-env 1.0.2 is OSWorld's own metrics, the reference of the differential tests
+# (tests/support/osworld_reference.py); --no-deps: its requirements (torch, easyocr, cloud SDKs) are not
+# needed to load the metric modules, and the osworld-reference extra has what they import.
 $(PY): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,fleet]'
+	$(PY) -m pip install --quiet -e '.[test,fleet,osworld,osworld-reference]'
+	$(PY) -m pip install --quiet --no-deps desktop-env==1.0.2
 	@touch $(PY)
 
 setup: $(PY)

@@ -1,13 +1,12 @@
-"""How much of an OSWorld checkout cud converts (docs/osworld.md#how-much-converts).
+"""How much of an OSWorld checkout cud converts, and every blocker of the rest (docs/osworld.md#how-much-converts).
 
 For an OSWorld checkout's ``evaluation_examples/`` folder, every task its index lists (``test_all.json``
 by default: ``{domain: [task id, ...]}``, each task in ``examples/DOMAIN/ID.json``) goes through
-:func:`cud.osworld.convert.convert_osworld`, with a fetcher that returns no bytes for any URL (nothing is
-downloaded). Printed: per domain, the tasks, how many convert and the rate, and a total; then the
-reasons the others are refused, by class (``config type 'googledrive'``, ``metric 'infeasible'``, ...).
-
-The converter stops at a task's first problem, so each refused task counts once, under its *first*
-blocker only: a task refused for a config type may also use a metric cud lacks, which is not counted.
+:func:`cud.osworld.convert.osworld_blockers`, with a fetcher that returns no bytes for any URL (nothing is
+downloaded). Printed: per domain, the tasks, how many convert and the rate, and a total; then every
+blocker class (``config type 'googledrive'``, ``metric 'check_structure_sim'``, ...) with the tasks it
+blocks and the tasks it alone blocks. A task counts once under each class of its blockers (each config
+entry, postconfig entry and metric is tried, so a task refused for a config type shows its metric too).
 
 Not part of ``make bench`` (it needs a checkout): ``python -m bench.osworld_coverage PATH [--index
 test_all.json] [--json]``.
@@ -28,12 +27,14 @@ sys.path.insert(0, str(ROOT))
 
 from bench.stats import table
 from cud.errors import SpecError
-from cud.osworld.convert import OSWORLD_HOME, convert_osworld
+from cud.osworld.convert import OSWORLD_HOME, osworld_blockers
 
 INDEX = "test_all.json"
-NOTE = "each refused task counts under its first blocker only: the converter stops at the first"
+NOTE = "a task counts once under each class of its blockers; 'alone': the tasks that class is the only blocker of"
 _INDEX_RE = re.compile(r"\[\d+\]")
 _UNKNOWN_KEY = re.compile(r"(OSWorld [\w' ]+?) key ('[^']*') in ")
+_PARAMETER = re.compile(r"OSWorld ('\w+') parameter ('\w+') in \S+ has no counterpart in cud:")
+_OPTION = re.compile(r"OSWorld (\w+) option '[^']*' in ")
 
 
 def no_fetch(url: str) -> bytes:
@@ -48,29 +49,26 @@ def reason(exc: SpecError) -> str:
     message = exc.message
     if "the converted task is not a valid spec" in message:
         return f"converted spec invalid at {key or '?'}"
+    if "{CLIENT_PASSWORD}" in message:
+        return "{CLIENT_PASSWORD} (a sudo password)"
+    if found := _OPTION.search(message):
+        return f"{found.group(1)} option {key.rsplit('.', 1)[-1]!r}"
+    if found := _PARAMETER.search(message):
+        return f"{found.group(1)} parameter {found.group(2)}"
     if found := _UNKNOWN_KEY.search(message):
         return f"{found.group(1)} key {found.group(2)}"
-    if key == "config.type":
+    if "OSWorld config type" in message:
         return f"config type {value}"
-    if key == "evaluator.postconfig":
-        return "evaluator.postconfig"
-    if key == "evaluator.conj":
-        return f"conj {value}"
-    if key == "evaluator.result.type":
+    if "OSWorld getter" in message or "OSWorld result getter" in message:
         return f"getter {value}"
-    if key == "evaluator.expected.type":
+    if "OSWorld expected type" in message:
         return f"expected type {value}"
-    if key == "evaluator.func":
-        if "on the getter" in message:
-            getter = message.split("on the getter ", 1)[1].split(" ", 1)[0]
-            return f"metric {value} on getter {getter}"
-        return f"metric {value}" if "OSWorld metric" in message else "evaluator.func malformed"
+    if "OSWorld metric" in message and "no counterpart" in message:
+        return f"metric {value}"
+    if "names several files (multi)" in message:
+        return "several files in one getter (multi)"
     if "a path cud cannot map" in message:
         return f"path {_path_kind(value)}"
-    if "shell command naming" in message:
-        return f"shell text naming {OSWORLD_HOME}"
-    if "holds such a path" in message:
-        return f"argument holding {OSWORLD_HOME}"
     if "must be true or false" in message:
         return f"{key} not a boolean"
     if "cannot fetch" in message:
@@ -90,35 +88,40 @@ def _path_kind(shown: str) -> str:
 
 
 def coverage(folder: Path, index: str = INDEX) -> dict[str, Any]:
-    """Per domain: tasks, converted, rate; the total; the first blocker's class of every refused task, counted."""
+    """Per domain: tasks, converted, rate, blocker classes; the total; each class's tasks, and those it alone blocks."""
     listed = json.loads((folder / index).read_text(encoding="utf-8"))
     domains: dict[str, dict[str, Any]] = {}
     reasons: Counter[str] = Counter()
-    by_domain: dict[str, Counter[str]] = {}
+    alone: Counter[str] = Counter()
     for domain, ids in listed.items():
         converted = 0
-        by_domain[domain] = Counter()
+        by_domain: Counter[str] = Counter()
         for task_id in ids:
             path = folder / "examples" / domain / f"{task_id}.json"
             try:
                 task = json.loads(path.read_text(encoding="utf-8"))
-                convert_osworld(task, source=str(path), fetch=no_fetch)
-            except SpecError as exc:
-                why = reason(exc)
+                whys = {reason(exc) for exc in osworld_blockers(task, source=str(path), fetch=no_fetch)}
             except (OSError, ValueError) as exc:  # a missing or broken task file is a blocker too
-                why = f"task file unreadable ({type(exc).__name__})"
-            else:
+                whys = {f"task file unreadable ({type(exc).__name__})"}
+            if not whys:
                 converted += 1
                 continue
-            reasons[why] += 1
-            by_domain[domain][why] += 1
+            reasons.update(whys)
+            by_domain.update(whys)
+            if len(whys) == 1:
+                alone.update(whys)
         domains[domain] = {"tasks": len(ids), "converted": converted, "rate": _rate(converted, len(ids)),
-                           "reasons": dict(by_domain[domain].most_common())}
+                           "reasons": dict(_ordered(by_domain))}
     tasks = sum(d["tasks"] for d in domains.values())
     converted = sum(d["converted"] for d in domains.values())
     return {"index": index, "domains": domains,
             "total": {"tasks": tasks, "converted": converted, "rate": _rate(converted, tasks)},
-            "reasons": dict(reasons.most_common()), "counted": "first blocker per task", "note": NOTE}
+            "reasons": {why: {"tasks": n, "alone": alone[why]} for why, n in _ordered(reasons)},
+            "counted": "every blocker per task", "note": NOTE}
+
+
+def _ordered(counts: Counter[str]) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
 def _rate(part: int, whole: int) -> float:
@@ -130,12 +133,12 @@ def report(result: dict[str, Any]) -> str:
                                       for name, d in result["domains"].items()]
     total = result["total"]
     rows.append(("**total**", total["tasks"], total["converted"], f"{total['rate']:.1%}"))
-    reasons: list[tuple[object, ...]] = list(result["reasons"].items())
+    reasons: list[tuple[object, ...]] = [(why, n["tasks"], n["alone"]) for why, n in result["reasons"].items()]
     return "\n\n".join([
         f"### OSWorld tasks cud converts ({result['index']})",
         table(("domain", "tasks", "converted", "rate"), rows),
         f"Why the others are refused ({NOTE}):",
-        table(("first blocker", "tasks"), reasons),
+        table(("blocker", "tasks", "alone"), reasons),
     ])
 
 

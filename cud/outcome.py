@@ -9,8 +9,10 @@ exit status, ``cuctl eval``'s table, results.json, JUnit and index, the report's
 
 - a **check**: ``error`` if it could not look (a CudError or OSError while looking, no
   session), ``failed`` if it looked and disagreed, else ``passed``;
-- a **verdict**: ``failed`` if any check failed (the app visibly failed, whatever else could
-  not be seen); else ``error`` if any check errored; else ``passed``;
+- a **verdict**, by the spec's ``pass_if``: with ``all`` (the default) ``failed`` if any check
+  failed (the app visibly failed, whatever else could not be seen), else ``error`` if any check
+  errored, else ``passed``; with ``any`` ``passed`` if any check passed, else ``failed`` if any
+  failed, else ``error``;
 - a **task**: succeeded with no verdict or a passed verdict is ``passed``, with a failed or
   error verdict that; a task that ended without succeeding is decided by its state and its
   error's kind (:data:`ERROR_KINDS`, :data:`FAILED_KINDS`; a failed setup by who failed,
@@ -22,11 +24,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-__all__ = ("ERROR_KINDS", "ERROR_STATES", "EXIT_STATUS", "FAILED_KINDS", "FAILED_STATES", "OUTCOMES", "Outcome",
-           "check_outcome", "ended_outcome", "exit_status", "outcome_of_check", "task_outcome", "verdict_outcome")
+__all__ = ("ERROR_KINDS", "ERROR_STATES", "EXIT_STATUS", "FAILED_KINDS", "FAILED_STATES", "OUTCOMES", "PASS_IF",
+           "Outcome", "PassIf", "check_outcome", "ended_outcome", "exit_status", "outcome_of_check", "task_outcome",
+           "verdict_outcome")
 
 Outcome = Literal["passed", "failed", "error"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error")
+#: How a spec's checks combine into its verdict (its ``pass_if``): every one must pass, or one is enough.
+PassIf = Literal["all", "any"]
+PASS_IF: tuple[PassIf, ...] = ("all", "any")
 
 #: Error kinds (cud.errors) of a task that ended without succeeding that say cud or the infrastructure
 #: could not do its part: the outcome is ``error``. Each with why, in words (docs/specs.md's table).
@@ -97,12 +103,20 @@ def outcome_of_check(check: Mapping[str, Any]) -> Outcome:
     return "passed" if check.get("passed") else "failed"
 
 
-def verdict_outcome(checks: Iterable[Outcome]) -> Outcome | None:
-    """A verdict from its checks' outcomes (None without checks): any failed is ``failed``, else any
-    error is ``error``, else ``passed``."""
+def verdict_outcome(checks: Iterable[Outcome], pass_if: str = "all") -> Outcome | None:
+    """A verdict from its checks' outcomes (None without checks), by the spec's ``pass_if``.
+
+    ``all``: any failed is ``failed``, else any error is ``error``, else ``passed``. ``any``: any
+    passed is ``passed``, else any failed is ``failed`` (what looked and disagreed outweighs what
+    could not look, as with ``all``), else ``error``.
+    """
+    if pass_if not in PASS_IF:
+        raise ValueError(f"pass_if must be one of {', '.join(PASS_IF)}, got {pass_if!r}")
     seen = set(checks)
     if not seen:
         return None
+    if pass_if == "any":
+        return "passed" if "passed" in seen else "failed" if "failed" in seen else "error"
     if "failed" in seen:
         return "failed"
     return "error" if "error" in seen else "passed"

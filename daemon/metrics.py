@@ -140,6 +140,9 @@ class Metrics:
                                ["kind", "result"], registry=self.registry)
         self._setup = Counter("cud_spec_setup_steps", "Setup steps of task specs run, by kind and result (ok, "
                               "failed)", ["kind", "result"], registry=self.registry)
+        self._postconfig = Counter("cud_spec_postconfig_steps", "Postconfig steps of task specs run (after the "
+                                   "model, before the checks), by kind and result (ok, failed)", ["kind", "result"],
+                                   registry=self.registry)
         self._budget = Counter("cud_budget_events", "Budget events (docs/budgets.md), by kind (warning, reached, "
                                "extended) and budget (max_cost, max_input_tokens, max_output_tokens, daily_cost)",
                                ["kind", "budget"], registry=self.registry)
@@ -153,6 +156,7 @@ class Metrics:
         for step in SETUP_KINDS:
             for result in ("ok", "failed"):
                 self._setup.labels(step, result)
+                self._postconfig.labels(step, result)
         store.subscribe(self._on_event)  # for the daemon's life: metrics and store end together
 
     def _on_event(self, event: EventView) -> None:
@@ -170,8 +174,9 @@ class Metrics:
             self._budget.labels(_BUDGET_EVENTS[event["kind"]], str(data.get("budget"))).inc()
         elif event["kind"] == "check":
             self._checks.labels(str(data["kind"]), outcome_of_check(data)).inc()
-        elif event["kind"] == "setup":
-            self._setup.labels(str(data["kind"]), "ok" if data["ok"] else "failed").inc()
+        elif event["kind"] in ("setup", "postconfig"):
+            steps = self._setup if event["kind"] == "setup" else self._postconfig
+            steps.labels(str(data["kind"]), "ok" if data["ok"] else "failed").inc()
         elif event["kind"] == "approval_decided":
             with contextlib.suppress(Exception):  # a metric must never break the decision it follows
                 approval = self._store.approval(int(data["approval_id"]))

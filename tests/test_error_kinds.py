@@ -25,8 +25,8 @@ PROTOCOL_MD = ROOT / "docs" / "protocol.md"
 ELSEWHERE = {
     "RemoteError": "cud.cuctl.client: the daemon's error as a client received it; its kind is what the daemon sent",
     "VersionMismatch": "cud.protocol: a ProtocolError that also carries the other side's version; sent as `protocol`",
-    "WaitRanOut": "daemon/spec/setup.py: a setup wait that ran out; run_setup wraps it in SetupFailed, never sent",
-    "StepFailed": "daemon/spec/setup.py: a setup step whose expectation was not met (the task's fault); run_setup "
+    "WaitRanOut": "daemon/spec/setup.py: a setup wait that ran out; run_steps wraps it in SetupFailed, never sent",
+    "StepFailed": "daemon/spec/setup.py: a setup step whose expectation was not met (the task's fault); run_steps "
                   "wraps it in SetupFailed with fault 'task', never sent",
 }
 

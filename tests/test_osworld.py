@@ -1,14 +1,18 @@
-"""OSWorld's task files converted to specs (cud/osworld/convert.py): each supported type, and refusals by name.
+"""OSWorld's task files converted to specs (cud/osworld/convert.py, steps.py): the config steps, paths, placeholders.
 
-The task files are the project's own, written in OSWorld's format (tests/data/osworld/);
-downloads come from a loopback HTTP server this module starts and stops.
+The task files are the project's own, written in OSWorld's format (tests/data/osworld/ and here);
+downloads come from a loopback HTTP server this module starts and stops. The checks are
+tests/test_osworld_checks.py.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import re
+import shlex
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,13 +22,25 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cud.errors import SpecError
-from cud.osworld.convert import ANY_STATUS, LIST_TREE, convert_osworld, fetch_url, load_osworld
+from cud.osworld.convert import (
+    INFEASIBLE_TIP,
+    SCREEN,
+    convert_osworld,
+    fetch_url,
+    load_osworld,
+    osworld_blockers,
+    seats_screen,
+    sees_home_user,
+)
+from cud.osworld.evaluator import INFEASIBLE_WORDS
+from cud.osworld.steps import ACTIVATE_OPENED, ANY_STATUS, HOME_REWRITE, RUN_SECONDS, wrap
 from cud.spec import parse_spec
 from cud.spec.matching import Match
 from tests.support.http_files import serve_files
 
 DATA = Path(__file__).parent / "data" / "osworld"
 FILES = {"/notes.txt": b"first line\n", "/notes-done.txt": b"first line\ndone\n", "/big": b"x" * (300 * 1024)}
+RUN = ANY_STATUS[2]  # the body of a command run as OSWorld runs it: 120 s, any status
 
 
 @pytest.fixture(scope="module")
@@ -49,81 +65,19 @@ def no_fetch(url: str) -> bytes:
     raise AssertionError(f"nothing should be fetched, got {url}")
 
 
-def convert(raw: dict[str, Any], fetch: Any = no_fetch) -> dict[str, Any]:
-    converted = convert_osworld(raw, source="t.json", fetch=fetch)
+def convert(raw: dict[str, Any], fetch: Any = no_fetch, **kw: Any) -> dict[str, Any]:
+    converted = convert_osworld(raw, source="t.json", fetch=fetch, **kw)
     parse_spec(dict(converted))  # every conversion is a spec
     return converted
 
 
-def step(config: dict[str, Any]) -> dict[str, Any]:
-    (only,) = convert(task([config]))["setup"]
+def steps(config: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
+    return list(convert(task([config]), **kw)["setup"])
+
+
+def step(config: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    (only,) = steps(config, **kw)
     return only
-
-
-def test_the_projects_task_file_converts_every_supported_kind(server: str) -> None:
-    fetched: list[str] = []
-
-    def fetch(url: str) -> bytes:
-        fetched.append(url)
-        return fetch_url(url)
-
-    converted = convert(task_file("edit_notes.json", server), fetch)
-    assert converted["prompt"].startswith("Open notes.txt")
-    assert converted["tags"] == ["osworld", "cud-edit-notes-0001"] and converted["reset"] is True
-    assert converted["setup"][0] == {"files": [{"src": f"{server}/notes.txt", "dest": "Desktop/notes.txt"}]}
-    assert converted["setup"][1] == {"run": ["mkdir", "-p", "Documents/empty"]}
-    assert converted["setup"][2] == {"launch": ["mousepad", "Desktop/notes.txt"]}
-    assert converted["setup"][3]["run"][:3] == ["xdotool", "search", "--sync"]
-    assert converted["setup"][4] == {"sleep": 0.5}
-    assert converted.files == {f"{server}/notes.txt": b"first line\n", f"{server}/notes-done.txt": FILES["/notes-done.txt"]}
-    assert sorted(fetched) == sorted(converted.files)  # each URL fetched once, on this side
-    file_check, grep, tail, tree = converted["checks"]
-    assert file_check == {"name": "compare_text_file on vm_file", "file": "Desktop/notes.txt",
-                          "equals": f"{server}/notes-done.txt"}
-    assert grep["command"] == [*ANY_STATUS, "grep", "-c", "done", "Desktop/notes.txt"]
-    assert grep["output"] == {"include": ["1"], "exclude": ["0"]}
-    assert tail["command"] == [*ANY_STATUS, "/bin/sh", "-c", "tail -n 1 ~/Desktop/notes.txt"]
-    assert Match.parse(tail["output"]["matches"]).test("done\n")
-    assert not Match.parse(tail["output"]["matches"]).test("done\n\n")
-    assert tree["command"] == [*LIST_TREE, "Documents"]
-    assert Match.parse(tree["output"]["matches"]).test("d empty\n")
-
-
-def test_load_osworld_gives_what_load_spec_gives(server: str, tmp_path: Path) -> None:
-    path = tmp_path / "task.json"
-    path.write_text(json.dumps(task_file("edit_notes.json", server)))
-    spec, files = load_osworld(path)
-    assert set(files) == set(spec.local_files()) == {f"{server}/notes.txt", f"{server}/notes-done.txt"}
-    assert spec.needs_session
-
-
-@pytest.mark.parametrize("kind", ["execute", "command"])
-def test_execute_and_command_run_an_argv_a_split_string_or_a_shell_string(kind: str) -> None:
-    assert step({"type": kind, "parameters": {"command": ["ls", "~/Desktop"], "timeout": 9}}) == \
-        {"run": ["ls", "Desktop"], "timeout": 9}
-    assert step({"type": kind, "parameters": {"command": "touch /home/user/a.txt"}}) == {"run": ["touch", "a.txt"]}
-    assert step({"type": kind, "parameters": {"command": "echo hi > ~/a", "shell": True}}) == \
-        {"run": ["/bin/sh", "-c", "echo hi > ~/a"]}
-
-
-def test_launch_open_sleep_and_activate_window() -> None:
-    assert step({"type": "launch", "parameters": {"command": "xterm -e true"}}) == {"launch": ["xterm", "-e", "true"]}
-    assert step({"type": "open", "parameters": {"path": "/home/user/Desktop/a b.txt"}}) == {"open": "Desktop/a b.txt"}
-    assert step({"type": "sleep", "parameters": {"seconds": 3}}) == {"sleep": 3}
-    run = step({"type": "activate_window", "parameters": {"window_name": "a.txt (x)", "strict": True}})["run"]
-    assert run[run.index("--name") + 1] == r"^a\.txt \(x\)$"
-    run = step({"type": "activate_window", "parameters": {"window_name": "Mousepad", "by_class": True}})["run"]
-    assert run[run.index("--class") + 1] == "Mousepad" and run[-1] == "windowactivate"
-
-
-def test_compare_text_file_options_become_one_pattern_over_the_file() -> None:
-    evaluator = {"func": "compare_text_file", "options": {"ignore_blanks": True, "ignore_case": True},
-                 "result": {"type": "vm_file", "path": "/home/user/a.txt", "dest": "a.txt"},
-                 "expected": {"type": "cloud_file", "path": "https://example.invalid/a.txt", "dest": "a.txt"}}
-    (check,) = convert(task(evaluator=evaluator), lambda url: b"Hello   World\n")["checks"]
-    pattern = Match.parse(check["matches"])
-    assert pattern.test("  hello\tworld") and pattern.test("HELLO\n\nWORLD\n")
-    assert not pattern.test("helloworld") and not pattern.test("hello world again")
 
 
 def refused(raw: object, *names: str, fetch: Any = no_fetch) -> str:
@@ -135,50 +89,255 @@ def refused(raw: object, *names: str, fetch: Any = no_fetch) -> str:
     return message
 
 
+def run_rewritten(args: list[str], home: str) -> list[str]:
+    """What HOME_REWRITE hands its command, run for real by /bin/sh with HOME set: one line per argument."""
+    done = subprocess.run(wrap('printf "%s\\0" "$@"', args, rewrite=True), capture_output=True,
+                          env={**os.environ, "HOME": home}, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.decode().split("\0")[:-1]
+
+
+# -- the task ------------------------------------------------------------------------------------
+
+
+def test_the_projects_task_file_converts_every_step_and_check(server: str) -> None:
+    fetched: list[str] = []
+
+    def fetch(url: str) -> bytes:
+        fetched.append(url)
+        return fetch_url(url)
+
+    converted = convert(task_file("edit_notes.json", server), fetch)
+    assert converted["prompt"] == ("Open notes.txt on the Desktop in the editor, add a line 'done' at the end and "
+                                   f"save.\n\n{INFEASIBLE_TIP}")
+    assert converted["tags"] == ["osworld", "cud-edit-notes-0001"] and converted["reset"] is True
+    assert converted["screen"] == "1920x1080"  # OSWorld's VM's screen, unless told another
+    download, mkdir, launch, activate, sleep = converted["setup"]
+    assert download == {"files": [{"src": f"{server}/notes.txt", "dest": "Desktop/notes.txt"}]}
+    assert mkdir == {"run": wrap(RUN, ["mkdir", "-p", "/home/user/Documents/empty"], rewrite=True),
+                     "timeout": RUN_SECONDS}
+    assert launch == {"launch": wrap('exec "$@"', ["mousepad", "/home/user/Desktop/notes.txt"], rewrite=True)}
+    assert activate == {"run": [*ANY_STATUS, "wmctrl", "-a", "notes.txt"], "timeout": RUN_SECONDS}
+    assert sleep == {"sleep": 0.5}
+    assert converted.files == {f"{server}/notes.txt": b"first line\n", f"{server}/notes-done.txt": FILES["/notes-done.txt"]}
+    assert sorted(fetched) == sorted(converted.files)  # each URL fetched once, on this side
+    assert len(converted["checks"]) == 4
+
+
+def test_load_osworld_gives_what_load_spec_gives(server: str, tmp_path: Path) -> None:
+    path = tmp_path / "task.json"
+    path.write_text(json.dumps(task_file("edit_notes.json", server)))
+    spec, files = load_osworld(path, screen=(1280, 800))
+    assert set(files) == set(spec.local_files()) == {f"{server}/notes.txt", f"{server}/notes-done.txt"}
+    assert spec.needs_session and spec.screen == "1280x800"
+
+
+def test_the_prompt_carries_openai_runners_tip_with_the_words_the_infeasible_check_looks_for() -> None:
+    assert any(word in INFEASIBLE_TIP.lower() for word in INFEASIBLE_WORDS)
+
+
+def test_informational_keys_and_notes_are_ignored_and_an_unknown_key_is_refused() -> None:
+    raw = {**task(), "hint": "the unit is cm", "env_may_change": True, "snapshot": "os", "proxy": False}
+    assert convert(raw)["prompt"].startswith("do it")
+    refused({**task(), "hints": "x"}, "OSWorld task key 'hints'")
+
+
+# -- config steps --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["execute", "command"])
+def test_execute_and_command_run_for_120_s_whatever_their_status(kind: str) -> None:
+    """SetupController._execute_setup never reads returncode; server/main.py's execute_command: timeout=120."""
+    assert step({"type": kind, "parameters": {"command": ["ls", "-l"]}}) == \
+        {"run": [*ANY_STATUS, "ls", "-l"], "timeout": RUN_SECONDS}
+    assert ANY_STATUS[2] == 'timeout 120 "$@"; exit 0'
+    # A string is split as the server splits it: shlex, quotes kept together.
+    assert step({"type": kind, "parameters": {"command": "touch 'a b.txt' c"}})["run"] == \
+        [*ANY_STATUS, "touch", "a b.txt", "c"]
+    assert step({"type": kind, "parameters": {"command": "echo hi > ~/a", "shell": True}})["run"] == \
+        [*ANY_STATUS, "/bin/sh", "-c", "echo hi > ~/a"]
+    # "shell": "true" is true to the server (Python's truth value).
+    assert step({"type": kind, "parameters": {"command": "echo hi", "shell": "true"}})["run"][-3:] == \
+        ["/bin/sh", "-c", "echo hi"]
+
+
+def test_a_command_exits_0_whatever_its_status_and_is_stopped_after_its_timeout() -> None:
+    done = subprocess.run([*ANY_STATUS, "sh", "-c", "echo out; exit 3"], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout) == (0, "out\n")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1,
+                        max_size=12), min_size=1, max_size=6))
+def test_a_string_command_is_split_as_shlex_splits_it(words: list[str]) -> None:
+    words = [w.replace("{", "(") for w in words]  # no placeholder here: they have their own test
+    argv = step({"type": "execute", "parameters": {"command": shlex.join(words)}}, as_written=True)["run"]
+    assert argv[len(ANY_STATUS):] == [f"/home/user{w[1:]}" if w.startswith("~/") else w for w in words]
+
+
+def test_launch_splits_a_string_at_whitespace_as_the_setup_controller_does() -> None:
+    """SetupController._launch_setup: ``command.split()`` for several words (quotes stay in the words)."""
+    assert step({"type": "launch", "parameters": {"command": "xterm -title 'a b'"}}) == \
+        {"launch": ["xterm", "-title", "'a", "b'"]}
+    assert step({"type": "launch", "parameters": {"command": "'xterm'"}}) == {"launch": ["xterm"]}  # one word: shlex
+    assert step({"type": "launch", "parameters": {"command": ["gimp"], "shell": False}}) == {"launch": ["gimp"]}
+    assert step({"type": "launch", "parameters": {"command": "sleep 1 &", "shell": True}}) == \
+        {"launch": ["/bin/sh", "-c", "sleep 1 &"]}
+
+
+def test_open_waits_for_a_window_holding_the_files_name_and_activates_it() -> None:
+    """server/main.py open_file: xdg-open, then the first window whose line holds the name without its extension."""
+    opened, activated = steps({"type": "open", "parameters": {"path": "/home/user/Desktop/a (1).xlsx"}})
+    assert opened == {"open": "Desktop/a (1).xlsx", "wait_for": {"window_title": r"re:a\ \(1\)", "timeout": 300}}
+    assert activated == {"run": [*ACTIVATE_OPENED, "a (1)"], "timeout": RUN_SECONDS}
+    assert Match.parse(opened["wait_for"]["window_title"]).test("a (1).xlsx - LibreOffice Calc")
+    assert steps({"type": "open", "parameters": {"path": "~/.bashrc"}})[1]["run"][-1] == ".bashrc"
+
+
+@pytest.mark.parametrize(("kind", "parameters", "flag"), [
+    ("activate_window", {"window_name": "notes.txt"}, "-a"),
+    ("activate_window", {"window_name": "x.pptx - LibreOffice Impress", "strict": True}, "-Fa"),
+    ("activate_window", {"window_name": "Mousepad", "by_class": True}, "-xa"),
+    ("close_window", {"window_name": "Software Updater", "strict": True, "by_class": True}, "-xFc"),
+])
+def test_activate_and_close_window_run_wmctrl_as_osworlds_server(kind: str, parameters: dict[str, Any],
+                                                                  flag: str) -> None:
+    assert step({"type": kind, "parameters": parameters}) == \
+        {"run": [*ANY_STATUS, "wmctrl", flag, parameters["window_name"]], "timeout": RUN_SECONDS}
+
+
+def test_download_and_sleep() -> None:
+    fetch = {"http://h/a": b"A"}.__getitem__
+    assert step({"type": "download", "parameters": {"files": [{"url": "http://h/a", "path": "Desktop/a"}]}},
+                fetch=fetch) == {"files": [{"src": "http://h/a", "dest": "Desktop/a"}]}  # relative: in the home
+    assert step({"type": "sleep", "parameters": {"seconds": 3}}) == {"sleep": 3}
+
+
+@pytest.mark.parametrize(("config", "names"), [
+    ({"type": "googledrive", "parameters": {}}, ["'googledrive'", "Google Drive"]),
+    ({"type": "login", "parameters": {}}, ["'login'", "web account"]),
+    ({"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://x"]}}, ["'chrome_open_tabs'", "CDP"]),
+    ({"type": "chrome_close_tabs", "parameters": {}}, ["'chrome_close_tabs'", "CDP"]),
+    ({"type": "update_browse_history", "parameters": {}}, ["'update_browse_history'"]),
+    ({"type": "tidy_desktop", "parameters": {}}, ["'tidy_desktop'", "supported: launch"]),
+    ({"type": "execute", "parameters": {"command": ["ls"], "stdout": "out.txt"}}, ["'stdout'", "host cache"]),
+    ({"type": "execute", "parameters": {"command": ["ls"], "stderr": "err.txt"}}, ["'stderr'", "host cache"]),
+    ({"type": "command", "parameters": {"command": ["ls"], "until": {"returncode": 0}}}, ["'until'"]),
+    ({"type": "execute", "parameters": {"command": ["ls"], "timeout": 5}}, ["'timeout'"]),
+    ({"type": "execute", "parameters": {"command": "echo {CLIENT_PASSWORD} | sudo -S true", "shell": True}},
+     ["{CLIENT_PASSWORD}", "config[0].parameters.command"]),
+    ({"type": "execute", "parameters": {"command": "echo 'unclosed"}}, ["shlex"]),
+])
+def test_config_types_and_parameters_without_a_counterpart_are_refused_by_name(config: dict[str, Any],
+                                                                               names: list[str]) -> None:
+    refused(task([config]), *names)
+
+
 def test_the_unsupported_task_file_is_refused_naming_the_type(server: str) -> None:
     message = refused(task_file("unsupported.json", server), "'googledrive'", "config[1]")
     assert message.startswith("t.json: OSWorld config type 'googledrive' in config[1] has no counterpart in cud")
 
 
-@pytest.mark.parametrize(("evaluator", "names"), [
-    ({"func": "infeasible"}, ["'infeasible'"]),
-    ({"func": "check_include_exclude", "result": {"type": "vm_terminal_output"},
-      "expected": {"type": "rule", "rules": {}}}, ["getter 'vm_terminal_output'"]),
-    ({"func": "exact_match", "result": {"type": "vm_file", "path": "/home/user/a", "dest": "a"},
-      "expected": {"type": "rule", "rules": {"expected": "x"}}}, ["'exact_match' on the getter 'vm_file'"]),
-    ({"func": "compare_text_file", "result": {"type": "vm_file", "path": "/home/user/a", "dest": "a"},
-      "expected": {"type": "vm_file", "path": "/home/user/b", "dest": "b"}}, ["expected type 'vm_file'"]),
-    ({"func": ["exact_match"], "conj": "or", "result": [{}], "expected": [{}]}, ["conj 'or'"]),
-    ({"func": "exact_match", "postconfig": [{"type": "sleep", "parameters": {"seconds": 1}}]}, ["'postconfig'"]),
-    ({"func": "exact_match", "result": {"type": "vm_command_line", "command": ["true"]},
-      "expected": {"type": "rule", "rules": {"expected": "x"}}, "options": {"fuzzy": 1}}, ["'fuzzy'"]),
-])
-def test_unsupported_evaluators_are_refused_by_name(evaluator: dict[str, Any], names: list[str]) -> None:
-    refused(task(evaluator=evaluator), *names)
+CONFIG_TYPES = ("launch", "execute", "command", "open", "download", "sleep", "activate_window", "close_window")
 
 
-@pytest.mark.parametrize("path", ["/tmp/a.txt", "/home/other/a", "relative.txt", "/home/user/../etc/passwd",
-                                  "/home/user/", "~", "/root/x"])
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=1, max_size=30).filter(lambda s: s not in CONFIG_TYPES))
+@example("googledrive")
+@example("chrome_open_tabs")
+def test_every_unknown_config_type_is_refused_naming_it(name: str) -> None:
+    raw = task([{"type": "sleep", "parameters": {"seconds": 1}}, {"type": name, "parameters": {}}])
+    refused(raw, repr(name), "config[1]")
+
+
+# -- placeholders --------------------------------------------------------------------------------
+
+PLACEHOLDERS = ("{SCREEN_WIDTH}", "{SCREEN_HEIGHT}", "{SCREEN_WIDTH_HALF}", "{SCREEN_HEIGHT_HALF}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 32767), st.integers(1, 32767), st.sampled_from(["execute", "command", "launch", "post", "check"]),
+       st.booleans(), st.lists(st.one_of(st.sampled_from(PLACEHOLDERS), st.text("abc xyz,()", max_size=6)),
+                               min_size=1, max_size=8))
+def test_no_converted_spec_keeps_a_placeholder(width: int, height: int, where: str, shell: bool,
+                                               parts: list[str]) -> None:
+    text = "python -c " + "".join(parts) + " end"
+    command: Any = text if shell else ["python", "-c", "".join(parts), "end"]
+    call = {"command": command, "shell": shell}
+    raw = task()
+    if where in ("execute", "command", "launch"):
+        raw["config"] = [{"type": where, "parameters": call}]
+    elif where == "post":
+        raw["evaluator"]["postconfig"] = [{"type": "execute", "parameters": call}]
+    else:
+        raw["evaluator"]["result"] = {"type": "vm_command_line", **call}
+    converted = convert(raw, screen=(width, height))
+    dumped = json.dumps(dict(converted))
+    assert not re.search(r"\{SCREEN_[A-Z_]+\}", dumped)
+    assert converted["screen"] == f"{width}x{height}"
+    filled = "".join({"{SCREEN_WIDTH}": str(width), "{SCREEN_HEIGHT}": str(height),
+                      "{SCREEN_WIDTH_HALF}": str(width // 2), "{SCREEN_HEIGHT_HALF}": str(height // 2)}.get(p, p)
+                     for p in parts)
+    assert json.dumps(filled)[1:-1] in dumped
+
+
+def test_a_placeholder_where_osworld_fills_none_is_refused_naming_the_key() -> None:
+    raw = task(evaluator={"func": "exact_match", "result": {"type": "vm_command_line", "command": ["true"]},
+                          "expected": {"type": "rule", "rules": {"expected": "{SCREEN_WIDTH}"}}})
+    refused(raw, "SCREEN_WIDTH", "placeholder", "checks[0].output.matches")
+
+
+def test_the_screen_comes_from_the_option_else_the_seats_else_osworlds_vm() -> None:
+    seats: list[Any] = [{"name": "a", "size": [1280, 800]}, {"name": "b", "size": [1280, 800]},
+                        {"name": "c", "size": [1024, 768]}, {"name": "d", "size": None}]
+    assert seats_screen(seats, ["a", "b"]) == (1280, 800)
+    assert seats_screen(seats, None) == SCREEN == (1920, 1080)  # sizes differ
+    assert seats_screen(seats, ["a", "d"]) == SCREEN  # d's unknown now
+    assert seats_screen(seats, ["c"], "800x600") == (800, 600)
+    assert seats_screen(None, None) == SCREEN
+
+
+# -- paths ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/tmp/a.txt", "/home/other/a", "/home/user/../etc/passwd", "/home/user/", "~",
+                                  "/root/x", "", "a/../../b"])
 def test_paths_outside_the_vm_users_home_are_refused_naming_them(path: str) -> None:
-    refused(task([{"type": "open", "parameters": {"path": path}}]), repr(path), "config[0].parameters.path")
+    refused(task([{"type": "open", "parameters": {"path": path}}]), "config[0].parameters.path")
 
 
-def test_arguments_and_shell_text_that_hold_the_vm_home_elsewhere_are_refused() -> None:
-    refused(task([{"type": "execute", "parameters": {"command": ["cp", "--target=/home/user/x", "a"]}}]),
-            "'--target=/home/user/x'", "config[0].parameters.command[1]")
-    refused(task([{"type": "execute", "parameters": {"command": "cat /home/user/a", "shell": True}}]),
-            "shell command naming '/home/user'")
+@pytest.mark.parametrize(("path", "home"), [("/home/user/a b.txt", "a b.txt"), ("~/Desktop/x", "Desktop/x"),
+                                            ("Desktop/x.docx", "Desktop/x.docx")])
+def test_vm_home_paths_and_relative_paths_are_paths_in_the_home(path: str, home: str) -> None:
+    """A relative path is relative to /home/user: OSWorld's server runs there (osworld_server.service)."""
+    assert steps({"type": "open", "parameters": {"path": path}})[0]["open"] == home
 
 
-def test_an_argument_naming_the_home_itself_or_a_directory_with_its_slash_maps_onto_the_home() -> None:
-    """Commands run in the home: /home/user and /home/user/ are '.', and /home/user/Desktop/ keeps its slash (cp then
-    insists on a directory there, as in OSWorld's VM)."""
-    argv = ["cp", "/home/user/a", "/home/user/", "/home/user", "/home/user/Desktop/", "~/b/"]
-    (only,) = convert(task([{"type": "execute", "parameters": {"command": argv}}]))["setup"]
-    assert only["run"] == ["cp", "a", ".", ".", "Desktop/", "b/"]
-    refused(task([{"type": "execute", "parameters": {"command": ["ls", "/home/user//"]}}]), "'/home/user//'")
-    refused(task([{"type": "execute", "parameters": {"command": ["ls", "/home/user/a/../../etc/"]}}]),
-            "'/home/user/a/../../etc/'")
+def test_commands_naming_the_vm_home_run_with_the_seats_home_in_its_place() -> None:
+    argv = ["cp", "/home/user/a", "~/b/", "--target=/home/user/x", "/home/username"]
+    run = step({"type": "execute", "parameters": {"command": argv}})["run"]
+    assert run == wrap(RUN, ["cp", "/home/user/a", "/home/user/b/", "--target=/home/user/x", "/home/username"],
+                       rewrite=True)
+    assert run_rewritten(run[4:], "/var/lib/seat-1") == \
+        ["cp", "/var/lib/seat-1/a", "/var/lib/seat-1/b/", "--target=/var/lib/seat-1/x", "/home/username"]
+    shell = step({"type": "execute", "parameters": {"command": "cd /home/user && ls '/home/user/a b'", "shell": True}})
+    assert shell["run"][2].startswith(HOME_REWRITE)
+    assert step({"type": "execute", "parameters": {"command": ["ls", "x"]}})["run"][2] == RUN  # nothing to rewrite
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["/home/user", "/home/user/", "/home/users", "a", " ", "'", '"', "$x", "\n",
+                                          "/", "é"]), max_size=6).map("".join), min_size=1, max_size=5),
+       st.sampled_from(["/home/s1", "/var/lib/cud/seats/a.b-c_d"]))
+def test_the_home_rewrite_replaces_the_vm_home_and_nothing_else(args: list[str], home: str) -> None:
+    expected = [re.sub(r"/home/user(?![A-Za-z0-9._-])", home, a) for a in args]
+    assert run_rewritten(args, home) == expected
+
+
+def test_the_home_rewrite_refuses_a_home_it_cannot_put_in_shell_text() -> None:
+    done = subprocess.run(wrap('"$@"', ["true", "/home/user"], rewrite=True), capture_output=True, text=True,
+                          env={**os.environ, "HOME": "/tmp/a b"}, check=False)
+    assert done.returncode == 126 and "cannot put the home" in done.stderr
 
 
 def test_for_seats_that_see_their_home_at_home_user_commands_run_as_written() -> None:
@@ -186,13 +345,24 @@ def test_for_seats_that_see_their_home_at_home_user_commands_run_as_written() ->
     only the paths cud itself reads and writes are paths in the home."""
     raw = task([{"type": "execute", "parameters": {"command": "cat /home/user/a ~/b", "shell": True}},
                 {"type": "execute", "parameters": {"command": ["cp", "--target=/home/user/x", "~/a"]}},
-                {"type": "open", "parameters": {"path": "/home/user/a.txt"}}])
-    converted = convert_osworld(raw, source="t.json", fetch=no_fetch, as_written=True)
-    parse_spec(dict(converted))
-    shell, argv, opened = converted["setup"]
-    assert shell["run"] == ["/bin/sh", "-c", "cat /home/user/a ~/b"]
-    assert argv["run"] == ["cp", "--target=/home/user/x", "~/a"]
-    assert opened == step({"type": "open", "parameters": {"path": "/home/user/a.txt"}})  # a path in the home
+                {"type": "download", "parameters": {"files": [{"url": "http://h/a", "path": "/home/user/a.txt"}]}}])
+    converted = convert(raw, {"http://h/a": b""}.__getitem__, as_written=True)
+    shell, argv, download = converted["setup"]
+    assert shell["run"] == [*ANY_STATUS, "/bin/sh", "-c", "cat /home/user/a ~/b"]
+    assert argv["run"] == [*ANY_STATUS, "cp", "--target=/home/user/x", "/home/user/a"]  # ~/ expanded as the server
+    assert download["files"][0]["dest"] == "a.txt"  # a path in the home
+
+
+def test_a_suite_runs_commands_as_written_only_when_every_seat_it_uses_sees_home_user() -> None:
+    seats: list[Any] = [{"name": "a", "home_path": "/home/user"}, {"name": "b", "home_path": None},
+                        {"name": "c", "home_path": "/home/user"}]
+    assert not sees_home_user(seats, None)  # b would take runs too
+    assert sees_home_user(seats, ["a", "c"]) and sees_home_user(seats, ["c"])
+    assert not sees_home_user(seats, ["a", "b"])
+    assert not sees_home_user([], None) and not sees_home_user(None, None)  # a fleet: its nodes' seats unknown here
+
+
+# -- downloads, malformed tasks, every blocker -----------------------------------------------------
 
 
 def test_downloads_are_bounded_http_only_and_failures_name_the_url(server: str) -> None:
@@ -203,31 +373,6 @@ def test_downloads_are_bounded_http_only_and_failures_name_the_url(server: str) 
                           repr(url), why, "config[0].parameters.files[0].url",
                           fetch=lambda url: fetch_url(url, limit=256 * 1024))
         assert "Traceback" not in message
-
-
-CONFIG_TYPES = ("launch", "execute", "command", "open", "download", "sleep", "activate_window")
-METRICS = ("check_include_exclude", "exact_match", "compare_text_file")
-GETTERS = ("vm_command_line", "vm_file", "list_directory")
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.text(min_size=1, max_size=30).filter(lambda s: s not in CONFIG_TYPES), st.sampled_from(["config", "func",
-                                                                                                   "getter"]))
-@example("googledrive", "config")
-@example("chrome_open_tabs", "config")
-@example("vm_terminal_output", "getter")
-@example("compare_table", "func")
-def test_every_unsupported_type_name_is_refused_naming_it(name: str, where: str) -> None:
-    raw = task()
-    if where == "config":
-        raw["config"] = [{"type": "sleep", "parameters": {"seconds": 1}}, {"type": name, "parameters": {}}]
-        refused(raw, repr(name), "config[1]")
-    elif name not in METRICS and where == "func":
-        raw["evaluator"]["func"] = name
-        refused(raw, repr(name), "metric")
-    elif name not in GETTERS:
-        raw["evaluator"]["result"]["type"] = name
-        refused(raw, repr(name), "getter")
 
 
 def junk() -> st.SearchStrategy[Any]:
@@ -246,7 +391,7 @@ def paths_in(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
             yield from paths_in(item, (*at, index))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_malformed_tasks_are_refused_never_a_traceback(data: st.DataObject) -> None:
     raw = json.loads(json.dumps(task_file("edit_notes.json", "http://127.0.0.1:1")))
@@ -259,12 +404,29 @@ def test_malformed_tasks_are_refused_never_a_traceback(data: st.DataObject) -> N
         target[where[-1]] = data.draw(junk())
     else:
         mutated = data.draw(junk())
+    fetch = lambda url: b"first line\n"  # noqa: E731
     try:
-        converted = convert_osworld(mutated, source="t.json", fetch=lambda url: b"first line\n")
+        converted = convert_osworld(mutated, source="t.json", fetch=fetch)
     except SpecError as exc:
         assert exc.message.startswith("t.json: ") and exc.message.strip()
+        assert osworld_blockers(mutated, source="t.json", fetch=fetch)  # found again when collecting
         return
     parse_spec(dict(converted))  # what it does convert is a spec
+    assert osworld_blockers(mutated, source="t.json", fetch=fetch) == []
+
+
+def test_every_blocker_of_a_task_is_found_in_reading_order() -> None:
+    raw = task([{"type": "googledrive", "parameters": {}}, {"type": "sleep", "parameters": {"seconds": 1}},
+                {"type": "chrome_open_tabs", "parameters": {}}],
+               {"func": ["no_such_metric", "exact_match"], "conj": "or",
+                "result": [{"type": "vm_file", "path": "/home/user/a"}, {"type": "vm_terminal_output"}],
+                "expected": [None, {"type": "rule", "rules": {"expected": "x"}}],
+                "postconfig": [{"type": "login", "parameters": {}}]})
+    blockers = [e.details["key"] for e in osworld_blockers(raw, source="t.json", fetch=no_fetch)]
+    assert blockers == ["config[0].type", "config[2].type", "evaluator.postconfig[0].type", "evaluator.func[0]",
+                        "evaluator.result[1].type"]
+    first = refused(raw, "'googledrive'")
+    assert first == osworld_blockers(raw, source="t.json", fetch=no_fetch)[0].message
 
 
 def test_a_refusal_names_the_converted_key_when_the_spec_itself_refuses() -> None:
@@ -280,22 +442,13 @@ def test_submit_takes_one_of_spec_and_from_osworld_and_no_prompt_beside_it(tmp_p
 
     path = tmp_path / "t.json"
     path.write_text(json.dumps(task([{"type": "sleep", "parameters": {"seconds": 1}}])))
-    fields, files = _spec_fields(Namespace(prompt=None, spec=None, from_osworld=str(path), seat=None), lambda: [])
+    seats: Any = lambda: [{"name": "s1", "size": [1024, 768], "home_path": None}]  # noqa: E731
+    fields, files = _spec_fields(Namespace(prompt=None, spec=None, from_osworld=str(path), seat=None, screen=None),
+                                 seats)
     assert files == {}
-    assert fields["prompt"] == "do it" and fields["spec"]["setup"] == [{"sleep": 1.0}]
+    assert fields["prompt"].startswith("do it") and fields["spec"]["setup"] == [{"sleep": 1.0}]
+    assert fields["screen"] == "1024x768"  # the seats' screen
     with pytest.raises(ConfigError, match="--spec or --from-osworld, not both"):
         _spec_fields(Namespace(prompt=None, spec="a.toml", from_osworld=str(path)), lambda: [])
     with pytest.raises(ConfigError, match="a PROMPT or --from-osworld, not both"):
         _spec_fields(Namespace(prompt="hi", spec=None, from_osworld=str(path)), lambda: [])
-
-
-def test_a_suite_runs_commands_as_written_only_when_every_seat_it_uses_sees_home_user() -> None:
-    from cud.osworld.convert import sees_home_user
-
-    seats: list[Any] = [{"name": "a", "home_path": "/home/user"}, {"name": "b", "home_path": None},
-                        {"name": "c", "home_path": "/home/user"}]
-    assert not sees_home_user(seats, None)  # b would take runs too
-    assert sees_home_user(seats, ["a", "c"]) and sees_home_user(seats, ["c"])
-    assert not sees_home_user(seats, ["a", "b"])
-    assert not sees_home_user([], None) and not sees_home_user(None, None)  # a fleet: its nodes' seats unknown here
-    assert not sees_home_user([{"name": "a", "home_path": "/home/alice"}], None)

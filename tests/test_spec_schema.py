@@ -10,6 +10,7 @@ message names it and the value. No display: parsing is the same code on both sid
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cud.errors import ProtocolError, SpecError
+from cud.osworld.catalog import METRICS
 from cud.protocol import CHUNK_BYTES, encode, parse_request, request
 from cud.spec import parse_spec
 from cud.spec.load import load_spec
@@ -51,6 +53,10 @@ PLAIN = st.text("abcdefgh-_.", min_size=1, max_size=8).filter(lambda s: s not in
 HOME = st.lists(PLAIN, min_size=1, max_size=3).map("/".join)
 REGEX = st.sampled_from(["re:^a", "re:(?m)^done$", "re:[0-9]+", "re:(?i)saved", "re:."])
 MATCH = st.one_of(WORD, REGEX)
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.floats(allow_nan=False, allow_infinity=False)
+                    | st.text(max_size=10),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                    max_leaves=8)
 ARGV = st.lists(WORD, min_size=1, max_size=4)
 
 
@@ -113,7 +119,7 @@ class Builder:
         return out
 
     def check(self, path: Path_) -> dict[str, Any]:
-        kind = self.draw(st.sampled_from(["command", "file", "element", "window", "answer"]))
+        kind = self.draw(st.sampled_from(["command", "file", "element", "window", "answer", "metric"]))
         out: dict[str, Any] = {}
         if self.maybe():
             self.put(out, path, "name", self.draw(WORD), "text")
@@ -153,9 +159,34 @@ class Builder:
                                                                  min_size=1, max_size=2)), "list:state")
             if self.maybe():
                 self.put(out, path, "exists", True, "bool")
+        elif kind == "metric":
+            self.metric(out, path)
         else:
             self.put(out, path, "answer", self.draw(MATCH), "match")
         return out
+
+    def metric(self, out: dict[str, Any], path: Path_) -> None:
+        name = self.draw(st.sampled_from(sorted(METRICS)))
+        self.put(out, path, "metric", name, "metric")
+        for role in ("result", "expected") if METRICS[name].expected else ("result",):
+            where = (*path, role)
+            arg: dict[str, Any] = {}
+            kind = self.draw(st.sampled_from(["file", "command", "fixture", "value"]))
+            site = {"file": "home", "command": "argv", "fixture": "local", "value": "json"}[kind]
+            self.put(arg, where, kind, self.draw(JSON) if kind == "value" else self.draw(
+                {"file": HOME, "command": ARGV, "fixture": HOME}[kind]), site)
+            out[role] = arg
+            self.sites.append(Site(where, "table"))
+        if METRICS[name].options and self.maybe():
+            where = (*path, "options")
+            options: dict[str, Any] = {}
+            for key in self.draw(st.lists(st.sampled_from(sorted(METRICS[name].options)), min_size=1, max_size=3,
+                                          unique=True)):
+                self.put(options, where, key, self.draw(JSON), "json")
+            out["options"] = options
+            self.sites.append(Site(where, "table"))
+        if self.maybe():
+            self.put(out, path, "timeout", self.draw(st.floats(0.5, 600)), "number:0:600")
 
 
 @st.composite
@@ -190,6 +221,10 @@ def specs(draw: Any) -> tuple[dict[str, Any], list[Site]]:
         b.put(raw, (), "reset", b.maybe(), "bool")
     raw["setup"] = [b.step(("setup", i)) for i in range(draw(st.integers(0, 3)))]
     raw["checks"] = [b.check(("checks", i)) for i in range(draw(st.integers(0, 4)))]
+    if b.maybe():  # the same step tables after the model, under their own key path
+        raw["postconfig"] = [b.step(("postconfig", i)) for i in range(draw(st.integers(0, 3)))]
+    if b.maybe():
+        b.put(raw, (), "pass_if", draw(st.sampled_from(["all", "any"])), "pass_if")
     if b.maybe():
         raw["collect"] = {}
         b.put(raw["collect"], ("collect",), "files", draw(st.lists(HOME, max_size=3)), "list:home")
@@ -224,7 +259,10 @@ def bad_values(kind: str) -> st.SearchStrategy[Any]:
         "screen": ["12x", "0x0", "1280X800", "01280x800", "32768x10", "1280x800 ", 1280, None],
         "approval": ["never", 5],
         "on_stuck": ["pray", 5, None],
+        "pass_if": ["some", "ALL", "", 1, None, ["any"], True],
         "state": ["focussed", "!nope", 5],
+        "metric": ["compare_tabel", "no_such_metric", "", 5, None],
+        "json": [float("nan"), float("inf"), datetime.date(2026, 12, 6), datetime.time(20, 0), {1: "x"}],
     }[kind])
 
 
@@ -277,6 +315,7 @@ def test_unknown_and_misspelt_keys_are_refused_with_a_suggestion(built: tuple[di
     raw, sites = built
     tables: list[Path_] = [(), *[s.path for s in sites if s.kind == "table"],
                            *[("setup", i) for i in range(len(raw["setup"]))],
+                           *[("postconfig", i) for i in range(len(raw.get("postconfig", [])))],
                            *[("checks", i) for i in range(len(raw["checks"]))]]
     where = data.draw(st.sampled_from(tables))
     table: Any = raw

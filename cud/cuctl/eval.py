@@ -36,7 +36,7 @@ from cud.cuctl.output import emit_json, printable, short, table
 from cud.cuctl.progress import WaitNotice, live_terminal
 from cud.cuctl.report import write_private
 from cud.errors import AccessDenied, BudgetExceeded, ConfigError, ConnectionFailed, CudError, NotFound
-from cud.osworld.convert import OSWORLD_HOME, sees_home_user
+from cud.osworld.convert import OSWORLD_HOME, seats_screen, sees_home_user
 from cud.outcome import exit_status
 from cud.protocol import SeatView
 from cud.record.html import render
@@ -109,10 +109,10 @@ def start_results(args: argparse.Namespace,
             results.suite["retry_errors"] = retry_errors(args)
             for attempt in results.attempts:
                 attempt.retry_errors = results.retry_errors
+        used = names(args.seats, "--seats") or results.suite.get("seats")
         planned = reload(results.suite["files"], osworld=bool(results.suite.get("osworld")),
-                         allow_outside=args.allow_files_outside,
-                         as_written=sees_home_user(seats, names(args.seats, "--seats") or results.suite.get("seats")),
-                         not_converted=results.suite.get("not_converted", ()))
+                         allow_outside=args.allow_files_outside, as_written=sees_home_user(seats, used),
+                         screen=seats_screen(seats, used), not_converted=results.suite.get("not_converted", ()))
     else:
         if not args.paths:
             raise ConfigError("cuctl eval needs a spec file or a folder of them (or --resume DIR)", key="paths")
@@ -122,7 +122,8 @@ def start_results(args: argparse.Namespace,
         skip = getattr(args, "skip_unconvertible", False)
         as_written = bool(args.from_osworld) and sees_home_user(seats, names(args.seats, "--seats"))
         found = plan_all(args.paths, tags, osworld=args.from_osworld, skip_unconvertible=skip,
-                         allow_outside=args.allow_files_outside, exclude=args.exclude, note=say, as_written=as_written)
+                         allow_outside=args.allow_files_outside, exclude=args.exclude, note=say, as_written=as_written,
+                         screen=seats_screen(seats, names(args.seats, "--seats")))
         if as_written:
             say(f"every seat it uses sees its home at {OSWORLD_HOME}: the OSWorld tasks' commands run as written")
         unconverted = sum(1 for p in found if isinstance(p, Unconverted))

@@ -180,10 +180,11 @@ class Progress:
         elif kind == "interrupt_requested":
             self._line(tasks.describe_event(event).split(f"task {self.id} ", 1)[-1])
             self.doing = "interrupting"
-        elif kind in ("setup", "check", "collected"):
-            self.doing = {"setup": "setting up", "check": "checking"}.get(kind, self.doing)
-            self._line(tasks.describe_event(event).split(f"task {self.id} ", 1)[-1], em=kind == "setup"
-                       and not data.get("ok"))
+        elif kind in ("setup", "postconfig", "check", "collected"):
+            self.doing = {"setup": "setting up", "postconfig": "setting up for the checks",
+                          "check": "checking"}.get(kind, self.doing)
+            self._line(tasks.describe_event(event).split(f"task {self.id} ", 1)[-1],
+                       em=kind in ("setup", "postconfig") and not data.get("ok"))
         elif kind == "end":
             self.state, self.doing = data["state"], "ended"
             took = _clock(time.time() - self.since)

@@ -13,7 +13,7 @@ from cud.budget import describe_budgets, describe_cost, describe_price, describe
 from cud.cuctl.client import Client, check_own_task
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
-from cud.osworld.convert import load_osworld, sees_home_user
+from cud.osworld.convert import load_osworld, seats_screen, sees_home_user
 from cud.outcome import EXIT_STATUS, task_outcome
 from cud.phrases.actions import describe, describe_action, describe_approval
 from cud.protocol import FINAL_STATES, SeatView
@@ -72,8 +72,10 @@ def _spec_fields(args: argparse.Namespace,
         spec, files = load_spec(Path(given), allow_outside=args.allow_files_outside)
     else:
         # The seat it goes to (--seat, else any) sees its home at /home/user: its commands run as written.
-        as_written = sees_home_user(seats(), [args.seat] if args.seat else None)
-        spec, files = load_osworld(Path(given), as_written=as_written)
+        # and the screen it has (--screen, else the seats', else OSWorld's) fills the task's screen placeholders.
+        chosen = [args.seat] if args.seat else None
+        screen = seats_screen(seats(), chosen, getattr(args, "screen", None))
+        spec, files = load_osworld(Path(given), as_written=sees_home_user(seats(), chosen), screen=screen)
     return submit_fields(spec, files), files
 
 
@@ -140,8 +142,11 @@ def show(client: Client, args: argparse.Namespace) -> int:
               f"on_stuck {guard['on_stuck']}")
     if task.get("spec") is not None:
         spec = task["spec"]
-        print(f"{'spec:':15}{len(spec['setup'])} setup steps, {len(spec['checks'])} checks, "
-              f"reset {'yes' if spec['reset'] else 'no'}" + (f"; tags {', '.join(spec['tags'])}" if spec["tags"] else ""))
+        post = len(spec.get("postconfig") or [])  # a task from a daemon before postconfig has none
+        print(f"{'spec:':15}{len(spec['setup'])} setup steps, " + (f"{post} postconfig steps, " if post else "")
+              + f"{len(spec['checks'])} checks" + (" (any passes)" if spec.get("pass_if") == "any" else "")
+              + f", reset {'yes' if spec['reset'] else 'no'}"
+              + (f"; tags {', '.join(spec['tags'])}" if spec["tags"] else ""))
         print(f"{'verdict:':15}{verdict_line(task.get('verdict'))}")
         for check in (task.get("verdict") or {}).get("checks", []):
             print(f"  {printable(check_line(check))}")
@@ -306,9 +311,9 @@ def _describe(event: dict[str, Any], reason_said: bool = False) -> str:
         return f"{prefix} video recorder failed ({data['stage']}): {data['message']} (the task goes on)"
     if kind == "reset":
         return f"{prefix} seat {data['seat']}: {describe_reset(data)}"
-    if kind == "setup":
+    if kind in ("setup", "postconfig"):
         outcome = "done" if data["ok"] else f"FAILED: {data.get('error')}"
-        return f"{prefix} setup {data['index'] + 1} ({data['what']}): {outcome} ({data['ms']:.0f} ms)"
+        return f"{prefix} {kind} {data['index'] + 1} ({data['what']}): {outcome} ({data['ms']:.0f} ms)"
     if kind == "check":
         return f"{prefix} check {data['index'] + 1}: {check_line(data)}"
     if kind == "collected":

@@ -11,7 +11,10 @@ import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ("METRICS", "MetricInfo")
+from cud.errors import SpecError
+from cud.suggest import did_you_mean
+
+__all__ = ("METRICS", "TABLE_RULES", "MetricInfo", "check_options")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +51,61 @@ METRICS: Mapping[str, MetricInfo] = _table(
     MetricInfo("is_extension_installed", True),
     MetricInfo("check_list", True),
     MetricInfo("diff_text_file", True),
+    MetricInfo("exact_match", True),
+    MetricInfo("check_include_exclude", True),
+    MetricInfo("literal_match", True, frozenset({"type", "ignore_case"})),
+    MetricInfo("is_in_list", True),
+    MetricInfo("match_in_list", True),
+    MetricInfo("compare_text_file", True, frozenset({"ignore_blanks", "ignore_case"})),
     MetricInfo("compare_images", True, frozenset({"reference_base_result"})),
     MetricInfo("compare_pdfs", True),
 )
+
+#: The rule types of compare_table's ``rules`` (OSWorld's own list, all ported).
+TABLE_RULES: frozenset[str] = frozenset({
+    "sheet_name", "sheet_data", "sheet_print", "sheet_fuzzy", "sparkline", "chart", "style", "freeze", "zoom",
+    "data_validation", "row_props", "col_props", "filter", "pivot_table", "check_cell",
+})
+
+
+def _refused(key: str, value: object, wanted: str) -> SpecError:
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return SpecError(f"spec key {key!r} must be {wanted}, got {shown}", key=key, value=shown)
+
+
+def _join(key: str, part: str | int) -> str:
+    if isinstance(part, int):
+        return f"{key}[{part}]"
+    return f"{key}.{part}" if key else part
+
+
+def check_options(metric: str, options: Mapping[str, object], key: str) -> None:
+    """Refuse (SpecError) an unknown ``metric``, an option it does not read, or a compare_table rule type cud lacks.
+
+    ``key`` is the key path of the options table (``checks[2].options``); an unknown metric is
+    named at its sibling ``metric`` key. Only names are checked here: the values are the metric's
+    own business, as in OSWorld, and a bad one makes the judge's error.
+    """
+    if metric not in METRICS:
+        at = _join(key.rpartition(".")[0] if "." in key else "", "metric")
+        raise _refused(at, metric, f"an OSWorld metric cud has ({did_you_mean(metric, METRICS)}known: "
+                                   f"{', '.join(sorted(METRICS))})")
+    known = METRICS[metric].options
+    for name in options:
+        if name not in known:
+            listed = f"known: {', '.join(sorted(known))}" if known else f"{metric} takes no options"
+            raise _refused(_join(key, name), options[name], f"left out ({did_you_mean(name, known)}{listed})")
+    if metric == "compare_table" and "rules" in options:
+        rules = options["rules"]
+        if not isinstance(rules, list):
+            raise _refused(_join(key, "rules"), rules, "a list of rule tables")
+        for i, rule in enumerate(rules):
+            at = _join(_join(key, "rules"), i)
+            if not isinstance(rule, Mapping):
+                raise _refused(at, rule, "a rule table with a 'type'")
+            kind = rule.get("type")
+            if not isinstance(kind, str) or kind not in TABLE_RULES:
+                near = did_you_mean(kind, TABLE_RULES) if isinstance(kind, str) else ""
+                raise _refused(_join(at, "type"), kind, f"a compare_table rule type ({near}known: "
+                                                        f"{', '.join(sorted(TABLE_RULES))})")

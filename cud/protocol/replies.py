@@ -26,6 +26,7 @@ __all__ = [
     "CostView",
     "ErrorInfo",
     "EventView",
+    "FailedStepView",
     "GuardView",
     "Person",
     "PingResult",
@@ -118,6 +119,16 @@ Verdict = Literal["passed", "failed", "error"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 
 
+class FailedStepView(TypedDict):
+    """A spec's ``postconfig`` step that failed, so that no check looked (as a ``setup_failed`` error's details)."""
+
+    step: int  # its index in the spec's postconfig
+    key: str  # postconfig[INDEX].KIND
+    what: str  # the step in words
+    #: The step's kind, or ``wait_for`` when the wait ran out: whether why it failed quotes the seat's session.
+    part: str
+
+
 class CheckResultView(TypedDict):
     """One check of a spec as it was judged: what it expected, what was there, and why it passed or not."""
 
@@ -132,11 +143,17 @@ class CheckResultView(TypedDict):
     observed: Any  # what was seen (text cut to a bound, a number, a list), null if nothing was
     why: str  # one line: why it passed or failed
     ms: float
+    #: Set when a postconfig step failed and so the check did not look (its outcome is then error).
+    postconfig_failed: NotRequired[FailedStepView]
 
 
 class VerdictView(TypedDict):
-    verdict: Verdict  # passed: every check passed; failed: one failed; error: none failed, one could not look
-    score: float  # the weighted fraction of checks that passed, 0 to 1
+    #: By ``pass_if`` (cud.outcome.verdict_outcome). all: passed when every check passed, failed when one
+    #: failed, else error; any: passed when one passed, else failed when one failed, else error.
+    verdict: Verdict
+    #: all: the weighted fraction of checks that passed, 0 to 1; any: the best single check's own score,
+    #: 1.0 when one passed, else 0.0.
+    score: float
     passed: int
     failed: int  # checks that looked and disagreed
     errors: int  # checks that could not look
@@ -144,6 +161,8 @@ class VerdictView(TypedDict):
     state: str
     checks: list[CheckResultView]
     at: str
+    #: The spec's pass_if ("all" or "any"); absent in a verdict recorded before it was: "all".
+    pass_if: NotRequired[str]
 
 
 class ArtifactView(TypedDict):
@@ -203,7 +222,8 @@ class TaskView(TypedDict):
     rules: list[dict[str, Any]]
     #: The stuck guard the task runs with (docs/stuck.md); None for tasks from before it: the daemon's [guard].
     guard: GuardView | None
-    #: A spec's tags, reset, setup, checks and collect in their normal form (docs/specs.md); null: a prompt only.
+    #: A spec's tags, reset, setup, postconfig, checks, pass_if and collect in their normal form (docs/specs.md); null:
+    #: a prompt only.
     spec: dict[str, Any] | None
     #: How the spec's checks judged the task; null until judged, and for a task without checks.
     verdict: VerdictView | None
@@ -275,6 +295,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "video_finished",
     "video_failed",
     "setup",
+    "postconfig",
     "check",
     "collected",
     "end",

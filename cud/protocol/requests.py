@@ -70,7 +70,8 @@ class SubmitRequest(TypedDict):
     repeat_limit: NotRequired[int]
     cycle_limit: NotRequired[int]
     on_stuck: NotRequired[Literal["ask", "fail"]]
-    #: A task spec's setup, checks and collect (docs/specs.md; checked by cud.spec.wire on both sides).
+    #: A task spec's setup, postconfig, checks, pass_if and collect (docs/specs.md; checked by cud.spec.wire on
+    #: both sides).
     spec: NotRequired[dict[str, Any]]
     #: The sizes of the spec's files from the submitter's side, {name as the spec writes it: bytes}; their
     #: bytes follow, in this order, as ``chunk`` messages once the daemon says ``ready`` (as for ``put``).

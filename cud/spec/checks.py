@@ -9,7 +9,9 @@ Each check is a table with exactly one kind key, an optional ``name`` and a ``we
   the submitter's side, sent with the spec), ``matches``, ``sha256``;
 * ``element = {app, role, name}``: ``exists`` (default true), ``text``, ``value``, ``states``;
 * ``window = {class, title}``: ``exists`` (default true);
-* ``answer = "..."``: the model's final message matches.
+* ``answer = "..."``: the model's final message matches;
+* ``metric = "name"``: an OSWorld metric of ``result`` (and ``expected``) scores 1
+  (:mod:`cud.spec.metric`: ``result``, ``expected``, ``options``, ``timeout``).
 
 Expected strings follow :mod:`cud.spec.matching` (``re:`` or the exact value).
 """
@@ -23,13 +25,14 @@ from typing import Any, ClassVar, Literal
 from cud.protocol import STATE_NAMES
 from cud.spec import values as v
 from cud.spec.matching import Match
+from cud.spec.metric import MetricArg, parse_metric
 from cud.spec.setup import MAX_RUN_TIMEOUT, RUN_TIMEOUT
 from cud.suggest import did_you_mean
 
 __all__ = ("CHECK_KINDS", "Check", "CheckKind", "Output", "parse_check")
 
-CheckKind = Literal["command", "file", "element", "window", "answer"]
-CHECK_KINDS: tuple[CheckKind, ...] = ("command", "file", "element", "window", "answer")
+CheckKind = Literal["command", "file", "element", "window", "answer", "metric"]
+CHECK_KINDS: tuple[CheckKind, ...] = ("command", "file", "element", "window", "answer", "metric")
 MAX_WEIGHT = 1000.0
 #: Substrings one ``output.include`` or ``exclude`` may list.
 MAX_SUBSTRINGS = 64
@@ -40,6 +43,7 @@ _KEYS: dict[str, frozenset[str]] = {
     "element": frozenset({"element", "exists", "text", "value", "states"}),
     "window": frozenset({"window", "exists"}),
     "answer": frozenset({"answer"}),
+    "metric": frozenset({"metric", "result", "expected", "options", "timeout"}),
 }
 _COMMON = frozenset({"name", "weight"})
 
@@ -65,7 +69,7 @@ class Check:
     name: str
     weight: float = 1.0
     argv: tuple[str, ...] = ()  # command
-    timeout: float = RUN_TIMEOUT  # command
+    timeout: float = RUN_TIMEOUT  # command, metric
     exit_code: int = 0  # command
     output: Output = Output()  # command
     path: str = ""  # file
@@ -79,6 +83,11 @@ class Check:
     value: float | None = None  # element
     states: tuple[str, ...] = ()  # element: each set, or after "!" not set
     answer: Match | None = None  # answer
+    metric: str = ""  # metric: its name in cud.osworld.catalog.METRICS
+    result: MetricArg | None = None  # metric
+    expected: MetricArg | None = None  # metric, when it takes one
+    #: metric: its keyword options, as JSON carries them.
+    options: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False)
 
     #: The kinds that only look at what anyone who submits may see (the final message, the
     #: display's windows and elements), and so need neither a seat's session nor the operate
@@ -90,6 +99,13 @@ class Check:
         """Whether the check acts in the seat's session: it needs a seat with one, and the operate right."""
         return self.kind not in self.ONLY_LOOKS
 
+    def fixtures(self) -> list[tuple[str, str]]:
+        """The files it names on the submitter's side: (name, its key below the check's), in order."""
+        named = [(self.equals, "equals")] if self.equals is not None else []
+        return named + [(arg.value, f"{key}.fixture") for key, arg in (("result", self.result),
+                                                                       ("expected", self.expected))
+                        if arg is not None and arg.kind == "fixture"]
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "weight": self.weight}
         if self.kind == "command":
@@ -100,6 +116,11 @@ class Check:
                         "matches": self.matches.text if self.matches is not None else None}
             return {**out, "file": self.path, "exists": self.exists,
                     **{k: value for k, value in optional.items() if value is not None}}
+        if self.kind == "metric":
+            assert self.result is not None
+            return {**out, "metric": self.metric, "result": self.result.to_dict(),
+                    **({"expected": self.expected.to_dict()} if self.expected is not None else {}),
+                    "options": dict(self.options), "timeout": self.timeout}
         where = {k: m.text for k, m in self.where}
         if self.kind == "window":
             return {**out, "window": where, "exists": self.exists}
@@ -132,6 +153,9 @@ def parse_check(path: str, value: object) -> Check:
     elif kind == "answer":
         fields = {"answer": v.match(at, raw[kind])}
         default = "answer"
+    elif kind == "metric":
+        fields = parse_metric(path, raw)
+        default = f"metric {fields['metric']} of {fields['result'].describe()}"
     else:
         keys = ("app", "role", "name") if kind == "element" else ("class", "title")
         where = v.table(at, raw[kind], keys)

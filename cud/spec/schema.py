@@ -17,6 +17,7 @@ from typing import Any
 
 from cud.budget import BUDGET_TASK_KEYS, format_amount, parse_amount
 from cud.errors import ProtocolError, SpecError
+from cud.outcome import PASS_IF
 from cud.protocol import check_field
 from cud.seat_needs import TAG, TAG_RULE, SeatNeeds
 from cud.spec import values as v
@@ -28,9 +29,10 @@ __all__ = ("ANY_SEAT", "Collect", "Spec", "TASK_KEYS", "TOP_KEYS", "parse_spec")
 #: The keys a spec shares with ``submit`` (and checks the same way).
 TASK_KEYS = ("prompt", "seat", "screen", "seat_tags", "model", "max_steps", "max_duration", *BUDGET_TASK_KEYS,
              "approval", "rules", "repeat_limit", "cycle_limit", "on_stuck")
-TOP_KEYS = frozenset({*TASK_KEYS, "tags", "reset", "setup", "checks", "collect"})
+TOP_KEYS = frozenset({*TASK_KEYS, "tags", "reset", "setup", "postconfig", "checks", "pass_if", "collect"})
 ANY_SEAT = "any"
 MAX_SETUP = 64
+MAX_POSTCONFIG = 64
 MAX_CHECKS = 64
 MAX_TAGS = 32
 MAX_COLLECT = 32
@@ -66,7 +68,10 @@ class Spec:
     tags: tuple[str, ...] = ()
     reset: bool = False
     setup: tuple[SetupStep, ...] = ()
+    #: Setup steps run after the model's part, before the checks (OSWorld's ``postconfig``).
+    postconfig: tuple[SetupStep, ...] = ()
     checks: tuple[Check, ...] = ()
+    pass_if: str = "all"  # cud.outcome.PASS_IF: how the checks combine into the verdict
     collect: Collect = Collect()
 
     def task_fields(self) -> dict[str, Any]:
@@ -83,7 +88,8 @@ class Spec:
     def judging(self) -> dict[str, Any]:
         """The rest: what ``submit`` carries in its ``spec`` field (and the task keeps as its spec)."""
         return {"tags": list(self.tags), "reset": self.reset, "setup": [s.to_dict() for s in self.setup],
-                "checks": [c.to_dict() for c in self.checks], "collect": self.collect.to_dict()}
+                "postconfig": [s.to_dict() for s in self.postconfig], "checks": [c.to_dict() for c in self.checks],
+                "pass_if": self.pass_if, "collect": self.collect.to_dict()}
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.task_fields(), "seat": self.seat or ANY_SEAT, "seat_tags": list(self.seat_tags),
@@ -95,19 +101,22 @@ class Spec:
         return SeatNeeds(self.seat, self.screen, self.seat_tags)
 
     def local_files(self) -> dict[str, str]:
-        """Every file named on the submitter's side (setup ``src``, check ``equals``) -> the first key naming it."""
+        """Every file named on the submitter's side (setup and postconfig ``src``, check ``equals``, a metric's
+        ``fixture``) -> the first key naming it."""
         named: dict[str, str] = {}
-        for i, step in enumerate(self.setup):
-            for j, copy in enumerate(step.files):
-                named.setdefault(copy.src, f"setup[{i}].files[{j}].src")
+        for stage, steps in (("setup", self.setup), ("postconfig", self.postconfig)):
+            for i, step in enumerate(steps):
+                for j, copy in enumerate(step.files):
+                    named.setdefault(copy.src, f"{stage}[{i}].files[{j}].src")
         for i, check in enumerate(self.checks):
-            if check.equals is not None:
-                named.setdefault(check.equals, f"checks[{i}].equals")
+            for name, key in check.fixtures():
+                named.setdefault(name, f"checks[{i}].{key}")
         return named
 
     def in_session(self) -> list[str]:
         """The key paths of what acts in the seat's session: they need a seat with one, and the operate right."""
         keys = [f"setup[{i}].{s.kind}" for i, s in enumerate(self.setup) if s.acts_in_session]
+        keys += [f"postconfig[{i}].{s.kind}" for i, s in enumerate(self.postconfig) if s.acts_in_session]
         keys += [f"checks[{i}].{c.kind}" for i, c in enumerate(self.checks) if c.acts_in_session]
         return keys + (["collect.files"] if self.collect.files else [])
 
@@ -136,11 +145,17 @@ def parse_spec(raw: object) -> Spec:
                                                                            empty=True)))
     setup = tuple(parse_step(v.join("setup", i), s)
                   for i, s in enumerate(v.items("setup", table.get("setup", []), MAX_SETUP, empty=True)))
+    postconfig = tuple(parse_step(v.join("postconfig", i), s) for i, s in
+                       enumerate(v.items("postconfig", table.get("postconfig", []), MAX_POSTCONFIG, empty=True)))
     checks = tuple(parse_check(v.join("checks", i), c)
                    for i, c in enumerate(v.items("checks", table.get("checks", []), MAX_CHECKS, empty=True)))
+    pass_if = table.get("pass_if", "all")
+    if pass_if not in PASS_IF:
+        raise v.bad("pass_if", pass_if, " or ".join(repr(p) for p in PASS_IF))
     collect = _collect(table.get("collect", {}))
-    reset = v.flag("reset", table["reset"]) if "reset" in table else bool(setup or checks)
-    return Spec(**task, tags=tags, reset=reset, setup=setup, checks=checks, collect=collect)
+    reset = v.flag("reset", table["reset"]) if "reset" in table else bool(setup or postconfig or checks)
+    return Spec(**task, tags=tags, reset=reset, setup=setup, postconfig=postconfig, checks=checks, pass_if=pass_if,
+                collect=collect)
 
 
 def _tag(path: str, value: object) -> str:

@@ -1,4 +1,5 @@
-"""The setup steps of a spec (``[[setup]]``), in order before the model starts: their kinds and checks.
+"""The setup steps of a spec (``[[setup]]``, in order before the model starts, and ``[[postconfig]]``, after
+it ends and before the checks): their kinds and checks.
 
 Each step is a table with exactly one kind key:
 
@@ -22,7 +23,8 @@ from typing import Any, ClassVar, Literal
 from cud.spec import values as v
 from cud.spec.matching import Match
 
-__all__ = ("SETUP_KINDS", "FileCopy", "SetupKind", "SetupStep", "WaitFor", "failure_message", "parse_step")
+__all__ = ("SETUP_KINDS", "FileCopy", "SetupKind", "SetupStep", "WaitFor", "failure_message", "parse_step",
+           "unlooked_why")
 
 SetupKind = Literal["files", "run", "launch", "open", "clipboard", "sleep"]
 SETUP_KINDS: tuple[SetupKind, ...] = ("files", "run", "launch", "open", "clipboard", "sleep")
@@ -136,11 +138,18 @@ class SetupStep:
 
 
 def failure_message(step: int, key: str, what: str | None, why: str) -> str:
-    """A failed setup step in words, for its task's error: which step, its key, the step, and why it failed.
+    """A failed setup (or postconfig) step in words, for its task's error or its checks' why: which step, its
+    key (``setup[1].run``, ``postconfig[0].files``: the list it is in names the stage), the step, and why it failed.
 
-    The one wording, for the daemon that fails the task and for a reader from whom ``why`` is withheld.
+    The one wording, for the daemon and for a reader from whom ``why`` is withheld.
     """
-    return f"setup step {step + 1} ({key}{'' if what is None else ': ' + what}) failed: {why}"
+    stage = "postconfig" if key.startswith("postconfig[") else "setup"
+    return f"{stage} step {step + 1} ({key}{'' if what is None else ': ' + what}) failed: {why}"
+
+
+def unlooked_why(failure: str) -> str:
+    """A check's why when it did not look because a postconfig step failed (``failure``: :func:`failure_message`)."""
+    return f"could not look: {failure}"
 
 
 _STEP_KEYS: dict[str, frozenset[str]] = {

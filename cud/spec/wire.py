@@ -24,6 +24,8 @@ __all__ = ("MAX_SPEC_FILE_BYTES", "file_pieces", "spec_from_request", "submit_fi
 #: The largest file a spec may send as far as the protocol goes (the daemon's ``[sessions]
 #: max_spec_file_bytes`` and ``max_spec_total_bytes`` cap each file and all of them further).
 MAX_SPEC_FILE_BYTES = MAX_FILE_LIMIT
+#: Spec keys newer than the protocol version, with the value a daemon without them means.
+_NEWER_KEYS: dict[str, object] = {"postconfig": [], "pass_if": "all"}
 
 
 def submit_fields(spec: Spec, files: Mapping[str, bytes]) -> dict[str, Any]:
@@ -32,7 +34,13 @@ def submit_fields(spec: Spec, files: Mapping[str, bytes]) -> dict[str, Any]:
         if len(data) > MAX_SPEC_FILE_BYTES:
             raise SpecError(f"spec file {name!r} is {len(data)} bytes; a spec's file may have at most "
                             f"{MAX_SPEC_FILE_BYTES} bytes", key=name, value=len(data), limit=MAX_SPEC_FILE_BYTES)
-    fields: dict[str, Any] = {**spec.task_fields(), "spec": spec.judging()}
+    judging = spec.judging()
+    # Keys a daemon from before them would refuse, sent only when they say something: such a daemon
+    # still takes every spec that does not use them.
+    for key, default in _NEWER_KEYS.items():
+        if judging[key] == default:
+            del judging[key]
+    fields: dict[str, Any] = {**spec.task_fields(), "spec": judging}
     if files:
         fields["files"] = {name: len(data) for name, data in files.items()}
     return fields

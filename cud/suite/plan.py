@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cud.errors import ConfigError, NotConverted, SpecError
-from cud.osworld.convert import load_osworld
+from cud.osworld.convert import SCREEN, load_osworld
 from cud.spec.load import load_spec
 from cud.spec.schema import Spec
 
@@ -47,12 +47,12 @@ OSWORLD_SUFFIXES = (".json",)
 OSWORLD_EXAMPLES = "examples"
 
 
-def _loader(osworld: bool, allow_outside: bool,
-            as_written: bool = False) -> Callable[[Path], tuple[Spec, dict[str, bytes]]]:
+def _loader(osworld: bool, allow_outside: bool, as_written: bool = False,
+            screen: tuple[int, int] = SCREEN) -> Callable[[Path], tuple[Spec, dict[str, bytes]]]:
     """``allow_outside`` (``--allow-files-outside``): a spec's files may be outside its folder; ``as_written``: OSWorld
-    tasks for seats that see their home at /home/user (cud.osworld.convert)."""
+    tasks for seats that see their home at /home/user; ``screen``: their seats' screen (cud.osworld.convert)."""
     if osworld:
-        return functools.partial(load_osworld, as_written=as_written)
+        return functools.partial(load_osworld, as_written=as_written, screen=screen)
     return functools.partial(load_spec, allow_outside=allow_outside)
 
 
@@ -90,7 +90,8 @@ def skipped_because(name: str, exclude: Sequence[str]) -> str | None:
 
 def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = False,
          allow_outside: bool = False, exclude: Sequence[str] = (),
-         note: Callable[[str], None] = lambda _: None, as_written: bool = False) -> list[Planned]:
+         note: Callable[[str], None] = lambda _: None, as_written: bool = False,
+         screen: tuple[int, int] = SCREEN) -> list[Planned]:
     """The specs under ``paths`` (with one of ``tags``, if given); SpecError names the file and the key.
 
     ``osworld``: the files are OSWorld tasks (or its index files), converted (downloads fetched here, never by a
@@ -98,12 +99,13 @@ def plan(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = Fals
     skips.
     """
     return [p for p in plan_all(paths, tags, osworld=osworld, allow_outside=allow_outside, exclude=exclude,
-                                note=note, as_written=as_written) if isinstance(p, Planned)]
+                                note=note, as_written=as_written, screen=screen) if isinstance(p, Planned)]
 
 
 def plan_all(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = False,
              skip_unconvertible: bool = False, allow_outside: bool = False, exclude: Sequence[str] = (),
-             note: Callable[[str], None] = lambda _: None, as_written: bool = False) -> list[Planned | Unconverted]:
+             note: Callable[[str], None] = lambda _: None, as_written: bool = False,
+             screen: tuple[int, int] = SCREEN) -> list[Planned | Unconverted]:
     """:func:`plan`, and with ``skip_unconvertible`` (OSWorld tasks only) each task that does not convert as
     :class:`Unconverted` in its place, instead of stopping: every task found is in the list, in the order found."""
     if skip_unconvertible and not osworld:
@@ -118,7 +120,7 @@ def plan_all(paths: Sequence[str], tags: Sequence[str] = (), *, osworld: bool = 
             continue  # named twice (a file and its folder): run once
         seen[absolute] = name
         try:
-            spec, files = _loader(osworld, allow_outside, as_written)(path)
+            spec, files = _loader(osworld, allow_outside, as_written, screen)(path)
         except SpecError as exc:
             if not (osworld and skip_unconvertible):
                 raise SpecError(f"{name}: {exc.message}", **{**exc.details, "spec": name}) from None
@@ -207,7 +209,8 @@ def _indexed(given: str, path: Path, index: dict[str, list[str]]) -> list[tuple[
 
 
 def reload(files: dict[str, str], *, osworld: bool = False, allow_outside: bool = False,
-           as_written: bool = False, not_converted: Sequence[str] = ()) -> list[Planned]:
+           as_written: bool = False, screen: tuple[int, int] = SCREEN,
+           not_converted: Sequence[str] = ()) -> list[Planned]:
     """``--resume``: the suite's specs again, by the names and absolute paths results.json keeps (but the
     ``not_converted``: listed as such already, never run)."""
     planned = []
@@ -215,7 +218,7 @@ def reload(files: dict[str, str], *, osworld: bool = False, allow_outside: bool 
         if name in not_converted:
             continue
         try:
-            spec, data = _loader(osworld, allow_outside, as_written)(Path(where))
+            spec, data = _loader(osworld, allow_outside, as_written, screen)(Path(where))
         except SpecError as exc:
             raise SpecError(f"{name}: {exc.message}", **{**exc.details, "spec": name}) from None
         planned.append(Planned(name, Path(where), spec, data))

@@ -25,7 +25,7 @@ from cud.errors import AccessDenied, SpecError
 from cud.protocol import ArtifactView, CheckResultView, ErrorInfo, EventView, TaskView
 from cud.spec import parse_spec
 from cud.spec.checks import Check
-from cud.spec.setup import SetupStep, failure_message
+from cud.spec.setup import SetupStep, failure_message, unlooked_why
 
 __all__ = ()
 
@@ -164,14 +164,14 @@ class AccessRights:
     def event_for(self, peer: Peer, task: TaskView, event: EventView) -> EventView:
         """``event`` of ``task`` as ``peer`` may read it: each as the task's view (:meth:`task_for`) shows it.
 
-        A ``check`` event as the verdict shows that check, a failed ``setup`` step's as the task's
-        error, the ``end`` event's error as the task's, a ``collected`` event's files as its
+        A ``check`` event as the verdict shows that check, a failed ``setup`` (or ``postconfig``) step's
+        as the task's error, the ``end`` event's error as the task's, a ``collected`` event's files as its
         ``artifacts``.
         """
         kind, data = event["kind"], event["data"]
         if kind == "check":
             withheld: dict[str, object] = dict(_withhold(data))  # type: ignore[arg-type]  # a check event's data
-        elif kind == "setup" and "error" in data:
+        elif kind in ("setup", "postconfig") and "error" in data:
             withheld = data if _fails_only_looking(data.get("part")) else {**data, "error": WITHHELD_SETUP}
         elif kind == "end" and _quotes_session(data.get("error")):
             withheld = {**data, "error": _withhold_error(data["error"])}
@@ -209,7 +209,17 @@ class AccessRights:
 
 
 def _withhold(check: CheckResultView) -> CheckResultView:
-    """The check without what it saw, unless its kind only looks at what every reader may see (deny by default)."""
+    """The check without what it saw, unless its kind only looks at what every reader may see (deny by default).
+
+    A check that did not look because a postconfig step failed saw nothing; its why quotes that step's failure,
+    withheld as a failed setup step's is (which step failed stays).
+    """
+    failed = check.get("postconfig_failed")
+    if failed is not None:
+        if _fails_only_looking(failed.get("part")):
+            return check
+        return {**check, "observed": None,
+                "why": unlooked_why(failure_message(failed["step"], failed["key"], failed.get("what"), WITHHELD_SETUP))}
     if check["kind"] in Check.ONLY_LOOKS:
         return check
     return {**check, "observed": None, "why": WITHHELD}

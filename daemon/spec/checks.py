@@ -18,15 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from cud.daemon.spec.desktop import Desktop, Found
 from cud.daemon.spec.setup import tail
-from cud.errors import CudError, NotFound
+from cud.errors import CudError, NotFound, SetupFailed
 from cud.outcome import check_outcome
-from cud.protocol import CheckResultView
+from cud.protocol import CheckResultView, FailedStepView
 from cud.spec import Check, Match
+from cud.spec.setup import unlooked_why
 
 if TYPE_CHECKING:
     from cud.daemon.session.processes import SeatSession
 
-__all__ = ("MAX_CHECKED_FILE", "OBSERVED_CHARS", "run_check")
+__all__ = ("MAX_CHECKED_FILE", "OBSERVED_CHARS", "run_check", "unlooked")
 
 #: The largest file a ``file`` check reads (its sha256, equals, matches).
 MAX_CHECKED_FILE = 16 * 1024 * 1024
@@ -58,6 +59,20 @@ async def run_check(index: int, check: Check, session: SeatSession | None, deskt
     return {"index": index, "name": check.name, "kind": check.kind, "weight": check.weight, "passed": passed,
             "outcome": check_outcome(looked, passed), "expected": expected(check), "observed": observed,
             "why": why, "ms": round((time.monotonic() - started) * 1000, 1)}
+
+
+def unlooked(index: int, check: Check, failed: SetupFailed) -> CheckResultView:
+    """The result of a check that did not look because a postconfig step failed (``failed``, as
+    :func:`cud.daemon.spec.setup.run_steps` raised it): ``error``, its why naming the step and why it failed.
+
+    What the seat then holds is not what the spec asked the checks to judge, so none looks: each says so.
+    """
+    details = failed.details
+    step: FailedStepView = {"step": int(details["step"]), "key": str(details["key"]), "what": str(details["what"]),
+                            "part": str(details["part"])}
+    return {"index": index, "name": check.name, "kind": check.kind, "weight": check.weight, "passed": False,
+            "outcome": check_outcome(False, False), "expected": expected(check), "observed": None,
+            "why": unlooked_why(failed.message), "ms": 0.0, "postconfig_failed": step}
 
 
 def _os_why(check: Check, exc: OSError) -> str:

@@ -1,4 +1,4 @@
-"""One spec's task on a seat, in order: reset, setup, the model, checks, collect, the verdict.
+"""One spec's task on a seat, in order: reset, setup, the model, postconfig, checks, collect, the verdict.
 
 * The reset (when the spec's ``reset`` is true) has returned the seat's session to its
   clean state before this starts (:meth:`cud.daemon.seats.seat.Seat.prepare`; a reset that
@@ -7,12 +7,16 @@
   task ``failed`` with an error of kind ``setup_failed``: no model request is made, no
   check runs.
 * The model's part is the SDK's loop, unchanged (:meth:`cud.daemon.tasks.runner.TaskRun.play`).
-* The checks run whatever the model did (it answered, gave up, hit a limit, was cancelled),
-  so the record says what state it left; not when the daemon is stopping or an ``interrupt``
-  request stops it (the task is then ``interrupted``) and not when setup did not finish.
-* ``collect`` keeps its files; the verdict and the files are recorded with the task's end.
+* The postconfig steps and then the checks run whatever the model did (it answered, gave up, hit a
+  limit, was cancelled), so the record says what state it left; not when the daemon is stopping or
+  an ``interrupt`` request stops it (the task is then ``interrupted``) and not when setup did not finish.
+  A postconfig step that fails stops the postconfig, and no check looks: each is ``error``, naming
+  the step (:func:`cud.daemon.spec.checks.unlooked`), so the verdict is ``error`` (by either
+  ``pass_if``); the task's own state stays what the model's part ended in.
+* ``collect`` keeps its files; the verdict (by the spec's ``pass_if``) and the files are recorded
+  with the task's end.
 
-Every step, check and collected file is an event of the task (``setup``, ``check``,
+Every step, check and collected file is an event of the task (``setup``, ``postconfig``, ``check``,
 ``collected``), so ``follow`` shows them as they happen.
 """
 
@@ -20,9 +24,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cud.daemon.spec.checks import run_check
+from cud.daemon.spec.checks import run_check, unlooked
 from cud.daemon.spec.desktop import Desktop
-from cud.daemon.spec.setup import run_setup
+from cud.daemon.spec.setup import run_steps
 from cud.daemon.spec.verdict import collect, judge
 from cud.daemon.tasks.runner import Ending
 from cud.errors import SetupFailed
@@ -56,7 +60,7 @@ async def run_spec_task(seat: Seat, run: TaskRun, client: AsyncOpenAI) -> None:
     try:
         run.start_clock()
         try:
-            finished = await run.interruptible(run_setup(session, desktop, spec, files, record))
+            finished = await run.interruptible(run_steps("setup", spec.setup, session, desktop, files, record))
         except SetupFailed as exc:
             run.fail(exc.to_dict())
             return
@@ -71,8 +75,14 @@ async def run_spec_task(seat: Seat, run: TaskRun, client: AsyncOpenAI) -> None:
         artifacts: list[ArtifactView] = []
 
         async def judging() -> None:
+            postconfig: SetupFailed | None = None
+            try:
+                await run_steps("postconfig", spec.postconfig, session, desktop, files, record)
+            except SetupFailed as exc:
+                postconfig = exc
             for index, check in enumerate(spec.checks):
-                result = await run_check(index, check, session, desktop, files, ending.final_message)
+                result = (unlooked(index, check, postconfig) if postconfig is not None else
+                          await run_check(index, check, session, desktop, files, ending.final_message))
                 record("check", dict(result))
                 results.append(result)
             artifacts.extend(await collect(session, spec.collect.files, seat.trajectories, task["id"]))
@@ -85,6 +95,7 @@ async def run_spec_task(seat: Seat, run: TaskRun, client: AsyncOpenAI) -> None:
             state = "interrupted" if run.ends_interrupted else "cancelled"
             run.end(Ending(state, ending.final_message, ending.error, run.cancel_reason))
             return
-        run.end(ending, verdict=judge(results, ending.state), artifacts=artifacts if spec.collect.files else None)
+        run.end(ending, verdict=judge(results, ending.state, spec.pass_if),
+                artifacts=artifacts if spec.collect.files else None)
     finally:
         await desktop.close()

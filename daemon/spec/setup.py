@@ -1,10 +1,12 @@
-"""A spec's setup steps, in order, before the model is asked anything.
+"""A spec's setup steps, in order: its ``setup`` before the model is asked anything, its ``postconfig`` after.
 
+Both lists are run by :func:`run_steps`, each under its own name (its events' kind and its keys' list).
 Each step is bounded in time (``run`` by its ``timeout``, ``wait_for`` by its own,
 ``sleep`` by itself, ``files`` by the sizes the spec may send) and recorded as a
-``setup`` event. The first that fails raises :class:`~cud.errors.SetupFailed`,
-naming the step, its key in the spec and why; the task then fails with it and the
-model is never asked. Its ``details.fault`` says whose failure it is (cud.outcome):
+``setup`` (or ``postconfig``) event. The first that fails raises :class:`~cud.errors.SetupFailed`,
+naming the step, its key in the spec and why; for ``setup`` the task then fails with it and the
+model is never asked (what a failed ``postconfig`` does is :mod:`cud.daemon.spec.flow`'s). Its
+``details.fault`` says whose failure it is (cud.outcome):
 ``task`` when the step ran and the spec's expectation was not met (:class:`StepFailed`:
 a command's exit status or its timeout, a ``wait_for`` that ran out: the app did not
 come up), ``cud`` when cud could not do the step at all (a file not copied, a command
@@ -17,18 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cud.daemon.spec.desktop import Desktop, wait_until_found
 from cud.errors import CudError, SetupFailed
-from cud.spec import SetupStep, Spec, WaitFor
+from cud.spec import SetupStep, WaitFor
 from cud.spec.setup import failure_message
 
 if TYPE_CHECKING:
     from cud.daemon.session.processes import SeatSession
 
-__all__ = ("OPENER", "StepFailed", "WaitRanOut", "run_setup", "tail")
+__all__ = ("OPENER", "STAGES", "StepFailed", "WaitRanOut", "run_steps", "tail")
 
 #: The desktop's opener for ``open`` (xdg-utils): a URL in the browser, a file in its application.
 OPENER = "xdg-open"
@@ -36,6 +38,8 @@ OPENER = "xdg-open"
 TAIL_CHARS = 400
 
 Record = Callable[[str, dict[str, Any]], None]
+#: The spec's lists of steps: each list's key, which is also the kind of its steps' events.
+STAGES = ("setup", "postconfig")
 
 
 class StepFailed(CudError):
@@ -52,11 +56,13 @@ def tail(data: bytes, limit: int = TAIL_CHARS) -> str:
     return text if len(text) <= limit else "…" + text[-limit:]
 
 
-async def run_setup(session: SeatSession | None, desktop: Desktop, spec: Spec, files: Mapping[str, bytes],
-                    record: Record) -> None:
-    """Run every setup step of ``spec`` in order; SetupFailed at the first that fails."""
-    for index, step in enumerate(spec.setup):
-        key = f"setup[{index}].{step.kind}"
+async def run_steps(stage: str, steps: Sequence[SetupStep], session: SeatSession | None, desktop: Desktop,
+                    files: Mapping[str, bytes], record: Record) -> None:
+    """Run ``steps``, the spec's list ``stage`` (one of :data:`STAGES`), in order; SetupFailed at the first that
+    fails. Each is recorded as an event of kind ``stage`` and named by its key ``stage[index].kind``."""
+    assert stage in STAGES
+    for index, step in enumerate(steps):
+        key = f"{stage}[{index}].{step.kind}"
         started = time.monotonic()
         try:
             if step.acts_in_session and session is None:
@@ -66,13 +72,13 @@ async def run_setup(session: SeatSession | None, desktop: Desktop, spec: Spec, f
             ms = round((time.monotonic() - started) * 1000, 1)
             # Which part failed decides who may read why (SetupStep.FAILS_ONLY_LOOKING, AccessRights.task_for).
             part = "wait_for" if isinstance(exc, WaitRanOut) else step.kind
-            record("setup", {"index": index, "kind": step.kind, "what": step.describe(), "ms": ms, "ok": False,
+            record(stage, {"index": index, "kind": step.kind, "what": step.describe(), "ms": ms, "ok": False,
                              "part": part, "error": exc.message})
             # Whose failure it is decides the run's outcome (cud.outcome.task_outcome): failed, or error.
             fault = "task" if isinstance(exc, StepFailed) else "cud"
             raise SetupFailed(failure_message(index, key, step.describe(), exc.message), key=key, step=index,
                               cause=exc.kind, part=part, what=step.describe(), fault=fault) from None
-        record("setup", {"index": index, "kind": step.kind, "what": step.describe(),
+        record(stage, {"index": index, "kind": step.kind, "what": step.describe(),
                          "ms": round((time.monotonic() - started) * 1000, 1), "ok": True})
 
 

@@ -1,9 +1,12 @@
 """The verdict of a spec's checks, and the files its ``collect`` keeps with the task's record.
 
-The verdict is :func:`cud.outcome.verdict_outcome` of its checks: ``failed`` when any check
-failed, else ``error`` when any could not look, else ``passed``; its ``score`` is the
-weighted fraction of checks that passed (weights default to 1). A task without
-checks has no verdict. The model's own word counts only through an ``answer`` check.
+The verdict is :func:`cud.outcome.verdict_outcome` of its checks by the spec's ``pass_if``. With
+``all`` (the default): ``failed`` when any check failed, else ``error`` when any could not look, else
+``passed``; its ``score`` is the weighted fraction of checks that passed (weights default to 1). With
+``any``: ``passed`` when any check passed, else ``failed`` when any failed, else ``error``; its
+``score`` is the best single check's own (1.0 when one passed, else 0.0: a weight only says how a
+check counts among all of them). A task without checks has no verdict. The model's own word counts
+only through an ``answer`` check.
 """
 
 from __future__ import annotations
@@ -28,18 +31,22 @@ MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
 MAX_ARTIFACTS_BYTES = 64 * 1024 * 1024
 
 
-def judge(results: Sequence[CheckResultView], state: str) -> VerdictView | None:
-    """The verdict of ``results``, the checks of a task whose model part ended in ``state``; None without checks."""
+def judge(results: Sequence[CheckResultView], state: str, pass_if: str = "all") -> VerdictView | None:
+    """The verdict of ``results``, the checks of a task whose model part ended in ``state``, combined by the
+    spec's ``pass_if``; None without checks."""
     if not results:
         return None
-    total = sum(r["weight"] for r in results)
     outcomes = [outcome_of_check(r) for r in results]
-    verdict = verdict_outcome(outcomes)
+    verdict = verdict_outcome(outcomes, pass_if)
     assert verdict is not None  # there are results
-    score = sum(r["weight"] for r, o in zip(results, outcomes, strict=True) if o == "passed") / total
+    if pass_if == "any":
+        score = 1.0 if "passed" in outcomes else 0.0
+    else:
+        total = sum(r["weight"] for r in results)
+        score = sum(r["weight"] for r, o in zip(results, outcomes, strict=True) if o == "passed") / total
     return {"verdict": verdict, "score": round(score, 6), "passed": outcomes.count("passed"),
             "failed": outcomes.count("failed"), "errors": outcomes.count("error"), "state": state,
-            "checks": list(results), "at": now_iso()}
+            "checks": list(results), "at": now_iso(), "pass_if": pass_if}
 
 
 async def collect(session: SeatSession | None, paths: Sequence[str], trajectories: Trajectories,
