@@ -119,7 +119,7 @@ def test_the_projects_task_file_converts_every_step_and_check(server: str) -> No
     assert launch == {"launch": wrap('exec "$@"', ["mousepad", "/home/user/Desktop/notes.txt"], rewrite=True)}
     assert activate == {"run": [*ANY_STATUS, "wmctrl", "-a", "notes.txt"], "timeout": RUN_SECONDS}
     assert sleep == {"sleep": 0.5}
-    assert converted.files == {f"{server}/notes.txt": b"first line\n", f"{server}/notes-done.txt": FILES["/notes-done.txt"]}
+    assert converted.files == {f"{server}/notes.txt": b"first line\n"}
     assert sorted(fetched) == sorted(converted.files)  # each URL fetched once, on this side
     assert len(converted["checks"]) == 4
 
@@ -128,7 +128,7 @@ def test_load_osworld_gives_what_load_spec_gives(server: str, tmp_path: Path) ->
     path = tmp_path / "task.json"
     path.write_text(json.dumps(task_file("edit_notes.json", server)))
     spec, files = load_osworld(path, screen=(1280, 800))
-    assert set(files) == set(spec.local_files()) == {f"{server}/notes.txt", f"{server}/notes-done.txt"}
+    assert set(files) == set(spec.local_files()) == {f"{server}/notes.txt"}
     assert spec.needs_session and spec.screen == "1280x800"
 
 

@@ -2,8 +2,8 @@
 
 The project's own task (tests/data/osworld/edit_notes.json, in OSWorld's format) downloads
 notes.txt from a loopback HTTP server (fetched by cuctl, not the seat), makes a folder, launches
-mousepad on the file, activates its window with xdotool and sleeps; the scripted model adds a line
-and saves; four converted checks judge it (compare_text_file on vm_file, check_include_exclude and
+mousepad on the file, activates its window with wmctrl (as OSWorld's server) and sleeps; the scripted model adds a line
+and saves; four converted checks judge it (exact_match on the file's text, check_include_exclude and
 exact_match on vm_command_line, exact_match on list_directory). One seat and one daemon for the module.
 """
 
@@ -53,17 +53,17 @@ def test_a_converted_osworld_task_runs_on_a_seat_and_is_judged(seat: SpecSeat, s
     verdict = task["verdict"]
     assert task["state"] == "succeeded", task
     assert verdict["verdict"] == "passed" and verdict["score"] == 1.0, json.dumps(verdict, indent=1)
-    assert [c["name"] for c in verdict["checks"]] == ["compare_text_file on vm_file",
+    assert [c["name"] for c in verdict["checks"]] == ["exact_match on vm_command_line",
                                                       "check_include_exclude on vm_command_line",
                                                       "exact_match on vm_command_line", "exact_match on list_directory"]
     assert done.returncode == 0
     # cuctl fetched each URL once, on the submitter's side; the seat's home got the file it served.
-    assert sorted(server.requested) == ["/notes-done.txt", "/notes.txt"]
+    assert sorted(server.requested) == ["/notes.txt"]
     assert (seat.home / "Desktop" / "notes.txt").read_bytes() == b"first line\ndone\n"
     setup = [e["data"] for e in seat.events(task["id"]) if e["kind"] == "setup"]
     assert [(s["kind"], s["ok"]) for s in setup] == [("files", True), ("run", True), ("launch", True), ("run", True),
                                                      ("sleep", True)]
-    assert "xdotool search --sync" in setup[3]["what"]
+    assert "wmctrl -a notes.txt" in setup[3]["what"]
 
 
 def test_an_unsupported_task_is_refused_by_name_before_anything_is_sent(seat: SpecSeat, server: Served) -> None:
