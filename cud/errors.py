@@ -43,6 +43,7 @@ __all__ = [
     "PathRefused",
     "SessionError",
     "SpecError",
+    "NotConverted",
     "SetupFailed",
     "BudgetExceeded",
     "BadRequest",
@@ -235,6 +236,13 @@ class SpecError(CudError):
     """A task spec (docs/specs.md) is invalid: the message names the key path and the value."""
 
     kind = "spec"
+
+
+class NotConverted(SpecError):
+    """*client*: an OSWorld task that cud has no counterpart for, listed as not converted and never run
+    (``cuctl eval --from-osworld --skip-unconvertible``): cud could not do its part, so its outcome is ``error``."""
+
+    kind = "not_converted"
 
 
 class SetupFailed(CudError):

@@ -54,6 +54,7 @@ ERROR_KINDS: dict[str, str] = {
     "too_many_connections": "the daemon's connection slots were taken",
     "wrong_state": "the task was not in a state cud expected",
     "fleet": "Ray spent its retries (the fleet's nodes kept dying)",
+    "not_converted": "an OSWorld task cud has no counterpart for (listed by cuctl eval, never run)",
     "bad_request": "the console's request was malformed",
     "console": "the console refused the request",
     "error": "cud could not do its part",

@@ -13,6 +13,8 @@ failed but some ended ``error``.
 While a run waits in the daemon's queue (the seats that would do unavailable or busy, the day's cap),
 the suite says why (:meth:`Suite._wait_reason`): on the status line, or, when stderr is not a
 terminal, in a line at once, when it changes and every minute (:class:`cud.cuctl.progress.WaitNotice`).
+``--from-osworld``: OSWorld's task files, folders or index files, all converted first (cud.suite.plan); with
+``--skip-unconvertible`` one that does not convert is a refused run (cud.suite.results), and the table is per domain.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import collections
 import sys
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,9 +45,9 @@ from cud.spec.wire import file_pieces, submit_fields
 from cud.suite.budget import SuiteBudget
 from cud.suite.index import write_index
 from cud.suite.junit import write_junit
-from cud.suite.plan import Planned, plan, reload
+from cud.suite.plan import Planned, Unconverted, plan_all, reload
 from cud.suite.results import RETRY_ERRORS, Attempt, Results
-from cud.suite.words import SUMMARY_HEADERS, summary_cells
+from cud.suite.words import not_converted_lines, summary_table
 
 __all__ = ()
 
@@ -96,9 +99,9 @@ def start_results(args: argparse.Namespace,
     tags = names(args.tags, "--tags")
     if args.resume:
         if (args.paths or tags or args.repeat is not None or args.out or args.model or args.from_osworld
-                or args.max_cost is not None or args.exclude):
+                or args.max_cost is not None or args.exclude or getattr(args, "skip_unconvertible", False)):
             raise ConfigError("cuctl eval --resume DIR takes no PATH, --repeat, --tags, --exclude, --model, --out, "
-                              "--max-cost or --from-osworld: the suite "
+                              "--max-cost, --from-osworld or --skip-unconvertible: the suite "
                               "is the one DIR's results.json describes", key="resume")
         folder = Path(args.resume)
         results = Results.load(folder)
@@ -109,26 +112,32 @@ def start_results(args: argparse.Namespace,
         used = names(args.seats, "--seats") or results.suite.get("seats")
         planned = reload(results.suite["files"], osworld=bool(results.suite.get("osworld")),
                          allow_outside=args.allow_files_outside, as_written=sees_home_user(seats, used),
-                         screen=seats_screen(seats, used))
+                         screen=seats_screen(seats, used), not_converted=results.suite.get("not_converted", ()))
     else:
         if not args.paths:
             raise ConfigError("cuctl eval needs a spec file or a folder of them (or --resume DIR)", key="paths")
         repeat = 1 if args.repeat is None else args.repeat
         if not 1 <= repeat <= 1000:
             raise ConfigError(f"--repeat must be 1 to 1000, got {repeat}", key="repeat", value=repeat)
+        skip = getattr(args, "skip_unconvertible", False)
         as_written = bool(args.from_osworld) and sees_home_user(seats, names(args.seats, "--seats"))
-        planned = plan(args.paths, tags, osworld=args.from_osworld, allow_outside=args.allow_files_outside,
-                       exclude=args.exclude, note=say, as_written=as_written,
-                       screen=seats_screen(seats, names(args.seats, "--seats")))
+        found = plan_all(args.paths, tags, osworld=args.from_osworld, skip_unconvertible=skip,
+                         allow_outside=args.allow_files_outside, exclude=args.exclude, note=say, as_written=as_written,
+                         screen=seats_screen(seats, names(args.seats, "--seats")))
         if as_written:
             say(f"every seat it uses sees its home at {OSWORLD_HOME}: the OSWorld tasks' commands run as written")
+        unconverted = sum(1 for p in found if isinstance(p, Unconverted))
+        if unconverted:
+            say(f"{unconverted} of {len(found)} OSWorld tasks do not convert (--skip-unconvertible): each is listed "
+                f"as not converted, with why, in results.json, the table and the index")
         folder = Path(args.out or datetime.now().strftime("eval-%Y%m%d-%H%M%S"))
         try:
             folder.mkdir(parents=True, exist_ok=False)
         except FileExistsError:
             raise ConfigError(f"--out {str(folder)!r} already exists; give a new folder (or --resume it)",
                               key="out", value=str(folder)) from None
-        results = new_results(args, planned, tags, repeat)
+        results = new_results(args, found, tags, repeat)
+        planned = [p for p in found if isinstance(p, Planned)]
     (folder / "reports").mkdir(exist_ok=True)
     return results, planned, folder
 
@@ -138,14 +147,18 @@ def say(line: str) -> None:
     print(printable(f"cuctl eval: {line}"), file=sys.stderr, flush=True)
 
 
-def new_results(args: argparse.Namespace, planned: list[Planned], tags: list[str], repeat: int) -> Results:
-    """A new suite's results: how it was asked for, no attempt yet."""
-    return Results({"paths": list(args.paths), "specs": [p.name for p in planned],
-                    "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
-                    "model": args.model, "osworld": args.from_osworld,
-                    "max_cost": None if args.max_cost is None else format_amount(SuiteBudget(args.max_cost).cap),
-                    "seats": None, "retry_errors": retry_errors(args),
-                    "started_at": datetime.now(UTC).isoformat(timespec="seconds")})
+def new_results(args: argparse.Namespace, planned: Sequence[Planned | Unconverted], tags: list[str],
+                repeat: int) -> Results:
+    """A new suite's results: how it was asked for, no attempt yet (an OSWorld suite's: :meth:`Results.osworld`)."""
+    results = Results({"paths": list(args.paths), "specs": [p.name for p in planned],
+                       "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
+                       "model": args.model, "osworld": args.from_osworld,
+                       "max_cost": None if args.max_cost is None else format_amount(SuiteBudget(args.max_cost).cap),
+                       "seats": None, "retry_errors": retry_errors(args),
+                       "started_at": datetime.now(UTC).isoformat(timespec="seconds")})
+    if args.from_osworld:
+        results.osworld(planned, bool(getattr(args, "skip_unconvertible", False)))
+    return results
 
 
 def retry_errors(args: argparse.Namespace) -> int:
@@ -170,6 +183,8 @@ def finish(results: Results, folder: Path, args: argparse.Namespace) -> int:
         emit_json({"out": str(folder), **summary})
     else:
         print_table(summary)
+        for line in not_converted_lines(results.attempts):
+            print(printable(line))
         print(f"results: {folder / 'results.json'}, index: {folder / 'index.html'}"
               + (f", JUnit: {args.junit}" if args.junit else ""))
     runs = results.spec_runs()
@@ -495,5 +510,6 @@ def _clock(seconds: float) -> str:
 
 def print_table(summary: dict[str, Any]) -> None:
     """Per spec: runs, passes, failures, errors (cud could not tell), the pass rate over the runs told with its 95%
-    Wilson interval, mean steps, tokens and seconds, and what its tasks cost together (every attempt)."""
-    table(list(SUMMARY_HEADERS), [summary_cells(r) for r in [*summary["specs"], summary["total"]]])
+    Wilson interval, mean steps, tokens and seconds, and what its tasks cost together (every attempt). An OSWorld
+    suite's per domain instead, with its tasks and how many converted (cud.suite.words.summary_table)."""
+    table(*summary_table(summary))

@@ -45,6 +45,11 @@ def eval_fleet(args: argparse.Namespace) -> int:
     if args.seats or args.resume and args.detach:
         raise ConfigError("cuctl eval --fleet takes no --seats (a spec's seat picks one across the fleet), nor "
                           "--resume with --detach", key="fleet")
+    if args.detach and getattr(args, "skip_unconvertible", False):
+        # A detached suite's job gets the specs to run, not runs already judged: a task listed as not converted
+        # would be lost on the way, so it is refused here.
+        raise ConfigError("cuctl eval --fleet --detach takes no --skip-unconvertible: run the suite attached "
+                          "(without --detach) to list the tasks that do not convert", key="skip_unconvertible")
     if args.detach:
         return _detach(args)
     results, planned, folder = start_results(args)

@@ -114,8 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="a new folder for results.json, index.html and the reports "
                                                 "(default eval-YYYYmmdd-HHMMSS)")
     p.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
-    p.add_argument("--from-osworld", action="store_true", help="the PATHs are OSWorld task files (*.json), "
-                   "converted as submit --from-osworld does (docs/osworld.md)")
+    p.add_argument("--from-osworld", action="store_true", help="the PATHs are OSWorld task files (*.json), their "
+                   "domain folders or index files (test_all.json, test_small.json), converted as submit "
+                   "--from-osworld does, all before anything runs (docs/osworld.md)")
+    p.add_argument("--skip-unconvertible", action="store_true", help="with --from-osworld: run the tasks that "
+                   "convert and list each other one as not converted, with why (default: the first that does not "
+                   "convert stops the suite before anything runs)")
     p.add_argument("--max-cost", metavar="AMOUNT", help="what the whole suite may spend, in the daemon's [budget] "
                    "currency: shared out as each task's max_cost; what is left unrun when it is spent "
                    "(docs/budgets.md)")

@@ -12,7 +12,13 @@ judged by its last attempt:
 - an attempt that ended ``error`` is submitted again, up to ``--retry-errors`` more times
   (default 1, :data:`RETRY_ERRORS`); the last one is judged ``error`` whatever happens;
 - a refused attempt (the daemon refused the submission, or the suite did not submit it) is
-  judged at once: the same spec would be refused again.
+  judged at once: the same spec would be refused again. An OSWorld task that did not convert
+  (``--skip-unconvertible``) is one, of kind ``not_converted``: its outcome is ``error`` (cud has no
+  counterpart for part of it; the app was never tried), and the summary counts it apart, as
+  ``not_converted``, beside ``passed``, ``failed`` and ``error`` (runs that ran and errored).
+
+An OSWorld suite (``suite.domains``: each task's domain) is summed per domain too
+(:meth:`Results.summary`'s ``domains``): tasks, converted, and the counts of its runs.
 
 Every attempt is submitted under an idempotency key (:meth:`Results.key_of`): a submission whose
 reply was lost, made again, re-attaches to the task the daemon already has instead of queueing a
@@ -25,6 +31,7 @@ import json
 import math
 import os
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -32,9 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from cud.budget import NO_PRICE, format_amount
-from cud.errors import ConfigError
+from cud.errors import ConfigError, NotConverted
 from cud.outcome import OUTCOMES, Outcome, outcome_of_check, task_outcome
 from cud.protocol import FINAL_STATES
+from cud.suite.plan import Planned, Unconverted
 
 __all__ = ("Attempt", "Results", "SpecRun", "wilson", "RETRY_ERRORS", "RESULTS_FILE")
 
@@ -141,6 +149,11 @@ class Attempt:
             lines.insert(0, f"task {self.state}" + (f": {because}" if because else ""))
         return lines
 
+    @property
+    def not_converted(self) -> bool:
+        """An OSWorld task that did not convert (``--skip-unconvertible``): listed, never run."""
+        return self.state == "refused" and (self.error or {}).get("kind") == NotConverted.kind
+
     def to_dict(self) -> dict[str, Any]:
         data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "retry_errors"}
         return {**data, "judged": self.judged, "outcome": self.outcome}
@@ -191,6 +204,17 @@ class Results:
     def retry_errors(self) -> int:
         return int(self.suite["retry_errors"])
 
+    def osworld(self, planned: Sequence[Planned | Unconverted], skip_unconvertible: bool) -> None:
+        """A new OSWorld suite: each task's domain (``domains``), which did not convert (``not_converted``), and
+        each run of those refused (kind ``not_converted``) from the start, so results.json lists them."""
+        self.suite["domains"] = {p.name: p.domain for p in planned}
+        self.suite["skip_unconvertible"] = skip_unconvertible
+        self.suite["not_converted"] = [p.name for p in planned if isinstance(p, Unconverted)]
+        for p in planned:
+            if isinstance(p, Unconverted):
+                self.attempts.extend(Attempt(p.name, r, 1, state="refused", error=p.error.to_dict(),
+                                             retry_errors=self.retry_errors) for r in range(self.suite["repeat"]))
+
     def key_prefix(self) -> str:
         """What every key of this suite's tasks starts with (``cuctl list --key-prefix``)."""
         return f"eval:{self.suite['run']}/"
@@ -230,7 +254,26 @@ class Results:
         spec_runs = [{"spec": r.spec, "repeat": r.repeat, "outcome": r.last.outcome if r.last.judged else None,
                       "attempts": [{"attempt": a.attempt, "task_id": a.task_id, "outcome": a.outcome}
                                    for a in r.attempts]} for r in runs]
-        return {"specs": per_spec, "total": total, "spec_runs": spec_runs}
+        summary = {"specs": per_spec, "total": total, "spec_runs": spec_runs}
+        domains: dict[str, str] | None = self.suite.get("domains")
+        if domains is not None:
+            summary["domains"] = [self._domain_row(domain, [s for s in self.suite["specs"] if domains[s] == domain],
+                                                   runs) for domain in dict.fromkeys(domains.values())]
+            total.update(self._tasks(self.suite["specs"]))
+        return summary
+
+    def _tasks(self, specs: list[str]) -> dict[str, int]:
+        """How many tasks, and how many of them converted (an OSWorld suite's)."""
+        unconverted = set(self.suite.get("not_converted", ()))
+        return {"tasks": len(specs), "converted": sum(1 for s in specs if s not in unconverted)}
+
+    def _domain_row(self, domain: str, specs: list[str], runs: list[SpecRun]) -> dict[str, Any]:
+        """An OSWorld domain's row: its tasks and how many converted, then a spec's row over its runs."""
+        mine = set(specs)
+        row = _row(domain, [r.last for r in runs if r.spec in mine])
+        del row["spec"]
+        return {"domain": domain, **self._tasks(specs), **row,
+                "cost": total_cost([a for a in self.attempts if a.spec in mine])}
 
     def save(self, folder: Path) -> None:
         """results.json, written beside and renamed in (a reader never sees half a file)."""
@@ -279,11 +322,13 @@ def unknown_reasons(reasons: list[str]) -> str:
 
 def _row(name: str, last: list[Attempt]) -> dict[str, Any]:
     """One spec's (or the total's) row. The pass rate is over the runs that were told, passed or failed: an error
-    says nothing of the app, so it is counted apart (``error``), never as a failure."""
+    says nothing of the app, so it is counted apart (``error``), never as a failure; nor does a task that did not
+    convert (``not_converted``). ``runs`` = passed + failed + error + not_converted + the runs not judged yet."""
     judged = [a for a in last if a.judged]
     counts = dict.fromkeys(OUTCOMES, 0)
     for a in judged:
-        counts[a.outcome] += 1  # type: ignore[index]  # judged: ended, so one of OUTCOMES
+        if not a.not_converted:  # an error, counted apart: it never ran
+            counts[a.outcome] += 1  # type: ignore[index]  # judged: ended, so one of OUTCOMES
     passed, told = counts["passed"], counts["passed"] + counts["failed"]
     low, high = wilson(passed, told)
 
@@ -293,7 +338,8 @@ def _row(name: str, last: list[Attempt]) -> dict[str, Any]:
     tokens = [float((a.usage or {}).get("input_tokens", 0) + (a.usage or {}).get("output_tokens", 0))
               for a in judged if a.task_id is not None]
     return {"spec": name, "runs": len(last), "judged": len(judged), "passed": passed,
-            "failed": counts["failed"], "error": counts["error"], "pass_rate": passed / told if told else None,
+            "failed": counts["failed"], "error": counts["error"],
+            "not_converted": sum(1 for a in judged if a.not_converted), "pass_rate": passed / told if told else None,
             "interval95": [round(low, 4), round(high, 4)],
             "mean_steps": mean([float(a.steps) for a in judged if a.task_id is not None]),
             "mean_tokens": mean(tokens),

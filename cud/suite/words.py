@@ -4,11 +4,14 @@ decimals. results.json keeps the exact values; nothing here is read back."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from cud.budget import describe_cost
+from cud.suite.results import Attempt
 
-__all__ = ("SUMMARY_HEADERS", "score_words", "summary_cells")
+__all__ = ("DOMAIN_HEADERS", "SUMMARY_HEADERS", "domain_cells", "not_converted_lines", "score_words",
+           "summary_cells", "summary_table")
 
 #: The summary's columns, in order (the table's headers; the index's in lower case).
 SUMMARY_HEADERS = ("SPEC", "RUNS", "PASSED", "FAILED", "ERROR", "PASS RATE [95% CI]", "STEPS", "TOKENS", "SECONDS",
@@ -24,6 +27,37 @@ def summary_cells(row: dict[str, Any]) -> list[str]:
             "-" if row["mean_tokens"] is None else f"{row['mean_tokens']:,.0f}",
             "-" if row["mean_seconds"] is None else f"{row['mean_seconds']:.1f}",
             "-" if row.get("cost") is None else describe_cost(row["cost"])]
+
+
+#: An OSWorld suite's columns (a row per domain, then the total): RUNS are the converted tasks' runs.
+DOMAIN_HEADERS = ("DOMAIN", "TASKS", "CONVERTED", "RUNS", "PASSED", "FAILED", "ERROR", "PASS RATE [95% CI]", "STEPS",
+                  "TOKENS", "SECONDS", "COST")
+
+
+def domain_cells(row: dict[str, Any]) -> list[str]:
+    """One domain's row (or the total's) of an OSWorld suite's summary, in :data:`DOMAIN_HEADERS`' order."""
+    cells = summary_cells({**row, "spec": row.get("domain", row.get("spec"))})
+    runs = row["runs"] - row.get("not_converted", 0)
+    return [cells[0], str(row["tasks"]), str(row["converted"]), str(runs), *cells[2:]]
+
+
+def summary_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The summary's headers and rows, the total last: per spec, or an OSWorld suite's per domain (its tasks' runs
+    are in results.json and the index)."""
+    if "domains" in summary:
+        return list(DOMAIN_HEADERS), [domain_cells(r) for r in [*summary["domains"], summary["total"]]]
+    return list(SUMMARY_HEADERS), [summary_cells(r) for r in [*summary["specs"], summary["total"]]]
+
+
+def not_converted_lines(attempts: Iterable[Attempt]) -> list[str]:
+    """What the table says under it of the OSWorld tasks that did not convert: a heading, then ``  NAME: why`` for
+    each (once, whatever ``--repeat``); none if every task converted."""
+    seen: dict[str, str] = {}
+    for attempt in attempts:
+        if attempt.not_converted:
+            seen.setdefault(attempt.spec, str((attempt.error or {}).get("message")))
+    lines = [f"  {name}: {why}" for name, why in seen.items()]
+    return [f"not converted ({len(lines)}), never run:", *lines] if lines else []
 
 
 def score_words(score: float | None) -> str:
