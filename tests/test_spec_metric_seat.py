@@ -12,6 +12,7 @@ root can read is an error, so the judge runs as ``[sessions] judge_user``, not a
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -39,6 +40,7 @@ RULES = '[{ type = "sheet_data", sheet_idx0 = "RI0", sheet_idx1 = "EI0" }]'
 NOTES = "first line\nsecond line\n"
 
 
+@functools.cache  # openpyxl stamps the time into the file: the size the check names is of these bytes
 def workbook(wrong_cell: bool = False) -> bytes:
     book = openpyxl.Workbook()
     sheet = book.active
