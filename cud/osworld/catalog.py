@@ -61,6 +61,16 @@ METRICS: Mapping[str, MetricInfo] = _table(
     MetricInfo("compare_text_file", True, frozenset({"ignore_blanks", "ignore_case"})),
     MetricInfo("compare_images", True, frozenset({"reference_base_result"})),
     MetricInfo("compare_pdfs", True),
+    # mmisc (round 2): small one-task metrics
+    MetricInfo("check_json", True),
+    MetricInfo("file_contains", True),
+    MetricInfo("fuzzy_place_math", True),
+    MetricInfo("check_json_keybindings", True),
+    # Task files pass containment_ok; OSWorld's function never reads it (its **options takes any key): accepted, ignored.
+    MetricInfo("compare_config", True, frozenset({"containment_ok"})),
+    MetricInfo("compare_result_files", True),
+    MetricInfo("is_utc_0", False),
+    MetricInfo("check_gnome_favorite_apps", True),
 )
 
 #: The rule types of compare_table's ``rules`` (OSWorld's own list, all ported).

@@ -36,6 +36,15 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
     "compare_pptx_files": "slides:compare_pptx_files",
     "compare_images": "images:compare_images",
     "compare_pdfs": "pdfs:compare_pdfs",
+    # mmisc (round 2): small one-task metrics
+    "check_json": "misc:check_json",
+    "file_contains": "misc:file_contains",
+    "fuzzy_place_math": "misc:fuzzy_place_math",
+    "check_json_keybindings": "misc:check_json_keybindings",
+    "compare_config": "misc:compare_config",
+    "compare_result_files": "misc:compare_result_files",
+    "is_utc_0": "misc:is_utc_0",
+    "check_gnome_favorite_apps": "misc:check_gnome_favorite_apps",
 })
 
 

@@ -1,0 +1,185 @@
+"""OSWorld's small one-task metrics on text files, JSON, command output and a .docx's words.
+
+From desktop-env 1.0.2 (Apache-2.0): ``desktop_env/evaluators/metrics/general.py`` (check_json,
+file_contains, fuzzy_place_math), ``vscode.py`` (check_json_keybindings, compare_config,
+compare_result_files) and ``basic_os.py`` (is_utc_0, check_gnome_favorite_apps). The logic is
+theirs, line for line, with their logging left out (it decides nothing). Two departures, both
+outside what the tasks give: check_json reads JSON only (its ``is_yaml`` option needs PyYAML, which
+cud's extra lacks, so the catalog refuses the option), and check_gnome_favorite_apps reads the
+gsettings list with ``ast.literal_eval`` where OSWorld calls ``eval`` on the command's output: a list
+literal gives the same list, and the seat's output is never run as code.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from typing import Any
+
+from docx import Document
+from rapidfuzz import fuzz
+
+from cud.osworld.metrics.rules import match_value_to_rule
+
+__all__ = (
+    "check_gnome_favorite_apps", "check_json", "check_json_keybindings", "compare_config", "compare_result_files",
+    "file_contains", "fuzzy_place_math", "is_utc_0",
+)
+
+
+def check_json(result: Any, rules: Any) -> float:
+    if result is None:
+        return 0.
+    if not os.path.exists(result):
+        return 0.
+    try:
+        with open(result, encoding="utf-8") as f:
+            try:
+                result_data: Any = json.load(f)
+            except Exception:  # OSWorld: JSONDecodeError and any other parse error score 0
+                return 0.
+    except Exception:  # OSWorld: an unreadable file scores 0
+        return 0.
+
+    expect_rules = rules.get("expect", {})
+    unexpect_rules = rules.get("unexpect", {})
+
+    metric: Any = True
+    for r in expect_rules:
+        value = result_data
+        try:
+            for k in r["key"]:
+                try:
+                    value = value[k]
+                except (KeyError, TypeError):
+                    return 0.
+            metric = metric and match_value_to_rule(value, r)
+        except Exception:
+            return 0.
+
+    for r in unexpect_rules:
+        value = result_data
+        try:
+            for k in r["key"]:
+                try:
+                    value = value[k]
+                except (KeyError, TypeError):
+                    value = None
+                    break
+            metric = metric and not match_value_to_rule(value, r)
+        except Exception:
+            return 0.
+
+    return float(metric)
+
+
+def file_contains(file_path: Any, config: Any) -> float:
+    if not file_path:
+        return 0.
+    try:
+        with open(file_path) as f:
+            file_text = f.read()
+        for text in config["expected"]:
+            if text not in file_text:
+                return 0.
+    except Exception:  # OSWorld's bare except: any failure scores 0
+        return 0.
+    return 1.
+
+
+def fuzzy_place_math(result_file_path: Any, rules: Any) -> float:
+    if result_file_path is None:
+        return 0.
+    expect = rules["expected"]
+    doc = Document(result_file_path)
+    words_list: list[str] = []
+    for para in doc.paragraphs:
+        words_list.extend(para.text.split())
+    fuzzy_score_list = []
+    for word in words_list:
+        max_score: float = 0
+        for ans in expect:
+            score = fuzz.ratio(word, ans) / 100
+            max_score = max(max_score, score)
+        fuzzy_score_list.append(max_score)
+    if len(fuzzy_score_list) != 3:
+        return 0.
+    return sum(fuzzy_score_list) / 3
+
+
+def check_json_keybindings(actual: Any, expected: Any, **options: Any) -> float:
+    def direct_load_json(fp: Any) -> Any:
+        try:
+            with open(fp) as f:
+                return json.load(f)
+        except Exception:
+            return None
+
+    def skip_first_line_load_json(fp: Any) -> Any:
+        try:
+            with open(fp) as f:
+                f.readline()
+                return json.load(f)
+        except Exception:
+            return None
+
+    for func in [direct_load_json, skip_first_line_load_json]:
+        data = func(actual)
+        if data is not None and type(data) is list:
+            break
+    else:
+        return 0.0
+    expected = expected["expected"]
+    if expected in data:
+        return 1.0
+    return 0.0
+
+
+def compare_config(actual: Any, rules: Any, **options: Any) -> float:
+    if not actual:
+        return 0.
+    with open(actual) as f1:
+        actual_text = f1.read()
+    if actual_text == rules["expected"]:
+        return 1.0
+    return 0.0
+
+
+def compare_result_files(src_path: Any, tgt_path: Any) -> float:
+    if not src_path or not tgt_path:
+        return 0.0
+    with open(src_path) as f:
+        src_content = f.read().strip()
+    with open(tgt_path) as f:
+        tgt_content = f.read().strip()
+    try:
+        tgt_content_num = float(tgt_content)
+        if tgt_content in src_content:
+            # OSWorld: the result may be a sentence holding the number
+            return 1.0
+        src_content_num = float(src_content)
+        if abs(src_content_num - tgt_content_num) < 1e-4:
+            return 1.0
+        return 0.0
+    except Exception:  # OSWorld's bare except: not numbers, so compared as text
+        if src_content == tgt_content:
+            return 1.0
+    return 0.0
+
+
+def is_utc_0(timedatectl_output: Any) -> int:
+    utc_line = timedatectl_output.split("\n")[3]
+    if utc_line.endswith("+0000)"):
+        return 1
+    return 0
+
+
+def check_gnome_favorite_apps(apps_str: Any, rule: Any) -> int:
+    apps = ast.literal_eval(apps_str)
+    expected_apps = rule["expected"]
+    if len(apps) != len(expected_apps):
+        return 0
+    if set(apps) == set(expected_apps):
+        return 1
+    return 0
