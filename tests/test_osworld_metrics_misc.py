@@ -9,6 +9,8 @@ give; cud's port (cud/osworld/metrics/misc.py) and OSWorld's function
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -146,3 +148,14 @@ def test_fuzzy_place_math_scores_as_osworld(paragraphs: list[str], expected: lis
         document.save(str(path))
         agree("fuzzy_place_math", str(path), {"expected": expected})
         agree("fuzzy_place_math", None, {"expected": expected})
+
+
+def test_the_judge_runs_a_metric_without_an_expected_value() -> None:
+    """is_utc_0 is the catalog's metric of the result alone: the judge calls it with the one argument."""
+    lines = ["Local time: Thu", "Universal time: Thu", "RTC time: Thu"]
+    for zone, score in (("Time zone: Etc/UTC (UTC, +0000)", 1.0), ("Time zone: Asia/Tokyo (JST, +0900)", 0.0)):
+        request = {"metric": "is_utc_0", "result": {"value": "\n".join([*lines, zone])}, "expected": None,
+                   "options": {}}
+        done = subprocess.run([sys.executable, "-I", "-m", "cud.osworld.judge"], input=json.dumps(request),
+                              capture_output=True, text=True, check=True, timeout=120)
+        assert json.loads(done.stdout) == {"score": score}
