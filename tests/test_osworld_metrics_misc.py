@@ -8,15 +8,19 @@ give; cud's port (cud/osworld/metrics/misc.py) and OSWorld's function
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import docx
+import openpyxl
 from hypothesis import HealthCheck, given, settings
+from fpdf import FPDF
 from hypothesis import strategies as st
 
 from cud.osworld.catalog import METRICS
@@ -26,7 +30,8 @@ from tests.support.osworld_reference import reference
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NAMES = ("check_json", "file_contains", "fuzzy_place_math", "check_json_keybindings", "compare_config",
-         "compare_result_files", "is_utc_0", "check_gnome_favorite_apps")
+         "compare_result_files", "is_utc_0", "check_gnome_favorite_apps", "compare_conference_city_in_order",
+         "check_pdf_pages", "compare_zip_files")
 
 words = st.text(alphabet="abAB {}\"x1.:,\n", max_size=10)
 keys = st.sampled_from(["a", "b", "mode", "name"])
@@ -159,3 +164,97 @@ def test_the_judge_runs_a_metric_without_an_expected_value() -> None:
         done = subprocess.run([sys.executable, "-I", "-m", "cud.osworld.judge"], input=json.dumps(request),
                               capture_output=True, text=True, check=True, timeout=120)
         assert json.loads(done.stdout) == {"score": score}
+
+
+cities = st.sampled_from(["Scottsdale", "Atlanta, GA", "Lake Tahoe", "Montréal", "Stateline", "x"])
+
+
+@st.composite
+def city_columns(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
+    """The rule's cities, and a column C (a header, then rows 2..) naming them, or not: a cell changed or left out."""
+    expected = draw(st.lists(st.one_of(cities, st.lists(cities, min_size=1, max_size=2)), min_size=21, max_size=22))
+    column: list[Any] = ["City"] + [f"{draw(st.sampled_from(['', 'in ']))}"
+                                    f"{want if isinstance(want, str) else draw(st.sampled_from(want))}"
+                                    for want in expected]
+    how = draw(st.sampled_from(["same", "same", "cell", "short", "number", "rule"]))
+    if how == "cell" and len(column) > 1:
+        column[draw(st.integers(1, len(column) - 1))] = draw(st.one_of(cities, st.none()))
+    elif how == "short":
+        column = column[:draw(st.integers(0, len(column)))]
+    elif how == "number" and len(column) > 1:
+        column[-1] = 7
+    elif how == "rule" and expected:
+        expected[draw(st.integers(0, len(expected) - 1))] = draw(st.sampled_from([1, None, []]))
+    return column, expected
+
+
+@SETTINGS
+@given(city_columns())
+def test_compare_conference_city_in_order_scores_as_osworld(case: tuple[list[Any], list[Any]]) -> None:
+    column, expected = case
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "ConferenceCity.xlsx")
+        book = openpyxl.Workbook()
+        for row, value in enumerate(column, start=1):
+            book.active.cell(row=row, column=3, value=value)
+        book.save(path)
+        agree("compare_conference_city_in_order", str(path), {"expected": expected})
+
+
+def write_pdf(pages: list[str], path: Path) -> None:
+    pdf = FPDF()
+    pdf.set_font("helvetica", size=12)
+    for text in pages:
+        pdf.add_page()
+        pdf.text(20, 20, text)
+    pdf.output(str(path))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(["Recruitment and retention", "of health", "professionals"]), min_size=1, max_size=3),
+       st.sampled_from(["eq", "gt", "le", "ne"]), st.integers(0, 4))
+def test_check_pdf_pages_scores_as_osworld(pages: list[str], relation: str, ref: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "out.pdf")
+        write_pdf(pages, path)
+        agree("check_pdf_pages", str(path), {"relation": relation, "ref_value": ref})
+        agree("check_pdf_pages", None, {"relation": relation, "ref_value": ref})
+
+
+members = st.dictionaries(st.sampled_from(["a.txt", "essay.PDF", "b/c.bin", "essay2.pdf"]),
+                          st.lists(st.sampled_from(["Recruitment and retention", "of health professionals",
+                                                    "in Europe", "abc"]), min_size=1, max_size=3), min_size=1, max_size=3)
+
+
+def write_zip(contents: dict[str, list[str]], path: Path, tmp: str) -> None:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, texts in contents.items():
+            if name.lower().endswith(".pdf"):
+                write_pdf(texts, Path(tmp, "member.pdf"))
+                archive.write(Path(tmp, "member.pdf"), name)
+            else:
+                archive.writestr(name, " ".join(texts))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(members, st.sampled_from(["same", "word", "line", "other"]), members)
+def test_compare_zip_files_scores_as_osworld(actual: dict[str, list[str]], how: str,
+                                            other: dict[str, list[str]]) -> None:
+    """The gold archive: the same, one member with a word more (a PDF's text stays above OSWorld's 0.95 likeness)
+    or a line more, or another archive."""
+    gold = {name: list(texts) for name, texts in actual.items()}
+    if how in ("word", "line") and gold:
+        pdfs = sorted(name for name in gold if name.lower().endswith(".pdf"))
+        texts = gold[(pdfs or sorted(gold))[0]]
+        if how == "word":
+            texts[-1] += "s"
+        else:
+            texts.append("in Europe")
+    elif how == "other":
+        gold = other
+    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):  # OSWorld's PDF text goes by ./temp.pdf
+        first, second = Path(tmp, "submission.zip"), Path(tmp, "gold.zip")
+        write_zip(actual, first, tmp)
+        write_zip(gold, second, tmp)
+        agree("compare_zip_files", str(first), str(second))
+        agree("compare_zip_files", None, str(second))

@@ -71,6 +71,9 @@ METRICS: Mapping[str, MetricInfo] = _table(
     MetricInfo("compare_result_files", True),
     MetricInfo("is_utc_0", False),
     MetricInfo("check_gnome_favorite_apps", True),
+    MetricInfo("compare_conference_city_in_order", True),
+    MetricInfo("check_pdf_pages", True),
+    MetricInfo("compare_zip_files", True),
 )
 
 #: The rule types of compare_table's ``rules`` (OSWorld's own list, all ported).

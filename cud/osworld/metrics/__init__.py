@@ -45,6 +45,9 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
     "compare_result_files": "misc:compare_result_files",
     "is_utc_0": "misc:is_utc_0",
     "check_gnome_favorite_apps": "misc:check_gnome_favorite_apps",
+    "compare_conference_city_in_order": "misc:compare_conference_city_in_order",
+    "check_pdf_pages": "misc:check_pdf_pages",
+    "compare_zip_files": "misc:compare_zip_files",
 })
 
 

@@ -3,7 +3,11 @@
 From desktop-env 1.0.2 (Apache-2.0): ``desktop_env/evaluators/metrics/general.py`` (check_json,
 file_contains, fuzzy_place_math), ``vscode.py`` (check_json_keybindings, compare_config,
 compare_result_files) and ``basic_os.py`` (is_utc_0, check_gnome_favorite_apps). The logic is
-theirs, line for line, with their logging left out (it decides nothing). Two departures, both
+theirs, line for line, with their logging left out (it decides nothing); also ``table.py``
+(compare_conference_city_in_order), ``pdf.py`` (check_pdf_pages) and ``vscode.py``'s
+compare_zip_files, whose PDF members' text is read with pypdf (PyPDF2's successor, the extra's PDF
+reader) in memory, where OSWorld writes them to ``temp.pdf`` in the working directory and reads
+them with PyPDF2. Two more departures, both
 outside what the tasks give: check_json reads JSON only (its ``is_yaml`` option needs PyYAML, which
 cud's extra lacks, so the catalog refuses the option), and check_gnome_favorite_apps reads the
 gsettings list with ``ast.literal_eval`` where OSWorld calls ``eval`` on the command's output: a list
@@ -13,17 +17,24 @@ literal gives the same list, and the seat's output is never run as code.
 from __future__ import annotations
 
 import ast
+import io
 import json
+import operator
 import os
+import zipfile
+from difflib import SequenceMatcher
 from typing import Any
 
+import openpyxl
 from docx import Document
+from pypdf import PdfReader
 from rapidfuzz import fuzz
 
 from cud.osworld.metrics.rules import match_value_to_rule
 
 __all__ = (
-    "check_gnome_favorite_apps", "check_json", "check_json_keybindings", "compare_config", "compare_result_files",
+    "check_gnome_favorite_apps", "check_json", "check_json_keybindings", "check_pdf_pages",
+    "compare_conference_city_in_order", "compare_config", "compare_result_files", "compare_zip_files",
     "file_contains", "fuzzy_place_math", "is_utc_0",
 )
 
@@ -183,3 +194,68 @@ def check_gnome_favorite_apps(apps_str: Any, rule: Any) -> int:
     if set(apps) == set(expected_apps):
         return 1
     return 0
+
+
+def compare_conference_city_in_order(actual_city_list_path: Any, expected_city: Any) -> float:
+    expected_city_list = expected_city["expected"]
+    wb = openpyxl.load_workbook(actual_city_list_path)
+    sheet = wb.active
+    actual_city_list = []
+    for row in sheet["C2:C22"]:
+        for cell in row:
+            actual_city_list.append(cell.value)
+    try:
+        for i in range(len(actual_city_list)):
+            if isinstance(expected_city_list[i], str):
+                if expected_city_list[i] not in actual_city_list[i]:
+                    return 0.0
+            elif isinstance(expected_city_list[i], list):
+                if not any(possible_str in actual_city_list[i] for possible_str in expected_city_list[i]):
+                    return 0.0
+            else:
+                raise TypeError("Expected city should be a string or a list of strings")
+    except Exception:  # OSWorld's bare except: a short list, an empty cell, a bad rule all score 0
+        return 0.0
+    return 1.0
+
+
+def check_pdf_pages(pdf_file: Any, rules: Any) -> float:
+    if pdf_file is None:
+        return 0.0
+    reader = PdfReader(pdf_file)
+    nb_pages: int = len(reader.pages)
+    return float(getattr(operator, rules["relation"])(nb_pages, rules["ref_value"]))
+
+
+def _compare_pdf_content(content1: bytes, content2: bytes, text_similarity_threshold: float) -> bool:
+    def extract_text_from_pdf(content: bytes) -> str:
+        pdf_reader = PdfReader(io.BytesIO(content))
+        text = ""
+        for page_num in range(len(pdf_reader.pages)):
+            text += pdf_reader.pages[page_num].extract_text()
+        return text
+
+    text1 = extract_text_from_pdf(content1)
+    text2 = extract_text_from_pdf(content2)
+    similarity_ratio = SequenceMatcher(None, text1, text2).ratio()
+    return similarity_ratio >= text_similarity_threshold
+
+
+def compare_zip_files(actual: Any, expected: Any, **options: Any) -> float:
+    if not actual:
+        return 0.
+    with zipfile.ZipFile(actual, "r") as zip_file1, zipfile.ZipFile(expected, "r") as zip_file2:
+        file_list1 = set(zip_file1.namelist())
+        file_list2 = set(zip_file2.namelist())
+        if file_list1 != file_list2:
+            return 0.0
+        for file_name in file_list1:
+            content1 = zip_file1.read(file_name)
+            content2 = zip_file2.read(file_name)
+            if file_name.lower().endswith(".pdf"):
+                if _compare_pdf_content(content1, content2, 0.95):
+                    continue
+                return 0.0
+            if content1 != content2:
+                return 0.0
+    return 1.0
