@@ -19,8 +19,8 @@ from typing import Any
 
 import docx
 import openpyxl
-from hypothesis import HealthCheck, given, settings
 from fpdf import FPDF
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cud.osworld.catalog import METRICS
