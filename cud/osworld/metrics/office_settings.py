@@ -4,7 +4,9 @@ presenter console, autosave, slide orientation, transitions, the slide pane, pag
 Ported from OSWorld's desktop_env/evaluators/metrics/docs.py (find_default_font) and slides.py
 (the rest), desktop-env 1.0.2, Apache-2.0, with their logic and scores kept, quirks included:
 check_auto_saving_time scores None (no score: the judge's error) for an unparsable file, and
-check_page_number_colors reads the slide master's second-to-last solid fill colour.
+check_page_number_colors reads the slide master's second-to-last solid fill colour, and its
+channels from the value's second character (OOXML's values have no '#'; OSWorld's later version
+fixes that and looks for the slide-number placeholder first: 1.0.2's is the one ported).
 """
 
 from __future__ import annotations
