@@ -198,6 +198,11 @@ def test_the_generated_changes_decide_verdicts_both_ways(tmp_path: Path) -> None
     assert run("compare_font_names")(paths["other"], {"font_name": "Arial"}) == 0
     for name in PAIRS:
         assert both(name, None, paths["plain"]) == (0, 0)
+    # A mean similarity of 100/198, just above reference_base_result 0.5 but within OSWorld's 0.01: 0.
+    for name, text in [("near_a", "a" * 50 + "b" * 49), ("near_b", "a" * 50 + "c" * 49)]:
+        paths[name] = str(tmp_path / f"{name}.docx")
+        write_docx(Doc([Para([Run("References")]), Para([Run(text)])]), Path(paths[name]))
+    assert both("compare_references", paths["near_a"], paths["near_b"]) == (0, 0)
 
 
 def write_odt(path: Path, highlighted: bool) -> None:
