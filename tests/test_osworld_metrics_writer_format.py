@@ -10,6 +10,7 @@ desktop-env (tests/support/osworld_reference.py) does.
 from __future__ import annotations
 
 import dataclasses
+import io
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 from odf.opendocument import OpenDocumentText
 from odf.style import Style, TextProperties
 from odf.text import P, Span
+from PIL import Image
 
 from cud.osworld.metrics import metric
 from tests.support.osworld_reference import reference
@@ -227,3 +229,37 @@ def test_check_highlighted_words_scores_as_osworld(tmp_path: Path) -> None:
         assert ours == theirs
         scores[a.stem, b.stem] = ours
     assert scores == {("marked", "clean"): 0, ("clean", "marked"): 1, ("clean", "clean"): 1}
+
+
+def write_pictures(path: Path, colours: list[tuple[int, int, int]], picture_format: str) -> None:
+    document = docx.Document()
+    for colour in colours:
+        image = io.BytesIO()
+        Image.new("RGB", (4, 3), colour).save(image, picture_format)
+        image.seek(0)
+        document.add_picture(image)
+    document.save(str(path))
+
+
+@settings(max_examples=20, deadline=None)
+@given(first=st.lists(st.sampled_from([(255, 0, 0), (0, 0, 255), (1, 0, 0)]), unique=True, max_size=2),
+       second=st.lists(st.sampled_from([(255, 0, 0), (0, 0, 255), (1, 0, 0)]), unique=True, max_size=2),
+       picture_format=st.sampled_from(["PNG", "BMP"]))
+def test_compare_docx_images_scores_as_osworld(first: list[tuple[int, int, int]], second: list[tuple[int, int, int]],
+                                              picture_format: str) -> None:
+    """Pixels decide, not the bytes: the same picture as PNG and as BMP is equal."""
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = Path(tmp, "a.docx"), Path(tmp, "b.docx")
+        write_pictures(a, first, "PNG")
+        write_pictures(b, second, picture_format)
+        ours, theirs = both("compare_docx_images", str(a), str(b))
+        assert ours == theirs == (1 if first == second else 0), (first, second)
+
+
+def test_compare_docx_images_compares_pixels_not_bytes(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a.docx", tmp_path / "b.docx", tmp_path / "c.docx"
+    write_pictures(a, [(255, 0, 0)], "PNG")
+    write_pictures(b, [(255, 0, 0)], "BMP")
+    write_pictures(c, [(254, 0, 0)], "BMP")
+    assert both("compare_docx_images", str(a), str(b)) == (1, 1)
+    assert both("compare_docx_images", str(a), str(c)) == (0, 0)

@@ -66,6 +66,7 @@ METRICS: Mapping[str, MetricInfo] = _table(
     MetricInfo("check_italic_font_size_14", True),
     MetricInfo("check_tabstops", True, frozenset({"word_number_split_by_tabstop", "index"})),
     MetricInfo("compare_docx_files_and_ignore_new_lines", True, frozenset({"ignore_blanks"})),
+    MetricInfo("compare_docx_images", True),
     MetricInfo("compare_font_names", True),
     MetricInfo("compare_line_spacing", True),
     MetricInfo("compare_references", True, frozenset({"reference_indicator", "reference_base_result",

@@ -41,6 +41,7 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
     "check_italic_font_size_14": "writer_format:check_italic_font_size_14",
     "check_tabstops": "writer_format:check_tabstops",
     "compare_docx_files_and_ignore_new_lines": "writer_format:compare_docx_files_and_ignore_new_lines",
+    "compare_docx_images": "writer_format:compare_docx_images",
     "compare_font_names": "writer_format:compare_font_names",
     "compare_line_spacing": "writer_format:compare_line_spacing",
     "compare_references": "writer_format:compare_references",

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import logging
 import re
+from io import BytesIO
 from typing import Any
 
 from docx import Document
 from docx.enum.text import WD_PARAGRAPH_ALIGNMENT, WD_TAB_ALIGNMENT
 from odf.opendocument import load
 from odf.text import Span
+from PIL import Image
 from rapidfuzz import fuzz
 
 from cud.osworld.metrics.documents import compare_docx_files
 
 __all__ = (
     "check_highlighted_words", "check_italic_font_size_14", "check_tabstops", "compare_docx_files_and_ignore_new_lines",
+    "compare_docx_images",
     "compare_font_names", "compare_line_spacing", "compare_references", "compare_subscript_contains",
     "contains_page_break", "evaluate_strike_through_last_paragraph", "has_page_numbers_in_footers",
     "is_first_line_centered",
@@ -303,3 +306,24 @@ def compare_references(file1: str | None, file2: str | None, **options: Any) -> 
         score: float = (result - reference_base_result) / (1 - reference_base_result)
         return score
     return 0
+
+
+def _images(doc: Any) -> list[BytesIO]:
+    """The document part's images, in its relationships' order."""
+    return [BytesIO(rel.target_part.blob) for rel in doc.part.rels.values() if "image" in rel.reltype]
+
+
+def compare_docx_images(docx_file1: str | None, docx_file2: str | None) -> float:
+    """1 when both documents have as many images, pairwise equal in decoded pixels."""
+    if not docx_file1 or not docx_file2:
+        return 0
+    docs = _documents(docx_file1, docx_file2)
+    if docs is None:
+        return 0
+    images1, images2 = _images(docs[0]), _images(docs[1])
+    if len(images1) != len(images2):
+        return 0
+    for img1, img2 in zip(images1, images2, strict=True):
+        if Image.open(img1).tobytes() != Image.open(img2).tobytes():
+            return 0
+    return 1
