@@ -61,7 +61,7 @@ METRICS: Mapping[str, MetricInfo] = _table(
     MetricInfo("compare_text_file", True, frozenset({"ignore_blanks", "ignore_case"})),
     MetricInfo("compare_images", True, frozenset({"reference_base_result"})),
     MetricInfo("compare_pdfs", True),
-    # mmisc (round 2): small one-task metrics
+    # Small metrics, each of one or two tasks (misc.py)
     MetricInfo("check_json", True),
     MetricInfo("file_contains", True),
     MetricInfo("fuzzy_place_math", True),
@@ -74,6 +74,29 @@ METRICS: Mapping[str, MetricInfo] = _table(
     MetricInfo("compare_conference_city_in_order", True),
     MetricInfo("check_pdf_pages", True),
     MetricInfo("compare_zip_files", True),
+    # Writer formatting and LibreOffice settings (writer_format.py, office_settings.py); rules come as `expected`
+    MetricInfo("check_highlighted_words", True),
+    MetricInfo("check_italic_font_size_14", True),
+    MetricInfo("check_tabstops", True, frozenset({"word_number_split_by_tabstop", "index"})),
+    MetricInfo("compare_docx_files_and_ignore_new_lines", True, frozenset({"ignore_blanks"})),
+    MetricInfo("compare_docx_images", True),
+    MetricInfo("compare_font_names", True),
+    MetricInfo("compare_line_spacing", True),
+    MetricInfo("compare_references", True, frozenset({"reference_indicator", "reference_base_result",
+                                                      # Its task passes it; the function never reads it: accepted, ignored.
+                                                      "content_only"})),
+    MetricInfo("compare_subscript_contains", True),
+    MetricInfo("contains_page_break", True),
+    MetricInfo("evaluate_strike_through_last_paragraph", True),
+    MetricInfo("has_page_numbers_in_footers", False),
+    MetricInfo("is_first_line_centered", False),
+    MetricInfo("check_auto_saving_time", True),
+    MetricInfo("check_left_panel", False),
+    MetricInfo("check_page_number_colors", True),
+    MetricInfo("check_presenter_console_disable", False),
+    MetricInfo("check_slide_orientation_Portrait", False),
+    MetricInfo("check_transition", True),
+    MetricInfo("find_default_font", True),
 )
 
 #: The rule types of compare_table's ``rules`` (OSWorld's own list, all ported).

@@ -36,7 +36,7 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
     "compare_pptx_files": "slides:compare_pptx_files",
     "compare_images": "images:compare_images",
     "compare_pdfs": "pdfs:compare_pdfs",
-    # mmisc (round 2): small one-task metrics
+    # Small metrics, each of one or two tasks (misc.py)
     "check_json": "misc:check_json",
     "file_contains": "misc:file_contains",
     "fuzzy_place_math": "misc:fuzzy_place_math",
@@ -48,6 +48,27 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
     "compare_conference_city_in_order": "misc:compare_conference_city_in_order",
     "check_pdf_pages": "misc:check_pdf_pages",
     "compare_zip_files": "misc:compare_zip_files",
+    # Writer formatting and LibreOffice settings (writer_format.py, office_settings.py)
+    "check_highlighted_words": "writer_format:check_highlighted_words",
+    "check_italic_font_size_14": "writer_format:check_italic_font_size_14",
+    "check_tabstops": "writer_format:check_tabstops",
+    "compare_docx_files_and_ignore_new_lines": "writer_format:compare_docx_files_and_ignore_new_lines",
+    "compare_docx_images": "writer_format:compare_docx_images",
+    "compare_font_names": "writer_format:compare_font_names",
+    "compare_line_spacing": "writer_format:compare_line_spacing",
+    "compare_references": "writer_format:compare_references",
+    "compare_subscript_contains": "writer_format:compare_subscript_contains",
+    "contains_page_break": "writer_format:contains_page_break",
+    "evaluate_strike_through_last_paragraph": "writer_format:evaluate_strike_through_last_paragraph",
+    "has_page_numbers_in_footers": "writer_format:has_page_numbers_in_footers",
+    "is_first_line_centered": "writer_format:is_first_line_centered",
+    "check_auto_saving_time": "office_settings:check_auto_saving_time",
+    "check_left_panel": "office_settings:check_left_panel",
+    "check_page_number_colors": "office_settings:check_page_number_colors",
+    "check_presenter_console_disable": "office_settings:check_presenter_console_disable",
+    "check_slide_orientation_Portrait": "office_settings:check_slide_orientation_Portrait",
+    "check_transition": "office_settings:check_transition",
+    "find_default_font": "office_settings:find_default_font",
 })
 
 
