@@ -23,7 +23,7 @@ __all__ = (
     "check_file_exists_and_structure_sim", "check_green_background", "check_image_file_size", "check_image_mirror",
     "check_image_size", "check_palette_and_structure_sim", "check_saturation_increase_and_structure_sim",
     "check_structure_sim", "check_structure_sim_resized", "check_textbox_on_leftside", "check_triangle_position",
-    "compare_image_list",
+    "compare_image_list", "structural_similarity_rgb",
 )
 
 
@@ -67,7 +67,7 @@ def _structure_check_by_mse(img1: Image.Image, img2: Image.Image, threshold: flo
     return bool(mse < threshold)
 
 
-def _ssim_rgb(array1: np.ndarray[Any, Any], array2: np.ndarray[Any, Any]) -> float:
+def structural_similarity_rgb(array1: np.ndarray[Any, Any], array2: np.ndarray[Any, Any]) -> float:
     """scikit-image's ``structural_similarity(a, b, win_size=7, channel_axis=2)``: the channels' mean."""
     per_channel = np.empty(array1.shape[2], dtype=np.float64)
     for ch in range(array1.shape[2]):
@@ -86,7 +86,7 @@ def _structure_check_by_ssim(img1: Image.Image, img2: Image.Image, threshold: fl
     if img1.size != img2.size:
         return False
     # OSWorld's fallback for a side under 7 is unreachable after the check above: the window is 7
-    return _ssim_rgb(np.array(img1), np.array(img2)) >= threshold
+    return structural_similarity_rgb(np.array(img1), np.array(img2)) >= threshold
 
 
 def check_brightness_decrease_and_structure_sim(src_path: str | None, tgt_path: str | None, threshold: float = 0.03) -> float:
@@ -147,7 +147,7 @@ def check_structure_sim(src_path: str | None, tgt_path: str | None) -> float:
         if img_src.size != img_tgt.size:
             return 0.0
         return 1.0 if _structure_check_by_ssim(img_src, img_tgt) else 0.0
-    except Exception:  # noqa: BLE001 - OSWorld scores any failure (unreadable image...) 0.0
+    except Exception:  # OSWorld scores any failure (unreadable image...) 0.0
         return 0.0
 
 
@@ -230,7 +230,7 @@ def _open_loaded(file_path: str) -> Image.Image | None:
     try:
         image = Image.open(file_path)
         image.load()
-    except Exception:  # noqa: BLE001 - OSWorld gives up (None) on any failure to open
+    except Exception:  # OSWorld gives up (None) on any failure to open
         return None
     return image
 
@@ -252,7 +252,7 @@ def check_palette_and_structure_sim(src_path: str | None, tgt_path: str | None) 
             return 1.0 if palette_based and structure_same else 0.0
         finally:
             target_image.close()
-    except Exception:  # noqa: BLE001 - OSWorld scores any failure 0.0
+    except Exception:  # OSWorld scores any failure 0.0
         return 0.
     finally:
         source_image.close()
