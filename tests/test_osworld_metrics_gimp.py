@@ -64,6 +64,7 @@ def changed(draw: st.DrawFn, image: Image.Image) -> Image.Image:
     kind = draw(st.sampled_from(["same", "dark", "bright", "saturate", "contrast", "mirror", "noise", "resize",
                                  "palette", "mode", "black"]))
     rgb = image.convert("RGB")
+    rgb.info.pop("transparency", None)  # a palette's key index is no RGB key (PIL refuses to save it)
     factor = draw(st.floats(0.3, 2.0))
     if kind == "dark":
         return ImageEnhance.Brightness(rgb).enhance(min(factor, 0.95))
@@ -197,4 +198,18 @@ def test_rgb_ssim_is_scikit_images_to_the_bit(seed: int, width: int, height: int
 def test_check_green_background_indexes_x_y_as_osworld(tmp_path: Path, size: tuple[int, int]) -> None:
     Image.new("RGB", size, (0, 200, 0)).save(tmp_path / "green.png")
     Image.new("RGB", size, (255, 255, 255)).save(tmp_path / "white.png")
+    Image.new("RGB", (size[0], size[0]), (255, 255, 255)).save(tmp_path / "square.png")
     _same("check_green_background", str(tmp_path / "green.png"), str(tmp_path / "white.png"))
+    # a square target over a wider or taller source: OSWorld's [x, y] reads the source's first square
+    _same("check_green_background", str(tmp_path / "green.png"), str(tmp_path / "square.png"))
+
+
+@pytest.mark.parametrize("ignore", [False, True])
+def test_check_image_size_crops_to_a_transparency_key_even_when_told_not_to(tmp_path: Path, ignore: bool) -> None:
+    # OSWorld's ``a and b or c``: an image with a transparency key is cropped whatever ignore_transparent says
+    image = Image.new("RGB", (20, 10), (0, 0, 0))
+    image.paste((255, 255, 255), (5, 2, 15, 8))
+    image.save(tmp_path / "keyed.png", transparency=(0, 0, 0))
+    for rule in ({"width": 20, "height": 10}, {"width": 10, "height": 6}):
+        _same("check_image_size", str(tmp_path / "keyed.png"), {**rule, "ignore_transparent": ignore})
+    assert metric("check_image_size")(str(tmp_path / "keyed.png"), {"width": 10, "ignore_transparent": False}) == 1.0
