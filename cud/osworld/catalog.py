@@ -97,6 +97,22 @@ METRICS: Mapping[str, MetricInfo] = _table(
     MetricInfo("check_slide_orientation_Portrait", False),
     MetricInfo("check_transition", True),
     MetricInfo("find_default_font", True),
+    # GIMP's image metrics (gimp.py); a rule (check_image_size...) is the expected value
+    MetricInfo("check_structure_sim", True),
+    MetricInfo("check_brightness_decrease_and_structure_sim", True, frozenset({"threshold"})),
+    MetricInfo("check_saturation_increase_and_structure_sim", True),
+    MetricInfo("check_contrast_increase_and_structure_sim", True),
+    MetricInfo("check_file_exists_and_structure_sim", True),
+    MetricInfo("check_palette_and_structure_sim", True),
+    MetricInfo("check_structure_sim_resized", True),
+    MetricInfo("check_image_mirror", True),
+    MetricInfo("check_green_background", True),
+    MetricInfo("check_triangle_position", False),
+    MetricInfo("check_textbox_on_leftside", False),
+    MetricInfo("check_image_size", True),
+    MetricInfo("check_image_file_size", True),
+    MetricInfo("check_config_status", True),
+    MetricInfo("compare_image_list", True),
 )
 
 #: The rule types of compare_table's ``rules`` (OSWorld's own list, all ported).

@@ -69,6 +69,22 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
     "check_slide_orientation_Portrait": "office_settings:check_slide_orientation_Portrait",
     "check_transition": "office_settings:check_transition",
     "find_default_font": "office_settings:find_default_font",
+    # GIMP's image metrics (gimp.py)
+    "check_structure_sim": "gimp:check_structure_sim",
+    "check_brightness_decrease_and_structure_sim": "gimp:check_brightness_decrease_and_structure_sim",
+    "check_saturation_increase_and_structure_sim": "gimp:check_saturation_increase_and_structure_sim",
+    "check_contrast_increase_and_structure_sim": "gimp:check_contrast_increase_and_structure_sim",
+    "check_file_exists_and_structure_sim": "gimp:check_file_exists_and_structure_sim",
+    "check_palette_and_structure_sim": "gimp:check_palette_and_structure_sim",
+    "check_structure_sim_resized": "gimp:check_structure_sim_resized",
+    "check_image_mirror": "gimp:check_image_mirror",
+    "check_green_background": "gimp:check_green_background",
+    "check_triangle_position": "gimp:check_triangle_position",
+    "check_textbox_on_leftside": "gimp:check_textbox_on_leftside",
+    "check_image_size": "gimp:check_image_size",
+    "check_image_file_size": "gimp:check_image_file_size",
+    "check_config_status": "gimp:check_config_status",
+    "compare_image_list": "gimp:compare_image_list",
 })
 
 
