@@ -28,7 +28,7 @@ TASKS = {
         "several": {"id": "several", "instruction": "Open the drive and look.",
                     "config": [{"type": "googledrive", "parameters": {}}, {"type": "sleep", "parameters": {"seconds": 1}},
                                {"type": "googledrive", "parameters": {}}],
-                    "evaluator": {"func": ["check_structure_sim", "exact_match"],
+                    "evaluator": {"func": ["compare_audios", "exact_match"],
                                   "result": [{"type": "vm_file", "path": "/home/user/a.png"},
                                              {"type": "vm_terminal_output"}],
                                   "expected": [{"type": "rule", "rules": {}}, {"type": "rule", "rules": {}}]}},
@@ -60,10 +60,10 @@ def test_json_counts_every_blocker_per_task(tmp_path: Path, capsys: pytest.Captu
     assert result["total"] == {"tasks": 5, "converted": 3, "rate": 0.6}
     assert result["domains"]["os"] == {"tasks": 2, "converted": 2, "rate": 1.0, "reasons": {}}
     assert result["domains"]["chrome"] == {"tasks": 3, "converted": 1, "rate": 0.3333, "reasons": {
-        "config type 'googledrive'": 2, "metric 'check_structure_sim'": 1, "getter 'vm_terminal_output'": 1}}
+        "config type 'googledrive'": 2, "metric 'compare_audios'": 1, "getter 'vm_terminal_output'": 1}}
     assert result["reasons"] == {"config type 'googledrive'": {"tasks": 2, "alone": 1},
                                  "getter 'vm_terminal_output'": {"tasks": 1, "alone": 0},
-                                 "metric 'check_structure_sim'": {"tasks": 1, "alone": 0}}
+                                 "metric 'compare_audios'": {"tasks": 1, "alone": 0}}
     assert result["counted"] == "every blocker per task"
 
 
