@@ -1,7 +1,7 @@
 """A focus lookup in LibreOffice Calc leaves the sheet able to take the keys that follow it.
 
-Calc's table manages its descendants (2^34 cells, each made when asked for): listing
-its children makes Calc build them all, and for minutes it handles no input. The
+Calc's table manages its descendants (2^31 - 1 cells, each made when asked for):
+listing its children makes Calc build them all, and for minutes it handles no input. The
 lookup before a ``type`` (:meth:`TargetResolver.focus`) must not ask, or what the
 model types never reaches the cell. Calc runs on the profile of cud.osworld.seat's
 home template (no first-start dialogs, xlsx kept on save), on a real AT-SPI bus.

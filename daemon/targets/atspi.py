@@ -78,8 +78,10 @@ MAX_DEPTH = 64
 TEXT_LIMIT = 4096
 #: States that are what a control holds (a toggle's, a row's), as against where it is or how it looks.
 HELD_STATES = frozenset({"checked", "indeterminate", "expanded", "selected", "pressed"})
-#: The state of an object whose children are made on demand and must not be listed (see Atspi.children).
+#: The state of an object whose children are made on demand, and how many of them may be listed
+#: (the most any search reads: an element check's, a tree's; see Atspi.children).
 MANAGES_DESCENDANTS = "manages-descendants"
+MAX_MANAGED_CHILDREN = 5000
 
 
 Ref = tuple[str, str]  # (bus name, object path)
@@ -297,16 +299,19 @@ class Atspi:
         return None if path == NULL_PATH else (str(name), str(path))
 
     async def children(self, ref: Ref, *, states: Collection[str]) -> list[Ref]:
-        """``ref``'s children, given its ``states``: none for an object that manages its descendants.
+        """``ref``'s children, given its ``states``; none for a too large object that manages its descendants.
 
-        Such an object (a spreadsheet's table: Calc's has 2^34 cells) makes each child when
-        asked; a GetChildren makes them all, and the application stops handling its input
-        for minutes, while its memory grows by gigabytes (seen with LibreOffice Calc: keys
-        typed after a focus lookup never reached the sheet). AT-SPI's contract for
-        MANAGES_DESCENDANTS: do not walk its children.
+        Such an object makes each child when asked for it; a GetChildren makes them all. A
+        list's few hundred rows (GTK's tree view) are quick, but LibreOffice Calc's table
+        counts 2^31 - 1 cells (its ChildCount): Calc stops handling input for minutes while
+        its memory grows by gigabytes (seen: the keys a model typed after a focus lookup
+        never reached the sheet). So its ChildCount is asked first; past
+        MAX_MANAGED_CHILDREN, which no walk here would read anyway, it is not walked.
         """
         if MANAGES_DESCENDANTS in states:
-            return []
+            (count,) = await self.call(ref, "org.freedesktop.DBus.Properties", "Get", "ss", [ACCESSIBLE, "ChildCount"])
+            if int(count.value) > MAX_MANAGED_CHILDREN:
+                return []
         (children,) = await self.call(ref, ACCESSIBLE, "GetChildren")
         return [(str(n), str(p)) for n, p in children if p != NULL_PATH]
 
