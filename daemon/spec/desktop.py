@@ -106,8 +106,8 @@ class Desktop:
                 elements = await asyncio.gather(*(atspi.read(ref, bounds=False) for ref in level))
                 found += [Found(e, each.name) for e in elements
                           if (role is None or role.test(e.role)) and (name is None or name.test(e.name))]
-                showing = [e.ref for e in elements if "showing" in e.states]
-                kids = await asyncio.gather(*(atspi.children(ref) for ref in showing))
+                showing = [e for e in elements if "showing" in e.states]
+                kids = await asyncio.gather(*(atspi.children(e.ref, states=e.states) for e in showing))
                 level = [ref for refs in kids for ref in refs]
         return found
 

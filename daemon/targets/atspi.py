@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -78,6 +78,10 @@ MAX_DEPTH = 64
 TEXT_LIMIT = 4096
 #: States that are what a control holds (a toggle's, a row's), as against where it is or how it looks.
 HELD_STATES = frozenset({"checked", "indeterminate", "expanded", "selected", "pressed"})
+#: The state of an object whose children are made on demand, and how many of them may be listed
+#: (the most any search reads: an element check's, a tree's; see Atspi.children).
+MANAGES_DESCENDANTS = "manages-descendants"
+MAX_MANAGED_CHILDREN = 5000
 
 
 Ref = tuple[str, str]  # (bus name, object path)
@@ -294,7 +298,20 @@ class Atspi:
         name, path = value.value
         return None if path == NULL_PATH else (str(name), str(path))
 
-    async def children(self, ref: Ref) -> list[Ref]:
+    async def children(self, ref: Ref, *, states: Collection[str]) -> list[Ref]:
+        """``ref``'s children, given its ``states``; none for a too large object that manages its descendants.
+
+        Such an object makes each child when asked for it; a GetChildren makes them all. A
+        list's few hundred rows (GTK's tree view) are quick, but LibreOffice Calc's table
+        counts 2^31 - 1 cells (its ChildCount): Calc stops handling input for minutes while
+        its memory grows by gigabytes (seen: the keys a model typed after a focus lookup
+        never reached the sheet). So its ChildCount is asked first; past
+        MAX_MANAGED_CHILDREN, which no walk here would read anyway, it is not walked.
+        """
+        if MANAGES_DESCENDANTS in states:
+            (count,) = await self.call(ref, "org.freedesktop.DBus.Properties", "Get", "ss", [ACCESSIBLE, "ChildCount"])
+            if int(count.value) > MAX_MANAGED_CHILDREN:
+                return []
         (children,) = await self.call(ref, ACCESSIBLE, "GetChildren")
         return [(str(n), str(p)) for n, p in children if p != NULL_PATH]
 
@@ -364,7 +381,7 @@ class Atspi:
 
     # -- what the targets need ---------------------------------------------------------
     async def frames(self, app: App) -> list[Ref]:
-        return await self.children((app.bus_name, ROOT_PATH))
+        return await self.children((app.bus_name, ROOT_PATH), states=())
 
     async def chain_at(self, app: App, x: int, y: int) -> list[Ref]:
         """From the app's window under (x, y) down to the deepest object there ([] if none of its windows is)."""
@@ -423,7 +440,8 @@ class Atspi:
                 best, showing = focused, [focused]
             else:
                 showing = [r for r, s in zip(level, bits, strict=True) if "showing" in s or parents[r] is None]
-            kids = await asyncio.gather(*(self.children(r) for r in showing))
+            states_of = dict(zip(level, bits, strict=True))
+            kids = await asyncio.gather(*(self.children(r, states=states_of[r]) for r in showing))
             level = []
             for parent, refs in zip(showing, kids, strict=True):
                 for ref in refs[: max(0, limit - seen)]:

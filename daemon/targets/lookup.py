@@ -372,13 +372,13 @@ class TargetResolver:
             out: dict[str, Any] = element.to_dict()
             out["children"] = []
             if depth < max_depth:
-                kids = await atspi.children(ref)
+                kids = await atspi.children(ref, states=element.states)
                 for kid in kids:
                     if count >= max_count:
                         truncated = True
                         break
                     out["children"].append(await node(kid, depth + 1))
-            elif await atspi.children(ref):
+            elif await atspi.children(ref, states=element.states):
                 truncated = True
             return out
 
