@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from cud.cuctl.approvals import approval_rows
-from cud.cuctl.eval import finish, names, new_results, say, start_results
+from cud.cuctl.eval import finish, names, new_results, start_results
+from cud.cuctl.eval_loop import say
 from cud.cuctl.output import emit_json, table
 from cud.errors import ConfigError
 from cud.fleet import NAMESPACE, need_ray

@@ -1,6 +1,6 @@
 """A suite over the fleet: ``cuctl eval --fleet`` (needs Ray).
 
-The loop is ``cuctl eval``'s (:class:`cud.cuctl.eval.Suite`: the same results.json, progress,
+The loop is ``cuctl eval``'s (:class:`cud.cuctl.eval_loop.Suite`: the same results.json, progress,
 table, JUnit and index); what differs is where a spec-run goes. Every spec-run that is due is
 started at once as a fleet task (:func:`cud.fleet.remote.submit_attempt`): Ray queues it until a
 node has a free matching seat, so a slow machine holds nothing back. When a task ends, every
@@ -11,7 +11,7 @@ Ray spent its retries, a check could not look) is run again under ``--retry-erro
 code as a local suite's (:meth:`Suite._ended`), under a new attempt number and key.
 
 Before the first submit, each node's daemon says its seats (:func:`cud.fleet.nodes.fleet_seats`), and a
-spec none of them could take (by the daemon's own rule, :func:`cud.cuctl.eval.meets`) is a refused run,
+spec none of them could take (by the daemon's own rule, :func:`cud.cuctl.eval_loop.meets`) is a refused run,
 never started: Ray would hold it for ever. While runs wait for Ray to place them, the suite says why
 (:meth:`FleetSuite._wait_reason`), as a local suite does for its queue.
 """
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cud.cuctl.eval import Suite, meets, say
+from cud.cuctl.eval_loop import Suite, meets, say
 from cud.cuctl.report import write_private
 from cud.errors import FleetError, NotFound
 from cud.fleet import need_ray

@@ -70,6 +70,18 @@ class Context:
                                                          f"(known: {', '.join(sorted(allowed))})")
         return dict(value)
 
+    def kind(self, key: str, kind: object, supported: Mapping[str, object], refused: Mapping[str, str],
+             what: str) -> str:
+        """``kind`` (a config type or getter type at ``key``) when cud has its counterpart; the refusal says why
+        when ``refused`` names it, and lists the ``supported`` ones when nothing does."""
+        if isinstance(kind, str) and kind in refused:
+            raise self.refuse(key, kind, f"OSWorld {what} {kind!r} in {key.rsplit('.', 1)[0]} has no counterpart "
+                                         f"in cud: {refused[kind]}")
+        if not isinstance(kind, str) or kind not in supported:
+            raise self.refuse(key, kind, f"OSWorld {what} {kind!r} in {key.rsplit('.', 1)[0]} has no counterpart "
+                                         f"in cud (supported: {', '.join(supported)})")
+        return kind
+
     def flag(self, key: str, p: Mapping[str, Any], name: str) -> bool:
         value = p.get(name, False)
         if not isinstance(value, bool):

@@ -143,13 +143,8 @@ def check(ctx: Context, key: str, func: object, result: object, expected: object
 
 def getter(ctx: Context, key: str, value: object) -> dict[str, Any]:
     """A result or expected getter as a metric check's argument: ``{file}``, ``{fixture}``, ``{value}``, ``{command}``."""
-    gtype = value.get("type") if isinstance(value, Mapping) else None
-    if isinstance(gtype, str) and gtype in _REFUSED_GETTERS:
-        raise ctx.refuse(f"{key}.type", gtype, f"OSWorld getter {gtype!r} in {key} has no counterpart in cud: "
-                                               f"{_REFUSED_GETTERS[gtype]}")
-    if not isinstance(gtype, str) or gtype not in GETTERS:
-        raise ctx.refuse(f"{key}.type", gtype, f"OSWorld getter {gtype!r} in {key} has no counterpart in cud "
-                                               f"(supported: {', '.join(GETTERS)})")
+    gtype = ctx.kind(f"{key}.type", value.get("type") if isinstance(value, Mapping) else None, GETTERS,
+                     _REFUSED_GETTERS, "getter")
     g = ctx.table(key, value, GETTERS[gtype], f"OSWorld {gtype} getter")
     if gtype == "rule":  # misc.py get_rule: the rules as they are
         return {"value": g.get("rules")}

@@ -95,13 +95,7 @@ def wrap(body: str, args: list[str], *, rewrite: bool) -> list[str]:
 def config_step(ctx: Context, key: str, item: object) -> list[dict[str, Any]]:
     """One ``config`` (or ``postconfig``) entry as the cud setup steps that do what OSWorld's does."""
     entry = ctx.table(key, item, frozenset({"type", "parameters"}), "OSWorld config")
-    kind = entry.get("type")
-    if isinstance(kind, str) and kind in REFUSED:
-        raise ctx.refuse(f"{key}.type", kind, f"OSWorld config type {kind!r} in {key} has no counterpart in cud: "
-                                              f"{REFUSED[kind]}")
-    if not isinstance(kind, str) or kind not in PARAMETERS:
-        raise ctx.refuse(f"{key}.type", kind, f"OSWorld config type {kind!r} in {key} has no counterpart in cud "
-                                              f"(supported: {', '.join(PARAMETERS)})")
+    kind = ctx.kind(f"{key}.type", entry.get("type"), PARAMETERS, REFUSED, "config type")
     at = f"{key}.parameters"
     p = ctx.table(at, entry.get("parameters", {}), PARAMETERS[kind], f"OSWorld {kind!r} parameter")
     for name, why in _REFUSED_PARAMETERS.items():
