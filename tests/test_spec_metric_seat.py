@@ -280,3 +280,37 @@ def test_values_and_options_reach_the_metric_as_the_spec_wrote_them(seat: SpecSe
         f"options = {{ type = \"list\" }}\nname = \"{name}\"\n" for name, v in (("pass", "[1, 2]"), ("fail", "[2, 1]"))))
     code, task = seat.submit(spec)
     assert code == 1 and [r["outcome"] for r in task["verdict"]["checks"]] == ["passed", "failed"]
+
+
+def test_a_link_the_seat_user_planted_is_never_followed_to_what_it_names(seat: SpecSeat,
+                                                                        secrets: tuple[Path, Path]) -> None:
+    """The model's user plants links where a check reads its result: at the file, and as a folder on the way.
+    Root's daemon reads the home confined, so neither is followed: the secret (the same text as the fixture,
+    so a followed link would pass) never reaches the judge, and the check does not pass."""
+    _, roots = secrets
+    spec = seat.write("links.toml", f"""
+prompt = "p"
+seat = "s1"
+[[setup]]
+run = ["/bin/sh", "-c", "mkdir -p Desktop && ln -s \\"$1\\" Desktop/out.txt && ln -s \\"${{1%/*}}\\" Desktop/there",
+       "links", "{roots}"]
+[[checks]]
+name = "the file is a link"
+metric = "diff_text_file"
+result = {{ file = "Desktop/out.txt" }}
+expected = {{ fixture = "fixtures/notes.txt" }}
+[[checks]]
+name = "a folder on the way is a link"
+metric = "diff_text_file"
+result = {{ file = "Desktop/there/{roots.name}" }}
+expected = {{ fixture = "fixtures/notes.txt" }}
+""", {"fixtures/notes.txt": NOTES})
+    code, task = seat.submit(spec)
+    results = task["verdict"]["checks"]
+    print(json.dumps([(r["name"], r["outcome"], r["why"], r["observed"]) for r in results], indent=1))
+    assert [(r["outcome"], r["observed"]) for r in results] == [("error", None)] * 2
+    assert results[0]["why"] == (f"could not look: path 'Desktop/out.txt' leads out of the seat's home: a symlink "
+                                 f"points to '{roots}'")
+    assert results[1]["why"].startswith(f"could not look: path 'Desktop/there/{roots.name}' leads out of the seat's "
+                                        f"home: a symlink points to ")
+    assert code == 3 and task["verdict"]["verdict"] == "error"

@@ -17,7 +17,7 @@ from odf.opendocument import load
 from odf.text import P
 from rapidfuzz import fuzz
 
-__all__ = ("compare_docx_files", "compare_docx_tables")
+__all__ = ("compare_docx_files", "compare_docx_tables", "paragraph_texts")
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def _odt_paragraph_texts(document: Any) -> list[str]:
     return texts
 
 
-def _paragraphs(file1: str, file2: str) -> tuple[list[str], list[str]] | None:
+def paragraph_texts(file1: str, file2: str) -> tuple[list[str], list[str]] | None:
     """Both documents' paragraph texts, or None when they are not both .docx or both .odt, or one
     cannot be read (OSWorld scores both 0)."""
     if file1.endswith(".docx") and file2.endswith(".docx"):
@@ -71,7 +71,7 @@ def compare_docx_files(file1: str | None, file2: str | None, **options: Any) -> 
 
     if not file1 or not file2:
         return 0
-    both = _paragraphs(file1, file2)
+    both = paragraph_texts(file1, file2)
     if both is None:
         return 0
     doc1_paragraphs, doc2_paragraphs = both

@@ -20,7 +20,7 @@ from odf.text import Span
 from PIL import Image
 from rapidfuzz import fuzz
 
-from cud.osworld.metrics.documents import compare_docx_files
+from cud.osworld.metrics.documents import compare_docx_files, paragraph_texts
 
 __all__ = (
     "check_highlighted_words", "check_italic_font_size_14", "check_tabstops", "compare_docx_files_and_ignore_new_lines",
@@ -243,14 +243,12 @@ def check_italic_font_size_14(path1: str | None, path2: str | None) -> float:
 
 
 def _docx_paragraph_texts(file1: str, file2: str) -> tuple[list[str], list[str]] | None:
-    """Both .docx files' paragraph texts, or None (score 0) when not both .docx or one is unreadable."""
+    """Both .docx files' paragraph texts, or None (score 0) when not both .docx or one is unreadable: OSWorld's
+    reader of compare_docx_files, which this metric's original takes no .odt of."""
     if not (file1.endswith(".docx") and file2.endswith(".docx")):
         logger.error("Unsupported file types or mismatch between file types: %s, %s", file1, file2)
         return None
-    docs = _documents(file1, file2)
-    if docs is None:
-        return None
-    return [p.text for p in docs[0].paragraphs], [p.text for p in docs[1].paragraphs]
+    return paragraph_texts(file1, file2)
 
 
 def compare_docx_files_and_ignore_new_lines(file1: str | None, file2: str | None, **options: Any) -> float:
