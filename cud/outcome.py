@@ -103,18 +103,23 @@ def outcome_of_check(check: Mapping[str, Any]) -> Outcome:
     return "passed" if check.get("passed") else "failed"
 
 
-def verdict_outcome(checks: Iterable[Outcome], pass_if: str = "all") -> Outcome | None:
+def verdict_outcome(checks: Iterable[Outcome], pass_if: str = "all", *,
+                    answer_fails: bool = False) -> Outcome | None:
     """A verdict from its checks' outcomes (None without checks), by the spec's ``pass_if``.
 
     ``all``: any failed is ``failed``, else any error is ``error``, else ``passed``. ``any``: any
     passed is ``passed``, else any failed is ``failed`` (what looked and disagreed outweighs what
-    could not look, as with ``all``), else ``error``.
+    could not look, as with ``all``), else ``error``. ``answer_fails`` (the final message matched
+    the spec's ``fail_if_answer``): ``failed`` whatever the checks say, as OSWorld scores 0 a feasible
+    task its model declared failed.
     """
     if pass_if not in PASS_IF:
         raise ValueError(f"pass_if must be one of {', '.join(PASS_IF)}, got {pass_if!r}")
     seen = set(checks)
     if not seen:
         return None
+    if answer_fails:
+        return "failed"
     if pass_if == "any":
         return "passed" if "passed" in seen else "failed" if "failed" in seen else "error"
     if "failed" in seen:

@@ -222,6 +222,16 @@ def test_infeasible_is_an_answer_check_on_openai_runners_words() -> None:
     assert converted["checks"] == [{"name": "infeasible", "answer": INFEASIBLE}]
     (parsed,) = parse_spec(dict(converted)).checks
     assert parsed.kind == "answer"
+    assert "fail_if_answer" not in converted  # declaring it infeasible is what passes it
+
+
+@pytest.mark.parametrize("conj", ["and", "or"])
+def test_a_feasible_task_is_failed_by_a_final_message_openais_runner_makes_fail(conj: str) -> None:
+    """evaluate(): a feasible task whose last action is FAIL scores 0, whatever its metrics and conj."""
+    spec = parse_spec(dict(convert({"func": ["compare_csv", "compare_csv"], "conj": conj, "result": [FILE, FILE],
+                                    "expected": [CLOUD, CLOUD]})))
+    assert spec.fail_if_answer == Match.parse(INFEASIBLE)
+    assert spec.pass_if == ("any" if conj == "or" else "all")
 
 
 def declares(text: str) -> bool:

@@ -1,11 +1,13 @@
-"""A spec's ``postconfig`` (setup steps after the model, before the checks) and ``pass_if`` (how checks combine).
+"""A spec's ``postconfig`` (setup steps after the model, before the checks), ``pass_if`` (how checks combine) and
+``fail_if_answer`` (a final message that fails the verdict whatever the checks say).
 
 Parsing: each key refused naming its path and value, the normal form parses back to an equal spec.
 The rule: :func:`cud.outcome.verdict_outcome` for both ``pass_if`` values, and the daemon's verdict
 (:func:`cud.daemon.spec.verdict.judge`) over random check results. Who may read why a postconfig step
 failed. And on a real seat (one for the module): a postconfig ``run`` whose file a check sees, its
 events between the model's and the checks'; a postconfig step that fails, so no check looks; and
-``pass_if = "any"`` beside ``"all"`` on the same checks.
+``pass_if = "any"`` beside ``"all"`` on the same checks; ``fail_if_answer`` matching the final message
+and not.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ def test_postconfig_and_pass_if_parse_and_round_trip() -> None:
     ({"pass_if": 1}, "pass_if", "got 1"),
     ({"pass_if": ["any"]}, "pass_if", "got ['any']"),
     ({"pas_if": "any"}, "pas_if", "did you mean 'pass_if'?"),
+    ({"fail_if_answer": "re:(", "checks": [{"answer": "x"}]}, "fail_if_answer", "not a regular expression"),
+    ({"fail_if_answer": 3, "checks": [{"answer": "x"}]}, "fail_if_answer", "got 3"),
+    ({"fail_if_answer": "re:no"}, "fail_if_answer", "needs checks"),
+    ({"fail_if_answr": "re:no"}, "fail_if_answr", "did you mean 'fail_if_answer'?"),
 ])
 def test_bad_postconfig_and_pass_if_are_refused_naming_key_and_value(raw: dict[str, Any], key: str,
                                                                      words: str) -> None:
@@ -103,6 +109,11 @@ def test_cuctl_sends_the_new_keys_only_when_they_say_something() -> None:
     sent = submit_fields(used, {})
     assert sent["spec"]["postconfig"] == [{"sleep": 1.0}] and sent["spec"]["pass_if"] == "any"
     assert spec_from_request({"type": "submit", **sent}) == (used, {})
+    failing = parse_spec({"prompt": "p", "checks": [{"answer": "x"}], "fail_if_answer": "re:(?i)impossible"})
+    sent = submit_fields(failing, {})
+    assert sent["spec"]["fail_if_answer"] == "re:(?i)impossible" and set(sent["spec"]) == {*plain, "fail_if_answer"}
+    assert spec_from_request({"type": "submit", **sent}) == (failing, {})
+    assert parse_spec(failing.to_dict()) == failing and parse_spec(failing.to_dict()).fail_if_answer is not None
 
 
 # -- the rule -----------------------------------------------------------------------------------
@@ -130,6 +141,21 @@ def test_the_verdict_by_each_pass_if(outcomes: list[str], data: st.DataObject) -
     # a check that passes can only help "any", and a check that fails can only hurt "all"
     assert verdict_outcome([*outcomes, "passed"], "any") == "passed"
     assert verdict_outcome([*outcomes, "failed"], "all") == "failed"
+
+
+@given(checks, st.sampled_from(PASS_IF))
+def test_a_final_message_that_fails_the_verdict_fails_it_whatever_the_checks(outcomes: list[str],
+                                                                            pass_if: str) -> None:
+    failed = verdict_outcome(outcomes, pass_if, answer_fails=True)  # type: ignore[arg-type]  # from OUTCOMES
+    assert failed == (None if not outcomes else "failed")
+    if outcomes:
+        verdict = judge([result(i, o, 1.0) for i, o in enumerate(outcomes)], "succeeded", pass_if,
+                        answer_failed="why")
+        assert verdict is not None and (verdict["verdict"], verdict["score"], verdict["answer_failed"]) == (
+            "failed", 0.0, "why")
+        assert task_outcome("succeeded", verdict["verdict"], None) == "failed"
+        kept = judge([result(i, o, 1.0) for i, o in enumerate(outcomes)], "succeeded", pass_if)
+        assert kept is not None and "answer_failed" not in kept
 
 
 def test_an_unknown_pass_if_is_a_bug_not_a_verdict() -> None:
@@ -303,3 +329,29 @@ answer = "re:."
     assert code == 1 and task["state"] == "failed" and task["error"]["kind"] == "setup_failed"
     assert not any(e["kind"] in ("postconfig", "check") for e in seat.events(task["id"]))
     assert not (seat.home / "post-ran.txt").exists()
+
+
+@pytest.mark.parametrize(("pattern", "code", "verdict"), [("re:(?i)answer is 4\\d", 1, "failed"),
+                                                        ("re:(?i)impossible", 0, "passed")])
+def test_fail_if_answer_fails_a_verdict_whose_checks_passed_only_when_it_matches(seat: SpecSeat, pattern: str,
+                                                                                 code: int, verdict: str) -> None:
+    spec = seat.write(f"declared-{verdict}.toml", f"""
+prompt = "What is the answer?"
+reset = false
+pass_if = "any"
+fail_if_answer = '{pattern}'
+[[checks]]
+answer = "re:42"
+""")
+    exit_code, task = seat.submit(spec)
+    judged = task["verdict"]
+    assert [c["outcome"] for c in judged["checks"]] == ["passed"]  # the checks look as ever
+    assert (exit_code, judged["verdict"]) == (code, verdict), judged
+    shown = cuctl(seat.daemon.socket, "show", str(task["id"]))
+    if verdict == "failed":
+        why = f"the final message matches /{pattern[3:]}/ (fail_if_answer): 'The answer is 42.'"
+        assert judged["answer_failed"] == why and judged["score"] == 0.0
+        assert f"failed by its final message: {why}" in shown.stdout, shown.stdout
+    else:
+        assert "answer_failed" not in judged and judged["score"] == 1.0
+        assert "failed by its final message" not in shown.stdout

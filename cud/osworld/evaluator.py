@@ -10,7 +10,9 @@ of OpenAI's computer-use model (mm_agents/openai_cua_agent.py: OpenAICUAAgent.pr
   counterpart among cud's own checks (:data:`NATIVE`) become those.
 * ``conj = "or"`` is ``pass_if = "any"``; ``postconfig`` entries are setup steps run after the model.
 * ``infeasible`` passes when the model's final message declares the task infeasible, as OSWorld's
-  runner turns such a message into its FAIL action and evaluate() scores FAIL 1 (:data:`INFEASIBLE`).
+  runner turns such a message into its FAIL action and evaluate() scores FAIL 1 (:data:`INFEASIBLE`);
+  any other task's verdict is failed by such a message (the spec's ``fail_if_answer``), as evaluate()
+  scores FAIL 0 whatever its metrics say.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ def evaluator(ctx: Context, value: object) -> dict[str, Any]:
         raise ctx.refuse("evaluator.func", funcs, "evaluator.func must name a metric")
     out["checks"] = [c for i, parts in enumerate(zip(*listed.values(), strict=True))
                      for c in ctx.attempt(_checks, ctx, f"evaluator.func[{i}]" if many else "evaluator.func", parts) or []]
+    out["fail_if_answer"] = INFEASIBLE  # evaluate(): a feasible task whose last action is FAIL scores 0
     return out
 
 

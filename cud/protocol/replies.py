@@ -163,6 +163,9 @@ class VerdictView(TypedDict):
     at: str
     #: The spec's pass_if ("all" or "any"); absent in a verdict recorded before it was: "all".
     pass_if: NotRequired[str]
+    #: Present when the final message matched the spec's fail_if_answer, which failed the verdict whatever
+    #: its checks say: why, in words.
+    answer_failed: NotRequired[str]
 
 
 class ArtifactView(TypedDict):

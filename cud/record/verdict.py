@@ -35,7 +35,8 @@ MARKS = {"passed": "✓", "failed": "✗", "error": "!"}
 
 def verdict_line(verdict: dict[str, Any] | None) -> str:
     """``passed, score 1.00: 3 of 3 checks`` (``-`` when the task has no verdict); checks that could not look
-    are counted apart (``2 of 3 checks passed, 1 could not look``), and a spec's ``pass_if = "any"`` is said."""
+    are counted apart (``2 of 3 checks passed, 1 could not look``), and a spec's ``pass_if = "any"`` is said, and
+    a final message that failed it (``fail_if_answer``)."""
     if not verdict:
         return "-"
     errors = int(verdict.get("errors", 0))
@@ -43,7 +44,8 @@ def verdict_line(verdict: dict[str, Any] | None) -> str:
     return (f"{verdict.get('verdict')}, score {float(verdict.get('score', 0)):.2f}: {verdict.get('passed')} of "
             f"{total} checks passed" + (" (one is enough: pass_if any)" if verdict.get("pass_if") == "any" else "")
             + (f", {errors} could not look" if errors else "")
-            + f" (the model's part ended {verdict.get('state')})")
+            + f" (the model's part ended {verdict.get('state')})"
+            + (f"; failed by its final message: {verdict['answer_failed']}" if verdict.get("answer_failed") else ""))
 
 
 def check_line(check: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ from cud.protocol import check_field
 from cud.seat_needs import TAG, TAG_RULE, SeatNeeds
 from cud.spec import values as v
 from cud.spec.checks import Check, parse_check
+from cud.spec.matching import Match
 from cud.spec.setup import SetupStep, parse_step
 
 __all__ = ("ANY_SEAT", "Collect", "Spec", "TASK_KEYS", "TOP_KEYS", "parse_spec")
@@ -29,7 +30,7 @@ __all__ = ("ANY_SEAT", "Collect", "Spec", "TASK_KEYS", "TOP_KEYS", "parse_spec")
 #: The keys a spec shares with ``submit`` (and checks the same way).
 TASK_KEYS = ("prompt", "seat", "screen", "seat_tags", "model", "max_steps", "max_duration", *BUDGET_TASK_KEYS,
              "approval", "rules", "repeat_limit", "cycle_limit", "on_stuck")
-TOP_KEYS = frozenset({*TASK_KEYS, "tags", "reset", "setup", "postconfig", "checks", "pass_if", "collect"})
+TOP_KEYS = frozenset({*TASK_KEYS, "tags", "reset", "setup", "postconfig", "checks", "pass_if", "fail_if_answer", "collect"})
 ANY_SEAT = "any"
 MAX_SETUP = 64
 MAX_POSTCONFIG = 64
@@ -72,6 +73,8 @@ class Spec:
     postconfig: tuple[SetupStep, ...] = ()
     checks: tuple[Check, ...] = ()
     pass_if: str = "all"  # cud.outcome.PASS_IF: how the checks combine into the verdict
+    #: A final message this matches fails the verdict whatever the checks say (OSWorld's FAIL action).
+    fail_if_answer: Match | None = None
     collect: Collect = Collect()
 
     def task_fields(self) -> dict[str, Any]:
@@ -89,7 +92,9 @@ class Spec:
         """The rest: what ``submit`` carries in its ``spec`` field (and the task keeps as its spec)."""
         return {"tags": list(self.tags), "reset": self.reset, "setup": [s.to_dict() for s in self.setup],
                 "postconfig": [s.to_dict() for s in self.postconfig], "checks": [c.to_dict() for c in self.checks],
-                "pass_if": self.pass_if, "collect": self.collect.to_dict()}
+                "pass_if": self.pass_if,
+                "fail_if_answer": None if self.fail_if_answer is None else self.fail_if_answer.text,
+                "collect": self.collect.to_dict()}
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.task_fields(), "seat": self.seat or ANY_SEAT, "seat_tags": list(self.seat_tags),
@@ -152,10 +157,15 @@ def parse_spec(raw: object) -> Spec:
     pass_if = table.get("pass_if", "all")
     if pass_if not in PASS_IF:
         raise v.bad("pass_if", pass_if, " or ".join(repr(p) for p in PASS_IF))
+    fail_if_answer = None if table.get("fail_if_answer") is None else v.match("fail_if_answer",
+                                                                                table["fail_if_answer"])
+    if fail_if_answer is not None and not checks:
+        raise SpecError("spec key 'fail_if_answer' needs checks: it fails their verdict, and a spec without checks "
+                        "has none", key="fail_if_answer", value=v.shown(table["fail_if_answer"]))
     collect = _collect(table.get("collect", {}))
     reset = v.flag("reset", table["reset"]) if "reset" in table else bool(setup or postconfig or checks)
     return Spec(**task, tags=tags, reset=reset, setup=setup, postconfig=postconfig, checks=checks, pass_if=pass_if,
-                collect=collect)
+                fail_if_answer=fail_if_answer, collect=collect)
 
 
 def _tag(path: str, value: object) -> str:

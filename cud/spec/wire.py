@@ -25,7 +25,7 @@ __all__ = ("MAX_SPEC_FILE_BYTES", "file_pieces", "spec_from_request", "submit_fi
 #: max_spec_file_bytes`` and ``max_spec_total_bytes`` cap each file and all of them further).
 MAX_SPEC_FILE_BYTES = MAX_FILE_LIMIT
 #: Spec keys newer than the protocol version, with the value a daemon without them means.
-_NEWER_KEYS: dict[str, object] = {"postconfig": [], "pass_if": "all"}
+_NEWER_KEYS: dict[str, object] = {"postconfig": [], "pass_if": "all", "fail_if_answer": None}
 
 
 def submit_fields(spec: Spec, files: Mapping[str, bytes]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from cud.daemon.spec.checks import run_check, unlooked
 from cud.daemon.spec.desktop import Desktop
 from cud.daemon.spec.setup import run_steps
-from cud.daemon.spec.verdict import collect, judge
+from cud.daemon.spec.verdict import answer_failed, collect, judge
 from cud.daemon.tasks.runner import Ending
 from cud.errors import SetupFailed
 from cud.protocol import ArtifactView, CheckResultView, TaskView
@@ -96,7 +96,8 @@ async def run_spec_task(seat: Seat, run: TaskRun, client: AsyncOpenAI) -> None:
             state = "interrupted" if run.ends_interrupted else "cancelled"
             run.end(Ending(state, ending.final_message, ending.error, run.cancel_reason))
             return
-        run.end(ending, verdict=judge(results, ending.state, spec.pass_if),
+        run.end(ending, verdict=judge(results, ending.state, spec.pass_if,
+                                      answer_failed=answer_failed(spec, ending.final_message)),
                 artifacts=artifacts if spec.collect.files else None)
     finally:
         await desktop.close()
