@@ -127,6 +127,11 @@ xclip
 ffmpeg
 python-is-python3
 python3-venv
+jq
+unzip
+xsel
+sysstat
+expect
 "
 # libreoffice-calc, -impress, -writer  the office tasks' applications; -gtk3 its GTK 3 backend
 #                               (accessibility, the look of OSWorld's Ubuntu)
@@ -135,6 +140,8 @@ python3-venv
 # socat, xclip, ffmpeg          OSWorld's server setup installs them; tasks' commands use them
 # python-is-python3             `python`, which OSWorld's tasks run (`python -c "import pyautogui; …"`)
 # python3-venv                  the seat's pyautogui environment (python -m cud.osworld.seat python)
+# jq, unzip, xsel, sysstat, expect  what tasks install with sudo, which a seat's user has not: setup
+#                               checks they are here (docs/osworld.md, "Placeholders and the screen")
 
 profile=
 if [ "${1:-}" = --profile ]; then

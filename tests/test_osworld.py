@@ -33,7 +33,7 @@ from cud.osworld.convert import (
     sees_home_user,
 )
 from cud.osworld.evaluator import INFEASIBLE_WORDS
-from cud.osworld.steps import ACTIVATE_OPENED, ANY_STATUS, HOME_REWRITE, RUN_SECONDS, wrap
+from cud.osworld.steps import ACTIVATE_OPENED, ANY_STATUS, HAS_PACKAGES, HOME_REWRITE, RUN_SECONDS, wrap
 from cud.spec import parse_spec
 from cud.spec.matching import Match
 from tests.support.http_files import serve_files
@@ -159,6 +159,57 @@ def test_execute_and_command_run_for_120_s_whatever_their_status(kind: str) -> N
     # "shell": "true" is true to the server (Python's truth value).
     assert step({"type": kind, "parameters": {"command": "echo hi", "shell": "true"}})["run"][-3:] == \
         ["/bin/sh", "-c", "echo hi"]
+
+
+SUDO = "echo {CLIENT_PASSWORD} | sudo -S "
+
+
+@pytest.mark.parametrize(("command", "packages", "rest"), [
+    # the forms OSWorld's task files use (chrome 3299584d, multi_apps 716a6079 and a74b607e, os 5812b315)
+    (f"{SUDO}apt update -y && {SUDO}apt install jq -y", ["jq"], None),
+    (f"{SUDO}apt install xsel && xsel -bc", ["xsel"], "xsel -bc"),
+    (f"{SUDO}apt-get update -y && {SUDO}apt-get install unzip -y && unzip /home/user/Desktop/x.zip -d "
+     f"/home/user/Desktop/ && rm /home/user/Desktop/x.zip", ["unzip"],
+     "unzip /home/user/Desktop/x.zip -d /home/user/Desktop/ && rm /home/user/Desktop/x.zip"),
+    (f"{SUDO}apt-get install -y expect libc6 expect", ["expect", "libc6"], None),
+])
+def test_a_sudo_install_becomes_a_check_that_the_seat_has_the_packages(command: str, packages: list[str],
+                                                                       rest: str | None) -> None:
+    """A seat's user has no sudo: the template provides what the task installs, and setup checks it does."""
+    made = steps({"type": "execute", "parameters": {"command": command, "shell": True}})
+    assert made[0] == {"run": [*HAS_PACKAGES, *packages], "timeout": RUN_SECONDS}
+    if rest is None:
+        assert len(made) == 1
+    else:
+        assert len(made) == 2 and made[1]["run"][-3:] == ["/bin/sh", "-c", rest]
+
+
+@pytest.mark.parametrize("command", [
+    f"{SUDO}su - charles",  # os a462a795: root's own doing
+    f"{SUDO}mkdir ~/Desktop/todo",  # os e0df059f: a folder root owns, in the home
+    f"{SUDO}pip install pysrt",  # multi_apps 9f3bb592: not a Debian package
+    f"{SUDO}apt install jq; {SUDO}true",  # only && chains are read
+    f"true && {SUDO}apt install $(cat list)",  # shell text is no package name
+])
+def test_any_other_use_of_the_sudo_password_is_refused(command: str) -> None:
+    refused(task([{"type": "execute", "parameters": {"command": command, "shell": True}}]), "{CLIENT_PASSWORD}",
+            "config[0].parameters.command")
+
+
+def test_a_sudo_install_of_what_is_no_package_name_is_refused_naming_it() -> None:
+    refused(task([{"type": "execute", "parameters": {"command": f"{SUDO}apt install Jq_1", "shell": True}}]),
+            "'Jq_1'", "not a Debian package's name")
+
+
+def test_the_package_check_passes_on_installed_packages_and_names_a_missing_one() -> None:
+    """HAS_PACKAGES run for real against this machine's dpkg database."""
+    ok = subprocess.run([*HAS_PACKAGES, "dpkg", "coreutils"], capture_output=True, text=True, check=False)
+    assert (ok.returncode, ok.stdout) == (0, "")
+    missing = subprocess.run([*HAS_PACKAGES, "coreutils", "cud-no-such-package", "dpkg"], capture_output=True,
+                             text=True, check=False)
+    assert missing.returncode == 1
+    assert missing.stdout == ("the seat lacks the Debian package cud-no-such-package, which the OSWorld task installs "
+                              "as root (sandbox/deps.sh --profile osworld installs it)\n")
 
 
 def test_a_command_exits_0_whatever_its_status_and_is_stopped_after_its_timeout() -> None:

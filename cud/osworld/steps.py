@@ -60,6 +60,19 @@ HOME_REWRITE = (
 #: file's name without its extension, activated by id; status 1 if there is none.
 ACTIVATE_OPENED = ("/bin/sh", "-c", 'id=$(wmctrl -l | grep -F -e "$1" | head -n 1 | cut -d " " -f 1) && '
                    '[ -n "$id" ] && wmctrl -i -a "$id"', "osworld")
+#: One command of a shell text's ``&&`` chain that installs Debian packages (or updates apt's lists) as root with
+#: the VM user's sudo password. A seat's user has no sudo: the seat's template has the packages instead
+#: (sandbox/deps.sh --profile osworld), and :data:`HAS_PACKAGES` checks they are there.
+_SUDO_APT = re.compile(r"echo \{CLIENT_PASSWORD\} \| sudo -S apt(?:-get)? "
+                       r"(?:(update)(?: -y)?|install((?: [^\s&|;<>()$`'\"\\]+)+))")
+#: A Debian package's name (Debian Policy 5.6.1).
+_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+#: Exits 1 naming the first of its arguments that is not an installed Debian package: a setup step whose
+#: failure says the seat lacks what OSWorld's task would have installed, so the task ends ``error`` (cud could
+#: not set it up), never judged on a seat that cannot do it.
+HAS_PACKAGES = ("/bin/sh", "-c", 'for p do [ "$(dpkg-query -W -f=\'${db:Status-Status}\' "$p" 2>/dev/null)" = '
+                'installed ] || { echo "the seat lacks the Debian package $p, which the OSWorld task installs as '
+                'root (sandbox/deps.sh --profile osworld installs it)"; exit 1; }; done', "osworld")
 #: Each config type's parameters: the keyword arguments of SetupController's ``_{type}_setup``.
 PARAMETERS: dict[str, frozenset[str]] = {
     "launch": frozenset({"command", "shell"}),
@@ -103,8 +116,12 @@ def config_step(ctx: Context, key: str, item: object) -> list[dict[str, Any]]:
             raise ctx.refuse(f"{at}.{name}", p[name], f"OSWorld {kind!r} parameter {name!r} in {at} has no "
                                                       f"counterpart in cud: {why}")
     if kind in ("execute", "command"):
-        args, rewrite = argv(ctx, at, p, split=shlex.split)
-        return [{"run": wrap(ANY_STATUS[2], args, rewrite=rewrite), "timeout": RUN_SECONDS}]
+        packages, rest = _sudo_installs(ctx, f"{at}.command", p)
+        steps = [{"run": [*HAS_PACKAGES, *packages], "timeout": RUN_SECONDS}] if packages else []
+        if rest is None:
+            return steps
+        args, rewrite = argv(ctx, at, {**p, "command": rest}, split=shlex.split)
+        return [*steps, {"run": wrap(ANY_STATUS[2], args, rewrite=rewrite), "timeout": RUN_SECONDS}]
     if kind == "launch":
         args, rewrite = argv(ctx, at, p, split=_launch_split)
         return [{"launch": wrap('exec "$@"', args, rewrite=True) if rewrite else args}]
@@ -127,6 +144,30 @@ def config_step(ctx: Context, key: str, item: object) -> list[dict[str, Any]]:
         f = ctx.table(where, one, frozenset({"url", "path"}), "OSWorld download")
         copies.append({"src": ctx.download(f"{where}.url", f.get("url")), "dest": ctx.home(f"{where}.path", f.get("path"))})
     return [{"files": copies}]
+
+
+def _sudo_installs(ctx: Context, key: str, p: Mapping[str, Any]) -> tuple[list[str], object]:
+    """The Debian packages a shell command's ``&&`` chain installs with sudo (:data:`_SUDO_APT`), and the command
+    without those links (None when nothing is left). Any other use of the password stays, and is refused."""
+    command = p.get("command")
+    if not p.get("shell") or not isinstance(command, str) or "{CLIENT_PASSWORD}" not in command:
+        return [], command
+    packages: list[str] = []
+    kept = []
+    for link in command.split(" && "):
+        found = _SUDO_APT.fullmatch(link.strip())
+        if found is None:
+            kept.append(link)
+            continue
+        for word in (found.group(2) or "").split():
+            if word in ("-y", "--yes"):
+                continue
+            if not _PACKAGE.fullmatch(word):
+                raise ctx.refuse(key, command, f"{key} installs {word!r} with sudo, which is not a Debian package's "
+                                               f"name")
+            if word not in packages:
+                packages.append(word)
+    return packages, " && ".join(kept) if kept else None
 
 
 def _launch_split(command: str) -> list[str]:
