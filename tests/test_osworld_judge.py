@@ -107,6 +107,9 @@ def test_the_request_is_bounded_and_must_be_json() -> None:
     ({"metric": "exact_match", "result": {"value": 1, "none": ""}}, "result must be one of"),
     ({"metric": "exact_match", "result": {"path": "relative/x"}, "expected": {"value": {}}}, "result.path must be an absolute"),
     ({"metric": "exact_match", "result": {"value": 1}, "expected": {"path": 5}}, "expected.path must be an absolute"),
+    ({"metric": "compare_csv", "result": {"value": 1}, "expected": {"paths": ["/a", "b"]}},
+     "expected.paths must be a list of absolute paths (or null), not ['/a', 'b']"),
+    ({"metric": "compare_csv", "result": {"value": 1}, "expected": {"paths": "/a"}}, "expected.paths must be a list"),
     ({"metric": "compare_csv", "result": {"value": 1}, "options": {"strikt": True}}, "'options.strikt'"),
     ({"metric": "compare_csv", "result": {"value": 1}, "options": []}, "options must be a JSON object"),
     ({"metric": "compare_table", "result": {"value": 1}, "options": {"rules": [{"type": "sheet_dat"}]}},
@@ -128,6 +131,21 @@ def test_a_metric_that_raises_is_an_error_naming_the_exception_and_files(tmp_pat
     # An expected of null is no expected at all: the metric is called with the result alone.
     assert "exact_match raised TypeError" in str(judge({"metric": "exact_match", "result": {"value": "a"},
                                                         "expected": None})["error"])
+
+
+def test_paths_are_a_list_to_the_metric_with_none_for_a_missing_file(tmp_path: Path) -> None:
+    """``{"paths": [...]}`` is what OSWorld's multi file getters give: a list, None where a file is not there."""
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    one.write_text("a\n")
+    two.write_text("b\n")
+    assert judge({"metric": "compare_csv", "result": {"path": str(two)},
+                  "expected": {"paths": [str(one), str(two)]}}) == {"score": 1.0}
+    # None reaches the metric as None: compare_csv opens it, as OSWorld's does
+    assert "raised TypeError" in str(judge({"metric": "compare_csv", "result": {"path": str(two)},
+                                            "expected": {"paths": [str(one), None]}}).get("error"))
+    answer = judge({"metric": "compare_image_list", "result": {"paths": [str(one), None]},
+                    "expected": {"paths": [str(one), str(two)]}})
+    assert f"(result: {one}; expected: {one}, {two})" in str(answer.get("error")), answer
 
 
 def test_scores_are_floats_and_metrics_called_as_osworld_calls_them(tmp_path: Path) -> None:
