@@ -65,8 +65,8 @@ def reason(exc: SpecError) -> str:
         return f"expected type {value}"
     if "OSWorld metric" in message and "no counterpart" in message:
         return f"metric {value}"
-    if "names several files (multi)" in message:
-        return "several files in one getter (multi)"
+    if "(multi)" in message:
+        return "a multi getter's path, dest or gives"
     if "a path cud cannot map" in message:
         return f"path {_path_kind(value)}"
     if "must be true or false" in message:

@@ -121,9 +121,9 @@ def test_every_option_the_catalog_knows_is_kept(metric: str, option: str) -> Non
      ["'cache_file'", "host cache"]),
     ({"func": "compare_csv", "result": FILE, "expected": {"type": "googledrive_file", "path": "x"}},
      ["'googledrive_file'", "Google Drive", "evaluator.expected"]),
-    ({"func": "compare_table", "result": {**FILE, "path": ["/home/user/a.xlsx", "/home/user/a-Sheet1.csv"],
-                                          "dest": ["a.xlsx", "a-Sheet1.csv"], "multi": True}, "expected": CLOUD},
-     ["several files (multi)", "evaluator.result"]),
+    ({"func": "compare_table", "result": {**FILE, "path": ["/home/user/a.xlsx", "/home/user/b.csv"],
+                                          "dest": ["a.xlsx", "a/b.csv"], "multi": True}, "expected": CLOUD},
+     ["evaluator.result.dest[1]", "'a/b.csv'"]),
     ({"func": "compare_table", "result": FILE}, ["evaluator.expected is missing"]),
     ({"func": "compare_csv", "result": {**FILE, "path": "/etc/passwd"}, "expected": CLOUD}, ["'/etc/passwd'"]),
     ({"func": "compare_csv", "result": {"type": "vm_command_line", "command": "echo {CLIENT_PASSWORD}"},
@@ -149,8 +149,101 @@ def test_every_unknown_metric_and_getter_is_refused_naming_it(name: str, where: 
     if where == "func" and name not in METRICS and name != "infeasible":
         refused({"func": name, "result": FILE, "expected": CLOUD}, repr(name), "metric")
     elif where == "getter" and name not in ("vm_file", "cloud_file", "rule", "vm_command_line", "vm_command_error",
-                                            "list_directory"):
+                                            "list_directory", "gimp_config_file"):
         refused({"func": "compare_csv", "result": {"type": name}, "expected": CLOUD}, repr(name), "getter")
+
+
+# -- several files (multi), GIMP's config file ---------------------------------------------------
+
+GOLD = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/libreoffice_calc/" \
+       "6e99a1ad-07d2-4b66-a1ce-ece6d99c20a5/"
+#: evaluation_examples/examples/libreoffice_calc/6e99a1ad-07d2-4b66-a1ce-ece6d99c20a5.json's evaluator, as OSWorld has it.
+KEEP_TWO_DECIMALS = {
+    "func": "compare_table",
+    "result": {"type": "vm_file", "path": ["/home/user/Keep_Two_decimal_points.xlsx",
+                                           "/home/user/Keep_Two_decimal_points-Sheet1.csv"],
+               "dest": ["Keep_Two_decimal_points.xlsx", "Keep_Two_decimal_points-Sheet1.csv"], "multi": True},
+    "expected": {"type": "cloud_file", "path": [f"{GOLD}Keep_Two_decimal_points_gold.xlsx",
+                                                f"{GOLD}Keep_Two_decimal_points_gold-Sheet1.csv"],
+                 "dest": ["Keep_Two_decimal_points_gold.xlsx", "Keep_Two_decimal_points_gold-Sheet1.csv"],
+                 "multi": True},
+    "options": {"rules": [{"type": "sheet_print", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"}]}}
+#: evaluation_examples/examples/multi_apps/82e3c869-49f6-4305-a7ce-f3e64a0618e7.json's, its four images cut to two.
+PHOTOS = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/multi_apps/" \
+         "82e3c869-49f6-4305-a7ce-f3e64a0618e7/"
+PRESENTER = {
+    "func": "compare_image_list",
+    "result": {"type": "vm_file", "path": ["/home/user/Desktop/presenter/DSC00657.jpg",
+                                           "/home/user/Desktop/presenter/DSC00574.jpg"],
+               "dest": ["DSC00657.jpg", "DSC00574.jpg"], "multi": "true"},
+    "expected": {"type": "cloud_file", "path": [f"{PHOTOS}DSC00657.jpg", f"{PHOTOS}DSC00574.jpg"],
+                 "dest": ["DSC00657_gold.jpg", "DSC00574_gold.jpg"], "multi": "true", "gives": [0, 1]},
+    "options": None}
+
+
+def test_a_multi_getter_copies_every_file_under_its_dest_and_gives_the_metric_its_gives() -> None:
+    """file.py: every file fetched into the cache under its dest; ``gives`` (default [0]) picks what the metric gets."""
+    converted = convert(KEEP_TWO_DECIMALS)
+    (check,) = converted["checks"]
+    assert check == {
+        "name": "compare_table on vm_file", "metric": "compare_table",
+        "result": {"files": ["Keep_Two_decimal_points.xlsx", "Keep_Two_decimal_points-Sheet1.csv"],
+                   "names": ["Keep_Two_decimal_points.xlsx", "Keep_Two_decimal_points-Sheet1.csv"], "gives": [0]},
+        "expected": {"fixtures": [f"{GOLD}Keep_Two_decimal_points_gold.xlsx",
+                                  f"{GOLD}Keep_Two_decimal_points_gold-Sheet1.csv"],
+                     "names": ["Keep_Two_decimal_points_gold.xlsx", "Keep_Two_decimal_points_gold-Sheet1.csv"],
+                     "gives": [0]},
+        "options": KEEP_TWO_DECIMALS["options"]}
+    assert set(converted.files) == set(check["expected"]["fixtures"])  # both gold files fetched here
+    (parsed,) = parse_spec(dict(converted)).checks
+    assert parsed.expected is not None and parsed.expected.names[1] == "Keep_Two_decimal_points_gold-Sheet1.csv"
+    assert parse_spec(dict(converted)).local_files() == {url: f"checks[0].expected.fixtures[{i}]"
+                                                         for i, url in enumerate(check["expected"]["fixtures"])}
+    (images,) = checks(PRESENTER)
+    assert images["result"] == {"files": ["Desktop/presenter/DSC00657.jpg", "Desktop/presenter/DSC00574.jpg"],
+                                "names": ["DSC00657.jpg", "DSC00574.jpg"], "gives": [0]}
+    assert images["expected"]["names"] == ["DSC00657_gold.jpg", "DSC00574_gold.jpg"]
+    assert images["expected"]["gives"] == [0, 1]
+
+
+@pytest.mark.parametrize(("gives", "picked"), [([1, 0, 1], [0, 1]), ([2, 7], [2]), ([-1, 1], [1]), (None, [0])])
+def test_gives_is_the_set_of_indexes_file_py_returns_in_file_order(gives: list[int] | None, picked: list[int]) -> None:
+    """``gives`` is a set tested against each index in turn: the order, repeats and indexes past the end go."""
+    getter = {"type": "vm_file", "path": ["/home/user/a", "/home/user/b", "/home/user/c"], "dest": ["a", "b", "c"],
+              "multi": True, **({"gives": gives} if gives is not None else {})}
+    (check,) = checks({"func": "compare_csv", "result": getter, "expected": CLOUD})
+    assert check["result"] == {"files": ["a", "b", "c"], "names": ["a", "b", "c"], "gives": picked}
+
+
+@pytest.mark.parametrize(("getter", "names"), [
+    ({"dest": ["a", "a"]}, ["evaluator.result.dest[1]", "'a'", "evaluator.result.dest[0]"]),
+    ({"dest": ["a", ".."]}, ["evaluator.result.dest[1]", "'..'"]),
+    ({"dest": ["a", ""]}, ["evaluator.result.dest[1]"]),
+    ({"dest": ["a"]}, ["evaluator.result.dest", "each of the 2 files"]),
+    ({"dest": "a"}, ["evaluator.result.dest", "a list of strings"]),
+    ({"path": ["/home/user/a", "/etc/shadow"]}, ["evaluator.result.path[1]", "'/etc/shadow'"]),
+    ({"gives": [5]}, ["evaluator.result.gives", "picks none"]),
+    ({"gives": [True]}, ["evaluator.result.gives", "indexes"]),
+])
+def test_a_multi_getter_that_cannot_be_copied_side_by_side_is_refused_naming_the_value(
+        getter: dict[str, Any], names: list[str]) -> None:
+    base = {"type": "vm_file", "path": ["/home/user/a", "/home/user/b"], "dest": ["a", "b"], "multi": True}
+    refused({"func": "compare_csv", "result": {**base, **getter}, "expected": CLOUD}, *names)
+
+
+def test_gimp_config_file_is_the_file_in_gimps_config_folder_of_the_home() -> None:
+    """evaluation_examples/examples/gimp/7b7617bd-57cc-468e-9c91-40c4ec2bcb3d.json's evaluator; gimp.py reads
+    ~/.config/GIMP/2.10/<file_name> of the VM user's home."""
+    evaluator = {"func": "check_config_status", "result": {"type": "gimp_config_file", "file_name": "gimprc",
+                                                           "dest": "gimprc"},
+                 "expected": {"type": "rule", "rules": {"type:": "key-value", "key": "undo-levels", "value": "100"}},
+                 "options": None}
+    (check,) = checks(evaluator)
+    assert check == {"name": "check_config_status on gimp_config_file", "metric": "check_config_status",
+                     "result": {"file": ".config/GIMP/2.10/gimprc"},
+                     "expected": {"value": {"type:": "key-value", "key": "undo-levels", "value": "100"}}}
+    for bad in ("../../../etc/passwd", "", None):
+        refused({**evaluator, "result": {**evaluator["result"], "file_name": bad}}, "evaluator.result.file_name")
 
 
 # -- cud's own checks for exact pairs ------------------------------------------------------------

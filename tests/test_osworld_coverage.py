@@ -85,8 +85,9 @@ def test_table_and_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     (CHECK, [{"type": "execute", "parameters": {"command": ["ls"], "stdout": "x"}}], "'execute' parameter 'stdout'"),
     (CHECK, [{"type": "execute", "parameters": {"command": "sudo -S {CLIENT_PASSWORD}"}}],
      "{CLIENT_PASSWORD} (a sudo password)"),
-    ({"func": "compare_table", "result": {"type": "vm_file", "path": ["/home/user/a", "/home/user/b"], "multi": True},
-      "expected": {"type": "rule", "rules": {}}}, [], "several files in one getter (multi)"),
+    ({"func": "compare_table", "result": {"type": "vm_file", "path": ["/home/user/a", "/home/user/b"], "multi": True,
+                                          "dest": ["a", "a"]}, "expected": {"type": "rule", "rules": {}}}, [],
+     "a multi getter's path, dest or gives"),
     (CHECK, [{"type": "open", "parameters": {"path": "/tmp/x"}}], "path (outside /home/user, or with '..')"),
     ({**CHECK, "hint": 1}, [], "OSWorld evaluator key 'hint'"),
 ])

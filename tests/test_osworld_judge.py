@@ -19,10 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cud.osworld.judge import MAX_REQUEST_BYTES, judge
+from cud.daemon.spec.metric import _Gathered
+from cud.errors import SpecError
+from cud.osworld.convert import convert_osworld
+from cud.osworld.judge import MAX_REQUEST_BYTES, _argument, judge
+from cud.spec import parse_spec
 from tests.support.osworld_books import Book, Sheet, book_pairs, table_rules, write_book
 from tests.support.osworld_outcomes import collect, outcome
-from tests.support.osworld_reference import reference
+from tests.support.osworld_reference import reference, reference_getter
 
 
 def run_judge(request: bytes | dict[str, Any]) -> dict[str, Any]:
@@ -107,6 +111,9 @@ def test_the_request_is_bounded_and_must_be_json() -> None:
     ({"metric": "exact_match", "result": {"value": 1, "none": ""}}, "result must be one of"),
     ({"metric": "exact_match", "result": {"path": "relative/x"}, "expected": {"value": {}}}, "result.path must be an absolute"),
     ({"metric": "exact_match", "result": {"value": 1}, "expected": {"path": 5}}, "expected.path must be an absolute"),
+    ({"metric": "compare_csv", "result": {"value": 1}, "expected": {"paths": ["/a", "b"]}},
+     "expected.paths must be a list of absolute paths (or null), not ['/a', 'b']"),
+    ({"metric": "compare_csv", "result": {"value": 1}, "expected": {"paths": "/a"}}, "expected.paths must be a list"),
     ({"metric": "compare_csv", "result": {"value": 1}, "options": {"strikt": True}}, "'options.strikt'"),
     ({"metric": "compare_csv", "result": {"value": 1}, "options": []}, "options must be a JSON object"),
     ({"metric": "compare_table", "result": {"value": 1}, "options": {"rules": [{"type": "sheet_dat"}]}},
@@ -128,6 +135,69 @@ def test_a_metric_that_raises_is_an_error_naming_the_exception_and_files(tmp_pat
     # An expected of null is no expected at all: the metric is called with the result alone.
     assert "exact_match raised TypeError" in str(judge({"metric": "exact_match", "result": {"value": "a"},
                                                         "expected": None})["error"])
+
+
+def test_paths_are_a_list_to_the_metric_with_none_for_a_missing_file(tmp_path: Path) -> None:
+    """``{"paths": [...]}`` is what OSWorld's multi file getters give: a list, None where a file is not there."""
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    one.write_text("a\n")
+    two.write_text("b\n")
+    assert judge({"metric": "compare_csv", "result": {"path": str(two)},
+                  "expected": {"paths": [str(one), str(two)]}}) == {"score": 1.0}
+    # None reaches the metric as None: compare_csv opens it, as OSWorld's does
+    assert "raised TypeError" in str(judge({"metric": "compare_csv", "result": {"path": str(two)},
+                                            "expected": {"paths": [str(one), None]}}).get("error"))
+    answer = judge({"metric": "compare_image_list", "result": {"paths": [str(one), None]},
+                    "expected": {"paths": [str(one), str(two)]}})
+    assert f"(result: {one}; expected: {one}, {two})" in str(answer.get("error")), answer
+
+
+class _Controller:
+    """OSWorld's VM controller as get_vm_file uses it: the bytes of a file, None for one the VM lacks."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        self.files = files
+
+    def get_file(self, path: str) -> bytes | None:
+        return self.files.get(path)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(2, 5).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.integers(-1, n + 1), min_size=1, max_size=6), st.sets(st.integers(0, n - 1)))))
+def test_a_multi_vm_file_reaches_the_metric_as_osworlds_get_vm_file_returns_it(
+        case: tuple[int, list[int], set[int]]) -> None:
+    """Differential: OSWorld's get_vm_file (multi, gives, some files missing) and cud's conversion, the daemon's
+    copies and the judge's argument give the metric the same paths (by name) in the same shape."""
+    n, gives, missing = case
+    paths = [f"/home/user/Desktop/f{i}.txt" for i in range(n)]
+    dests = [f"d{i}.txt" for i in range(n)]
+    getter = {"type": "vm_file", "path": paths, "dest": dests, "multi": True, "gives": gives}
+    with tempfile.TemporaryDirectory() as cache:
+        env = type("Env", (), {"cache_dir": cache, "controller": _Controller(
+            {p: b"x" for i, p in enumerate(paths) if i not in missing})})()
+        theirs = reference_getter("file", "get_vm_file")(env, getter)
+    task = {"id": "t", "instruction": "i", "config": [],
+            "evaluator": {"func": "compare_csv", "result": getter, "expected": {"type": "rule", "rules": {}}}}
+    if theirs == []:  # gives picks none: the converter refuses it
+        with pytest.raises(SpecError, match="picks none"):
+            convert_osworld(task, source="t.json", fetch=lambda url: b"")
+        return
+    converted = convert_osworld(task, source="t.json", fetch=lambda url: b"")
+    arg = parse_spec(dict(converted)).checks[0].result
+    assert arg is not None and arg.kind == "files"
+    # The daemon's copies as _gather makes them: the name, the home path, the bytes (None: the file is missing).
+    copies = tuple((name, path, None if i in missing else b"x")
+                   for i, (path, name) in enumerate(zip(arg.value, arg.names, strict=True)))
+    workdir = Path("/judge")
+    ours, _ = _argument({"result": _Gathered("s", copies, arg.gives).arg(workdir, "result")}, "result")
+
+    def by_name(value: Any) -> Any:
+        if isinstance(value, list):
+            return [by_name(item) for item in value]
+        return None if value is None else Path(value).name
+
+    assert by_name(ours) == by_name(theirs)
 
 
 def test_scores_are_floats_and_metrics_called_as_osworld_calls_them(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ def spec_with(check: dict[str, Any]) -> dict[str, Any]:
 
 TABLE = {"metric": "compare_table", "result": {"file": "Desktop/out.xlsx"},
          "expected": {"fixture": "fixtures/gold.xlsx"}}
+SEVERAL = {"files": ["Desktop/a.xlsx", "Desktop/a-Sheet1.csv"]}
 
 
 def refused(check: dict[str, Any]) -> SpecError:
@@ -55,6 +56,21 @@ def test_a_metric_checks_fixtures_travel_with_the_spec_named_by_their_keys() -> 
     assert spec.checks[2].name == "metric check_list of the output of /bin/ls"
 
 
+def test_several_files_carry_their_names_and_gives_and_round_trip() -> None:
+    spec = parse_spec(spec_with({**TABLE, "result": SEVERAL, "expected": {
+        "fixtures": ["gold/a.xlsx", "gold/a.csv"], "names": ["a_gold.xlsx", "a_gold-Sheet1.csv"], "gives": [0, 1]}}))
+    check = spec.checks[0]
+    assert check.result is not None and check.expected is not None
+    # names default to each file's own; gives to [0], as OSWorld's file getters do
+    assert (check.result.names, check.result.gives) == (("a.xlsx", "a-Sheet1.csv"), (0,))
+    assert check.expected.to_dict() == {"fixtures": ["gold/a.xlsx", "gold/a.csv"],
+                                        "names": ["a_gold.xlsx", "a_gold-Sheet1.csv"], "gives": [0, 1]}
+    assert check.name == "metric compare_table of Desktop/a.xlsx (beside Desktop/a-Sheet1.csv)"
+    assert parse_spec(spec.to_dict()) == spec
+    assert spec.local_files() == {"gold/a.xlsx": "checks[0].expected.fixtures[0]",
+                                  "gold/a.csv": "checks[0].expected.fixtures[1]"}
+
+
 @pytest.mark.parametrize(("check", "key", "words"), [
     ({**TABLE, "metric": "compare_tabel"}, "checks[0].metric",
      "names 'compare_tabel', not a metric cud knows; did you mean 'compare_table'? known: "),
@@ -76,7 +92,8 @@ def test_a_metric_checks_fixtures_travel_with_the_spec_named_by_their_keys() -> 
     ({"metric": "compare_table", "result": {"file": "out.xlsx"}}, "checks[0].expected",
      "is missing: metric 'compare_table' compares the result with an expected value"),
     ({**TABLE, "result": {"file": "a.xlsx", "fixture": "b.xlsx"}}, "checks[0].result",
-     "must have exactly one of file, command, fixture, value (where the value comes from); it has file, fixture"),
+     "must have exactly one of file, command, fixture, value, files, fixtures (where the value comes from); it has "
+     "file, fixture"),
     ({**TABLE, "result": {}}, "checks[0].result", "it has none"),
     ({**TABLE, "result": "Desktop/out.xlsx"}, "checks[0].result", "must be a table, got 'Desktop/out.xlsx'"),
     ({**TABLE, "result": {"path": "/tmp/x"}}, "checks[0].result.path", "unknown spec key 'checks[0].result.path'"),
@@ -86,6 +103,26 @@ def test_a_metric_checks_fixtures_travel_with_the_spec_named_by_their_keys() -> 
     ({**TABLE, "result": {"command": []}}, "checks[0].result.command", "must be a non-empty list"),
     ({**TABLE, "expected": {"fixture": ""}}, "checks[0].expected.fixture", "must be a non-blank string"),
     ({**TABLE, "expected": {"value": {"a": float("inf")}}}, "checks[0].expected.value.a", "a finite number"),
+    ({**TABLE, "result": {**SEVERAL, "names": ["a.xlsx", "a.xlsx"]}}, "checks[0].result.names[1]",
+     "a name no other file has ('a.xlsx' is checks[0].result.names[0]'s)"),
+    ({**TABLE, "result": {**SEVERAL, "names": ["a.xlsx", "../a-Sheet1.csv"]}}, "checks[0].result.names[1]",
+     "a file's name (not '.' or '..', without '/' or control characters), got '../a-Sheet1.csv'"),
+    ({**TABLE, "result": {**SEVERAL, "names": ["..", "b"]}}, "checks[0].result.names[0]", "got '..'"),
+    ({**TABLE, "result": {**SEVERAL, "names": ["a\nb", "b"]}}, "checks[0].result.names[0]", "control characters"),
+    ({**TABLE, "result": {**SEVERAL, "names": ["a.xlsx"]}}, "checks[0].result.names",
+     "a list of 2 names, one for each file"),
+    ({**TABLE, "result": {"files": ["x/a.xlsx", "y/a.xlsx"]}}, "checks[0].result.names[1]",
+     "('a.xlsx' is checks[0].result.names[0]'s)"),
+    ({**TABLE, "result": {**SEVERAL, "gives": [2]}}, "checks[0].result.gives[0]", "an integer from 0 to 1, got 2"),
+    ({**TABLE, "result": {**SEVERAL, "gives": [1, 0]}}, "checks[0].result.gives", "increasing order"),
+    ({**TABLE, "result": {**SEVERAL, "gives": [0, 0]}}, "checks[0].result.gives", "distinct indexes"),
+    ({**TABLE, "result": {**SEVERAL, "gives": []}}, "checks[0].result.gives", "a non-empty list"),
+    ({**TABLE, "result": {"files": []}}, "checks[0].result.files", "a non-empty list"),
+    ({**TABLE, "result": {"files": ["Desktop/a", "../b"]}}, "checks[0].result.files[1]", "inside the seat's home"),
+    ({**TABLE, "result": {"files": [f"f{i}" for i in range(17)]}}, "checks[0].result.files",
+     "has 17 items; the limit is 16"),
+    ({**TABLE, "result": {"file": "a.xlsx", "gives": [0]}}, "checks[0].result.gives",
+     "left out: only several files (files, fixtures) have gives"),
     ({**TABLE, "timeout": 0}, "checks[0].timeout", "a number of seconds above 0 and at most 600"),
     ({**TABLE, "timeout": 601}, "checks[0].timeout", "a number of seconds above 0 and at most 600"),
     ({**TABLE, "timeout": "60"}, "checks[0].timeout", "must be a number of seconds, got '60'"),

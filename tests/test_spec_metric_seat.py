@@ -25,6 +25,7 @@ from pathlib import Path
 
 import openpyxl
 import pytest
+from PIL import Image
 
 from cud.daemon.session.commands import Completed
 from cud.daemon.session.user import SeatUser
@@ -195,6 +196,107 @@ timeout = 1
     assert by_name["error: a result command past the timeout"]["why"] == (
         "could not look: the result's command /bin/sleep ran past the check's timeout of 1 s and was stopped")
     # Nothing of the judge's is left behind in the temporary directory (its directories are its user's).
+    assert judges_dirs(judge) == before
+
+
+SHEET = "month,units\n2026-01,10\n2026-02,20\n"
+PRINT = '[{ type = "sheet_print", sheet_idx0 = "RNSheet1", sheet_idx1 = "ENSheet1" }]'
+
+
+def image(color: str) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (8, 6), color).save(out, "PNG")
+    return out.getvalue()
+
+
+@pytest.fixture
+def planted() -> Iterator[Path]:
+    """A file outside the home that anyone may read, holding the gold sheet: a link to it must not be followed."""
+    top = Path(tempfile.mkdtemp(prefix="cud-metric-planted-", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        (top / "gold-Sheet1.csv").write_text(SHEET)
+        (top / "gold-Sheet1.csv").chmod(0o644)
+        yield top / "gold-Sheet1.csv"
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_several_files_reach_the_judge_side_by_side_under_their_names(seat: SpecSeat, planted: Path,
+                                                                      judge: SeatUser) -> None:
+    """compare_table's sheet_print reads BOOK-Sheet1.csv beside each book: it passes only when the sibling was
+    copied beside the book under its name; a link the seat's user planted is refused, never read."""
+    spec = seat.write("several.toml", f"""
+prompt = "Save the sheet as CSV beside the book."
+seat = "s1"
+[[setup]]
+files = [{{ src = "fixtures/gold.xlsx", dest = "Desktop/book.xlsx" }},
+         {{ src = "fixtures/gold.csv", dest = "Desktop/book-Sheet1.csv" }},
+         {{ src = "fixtures/gold.xlsx", dest = "Desktop/wrong.xlsx" }},
+         {{ src = "fixtures/wrong.csv", dest = "Desktop/wrong-Sheet1.csv" }},
+         {{ src = "fixtures/gold.xlsx", dest = "Desktop/linked.xlsx" }},
+         {{ src = "fixtures/red.png", dest = "Desktop/red.png" }},
+         {{ src = "fixtures/blue.png", dest = "Desktop/blue.png" }}]
+[[setup]]
+run = ["/bin/ln", "-s", "{planted}", "Desktop/linked-Sheet1.csv"]
+[[checks]]
+name = "pass: the sheet printed as the gold one"
+metric = "compare_table"
+result = {{ files = ["Desktop/book.xlsx", "Desktop/book-Sheet1.csv"] }}
+expected = {{ fixtures = ["fixtures/gold.xlsx", "fixtures/gold.csv"], names = ["gold.xlsx", "gold-Sheet1.csv"] }}
+options = {{ rules = {PRINT} }}
+[[checks]]
+name = "fail: the sheet printed otherwise"
+metric = "compare_table"
+result = {{ files = ["Desktop/wrong.xlsx", "Desktop/wrong-Sheet1.csv"] }}
+expected = {{ fixtures = ["fixtures/gold.xlsx", "fixtures/gold.csv"], names = ["gold.xlsx", "gold-Sheet1.csv"] }}
+options = {{ rules = {PRINT} }}
+[[checks]]
+name = "fail: the sibling under another name"
+metric = "compare_table"
+result = {{ files = ["Desktop/book.xlsx", "Desktop/book-Sheet1.csv"] }}
+expected = {{ fixtures = ["fixtures/gold.xlsx", "fixtures/gold.csv"], names = ["gold.xlsx", "gold.csv"] }}
+options = {{ rules = {PRINT} }}
+[[checks]]
+name = "error: a planted link"
+metric = "compare_table"
+result = {{ files = ["Desktop/linked.xlsx", "Desktop/linked-Sheet1.csv"] }}
+expected = {{ fixtures = ["fixtures/gold.xlsx", "fixtures/gold.csv"], names = ["gold.xlsx", "gold-Sheet1.csv"] }}
+options = {{ rules = {PRINT} }}
+[[checks]]
+name = "pass: a list of expected files, the second one matching"
+metric = "compare_csv"
+result = {{ file = "Desktop/book-Sheet1.csv" }}
+expected = {{ fixtures = ["fixtures/wrong.csv", "fixtures/gold.csv"], gives = [0, 1] }}
+[[checks]]
+name = "pass: lists of images, each its gold"
+metric = "compare_image_list"
+result = {{ files = ["Desktop/red.png", "Desktop/blue.png"], gives = [0, 1] }}
+expected = {{ fixtures = ["fixtures/red.png", "fixtures/blue.png"], names = ["red_gold.png", "blue_gold.png"], gives = [0, 1] }}
+[[checks]]
+name = "fail: lists of images, one of them missing"
+metric = "compare_image_list"
+result = {{ files = ["Desktop/red.png", "Desktop/never-saved.png"], gives = [0, 1] }}
+expected = {{ fixtures = ["fixtures/red.png", "fixtures/blue.png"], gives = [0, 1] }}
+""", {"fixtures/gold.xlsx": workbook(), "fixtures/gold.csv": SHEET,
+      "fixtures/wrong.csv": SHEET.replace("20", "21"), "fixtures/red.png": image("red"),
+      "fixtures/blue.png": image("blue")})
+    before = judges_dirs(judge)
+    code, task = seat.submit(spec)
+    assert task["state"] == "succeeded" and code == 1, (task["error"], task["reason"])
+    results = task["verdict"]["checks"]
+    print(json.dumps([(r["name"], r["outcome"], r["why"], r["observed"]) for r in results], indent=1))
+    assert [(r["name"], r["outcome"]) for r in results] == [
+        (r["name"], r["name"].split(":")[0].replace("pass", "passed").replace("fail", "failed")) for r in results]
+    by_name = {r["name"]: r for r in results}
+    size = len(workbook())
+    assert by_name["pass: the sheet printed as the gold one"]["why"] == (
+        f"OSWorld's compare_table scored 1 of 1 on Desktop/book.xlsx ({size} bytes), Desktop/book-Sheet1.csv "
+        f"({len(SHEET)} bytes)")
+    linked = by_name["error: a planted link"]["why"]
+    assert linked.startswith("could not look: ") and "Desktop/linked-Sheet1.csv" in linked, linked
+    assert by_name["fail: lists of images, one of them missing"]["observed"] == {
+        "score": 0.0, "result": f"Desktop/red.png ({len(image('red'))} bytes), no file Desktop/never-saved.png"}
     assert judges_dirs(judge) == before
 
 

@@ -2,11 +2,12 @@
 
 Ported from OSWorld's desktop_env (Apache-2.0): desktop_env.py (DesktopEnv._set_evaluator_info
 and evaluate), evaluators/getters (file.py: get_vm_file, get_cloud_file; general.py:
-get_vm_command_line, get_vm_command_error; misc.py: get_rule), and for ``infeasible`` the runner
+get_vm_command_line, get_vm_command_error; misc.py: get_rule; gimp.py: get_gimp_config_file), and for ``infeasible`` the runner
 of OpenAI's computer-use model (mm_agents/openai_cua_agent.py: OpenAICUAAgent.predict).
 
 * A metric of :data:`cud.osworld.catalog.METRICS` becomes a ``metric`` check (docs/specs.md),
-  its getters ``{file}``, ``{fixture}``, ``{value}`` or ``{command}``; a few pairs with an exact
+  its getters ``{file}``, ``{fixture}``, ``{value}`` or ``{command}``, a ``multi`` one ``{files}`` or
+  ``{fixtures}`` with ``names`` and ``gives``; a few pairs with an exact
   counterpart among cud's own checks (:data:`NATIVE`) become those.
 * ``conj = "or"`` is ``pass_if = "any"``; ``postconfig`` entries are setup steps run after the model.
 * ``infeasible`` passes when the model's final message declares the task infeasible, as OSWorld's
@@ -26,6 +27,7 @@ from cud.osworld.catalog import METRICS, check_options
 from cud.osworld.context import Context
 from cud.osworld.steps import ANY_STATUS, argv, config_step, wrap
 from cud.spec import values as v
+from cud.spec.metric import file_names
 
 __all__ = ("INFEASIBLE", "INFEASIBLE_WORDS", "LIST_TREE", "evaluator")
 
@@ -55,7 +57,10 @@ GETTERS: dict[str, frozenset[str]] = {
     "rule": frozenset({"type", "rules"}),
     "vm_command_line": frozenset({"type", "command", "shell"}),
     "vm_command_error": frozenset({"type", "command", "shell"}),
+    "gimp_config_file": frozenset({"type", "file_name", "dest"}),
 }
+#: gimp.py get_gimp_config_file's folder: ``~/.config/GIMP/2.10``, expanded in the VM user's home.
+GIMP_CONFIG = "~/.config/GIMP/2.10"
 _REFUSED_GETTERS = {
     "cache_file": "it reads OSWorld's host cache, which a setup step's stdout wrote",
     "googledrive_file": "it needs a Google Drive account",
@@ -145,7 +150,8 @@ def check(ctx: Context, key: str, func: object, result: object, expected: object
 
 
 def getter(ctx: Context, key: str, value: object) -> dict[str, Any]:
-    """A result or expected getter as a metric check's argument: ``{file}``, ``{fixture}``, ``{value}``, ``{command}``."""
+    """A result or expected getter as a metric check's argument: ``{file}``, ``{fixture}``, ``{value}``, ``{command}``,
+    or several files: ``{files}``, ``{fixtures}``."""
     gtype = ctx.kind(f"{key}.type", value.get("type") if isinstance(value, Mapping) else None, GETTERS,
                      _REFUSED_GETTERS, "getter")
     g = ctx.table(key, value, GETTERS[gtype], f"OSWorld {gtype} getter")
@@ -154,23 +160,55 @@ def getter(ctx: Context, key: str, value: object) -> dict[str, Any]:
     if gtype in ("vm_command_line", "vm_command_error"):  # general.py: the server's execute, its stdout (stderr)
         args, rewrite = argv(ctx, key, g)
         return {"command": wrap(ANY_STATUS[2] if gtype == "vm_command_line" else STDERR_ONLY, args, rewrite=rewrite)}
-    path = _one_path(ctx, key, g)
+    if gtype == "gimp_config_file":
+        # gimp.py get_gimp_config_file: ~/.config/GIMP/2.10/<file_name> of the VM user's home, fetched as vm_file's
+        # file is (it gives None for an empty file too: check_config_status, its one metric, scores that 0 as it
+        # scores an empty file, no line matching).
+        name = g.get("file_name")
+        return {"file": ctx.home(f"{key}.file_name", f"{GIMP_CONFIG}/{name}" if isinstance(name, str) else name)}
+    if g.get("multi", False):  # OSWorld tests its truth: "true" is true
+        return _several(ctx, key, gtype, g)
+    return getter_one(ctx, key, gtype, g.get("path"))
+
+
+def _several(ctx: Context, key: str, gtype: str, g: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``multi`` file getter: its files copied side by side under their ``dest`` names, the metric given those
+    ``gives`` picks in file order (a set in file.py: duplicates and indexes past the end pick nothing); one path
+    given alone is the plain ``file``/``fixture``, as before (the metric gets that one file)."""
+    paths, dests = g.get("path"), g.get("dest")
+    for part, items in (("path", paths), ("dest", dests)):
+        if not isinstance(items, list) or not items or not all(isinstance(x, str) for x in items):
+            raise ctx.refuse(f"{key}.{part}", items, f"{key}.{part} must be a list of strings (multi)")
+    assert isinstance(paths, list) and isinstance(dests, list)
+    if len(paths) != len(dests):
+        raise ctx.refuse(f"{key}.dest", dests, f"{key}.dest must name each of the {len(paths)} files of {key}.path "
+                                                  f"(multi)")
+    gives = g.get("gives", [0])
+    if not isinstance(gives, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in gives):
+        raise ctx.refuse(f"{key}.gives", gives, f"{key}.gives must be a list of indexes of {key}.path (multi)")
+    picked = sorted({i for i in gives if 0 <= i < len(paths)})
+    if not picked:  # file.py would give the metric an empty list
+        raise ctx.refuse(f"{key}.gives", gives, f"{key}.gives picks none of the {len(paths)} files of {key}.path "
+                                                  f"(multi)")
+    if len(paths) == 1:
+        return getter_one(ctx, key, gtype, paths[0])
+    try:
+        names = list(file_names(f"{key}.dest", dests, len(paths)))
+    except SpecError as exc:
+        raise ctx.refuse(str(exc.details.get("key", f"{key}.dest")), exc.details.get("value"),
+                         f"{key}.dest cannot name the copies (multi): {exc.message}") from None
+    if gtype == "vm_file":
+        files = [ctx.home(f"{key}.path[{i}]", p) for i, p in enumerate(paths)]
+        return {"files": files, "names": names, "gives": picked}
+    return {"fixtures": [ctx.download(f"{key}.path[{i}]", p) for i, p in enumerate(paths)], "names": names,
+            "gives": picked}
+
+
+def getter_one(ctx: Context, key: str, gtype: str, path: object) -> dict[str, Any]:
+    """One file of a file getter: a home ``file`` (vm_file) or a downloaded ``fixture`` (cloud_file)."""
     if gtype == "vm_file":  # file.py get_vm_file: the file, None when the VM has none
         return {"file": ctx.home(f"{key}.path", path)}
     return {"fixture": ctx.download(f"{key}.path", path)}  # file.py get_cloud_file: downloaded, a local file
-
-
-def _one_path(ctx: Context, key: str, g: Mapping[str, Any]) -> object:
-    """A file getter's one path: ``multi`` with a single path is that path; more files are refused, since the
-    metric may read the others beside the one given (compare_table reads BOOK-Sheet1.csv)."""
-    path = g.get("path")
-    if g.get("multi", False):  # OSWorld tests its truth: "true" is true
-        if isinstance(path, list) and len(path) == 1 and set(g.get("gives", [0])) == {0}:
-            return path[0]
-        raise ctx.refuse(f"{key}.multi", g.get("multi"), f"{key} names several files (multi), which a cud metric "
-                                                         f"check's one file cannot carry: the metric may read the "
-                                                         f"files beside the one it is given")
-    return path
 
 
 def _native(ctx: Context, key: str, func: str, gtype: str, result: object, expected: object,

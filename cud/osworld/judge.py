@@ -5,7 +5,8 @@ It reads one JSON object from stdin::
     {"metric": "compare_table", "result": ARG, "expected": ARG or null, "options": {...}}
 
 where ARG is ``{"path": "/abs/file"}`` (the path string OSWorld's functions take),
-``{"value": <json>}`` (the value itself) or ``{"none": "why"}`` (None, as OSWorld's getters give
+``{"paths": ["/abs/file", null, ...]}`` (a list of them, as OSWorld's multi file getters give, None for a
+file that is not there), ``{"value": <json>}`` (the value itself) or ``{"none": "why"}`` (None, as OSWorld's getters give
 for a file that is not there). It writes one JSON object to stdout, ``{"score": 1.0}`` or
 ``{"error": "..."}`` (a bad request, a metric that raised: the message names the files), and
 exits 0 either way; any other exit is a crash. The metric is called as OSWorld's
@@ -42,13 +43,18 @@ class _BadRequest(Exception):
 def _argument(request: Mapping[str, Any], key: str) -> tuple[Any, str | None]:
     """The value an ARG stands for, and its path if it is one (for error messages)."""
     arg = request[key]
-    if not isinstance(arg, dict) or len(arg) != 1 or next(iter(arg)) not in ("path", "value", "none"):
-        raise _BadRequest(f"{key} must be one of {{\"path\": ...}}, {{\"value\": ...}}, {{\"none\": ...}}, not {arg!r:.200}")
+    if not isinstance(arg, dict) or len(arg) != 1 or next(iter(arg)) not in ("path", "paths", "value", "none"):
+        raise _BadRequest(f"{key} must be one of {{\"path\": ...}}, {{\"paths\": [...]}}, {{\"value\": ...}}, "
+                          f"{{\"none\": ...}}, not {arg!r:.200}")
     kind, value = next(iter(arg.items()))
     if kind == "path":
         if not isinstance(value, str) or not value.startswith("/"):
             raise _BadRequest(f"{key}.path must be an absolute path, not {value!r:.200}")
         return value, value
+    if kind == "paths":
+        if not isinstance(value, list) or not all(p is None or isinstance(p, str) and p.startswith("/") for p in value):
+            raise _BadRequest(f"{key}.paths must be a list of absolute paths (or null), not {value!r:.200}")
+        return value, ", ".join(p for p in value if p is not None) or None
     if kind == "value":
         return value, None
     return None, None

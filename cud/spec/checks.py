@@ -102,9 +102,12 @@ class Check:
     def fixtures(self) -> list[tuple[str, str]]:
         """The files it names on the submitter's side: (name, its key below the check's), in order."""
         named = [(self.equals, "equals")] if self.equals is not None else []
-        return named + [(arg.value, f"{key}.fixture") for key, arg in (("result", self.result),
-                                                                       ("expected", self.expected))
-                        if arg is not None and arg.kind == "fixture"]
+        for key, arg in (("result", self.result), ("expected", self.expected)):
+            if arg is not None and arg.kind == "fixture":
+                named.append((arg.value, f"{key}.fixture"))
+            elif arg is not None and arg.kind == "fixtures":
+                named += [(name, f"{key}.fixtures[{i}]") for i, name in enumerate(arg.value)]
+        return named
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "weight": self.weight}

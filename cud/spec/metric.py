@@ -5,6 +5,8 @@
 metric = "compare_table"                       # a name of cud.osworld.catalog.METRICS
 result = { file = "Desktop/out.xlsx" }         # or { command = [argv] }, { fixture = "…" }, { value = … }
 expected = { fixture = "fixtures/gold.xlsx" }  # the same forms; given iff the metric takes one
+# several files side by side, as OSWorld's multi getters give them (``fixtures`` alike):
+# result = { files = ["Desktop/a.xlsx", "Desktop/a-Sheet1.csv"], names = ["a.xlsx", "a-Sheet1.csv"], gives = [0] }
 options = { rules = [ … ] }                    # only the keyword options the metric reads
 timeout = 60                                   # seconds for the judge (and a result command)
 ```
@@ -28,10 +30,15 @@ from cud.spec import values as v
 from cud.spec.setup import MAX_RUN_TIMEOUT
 from cud.suggest import closest, did_you_mean
 
-__all__ = ("ARG_KINDS", "MAX_VALUE_BYTES", "METRIC_TIMEOUT", "MetricArg", "parse_metric")
+__all__ = ("ARG_KINDS", "MAX_FILES", "MAX_VALUE_BYTES", "METRIC_TIMEOUT", "MULTI_KINDS", "MetricArg", "file_names",
+           "parse_metric")
 
-ArgKind = Literal["file", "command", "fixture", "value"]
-ARG_KINDS: tuple[ArgKind, ...] = ("file", "command", "fixture", "value")
+ArgKind = Literal["file", "command", "fixture", "value", "files", "fixtures"]
+ARG_KINDS: tuple[ArgKind, ...] = ("file", "command", "fixture", "value", "files", "fixtures")
+#: The kinds of several files, copied side by side under ``names``; ``gives`` picks what the metric gets.
+MULTI_KINDS = frozenset({"files", "fixtures"})
+#: The most files one ``files`` or ``fixtures`` names (OSWorld's tasks name up to 7).
+MAX_FILES = 16
 #: Seconds a metric's judge (and a result command) may take by default; at most MAX_RUN_TIMEOUT.
 METRIC_TIMEOUT = 60.0
 #: The largest ``value`` or ``options`` as JSON: a spec travels in one socket message (1 MiB).
@@ -45,13 +52,25 @@ class MetricArg:
     """A metric's result or expected value: a file of the home, a command's output, a fixture, or a value."""
 
     kind: ArgKind
-    #: The home path (file), the argv (command), the fixture's name on the submitter's side, or the value.
+    #: The home path (file), the argv (command), the fixture's name on the submitter's side, or the value;
+    #: files, fixtures: a tuple of those paths or names.
     value: Any
+    #: files, fixtures: each one's name in the judge's directory, and the indexes of those the metric gets (in
+    #: order: one is its path, several a list of paths).
+    names: tuple[str, ...] = ()
+    gives: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        if self.kind in MULTI_KINDS:
+            return {self.kind: list(self.value), "names": list(self.names), "gives": list(self.gives)}
         return {self.kind: list(self.value) if self.kind == "command" else self.value}
 
     def describe(self) -> str:
+        if self.kind in MULTI_KINDS:
+            what = "" if self.kind == "files" else "fixtures "
+            given = ", ".join(str(self.value[i]) for i in self.gives)
+            beside = ", ".join(str(p) for i, p in enumerate(self.value) if i not in self.gives)
+            return f"{what}{given}" + (f" (beside {beside})" if beside else "")
         if self.kind == "file":
             return str(self.value)
         if self.kind == "command":
@@ -99,9 +118,14 @@ def parse_metric(path: str, raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _arg(path: str, value: object) -> MetricArg:
-    raw = v.table(path, value, ARG_KINDS)
+    raw = v.table(path, value, (*ARG_KINDS, "names", "gives"))
     kind: ArgKind = v.one_of_keys(path, raw, ARG_KINDS, "where the value comes from")  # type: ignore[assignment]  # one of ARG_KINDS
     at = v.join(path, kind)
+    if kind in MULTI_KINDS:
+        return _several(path, kind, raw)
+    for extra in ("names", "gives"):
+        if extra in raw:
+            raise v.bad(v.join(path, extra), raw[extra], f"left out: only several files (files, fixtures) have {extra}")
     if kind == "file":
         return MetricArg(kind, v.home_path(at, raw[kind]))
     if kind == "command":
@@ -111,6 +135,45 @@ def _arg(path: str, value: object) -> MetricArg:
     checked = json_value(at, raw[kind])
     _size(at, checked)
     return MetricArg(kind, checked)
+
+
+def _several(path: str, kind: ArgKind, raw: dict[str, Any]) -> MetricArg:
+    """Several files: each a home path (files) or a fixture (fixtures), their names, and which the metric gets."""
+    at = v.join(path, kind)
+    listed = v.items(at, raw[kind], MAX_FILES)
+    read = v.home_path if kind == "files" else v.local_path
+    paths = tuple(read(v.join(at, i), item) for i, item in enumerate(listed))
+    names = file_names(v.join(path, "names"), raw["names"] if "names" in raw else [_own_name(p) for p in paths],
+                       len(paths))
+    at = v.join(path, "gives")
+    gives = tuple(v.integer(v.join(at, i), item, 0, len(paths) - 1)
+                  for i, item in enumerate(v.items(at, raw.get("gives", [0]), MAX_FILES)))
+    if list(gives) != sorted(set(gives)):
+        raise v.bad(at, raw["gives"], "distinct indexes of the files in increasing order (the metric gets the files "
+                                      "in their order)")
+    return MetricArg(kind, paths, names, gives)
+
+
+def file_names(path: str, value: object, count: int) -> tuple[str, ...]:
+    """``count`` names of files in one directory: none empty, '.', '..', holding '/' or a control character, and no
+    two alike."""
+    listed = v.items(path, value, MAX_FILES)
+    if len(listed) != count:
+        raise v.bad(path, value, f"a list of {count} names, one for each file")
+    names: list[str] = []
+    for i, name in enumerate(listed):
+        at = v.join(path, i)
+        written = v.text(at, name, v.MAX_NAME)
+        if written in (".", "..") or "/" in written or any(ord(c) < 32 or ord(c) == 127 for c in written):
+            raise v.bad(at, name, "a file's name (not '.' or '..', without '/' or control characters)")
+        if written in names:
+            raise v.bad(at, name, f"a name no other file has ({written!r} is {v.join(path, names.index(written))}'s)")
+        names.append(written)
+    return tuple(names)
+
+
+def _own_name(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
 
 
 def json_value(path: str, value: object, depth: int = 0) -> Any:

@@ -1,7 +1,8 @@
 """A ``metric`` check: an OSWorld metric of what the model left, judged in a process of its own, unprivileged.
 
 The result (a file of the seat's home, read bounded; a command's output, run as the seat's
-user; a fixture; a value) and the expected value are gathered here, the files among them
+user; a fixture; a value; several files of the home or fixtures) and the expected value are
+gathered here, the files among them (several side by side, under the names the spec gives)
 written into a private temporary directory that only the judge's user can read, and the judge
 (``python -I -m cud.osworld.judge``, the daemon's own interpreter) is run with the question as
 JSON on its standard input: as ``[sessions] judge_user`` (a daemon that is not root: as itself),
@@ -36,7 +37,7 @@ from cud.daemon.session.processes import SESSION_PATH
 from cud.daemon.session.user import SeatUser, judge_account
 from cud.errors import ConfigError, CudError, NotFound
 from cud.spec import Check
-from cud.spec.metric import MetricArg
+from cud.spec.metric import MULTI_KINDS, MetricArg
 
 if TYPE_CHECKING:
     from cud.daemon.session.processes import SeatSession
@@ -90,28 +91,36 @@ async def judge_metric(check: Check, session: SeatSession, files: Mapping[str, b
     finally:
         await asyncio.to_thread(shutil.rmtree, workdir, True)
     # The judge names the copies, gone now: a why names the files as the spec does.
-    copies = {str(workdir / role / each.name): str(arg.value)
-              for role, each, arg in (("result", result, check.result), ("expected", expected, check.expected))
-              if each is not None and each.name is not None and arg is not None}
+    copies = {str(workdir / role / name): spec_name
+              for role, each in (("result", result), ("expected", expected)) if each is not None
+              for name, spec_name, _data in each.copies}
     return _answer(check, done, result.summary, copies)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Gathered:
-    """A result or expected value as the judge gets it: a file's name and bytes, a value, or None and why."""
+    """A result or expected value as the judge gets it: its files (several side by side), a value, or None and why."""
 
     summary: str
-    name: str | None = None  # a file: its name in the judge's directory
-    data: bytes = b""
+    #: Each file: its name in the judge's directory, its name in the spec, and its bytes (None: it is not there).
+    copies: tuple[tuple[str, str, bytes | None], ...] = ()
+    #: Several files (files, fixtures): the indexes of those the metric gets; None: the one file is the argument.
+    gives: tuple[int, ...] | None = None
     value: Any = None
     none: str | None = None  # None for the metric, and why
 
     def arg(self, workdir: Path, role: str) -> dict[str, Any]:
+        """The judge's ARG: as OSWorld's file getters return, a path (one file given), a list of paths (several;
+        None for one not there), None (one file given, not there) or the value."""
         if self.none is not None:
             return {"none": self.none}
-        if self.name is None:
+        if not self.copies:
             return {"value": self.value}
-        return {"path": str(workdir / role / self.name)}
+        picked = [self.copies[i] for i in (self.gives or (0,))]
+        paths = [None if data is None else str(workdir / role / name) for name, _spec_name, data in picked]
+        if len(paths) > 1:
+            return {"paths": paths}
+        return {"path": paths[0]} if paths[0] is not None else {"none": f"there is no {picked[0][1]}"}
 
 
 async def _gather(arg: MetricArg, role: str, check: Check, session: SeatSession,
@@ -121,10 +130,18 @@ async def _gather(arg: MetricArg, role: str, check: Check, session: SeatSession,
             data = await session.read_file(arg.value, max_bytes=MAX_RESULT_BYTES)
         except NotFound:
             return _Gathered(f"no file {arg.value}", none=f"there is no {arg.value}")
-        return _Gathered(f"{arg.value} ({len(data)} bytes)", _file_name(arg.value), data)
+        return _Gathered(f"{arg.value} ({len(data)} bytes)", ((_file_name(arg.value), arg.value, data),))
     if arg.kind == "fixture":
         data = files[arg.value]
-        return _Gathered(f"fixture {arg.value} ({len(data)} bytes)", _file_name(arg.value), data)
+        return _Gathered(f"fixture {arg.value} ({len(data)} bytes)", ((_file_name(arg.value), arg.value, data),))
+    if arg.kind in MULTI_KINDS:
+        copies: list[tuple[str, str, bytes | None]] = []
+        for path, name in zip(arg.value, arg.names, strict=True):
+            copies.append((name, path, files[path] if arg.kind == "fixtures" else await _home_file(session, path)))
+        what = "" if arg.kind == "files" else "fixture "
+        summary = ", ".join(f"{what}{path} ({len(data)} bytes)" if data is not None else f"no file {path}"
+                            for _name, path, data in copies)
+        return _Gathered(summary, tuple(copies), arg.gives)
     if arg.kind == "command":
         done = await session.run(arg.value, timeout=check.timeout, max_output=MAX_RESULT_BYTES)
         if done.timed_out:
@@ -139,6 +156,14 @@ async def _gather(arg: MetricArg, role: str, check: Check, session: SeatSession,
     return _Gathered(arg.describe(), value=arg.value)
 
 
+async def _home_file(session: SeatSession, path: str) -> bytes | None:
+    """The file ``path`` of the home (read as a ``file`` result is: confined, no link followed), None if absent."""
+    try:
+        return await session.read_file(path, max_bytes=MAX_RESULT_BYTES)
+    except NotFound:
+        return None
+
+
 def _file_name(path: str) -> str:
     """The copy's name: the file's own (a metric may go by its extension), or ``file`` for one a path cannot name
     (a fixture's ``..``)."""
@@ -147,20 +172,26 @@ def _file_name(path: str) -> str:
 
 
 def _private_dir(gathered: Mapping[str, _Gathered | None], account: SeatUser | None) -> Path:
-    """A new directory holding each gathered file (``result/NAME``, ``expected/NAME``) and a ``tmp`` for the judge:
-    written while only root can reach it, then handed to the judge's user, 0700 and 0600, so no one else reads it."""
+    """A new directory holding each gathered file (``result/NAME``, ``expected/NAME``, several side by side) and a
+    ``tmp`` for the judge: written while only root can reach it, then handed to the judge's user, 0700 and 0600, so
+    no one else reads it."""
     workdir = Path(tempfile.mkdtemp(prefix="cud-judge-"))
     try:
         made = [workdir, workdir / "tmp"]
         (workdir / "tmp").mkdir(mode=0o700)
         for role, each in gathered.items():
-            if each is None or each.name is None:
+            if each is None or not each.copies:
                 continue
             (workdir / role).mkdir(mode=0o700)
-            fd = os.open(workdir / role / each.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                out.write(each.data)
-            made += [workdir / role, workdir / role / each.name]
+            made.append(workdir / role)
+            for name, _spec_name, data in each.copies:
+                if data is None:
+                    continue
+                # O_EXCL: the names are distinct (cud.spec.metric.file_names), so nothing is written twice.
+                fd = os.open(workdir / role / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+                made.append(workdir / role / name)
         if account is not None:
             for path in reversed(made):  # the directory last: until then the judge's user cannot enter it
                 os.chown(path, account.uid, account.gid, follow_symlinks=False)
@@ -233,7 +264,7 @@ def _answer(check: Check, done: Completed, summary: str, copies: Mapping[str, st
         answer = None
     if isinstance(answer, dict) and set(answer) == {"error"} and isinstance(answer["error"], str):
         said = answer["error"]
-        for copy, spec_name in copies.items():
+        for copy, spec_name in sorted(copies.items(), key=lambda item: -len(item[0])):  # 'a.b' before its 'a'
             said = said.replace(copy, spec_name)
         return Judged(False, False, {"result": summary, "error": said[:1000]},
                       f"OSWorld's {name} could not judge {summary}: {said[:300]}")

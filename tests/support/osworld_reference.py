@@ -121,3 +121,15 @@ def reference(name: str) -> Callable[..., Any]:
         module = importlib.import_module(f"{PACKAGE}.{module_name}")
     function: Callable[..., Any] = getattr(module, name)
     return function
+
+
+def reference_getter(module_name: str, name: str) -> Callable[..., Any]:
+    """OSWorld's own getter ``name`` of ``getters/<module_name>.py``, loaded from its file without the getters'
+    ``__init__`` (which imports every getter's libraries)."""
+    folder = _metrics_folder().parent / "getters"
+    spec = importlib.util.spec_from_file_location(f"_osworld_getters_{module_name}", folder / f"{module_name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    function: Callable[..., Any] = getattr(module, name)
+    return function
