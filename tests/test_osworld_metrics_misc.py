@@ -31,7 +31,7 @@ from tests.support.osworld_reference import reference
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NAMES = ("check_json", "file_contains", "fuzzy_place_math", "check_json_keybindings", "compare_config",
          "compare_result_files", "is_utc_0", "check_gnome_favorite_apps", "compare_conference_city_in_order",
-         "check_pdf_pages", "compare_zip_files")
+         "check_pdf_pages", "compare_zip_files", "is_in_vm_clickboard", "check_line_number")
 
 words = st.text(alphabet="abAB {}\"x1.:,\n", max_size=10)
 keys = st.sampled_from(["a", "b", "mode", "name"])
@@ -258,3 +258,30 @@ def test_compare_zip_files_scores_as_osworld(actual: dict[str, list[str]], how: 
         write_zip(gold, second, tmp)
         agree("compare_zip_files", str(first), str(second))
         agree("compare_zip_files", None, str(second))
+
+
+clock_lines = st.lists(st.one_of(st.sampled_from(["12:00:01 all 3.2", "Average: all", "23:59:60", "24:00:00 x",
+                                                  "7:05:09", "CPU %user", "00:00:00", "19:61:00"]), words),
+                       max_size=6)
+
+
+@SETTINGS
+@given(clock_lines, st.one_of(st.integers(0, 6).map(str), st.integers(0, 6), st.sampled_from(["x", "", " 3"])),
+       st.sampled_from(["utf-8", "latin-1 bytes", "absent"]))
+def test_check_line_number_scores_as_osworld(lines: list[str], expected: Any, how: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "report.txt")
+        if how == "utf-8":
+            path.write_text("\n".join(lines))
+        elif how == "latin-1 bytes":
+            path.write_bytes("\n".join(lines).encode() + b"\xff\xfe 12:00:00")
+        agree("check_line_number", str(path), {"expected": expected})
+        agree("check_line_number", None, {"expected": expected})
+
+
+@SETTINGS
+@given(st.one_of(st.sampled_from(["/home/user/Data3/List3/secret.docx", "", "secret"]),
+                 st.lists(st.sampled_from(["a", "secret", "/home/user"]), max_size=3)),
+       st.sampled_from(["/home/user/Data3/List3/secret.docx", "", "/home/user/Data3/List3/secret.docx\n", "a secret"]))
+def test_is_in_vm_clickboard_scores_as_osworld(expected: Any, clipboard: str) -> None:
+    agree("is_in_vm_clickboard", {"expected": expected}, clipboard)

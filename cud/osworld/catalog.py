@@ -74,6 +74,8 @@ METRICS: Mapping[str, MetricInfo] = _table(
     MetricInfo("compare_conference_city_in_order", True),
     MetricInfo("check_pdf_pages", True),
     MetricInfo("compare_zip_files", True),
+    MetricInfo("is_in_vm_clickboard", True),
+    MetricInfo("check_line_number", True),
     # Writer formatting and LibreOffice settings (writer_format.py, office_settings.py); rules come as `expected`
     MetricInfo("check_highlighted_words", True),
     MetricInfo("check_italic_font_size_14", True),

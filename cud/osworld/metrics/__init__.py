@@ -48,6 +48,8 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
     "compare_conference_city_in_order": "misc:compare_conference_city_in_order",
     "check_pdf_pages": "misc:check_pdf_pages",
     "compare_zip_files": "misc:compare_zip_files",
+    "is_in_vm_clickboard": "misc:is_in_vm_clickboard",
+    "check_line_number": "misc:check_line_number",
     # Writer formatting and LibreOffice settings (writer_format.py, office_settings.py)
     "check_highlighted_words": "writer_format:check_highlighted_words",
     "check_italic_font_size_14": "writer_format:check_italic_font_size_14",

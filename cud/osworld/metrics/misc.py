@@ -1,8 +1,8 @@
 """OSWorld's small one-task metrics on text files, JSON, command output and a .docx's words.
 
 From desktop-env 1.0.2 (Apache-2.0): ``desktop_env/evaluators/metrics/general.py`` (check_json,
-file_contains, fuzzy_place_math), ``vscode.py`` (check_json_keybindings, compare_config,
-compare_result_files) and ``basic_os.py`` (is_utc_0, check_gnome_favorite_apps). The logic is
+file_contains, fuzzy_place_math, check_line_number), ``vscode.py`` (check_json_keybindings, compare_config,
+compare_result_files) and ``basic_os.py`` (is_utc_0, check_gnome_favorite_apps, is_in_vm_clickboard). The logic is
 theirs, line for line, with their logging left out (it decides nothing); also ``table.py``
 (compare_conference_city_in_order), ``pdf.py`` (check_pdf_pages) and ``vscode.py``'s
 compare_zip_files, whose PDF members' text is read with pypdf (PyPDF2's successor, the extra's PDF
@@ -21,6 +21,7 @@ import io
 import json
 import operator
 import os
+import re
 import zipfile
 from difflib import SequenceMatcher
 from typing import Any
@@ -35,8 +36,10 @@ from cud.osworld.metrics.rules import match_value_to_rule
 __all__ = (
     "check_gnome_favorite_apps", "check_json", "check_json_keybindings", "check_pdf_pages",
     "compare_conference_city_in_order", "compare_config", "compare_result_files", "compare_zip_files",
-    "file_contains", "fuzzy_place_math", "is_utc_0",
+    "check_line_number", "file_contains", "fuzzy_place_math", "is_in_vm_clickboard", "is_utc_0",
 )
+#: check_line_number's clock time: a line holding one counts.
+_CLOCK = re.compile(r"([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)")
 
 
 def check_json(result: Any, rules: Any, is_yaml: bool = False) -> float:
@@ -262,3 +265,24 @@ def compare_zip_files(actual: Any, expected: Any, **options: Any) -> float:
             if content1 != content2:
                 return 0.0
     return 1.0
+
+
+def is_in_vm_clickboard(config: dict[str, Any], terminal_output: str) -> float:
+    """1 when the clipboard's text (the command's output) holds ``expected``, or each of a list of them."""
+    expected_results = config["expected"]
+    if not isinstance(expected_results, list):
+        return 1 if expected_results in terminal_output else 0
+    return 1 if all(result in terminal_output for result in expected_results) else 0
+
+
+def check_line_number(file_path: str | None, line_number: dict[str, Any]) -> float:
+    """1 when as many of the file's lines hold a clock time (``HH:MM:SS``) as ``expected`` says; 0 for no file,
+    or one OSWorld could not read or count (its bare ``except``)."""
+    if file_path is None or not os.path.isfile(file_path):
+        return 0.
+    try:
+        with open(file_path) as f:
+            line_count = sum(1 for line in f if _CLOCK.search(line))
+        return 1 if line_count == int(line_number["expected"]) else 0
+    except Exception:  # OSWorld's bare except: an undecodable file, an expected that is no number
+        return 0.
