@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cud.errors import SpecError
-from cud.osworld.chrome import MAX_URLS, PROFILE, open_tabs_program, seat_command
+from cud.osworld.chrome import MAX_URLS, PROFILE, program, seat_command
 from cud.osworld.chrome_open_tabs import CONNECT_SECONDS, LOAD_SECONDS
 from cud.osworld.convert import convert_osworld, osworld_blockers
 from cud.osworld.seat import SYSTEM_PYTHON, template_files
@@ -28,6 +28,7 @@ from cud.spec import parse_spec
 from cud.spec import values as v
 from tests.support.daemon import cuctl, scenario
 from tests.support.http_files import Served, serve_files
+from tests.support.judge_python import judge_python
 from tests.support.seat_users import SeatUsers
 from tests.support.spec_seat import SpecSeat, spec_seat
 
@@ -70,7 +71,7 @@ def convert(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def opening(urls: list[str]) -> dict[str, Any]:
-    return {"run": [SYSTEM_PYTHON, "-c", open_tabs_program(), PROFILE, *urls],
+    return {"run": [SYSTEM_PYTHON, "-c", program("chrome_open_tabs"), PROFILE, *urls],
             "timeout": CONNECT_SECONDS + LOAD_SECONDS * len(urls) + 15}
 
 
@@ -89,11 +90,12 @@ def test_osworlds_bookmark_task_is_blocked_by_its_check_alone() -> None:
     assert [e.details["key"] for e in blockers] == ["evaluator.func"], [e.message for e in blockers]
 
 
-def test_the_program_fits_one_argument_and_is_python() -> None:
-    program = open_tabs_program()
-    assert len(program) <= v.MAX_ARG
-    ast.parse(program)
-    assert '"""' not in program and "#" not in program.replace("'#'", "")
+@pytest.mark.parametrize("module", ["chrome_open_tabs", "chrome_profile"])
+def test_each_program_fits_one_argument_and_is_python(module: str) -> None:
+    text = program(module)
+    assert len(text) <= v.MAX_ARG
+    ast.parse(text)
+    assert '"""' not in text and "#" not in text and "Any" not in text
 
 
 @settings(max_examples=100, deadline=None)
@@ -164,8 +166,26 @@ def served() -> Iterator[Served]:
 @pytest.fixture(scope="module")
 def seat(seat_users: SeatUsers) -> Iterator[SpecSeat]:
     done = scenario({"message": "done"}, look_first=False)
-    with spec_seat(seat_users, done, template_files=template_files(), scenarios={"done": done}) as s:
+    judge = seat_users.make()
+    with judge_python(judge) as python, \
+            spec_seat(seat_users, done, config=f'[sessions]\njudge_user = "{judge.name}"\n',
+                      template_files=template_files(), scenarios={"done": done}, python=python) as s:
         yield s
+
+
+def evaluate(seat: SpecSeat, tasks: dict[str, dict[str, Any]], out: Path) -> dict[str, tuple[str, str]]:
+    """``cuctl eval --from-osworld`` over ``tasks`` (chrome/ID.json each) and a scripted model that says it is done:
+    each task's state and outcome."""
+    root = out / "evaluation_examples"
+    (root / "examples" / "chrome").mkdir(parents=True)
+    for task_id, body in tasks.items():
+        (root / "examples" / "chrome" / f"{task_id}.json").write_text(json.dumps(body))
+    (root / "test_chrome.json").write_text(json.dumps({"chrome": list(tasks)}))
+    done = cuctl(seat.daemon.socket, "eval", "--from-osworld", str(root / "test_chrome.json"), "--model",
+                 "scripted:done", "--out", str(out / "out"), timeout=900)
+    assert "Traceback" not in done.stderr, done.stderr
+    runs = {r["spec"]: r for r in json.loads((out / "out" / "results.json").read_text())["runs"]}
+    return {name: (r["state"], r["outcome"]) for name, r in runs.items()}
 
 
 def test_the_converted_setup_opens_the_tabs_in_the_seats_chromium_and_closes_its_first_page(
@@ -179,17 +199,33 @@ def test_the_converted_setup_opens_the_tabs_in_the_seats_chromium_and_closes_its
             "func": "check_include_exclude", "result": listed,
             "expected": {"type": "rule", "rules": {"include": ["chrome://"], "exclude": []}}}),
     }
-    root = tmp_path / "evaluation_examples"
-    (root / "examples" / "chrome").mkdir(parents=True)
-    for task_id, body in tasks.items():
-        (root / "examples" / "chrome" / f"{task_id}.json").write_text(json.dumps(body))
-    (root / "test_chrome.json").write_text(json.dumps({"chrome": list(tasks)}))
-    done = cuctl(seat.daemon.socket, "eval", "--from-osworld", str(root / "test_chrome.json"), "--model",
-                 "scripted:done", "--out", str(tmp_path / "out"), timeout=900)
-    assert "Traceback" not in done.stderr, done.stderr
-    runs = {r["spec"]: r for r in json.loads((tmp_path / "out" / "results.json").read_text())["runs"]}
-    assert {name: (r["state"], r["outcome"]) for name, r in runs.items()} == {
+    assert evaluate(seat, tasks, tmp_path) == {
         "chrome/tabs-open": ("succeeded", "passed"),
         "chrome/new-tab-kept": ("succeeded", "failed"),  # OSWorld closes the page the browser started with
-    }, json.dumps(runs, indent=1)[:6000]
+    }
     assert served.requested.count("/one.html") >= 2 and served.requested.count("/two.html") >= 2
+
+
+#: OSWorld's chrome/030eeff7 (Do Not Track), its config led by a command that sets the preference as the
+#: browser's settings page would: Chromium starts on it, is ended by ``pkill chrome`` and started again
+#: (the task's postconfig), and the getter reads the Preferences that Chromium wrote.
+SET_DO_NOT_TRACK = ("import json; p = '/home/user/.config/chromium/Default/Preferences'; d = json.load(open(p)); "
+                    "d['enable_do_not_track'] = True; json.dump(d, open(p, 'w'))")
+
+
+def do_not_track_task(task_id: str, expected: str) -> dict[str, Any]:
+    launch = BOOKMARK_TASK["config"][0]
+    return {"id": task_id, "snapshot": "chrome", "instruction": "Turn on Do Not Track.", "source": "cud tests",
+            "config": [{"type": "execute", "parameters": {"command": ["python3", "-c", SET_DO_NOT_TRACK]}},
+                       *BOOKMARK_TASK["config"][:2]],
+            "trajectory": "trajectories/", "related_apps": ["chrome"], "proxy": False,
+            "evaluator": {"postconfig": [{"type": "launch", "parameters": {"command": ["pkill", "chrome"]}}, launch,
+                                         {"type": "sleep", "parameters": {"seconds": 3}}],
+                          "func": "exact_match", "result": {"type": "enable_do_not_track"},
+                          "expected": {"type": "rule", "rules": {"expected": expected}}}}
+
+
+def test_a_preferences_getter_reads_what_the_seats_chromium_wrote(seat: SpecSeat, tmp_path: Path) -> None:
+    tasks = {"dnt-on": do_not_track_task("dnt-on", "true"), "dnt-off": do_not_track_task("dnt-off", "false")}
+    assert evaluate(seat, tasks, tmp_path) == {"chrome/dnt-on": ("succeeded", "passed"),
+                                               "chrome/dnt-off": ("succeeded", "failed")}

@@ -10,7 +10,9 @@ Debian's ``chromium``, and cud's steps run inside the seat, so:
   reads; seats sharing a machine never fight over port 1337;
 * the socat forwarder, whose only reader is OSWorld's host, becomes no step;
 * ``pkill chrome`` becomes ``pkill chromium`` (Chromium's processes are ``chromium``, not ``chrome``);
-* ``chrome_open_tabs`` becomes a ``run`` of :mod:`cud.osworld.chrome_open_tabs` with the URLs as arguments.
+* ``chrome_open_tabs`` becomes a ``run`` of :mod:`cud.osworld.chrome_open_tabs` with the URLs as arguments;
+* the getters of :data:`PROFILE_GETTERS` become ``command`` getters running :mod:`cud.osworld.chrome_profile`,
+  which reads the profile's Preferences as the seat's user, as the getters read the VM's file.
 
 Google Chrome's profile, ``~/.config/google-chrome``, is Chromium's ``~/.config/chromium`` (:data:`PROFILE`).
 """
@@ -24,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from cud.osworld.chrome_open_tabs import CONNECT_SECONDS, LOAD_SECONDS
+from cud.osworld.chrome_profile import FALLBACK
 from cud.osworld.context import Context
 from cud.osworld.seat import SYSTEM_PYTHON
 from cud.spec import values as v
 
-__all__ = ("BROWSER", "PROFILE", "OSWORLD_PROFILE", "open_tabs", "open_tabs_program", "seat_command")
+__all__ = ("BROWSER", "OSWORLD_PROFILE", "PROFILE", "PROFILE_GETTERS", "open_tabs", "profile_getter", "program",
+           "seat_command")
 
 #: The seat's browser, as the session's PATH finds it (Debian's package).
 BROWSER = "chromium"
@@ -44,6 +48,8 @@ _FORWARDER = ("socat", "tcp-listen:9222,fork", "tcp:localhost:1337")
 _SPARE_SECONDS = 15
 #: The most URLs one step opens within cud's longest ``run`` (600 s).
 MAX_URLS = (600 - CONNECT_SECONDS - _SPARE_SECONDS) // LOAD_SECONDS
+#: OSWorld's getters of one value of the profile's Preferences (cud.osworld.chrome_profile).
+PROFILE_GETTERS = frozenset(FALLBACK)
 
 
 def seat_command(args: list[str]) -> list[str] | None:
@@ -58,10 +64,11 @@ def seat_command(args: list[str]) -> list[str] | None:
 
 
 @functools.cache
-def open_tabs_program() -> str:
-    """:mod:`cud.osworld.chrome_open_tabs`'s source as ``python3 -c`` text: without its docstrings, comments and
-    annotations, so that it fits in one argument of a spec's argv (:data:`cud.spec.values.MAX_ARG`)."""
-    tree = ast.parse(Path(__file__).with_name("chrome_open_tabs.py").read_text(encoding="utf-8"))
+def program(module: str) -> str:
+    """The source of ``module`` (a standard-library program beside this one) as ``python3 -c`` text: without its
+    docstrings, comments and annotations, so that it fits in one argument of a spec's argv
+    (:data:`cud.spec.values.MAX_ARG`)."""
+    tree = ast.parse(Path(__file__).with_name(f"{module}.py").read_text(encoding="utf-8"))
     tree.body = [n for n in tree.body if not (isinstance(n, ast.ImportFrom) and n.module in ("__future__", "typing"))]
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.FunctionDef):
@@ -73,6 +80,9 @@ def open_tabs_program() -> str:
             node.returns = None
         elif isinstance(node, ast.arg):
             node.annotation = None
+    # A module's annotated assignment is evaluated at run time, and ``typing`` is gone: a plain one instead.
+    tree.body = [ast.Assign(targets=[n.target], value=n.value, lineno=n.lineno)
+                 if isinstance(n, ast.AnnAssign) and n.value is not None else n for n in tree.body]
     return ast.unparse(tree)
 
 
@@ -83,5 +93,10 @@ def open_tabs(ctx: Context, key: str, urls: object) -> list[dict[str, Any]]:
     if len(urls) > MAX_URLS:
         raise ctx.refuse(key, urls, f"{key} opens {len(urls)} URLs, more than the {MAX_URLS} one step loads within "
                                     f"cud's longest run step (600 s)")
-    return [{"run": [SYSTEM_PYTHON, "-c", open_tabs_program(), PROFILE, *urls],
+    return [{"run": [SYSTEM_PYTHON, "-c", program("chrome_open_tabs"), PROFILE, *urls],
              "timeout": CONNECT_SECONDS + LOAD_SECONDS * len(urls) + _SPARE_SECONDS}]
+
+
+def profile_getter(name: str) -> dict[str, Any]:
+    """One of :data:`PROFILE_GETTERS` as a metric check's ``command`` argument: the value as its output."""
+    return {"command": [SYSTEM_PYTHON, "-c", program("chrome_profile"), PROFILE, name]}

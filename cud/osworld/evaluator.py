@@ -8,6 +8,7 @@ of OpenAI's computer-use model (mm_agents/openai_cua_agent.py: OpenAICUAAgent.pr
 * A metric of :data:`cud.osworld.catalog.METRICS` becomes a ``metric`` check (docs/specs.md),
   its getters ``{file}``, ``{fixture}``, ``{value}`` or ``{command}``; a few pairs with an exact
   counterpart among cud's own checks (:data:`NATIVE`) become those.
+* Chrome's getters of one Preferences value are ``{command}`` getters (:mod:`cud.osworld.chrome`).
 * ``conj = "or"`` is ``pass_if = "any"``; ``postconfig`` entries are setup steps run after the model.
 * ``infeasible`` passes when the model's final message declares the task infeasible, as OSWorld's
   runner turns such a message into its FAIL action and evaluate() scores FAIL 1 (:data:`INFEASIBLE`).
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cud.errors import SpecError
+from cud.osworld import chrome
 from cud.osworld.catalog import METRICS, check_options
 from cud.osworld.context import Context
 from cud.osworld.steps import ANY_STATUS, argv, config_step, wrap
@@ -53,6 +55,7 @@ GETTERS: dict[str, frozenset[str]] = {
     "rule": frozenset({"type", "rules"}),
     "vm_command_line": frozenset({"type", "command", "shell"}),
     "vm_command_error": frozenset({"type", "command", "shell"}),
+    **{name: frozenset({"type"}) for name in sorted(chrome.PROFILE_GETTERS)},
 }
 _REFUSED_GETTERS = {
     "cache_file": "it reads OSWorld's host cache, which a setup step's stdout wrote",
@@ -148,6 +151,8 @@ def getter(ctx: Context, key: str, value: object) -> dict[str, Any]:
     g = ctx.table(key, value, GETTERS[gtype], f"OSWorld {gtype} getter")
     if gtype == "rule":  # misc.py get_rule: the rules as they are
         return {"value": g.get("rules")}
+    if gtype in chrome.PROFILE_GETTERS:  # getters/chrome.py: a value of the profile's Preferences
+        return chrome.profile_getter(gtype)
     if gtype in ("vm_command_line", "vm_command_error"):  # general.py: the server's execute, its stdout (stderr)
         args, rewrite = argv(ctx, key, g)
         return {"command": wrap(ANY_STATUS[2] if gtype == "vm_command_line" else STDERR_ONLY, args, rewrite=rewrite)}
