@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from cud.errors import SpecError
 from cud.osworld.chrome import MAX_URLS, PROFILE, program, seat_command
 from cud.osworld.chrome_open_tabs import CONNECT_SECONDS, LOAD_SECONDS
-from cud.osworld.convert import convert_osworld, osworld_blockers
+from cud.osworld.convert import convert_osworld
 from cud.osworld.seat import SYSTEM_PYTHON, template_files
 from cud.spec import parse_spec
 from cud.spec import values as v
@@ -85,9 +85,19 @@ def test_osworlds_bookmark_task_starts_chromium_and_opens_its_tabs() -> None:
                                        {"launch": ["chromium", "--remote-debugging-port=0"]}, {"sleep": 3.0}]
 
 
-def test_osworlds_bookmark_task_is_blocked_by_its_check_alone() -> None:
-    blockers = osworld_blockers(BOOKMARK_TASK, source="t.json", fetch=no_fetch)
-    assert [e.details["key"] for e in blockers] == ["evaluator.func"], [e.message for e in blockers]
+def test_osworlds_bookmark_task_reads_chromiums_bookmarks_file() -> None:
+    converted = convert(BOOKMARK_TASK)
+    assert converted["checks"] == [{"name": "is_expected_bookmarks on bookmarks", "metric": "is_expected_bookmarks",
+                                    "result": {"file": ".config/chromium/Default/Bookmarks"},
+                                    "expected": {"value": BOOKMARK_TASK["evaluator"]["expected"]["rules"]}}]
+
+
+def test_the_bookmarks_getter_is_refused_with_another_metric() -> None:
+    raw = {**BOOKMARK_TASK, "evaluator": {"func": "exact_match", "result": {"type": "bookmarks"},
+                                          "expected": {"type": "rule", "rules": {"expected": "x"}}}}
+    with pytest.raises(SpecError) as caught:
+        convert_osworld(raw, source="t.json", fetch=no_fetch)
+    assert "'bookmarks'" in caught.value.message and "is_expected_bookmarks" in caught.value.message
 
 
 @pytest.mark.parametrize("module", ["chrome_open_tabs", "chrome_profile"])
@@ -229,3 +239,27 @@ def test_a_preferences_getter_reads_what_the_seats_chromium_wrote(seat: SpecSeat
     tasks = {"dnt-on": do_not_track_task("dnt-on", "true"), "dnt-off": do_not_track_task("dnt-off", "false")}
     assert evaluate(seat, tasks, tmp_path) == {"chrome/dnt-on": ("succeeded", "passed"),
                                                "chrome/dnt-off": ("succeeded", "failed")}
+
+
+#: Writes a Bookmarks file (Chromium's format) with the transformer page on the bookmark bar.
+SET_BOOKMARK = ("import json; p = '/home/user/.config/chromium/Default/Bookmarks'; json.dump({'version': 1, 'roots': "
+                "{'bookmark_bar': {'type': 'folder', 'name': 'Bookmarks bar', 'children': [{'type': 'url', 'name': "
+                "'The Illustrated Transformer', 'url': 'https://jalammar.github.io/illustrated-transformer/'}]}, "
+                "'other': {'type': 'folder', 'name': 'Other bookmarks', 'children': []}}}, open(p, 'w'))")
+
+
+def bookmark_task(task_id: str, urls: list[str]) -> dict[str, Any]:
+    """OSWorld's 7a5a7856 without its network tabs, led by a command that bookmarks the page it asks for."""
+    evaluator = BOOKMARK_TASK["evaluator"]
+    return {"id": task_id, "snapshot": "chrome", "instruction": BOOKMARK_TASK["instruction"], "source": "cud tests",
+            "config": [{"type": "execute", "parameters": {"command": ["python3", "-c", SET_BOOKMARK]}},
+                       *BOOKMARK_TASK["config"][:2]],
+            "trajectory": "trajectories/", "related_apps": ["chrome"], "proxy": False,
+            "evaluator": {**evaluator, "expected": {"type": "rule", "rules": {"type": "bookmark_bar_websites_urls",
+                                                                              "urls": urls}}}}
+
+
+def test_is_expected_bookmarks_reads_the_bookmarks_the_seats_chromium_kept(seat: SpecSeat, tmp_path: Path) -> None:
+    tasks = {"saved": bookmark_task("saved", [URLS[1]]), "other": bookmark_task("other", URLS)}
+    assert evaluate(seat, tasks, tmp_path) == {"chrome/saved": ("succeeded", "passed"),
+                                               "chrome/other": ("succeeded", "failed")}

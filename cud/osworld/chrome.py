@@ -31,7 +31,7 @@ from cud.osworld.context import Context
 from cud.osworld.seat import SYSTEM_PYTHON
 from cud.spec import values as v
 
-__all__ = ("BROWSER", "OSWORLD_PROFILE", "PROFILE", "PROFILE_GETTERS", "open_tabs", "profile_getter", "program",
+__all__ = ("BOOKMARKS", "BROWSER", "OSWORLD_PROFILE", "PROFILE", "PROFILE_GETTERS", "open_tabs", "profile_getter", "program",
            "seat_command")
 
 #: The seat's browser, as the session's PATH finds it (Debian's package).
@@ -39,6 +39,8 @@ BROWSER = "chromium"
 #: Chromium's user data directory in the seat's home, in Google Chrome's (:data:`OSWORLD_PROFILE`) place.
 PROFILE = ".config/chromium"
 OSWORLD_PROFILE = ".config/google-chrome"
+#: getters/chrome.py get_bookmarks' file, which cud.osworld.metrics.chrome.is_expected_bookmarks reads.
+BOOKMARKS = f"{PROFILE}/Default/Bookmarks"
 #: The names OSWorld's tasks start Google Chrome by.
 _CHROME_NAMES = frozenset({"google-chrome", "google-chrome-stable"})
 _PORT = re.compile(r"--remote-debugging-port=\d+")

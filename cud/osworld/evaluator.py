@@ -56,7 +56,10 @@ GETTERS: dict[str, frozenset[str]] = {
     "vm_command_line": frozenset({"type", "command", "shell"}),
     "vm_command_error": frozenset({"type", "command", "shell"}),
     **{name: frozenset({"type"}) for name in sorted(chrome.PROFILE_GETTERS)},
+    "bookmarks": frozenset({"type"}),
 }
+#: Getters whose reading the one metric that takes them does on the file (cud.osworld.metrics.chrome).
+_READ_BY_METRIC = {"bookmarks": "is_expected_bookmarks"}
 _REFUSED_GETTERS = {
     "cache_file": "it reads OSWorld's host cache, which a setup step's stdout wrote",
     "googledrive_file": "it needs a Google Drive account",
@@ -119,6 +122,9 @@ def check(ctx: Context, key: str, func: object, result: object, expected: object
         raise ctx.refuse(key, func, f"OSWorld metric {func!r} in {key} has no counterpart in cud (supported: the "
                                     f"metrics of cud.osworld.catalog, and "
                                     + ", ".join(f"{m} on {g}" for g, m in NATIVE) + ")")
+    if gtype in _READ_BY_METRIC and func != _READ_BY_METRIC[gtype]:
+        raise ctx.refuse(key, func, f"OSWorld getter {gtype!r} in {rkey} gives {func} a value cud reads only for "
+                                    f"{_READ_BY_METRIC[gtype]}")
     info = METRICS[func]
     out: dict[str, Any] = {"name": f"{func} on {gtype}"[:v.MAX_NAME], "metric": func,
                            "result": getter(ctx, rkey, result)}
@@ -153,6 +159,8 @@ def getter(ctx: Context, key: str, value: object) -> dict[str, Any]:
         return {"value": g.get("rules")}
     if gtype in chrome.PROFILE_GETTERS:  # getters/chrome.py: a value of the profile's Preferences
         return chrome.profile_getter(gtype)
+    if gtype == "bookmarks":  # getters/chrome.py get_bookmarks: the file, read by is_expected_bookmarks
+        return {"file": chrome.BOOKMARKS}
     if gtype in ("vm_command_line", "vm_command_error"):  # general.py: the server's execute, its stdout (stderr)
         args, rewrite = argv(ctx, key, g)
         return {"command": wrap(ANY_STATUS[2] if gtype == "vm_command_line" else STDERR_ONLY, args, rewrite=rewrite)}
