@@ -122,7 +122,7 @@ def check(ctx: Context, key: str, func: object, result: object, expected: object
         raise ctx.refuse(key, func, f"OSWorld metric {func!r} in {key} has no counterpart in cud (supported: the "
                                     f"metrics of cud.osworld.catalog, and "
                                     + ", ".join(f"{m} on {g}" for g, m in NATIVE) + ")")
-    if gtype in _READ_BY_METRIC and func != _READ_BY_METRIC[gtype]:
+    if isinstance(gtype, str) and gtype in _READ_BY_METRIC and func != _READ_BY_METRIC[gtype]:
         raise ctx.refuse(key, func, f"OSWorld getter {gtype!r} in {rkey} gives {func} a value cud reads only for "
                                     f"{_READ_BY_METRIC[gtype]}")
     info = METRICS[func]
