@@ -267,7 +267,6 @@ def test_download_and_sleep() -> None:
 @pytest.mark.parametrize(("config", "names"), [
     ({"type": "googledrive", "parameters": {}}, ["'googledrive'", "Google Drive"]),
     ({"type": "login", "parameters": {}}, ["'login'", "web account"]),
-    ({"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://x"]}}, ["'chrome_open_tabs'", "CDP"]),
     ({"type": "chrome_close_tabs", "parameters": {}}, ["'chrome_close_tabs'", "CDP"]),
     ({"type": "update_browse_history", "parameters": {}}, ["'update_browse_history'"]),
     ({"type": "tidy_desktop", "parameters": {}}, ["'tidy_desktop'", "supported: launch"]),
@@ -289,13 +288,14 @@ def test_the_unsupported_task_file_is_refused_naming_the_type(server: str) -> No
     assert message.startswith("t.json: OSWorld config type 'googledrive' in config[1] has no counterpart in cud")
 
 
-CONFIG_TYPES = ("launch", "execute", "command", "open", "download", "sleep", "activate_window", "close_window")
+CONFIG_TYPES = ("launch", "execute", "command", "open", "download", "sleep", "activate_window", "close_window",
+                "chrome_open_tabs")
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(min_size=1, max_size=30).filter(lambda s: s not in CONFIG_TYPES))
 @example("googledrive")
-@example("chrome_open_tabs")
+@example("chrome_close_tabs")
 def test_every_unknown_config_type_is_refused_naming_it(name: str) -> None:
     raw = task([{"type": "sleep", "parameters": {"seconds": 1}}, {"type": name, "parameters": {}}])
     refused(raw, repr(name), "config[1]")
@@ -468,7 +468,7 @@ def test_malformed_tasks_are_refused_never_a_traceback(data: st.DataObject) -> N
 
 def test_every_blocker_of_a_task_is_found_in_reading_order() -> None:
     raw = task([{"type": "googledrive", "parameters": {}}, {"type": "sleep", "parameters": {"seconds": 1}},
-                {"type": "chrome_open_tabs", "parameters": {}}],
+                {"type": "chrome_close_tabs", "parameters": {}}],
                {"func": ["no_such_metric", "exact_match"], "conj": "or",
                 "result": [{"type": "vm_file", "path": "/home/user/a"}, {"type": "vm_terminal_output"}],
                 "expected": [None, {"type": "rule", "rules": {"expected": "x"}}],

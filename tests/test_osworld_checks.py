@@ -306,8 +306,8 @@ def test_postconfig_is_setup_after_the_model_converted_as_config() -> None:
     assert [s.kind for s in spec.postconfig] == ["run", "sleep", "run", "files"]
     assert spec.local_files() == {URL: "postconfig[3].files[0].src"}
     refused({"func": "compare_csv", "result": FILE, "expected": CLOUD,
-             "postconfig": [{"type": "chrome_open_tabs", "parameters": {}}]},
-            "'chrome_open_tabs'", "evaluator.postconfig[0]")
+             "postconfig": [{"type": "chrome_close_tabs", "parameters": {}}]},
+            "'chrome_close_tabs'", "evaluator.postconfig[0]")
 
 
 def test_infeasible_is_an_answer_check_on_openai_runners_words() -> None:

@@ -58,6 +58,7 @@ METRICS: Mapping[str, MetricInfo] = _table(
     MetricInfo("literal_match", True, frozenset({"type", "ignore_case"})),
     MetricInfo("is_in_list", True),
     MetricInfo("match_in_list", True),
+    MetricInfo("is_expected_bookmarks", True),
     MetricInfo("compare_text_file", True, frozenset({"ignore_blanks", "ignore_case"})),
     MetricInfo("compare_images", True, frozenset({"reference_base_result"})),
     MetricInfo("compare_pdfs", True),

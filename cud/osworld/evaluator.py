@@ -9,6 +9,7 @@ of OpenAI's computer-use model (mm_agents/openai_cua_agent.py: OpenAICUAAgent.pr
   its getters ``{file}``, ``{fixture}``, ``{value}`` or ``{command}``, a ``multi`` one ``{files}`` or
   ``{fixtures}`` with ``names`` and ``gives``; a few pairs with an exact
   counterpart among cud's own checks (:data:`NATIVE`) become those.
+* Chrome's getters of one Preferences value are ``{command}`` getters (:mod:`cud.osworld.chrome`).
 * ``conj = "or"`` is ``pass_if = "any"``; ``postconfig`` entries are setup steps run after the model.
 * ``infeasible`` passes when the model's final message declares the task infeasible, as OSWorld's
   runner turns such a message into its FAIL action and evaluate() scores FAIL 1 (:data:`INFEASIBLE`);
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cud.errors import SpecError
+from cud.osworld import chrome
 from cud.osworld.catalog import METRICS, check_options
 from cud.osworld.context import Context
 from cud.osworld.steps import ANY_STATUS, argv, config_step, wrap
@@ -58,9 +60,13 @@ GETTERS: dict[str, frozenset[str]] = {
     "vm_command_line": frozenset({"type", "command", "shell"}),
     "vm_command_error": frozenset({"type", "command", "shell"}),
     "gimp_config_file": frozenset({"type", "file_name", "dest"}),
+    **{name: frozenset({"type"}) for name in sorted(chrome.PROFILE_GETTERS)},
+    "bookmarks": frozenset({"type"}),
 }
 #: gimp.py get_gimp_config_file's folder: ``~/.config/GIMP/2.10``, expanded in the VM user's home.
 GIMP_CONFIG = "~/.config/GIMP/2.10"
+#: Getters whose reading the one metric that takes them does on the file (cud.osworld.metrics.chrome).
+_READ_BY_METRIC = {"bookmarks": "is_expected_bookmarks"}
 _REFUSED_GETTERS = {
     "cache_file": "it reads OSWorld's host cache, which a setup step's stdout wrote",
     "googledrive_file": "it needs a Google Drive account",
@@ -124,6 +130,9 @@ def check(ctx: Context, key: str, func: object, result: object, expected: object
         raise ctx.refuse(key, func, f"OSWorld metric {func!r} in {key} has no counterpart in cud (supported: the "
                                     f"metrics of cud.osworld.catalog, and "
                                     + ", ".join(f"{m} on {g}" for g, m in NATIVE) + ")")
+    if isinstance(gtype, str) and gtype in _READ_BY_METRIC and func != _READ_BY_METRIC[gtype]:
+        raise ctx.refuse(key, func, f"OSWorld getter {gtype!r} in {rkey} gives {func} a value cud reads only for "
+                                    f"{_READ_BY_METRIC[gtype]}")
     info = METRICS[func]
     out: dict[str, Any] = {"name": f"{func} on {gtype}"[:v.MAX_NAME], "metric": func,
                            "result": getter(ctx, rkey, result)}
@@ -157,6 +166,10 @@ def getter(ctx: Context, key: str, value: object) -> dict[str, Any]:
     g = ctx.table(key, value, GETTERS[gtype], f"OSWorld {gtype} getter")
     if gtype == "rule":  # misc.py get_rule: the rules as they are
         return {"value": g.get("rules")}
+    if gtype in chrome.PROFILE_GETTERS:  # getters/chrome.py: a value of the profile's Preferences
+        return chrome.profile_getter(gtype)
+    if gtype == "bookmarks":  # getters/chrome.py get_bookmarks: the file, read by is_expected_bookmarks
+        return {"file": chrome.BOOKMARKS}
     if gtype in ("vm_command_line", "vm_command_error"):  # general.py: the server's execute, its stdout (stderr)
         args, rewrite = argv(ctx, key, g)
         return {"command": wrap(ANY_STATUS[2] if gtype == "vm_command_line" else STDERR_ONLY, args, rewrite=rewrite)}

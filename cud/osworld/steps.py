@@ -11,6 +11,7 @@ does what OSWorld's does, and the module's constants say where each rule comes f
 * ``open`` waits for a window whose title holds the file's name and activates it
   (server/main.py: open_file);
 * ``activate_window`` and ``close_window`` run wmctrl as the server does, status unchecked.
+* Google Chrome's commands and ``chrome_open_tabs`` run on the seat's Chromium (:mod:`cud.osworld.chrome`).
 
 Paths of OSWorld's VM user (``/home/user``) become the seat's home: path parameters become paths
 in the home; a command that names ``/home/user`` anywhere (an argument, shell text, a ``python -c``
@@ -25,6 +26,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from cud.osworld import chrome
 from cud.osworld.context import OSWORLD_HOME, Context
 from cud.spec import values as v
 
@@ -83,12 +85,12 @@ PARAMETERS: dict[str, frozenset[str]] = {
     "sleep": frozenset({"seconds"}),
     "activate_window": frozenset({"window_name", "strict", "by_class"}),
     "close_window": frozenset({"window_name", "strict", "by_class"}),
+    "chrome_open_tabs": frozenset({"urls_to_open"}),
 }
 #: Types refused by name, and why.
 REFUSED: dict[str, str] = {
     "googledrive": "it needs a Google Drive account",
     "login": "it logs into a web account",
-    "chrome_open_tabs": "it drives a Chrome with remote debugging (CDP) through Playwright",
     "chrome_close_tabs": "it drives a Chrome with remote debugging (CDP) through Playwright",
     "update_browse_history": "it writes Chrome's history database through the VM image's own paths",
 }
@@ -115,16 +117,20 @@ def config_step(ctx: Context, key: str, item: object) -> list[dict[str, Any]]:
         if name in p:
             raise ctx.refuse(f"{at}.{name}", p[name], f"OSWorld {kind!r} parameter {name!r} in {at} has no "
                                                       f"counterpart in cud: {why}")
-    if kind in ("execute", "command"):
-        packages, rest = _sudo_installs(ctx, f"{at}.command", p)
-        steps = [{"run": [*HAS_PACKAGES, *packages], "timeout": RUN_SECONDS}] if packages else []
+    if kind in ("execute", "command", "launch"):
+        packages, rest = _sudo_installs(ctx, f"{at}.command", p) if kind != "launch" else ([], p.get("command"))
+        steps: list[dict[str, Any]] = [{"run": [*HAS_PACKAGES, *packages], "timeout": RUN_SECONDS}] if packages else []
         if rest is None:
             return steps
-        args, rewrite = argv(ctx, at, {**p, "command": rest}, split=shlex.split)
-        return [*steps, {"run": wrap(ANY_STATUS[2], args, rewrite=rewrite), "timeout": RUN_SECONDS}]
-    if kind == "launch":
-        args, rewrite = argv(ctx, at, p, split=_launch_split)
-        return [{"launch": wrap('exec "$@"', args, rewrite=True) if rewrite else args}]
+        args, rewrite = argv(ctx, at, {**p, "command": rest}, split=_launch_split if kind == "launch" else shlex.split)
+        seat_args = chrome.seat_command(args)  # Google Chrome's commands as Chromium's (cud.osworld.chrome)
+        if seat_args is None:
+            return steps
+        if kind == "launch":
+            return [{"launch": wrap('exec "$@"', seat_args, rewrite=True) if rewrite else seat_args}]
+        return [*steps, {"run": wrap(ANY_STATUS[2], seat_args, rewrite=rewrite), "timeout": RUN_SECONDS}]
+    if kind == "chrome_open_tabs":
+        return chrome.open_tabs(ctx, f"{at}.urls_to_open", p.get("urls_to_open"))
     if kind == "open":
         path = ctx.home(f"{at}.path", p.get("path"))
         stem = _stem(path)

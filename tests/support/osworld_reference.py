@@ -28,14 +28,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ("STUBBED", "reference", "reference_modules")
+__all__ = ("STUBBED", "reference", "reference_getter", "reference_modules")
 
 PACKAGE = "desktop_env.evaluators.metrics"
+GETTERS = "desktop_env.evaluators.getters"
 
 #: Top-level imports of OSWorld's metric modules that bring a deep-learning or media stack (or are
 #: unmaintained); stood in for when absent. Extend it for a module that imports another.
 STUBBED: frozenset[str] = frozenset({
     "easyocr", "torch", "cv2", "librosa", "acoustid", "fastdtw", "borb", "mutagen", "imagehash",
+    "pydrive",  # the getters' Google Drive client (getters/chrome.py imports it at the top)
 })
 
 
@@ -80,22 +82,28 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 @functools.cache
-def _metrics_folder() -> Path:
+def _bare_package(dotted: str) -> Path:
+    """The folder of ``dotted`` (a package of desktop_env.evaluators), put in ``sys.modules`` without its
+    ``__init__``."""
     spec = importlib.util.find_spec("desktop_env")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("desktop-env is not installed: `make setup` installs it (--no-deps) for these tests")
-    folder = Path(next(iter(spec.submodule_search_locations))) / "evaluators" / "metrics"
-    if PACKAGE not in sys.modules:
+    folder = Path(next(iter(spec.submodule_search_locations))).joinpath(*dotted.split(".")[1:])
+    if dotted not in sys.modules:
         importlib.import_module("desktop_env.evaluators")  # a comment only; the metrics' __init__ is the heavy one
-        package = types.ModuleType(PACKAGE)
+        package = types.ModuleType(dotted)
         package.__path__ = [str(folder)]
-        package.__package__ = PACKAGE
-        package.__spec__ = importlib.machinery.ModuleSpec(PACKAGE, None, is_package=True)
+        package.__package__ = dotted
+        package.__spec__ = importlib.machinery.ModuleSpec(dotted, None, is_package=True)
         package.__spec__.submodule_search_locations = [str(folder)]
-        sys.modules[PACKAGE] = package
+        sys.modules[dotted] = package
     if not any(isinstance(finder, _StubFinder) for finder in sys.meta_path):
         sys.meta_path.append(_StubFinder())
     return folder
+
+
+def _metrics_folder() -> Path:
+    return _bare_package(PACKAGE)
 
 
 @functools.cache
@@ -123,13 +131,12 @@ def reference(name: str) -> Callable[..., Any]:
     return function
 
 
-def reference_getter(module_name: str, name: str) -> Callable[..., Any]:
-    """OSWorld's own getter ``name`` of ``getters/<module_name>.py``, loaded from its file without the getters'
-    ``__init__`` (which imports every getter's libraries)."""
-    folder = _metrics_folder().parent / "getters"
-    spec = importlib.util.spec_from_file_location(f"_osworld_getters_{module_name}", folder / f"{module_name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    function: Callable[..., Any] = getattr(module, name)
+def reference_getter(module: str, name: str) -> Callable[..., Any]:
+    """OSWorld's own getter ``name`` (``get_…``) from ``desktop_env/evaluators/getters/MODULE.py``, loaded without
+    the getters' ``__init__`` (which imports every getter module)."""
+    _bare_package(GETTERS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = importlib.import_module(f"{GETTERS}.{module}")
+    function: Callable[..., Any] = getattr(loaded, name)
     return function

@@ -36,6 +36,7 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
     "compare_pptx_files": "slides:compare_pptx_files",
     "compare_images": "images:compare_images",
     "compare_pdfs": "pdfs:compare_pdfs",
+    "is_expected_bookmarks": "chrome:is_expected_bookmarks",
     # Small metrics, each of one or two tasks (misc.py)
     "check_json": "misc:check_json",
     "file_contains": "misc:file_contains",

@@ -1,0 +1,265 @@
+"""OSWorld's Chrome on a seat (cud/osworld/chrome.py, chrome_open_tabs.py): Google Chrome's commands as Chromium's,
+``chrome_open_tabs`` as a program run with the URLs as arguments, and that program driving Debian's real Chromium.
+
+The converter tests take OSWorld's own chrome task 7a5a7856-f1b6-42a4-ade9-1ca81ca0f263 (its config and
+postconfig as OSWorld's evaluation_examples has them). The seat test runs a task in OSWorld's format through
+``cuctl eval --from-osworld`` on a real daemon and seat: the converted setup starts the seat's Chromium and opens
+two pages a loopback server of this module serves; checks over the browser's own DevTools list pass and fail.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cud.errors import SpecError
+from cud.osworld.chrome import MAX_URLS, PROFILE, program, seat_command
+from cud.osworld.chrome_open_tabs import CONNECT_SECONDS, LOAD_SECONDS
+from cud.osworld.convert import convert_osworld
+from cud.osworld.seat import SYSTEM_PYTHON, template_files
+from cud.spec import parse_spec
+from cud.spec import values as v
+from tests.support.daemon import cuctl, scenario
+from tests.support.http_files import Served, serve_files
+from tests.support.judge_python import judge_python
+from tests.support.seat_users import SeatUsers
+from tests.support.spec_seat import SpecSeat, spec_seat
+
+#: OSWorld's chrome/7a5a7856-f1b6-42a4-ade9-1ca81ca0f263.json, its config and evaluator as written there.
+URLS = ["https://blog.eleuther.ai/rotary-embeddings/", "https://jalammar.github.io/illustrated-transformer/"]
+BOOKMARK_TASK: dict[str, Any] = {
+    "id": "7a5a7856-f1b6-42a4-ade9-1ca81ca0f263", "snapshot": "chrome",
+    "instruction": "Can you save this webpage I'm looking at to bookmarks bar so I can come back to it later?",
+    "source": "https://www.youtube.com/watch?v=ZaZ8GcTxjXA",
+    "config": [
+        {"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337"]}},
+        {"type": "launch", "parameters": {"command": ["socat", "tcp-listen:9222,fork", "tcp:localhost:1337"]}},
+        {"type": "chrome_open_tabs", "parameters": {"urls_to_open": URLS}},
+    ],
+    "trajectory": "trajectories/", "related_apps": ["chrome"],
+    "evaluator": {
+        "postconfig": [
+            {"type": "launch", "parameters": {"command": ["pkill", "chrome"]}},
+            {"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337"]}},
+            {"type": "sleep", "parameters": {"seconds": 3}},
+        ],
+        "func": "is_expected_bookmarks", "result": {"type": "bookmarks"},
+        "expected": {"type": "rule", "rules": {"type": "bookmark_bar_websites_urls",
+                                               "urls": ["https://jalammar.github.io/illustrated-transformer/"]}},
+    },
+}
+#: A check the converter takes, in the place of the bookmarks getter it does not.
+LISTED = {"func": "exact_match", "result": {"type": "vm_command_line", "command": ["true"]},
+          "expected": {"type": "rule", "rules": {"expected": ""}}}
+
+
+def no_fetch(url: str) -> bytes:
+    raise AssertionError(f"nothing should be fetched, got {url}")
+
+
+def convert(raw: dict[str, Any]) -> dict[str, Any]:
+    converted = convert_osworld(raw, source="t.json", fetch=no_fetch)
+    parse_spec(dict(converted))
+    return converted
+
+
+def opening(urls: list[str]) -> dict[str, Any]:
+    return {"run": [SYSTEM_PYTHON, "-c", program("chrome_open_tabs"), PROFILE, *urls],
+            "timeout": CONNECT_SECONDS + LOAD_SECONDS * len(urls) + 15}
+
+
+# -- the converter -------------------------------------------------------------------------------
+
+
+def test_osworlds_bookmark_task_starts_chromium_and_opens_its_tabs() -> None:
+    converted = convert({**BOOKMARK_TASK, "evaluator": {**LISTED, "postconfig": BOOKMARK_TASK["evaluator"]["postconfig"]}})
+    assert converted["setup"] == [{"launch": ["chromium", "--remote-debugging-port=0"]}, opening(URLS)]
+    assert converted["postconfig"] == [{"launch": ["pkill", "chromium"]},
+                                       {"launch": ["chromium", "--remote-debugging-port=0"]}, {"sleep": 3.0}]
+
+
+def test_osworlds_bookmark_task_reads_chromiums_bookmarks_file() -> None:
+    converted = convert(BOOKMARK_TASK)
+    assert converted["checks"] == [{"name": "is_expected_bookmarks on bookmarks", "metric": "is_expected_bookmarks",
+                                    "result": {"file": ".config/chromium/Default/Bookmarks"},
+                                    "expected": {"value": BOOKMARK_TASK["evaluator"]["expected"]["rules"]}}]
+
+
+def test_the_bookmarks_getter_is_refused_with_another_metric() -> None:
+    raw = {**BOOKMARK_TASK, "evaluator": {"func": "exact_match", "result": {"type": "bookmarks"},
+                                          "expected": {"type": "rule", "rules": {"expected": "x"}}}}
+    with pytest.raises(SpecError) as caught:
+        convert_osworld(raw, source="t.json", fetch=no_fetch)
+    assert "'bookmarks'" in caught.value.message and "is_expected_bookmarks" in caught.value.message
+
+
+@pytest.mark.parametrize("module", ["chrome_open_tabs", "chrome_profile"])
+def test_each_program_fits_one_argument_and_is_python(module: str) -> None:
+    text = program(module)
+    assert len(text) <= v.MAX_ARG
+    ast.parse(text)
+    assert '"""' not in text and "#" not in text and "Any" not in text
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(st.characters(exclude_characters="\0", exclude_categories=("Cs",)), min_size=1, max_size=80)
+                .filter(str.strip), min_size=1, max_size=MAX_URLS))
+def test_urls_are_arguments_never_program_text(urls: list[str]) -> None:
+    (step,) = convert({"id": "t", "instruction": "x", "evaluator": LISTED,
+                       "config": [{"type": "chrome_open_tabs", "parameters": {"urls_to_open": urls}}]})["setup"]
+    assert step == opening(urls)
+
+
+@pytest.mark.parametrize(("urls", "words"), [
+    ([], ["non-empty list"]), ("https://x", ["non-empty list"]), ([1], ["non-empty list"]), (["  "], ["non-empty"]),
+    (["https://x"] * (MAX_URLS + 1), [f"{MAX_URLS + 1} URLs", "600 s"]),
+])
+def test_urls_that_cannot_open_are_refused_naming_the_key(urls: object, words: list[str]) -> None:
+    raw = {"id": "t", "instruction": "x", "evaluator": LISTED,
+           "config": [{"type": "chrome_open_tabs", "parameters": {"urls_to_open": urls}}]}
+    with pytest.raises(SpecError) as caught:
+        convert_osworld(raw, source="t.json", fetch=no_fetch)
+    assert caught.value.details["key"] == "config[0].parameters.urls_to_open"
+    for word in words:
+        assert word in caught.value.message, caught.value.message
+
+
+@given(st.lists(st.text(max_size=20), max_size=4))
+def test_other_commands_run_as_written(args: list[str]) -> None:
+    if args[:1] in (["google-chrome"], ["google-chrome-stable"]) or args in (["pkill", "chrome"],
+                                                                             ["socat", "tcp-listen:9222,fork",
+                                                                              "tcp:localhost:1337"]):
+        return
+    assert seat_command(args) == args
+
+
+def test_chromes_commands_become_chromiums() -> None:
+    assert seat_command(["google-chrome-stable", "--remote-debugging-port=9", "--no-sandbox", "https://a/"]) == \
+        ["chromium", "--remote-debugging-port=0", "--no-sandbox", "https://a/"]
+    assert seat_command(["socat", "tcp-listen:9222,fork", "tcp:localhost:1337"]) is None
+    assert seat_command(["pkill", "chrome"]) == ["pkill", "chromium"]
+    assert seat_command(["pkill", "-f", "chrome"]) == ["pkill", "-f", "chrome"]
+
+
+# -- on a seat -----------------------------------------------------------------------------------
+
+PAGES = {"/one.html": b"<!doctype html><title>Page one</title><p>one</p>",
+         "/two.html": b"<!doctype html><title>Page two</title><p>two</p>"}
+#: Prints the URLs of the browser's pages, sorted, from its DevTools list (the port from its profile).
+LIST_PAGES = ("import json, urllib.request\n"
+              "port = open('/home/user/.config/chromium/DevToolsActivePort').readline().strip()\n"
+              "pages = json.load(urllib.request.urlopen('http://127.0.0.1:' + port + '/json/list'))\n"
+              "print(' '.join(sorted(p['url'] for p in pages if p['type'] == 'page')))\n")
+
+
+def chrome_task(task_id: str, base: str, evaluator: dict[str, Any]) -> dict[str, Any]:
+    return {"id": task_id, "snapshot": "chrome", "instruction": "Look at the pages.", "source": "cud tests",
+            "config": [*BOOKMARK_TASK["config"][:2],
+                       {"type": "chrome_open_tabs", "parameters": {"urls_to_open": [f"{base}/one.html",
+                                                                                    f"{base}/two.html"]}}],
+            "trajectory": "trajectories/", "related_apps": ["chrome"], "evaluator": evaluator, "proxy": False}
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[Served]:
+    with serve_files(PAGES) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def seat(seat_users: SeatUsers) -> Iterator[SpecSeat]:
+    done = scenario({"message": "done"}, look_first=False)
+    judge = seat_users.make()
+    with judge_python(judge) as python, \
+            spec_seat(seat_users, done, config=f'[sessions]\njudge_user = "{judge.name}"\n',
+                      template_files=template_files(), scenarios={"done": done}, python=python) as s:
+        yield s
+
+
+def evaluate(seat: SpecSeat, tasks: dict[str, dict[str, Any]], out: Path) -> dict[str, tuple[str, str]]:
+    """``cuctl eval --from-osworld`` over ``tasks`` (chrome/ID.json each) and a scripted model that says it is done:
+    each task's state and outcome."""
+    root = out / "evaluation_examples"
+    (root / "examples" / "chrome").mkdir(parents=True)
+    for task_id, body in tasks.items():
+        (root / "examples" / "chrome" / f"{task_id}.json").write_text(json.dumps(body))
+    (root / "test_chrome.json").write_text(json.dumps({"chrome": list(tasks)}))
+    done = cuctl(seat.daemon.socket, "eval", "--from-osworld", str(root / "test_chrome.json"), "--model",
+                 "scripted:done", "--out", str(out / "out"), timeout=900)
+    assert "Traceback" not in done.stderr, done.stderr
+    runs = {r["spec"]: r for r in json.loads((out / "out" / "results.json").read_text())["runs"]}
+    return {name: (r["state"], r["outcome"]) for name, r in runs.items()}
+
+
+def test_the_converted_setup_opens_the_tabs_in_the_seats_chromium_and_closes_its_first_page(
+        seat: SpecSeat, served: Served, tmp_path: Path) -> None:
+    listed = {"type": "vm_command_line", "command": ["python3", "-c", LIST_PAGES]}
+    both = f"{served.base}/one.html {served.base}/two.html\n"
+    tasks = {
+        "tabs-open": chrome_task("tabs-open", served.base, {
+            "func": "exact_match", "result": listed, "expected": {"type": "rule", "rules": {"expected": both}}}),
+        "new-tab-kept": chrome_task("new-tab-kept", served.base, {
+            "func": "check_include_exclude", "result": listed,
+            "expected": {"type": "rule", "rules": {"include": ["chrome://"], "exclude": []}}}),
+    }
+    assert evaluate(seat, tasks, tmp_path) == {
+        "chrome/tabs-open": ("succeeded", "passed"),
+        "chrome/new-tab-kept": ("succeeded", "failed"),  # OSWorld closes the page the browser started with
+    }
+    assert served.requested.count("/one.html") >= 2 and served.requested.count("/two.html") >= 2
+
+
+#: OSWorld's chrome/030eeff7 (Do Not Track), its config led by a command that sets the preference as the
+#: browser's settings page would: Chromium starts on it, is ended by ``pkill chrome`` and started again
+#: (the task's postconfig), and the getter reads the Preferences that Chromium wrote.
+SET_DO_NOT_TRACK = ("import json; p = '/home/user/.config/chromium/Default/Preferences'; d = json.load(open(p)); "
+                    "d['enable_do_not_track'] = True; json.dump(d, open(p, 'w'))")
+
+
+def do_not_track_task(task_id: str, expected: str) -> dict[str, Any]:
+    launch = BOOKMARK_TASK["config"][0]
+    return {"id": task_id, "snapshot": "chrome", "instruction": "Turn on Do Not Track.", "source": "cud tests",
+            "config": [{"type": "execute", "parameters": {"command": ["python3", "-c", SET_DO_NOT_TRACK]}},
+                       *BOOKMARK_TASK["config"][:2]],
+            "trajectory": "trajectories/", "related_apps": ["chrome"], "proxy": False,
+            "evaluator": {"postconfig": [{"type": "launch", "parameters": {"command": ["pkill", "chrome"]}}, launch,
+                                         {"type": "sleep", "parameters": {"seconds": 3}}],
+                          "func": "exact_match", "result": {"type": "enable_do_not_track"},
+                          "expected": {"type": "rule", "rules": {"expected": expected}}}}
+
+
+def test_a_preferences_getter_reads_what_the_seats_chromium_wrote(seat: SpecSeat, tmp_path: Path) -> None:
+    tasks = {"dnt-on": do_not_track_task("dnt-on", "true"), "dnt-off": do_not_track_task("dnt-off", "false")}
+    assert evaluate(seat, tasks, tmp_path) == {"chrome/dnt-on": ("succeeded", "passed"),
+                                               "chrome/dnt-off": ("succeeded", "failed")}
+
+
+#: Writes a Bookmarks file (Chromium's format) with the transformer page on the bookmark bar.
+SET_BOOKMARK = ("import json; p = '/home/user/.config/chromium/Default/Bookmarks'; json.dump({'version': 1, 'roots': "
+                "{'bookmark_bar': {'type': 'folder', 'name': 'Bookmarks bar', 'children': [{'type': 'url', 'name': "
+                "'The Illustrated Transformer', 'url': 'https://jalammar.github.io/illustrated-transformer/'}]}, "
+                "'other': {'type': 'folder', 'name': 'Other bookmarks', 'children': []}}}, open(p, 'w'))")
+
+
+def bookmark_task(task_id: str, urls: list[str]) -> dict[str, Any]:
+    """OSWorld's 7a5a7856 without its network tabs, led by a command that bookmarks the page it asks for."""
+    evaluator = BOOKMARK_TASK["evaluator"]
+    return {"id": task_id, "snapshot": "chrome", "instruction": BOOKMARK_TASK["instruction"], "source": "cud tests",
+            "config": [{"type": "execute", "parameters": {"command": ["python3", "-c", SET_BOOKMARK]}},
+                       *BOOKMARK_TASK["config"][:2]],
+            "trajectory": "trajectories/", "related_apps": ["chrome"], "proxy": False,
+            "evaluator": {**evaluator, "expected": {"type": "rule", "rules": {"type": "bookmark_bar_websites_urls",
+                                                                              "urls": urls}}}}
+
+
+def test_is_expected_bookmarks_reads_the_bookmarks_the_seats_chromium_kept(seat: SpecSeat, tmp_path: Path) -> None:
+    tasks = {"saved": bookmark_task("saved", [URLS[1]]), "other": bookmark_task("other", URLS)}
+    assert evaluate(seat, tasks, tmp_path) == {"chrome/saved": ("succeeded", "passed"),
+                                               "chrome/other": ("succeeded", "failed")}

@@ -1,0 +1,101 @@
+"""cud's is_expected_bookmarks (cud/osworld/metrics/chrome.py) gives OSWorld's verdicts: against desktop-env 1.0.2's
+get_bookmarks followed by its is_expected_bookmarks (tests/support/osworld_reference.py), on Hypothesis-made
+Bookmarks files (Chromium's format, with parts missing or of the wrong type) and the rules OSWorld's tasks give."""
+
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from cud.osworld.metrics import metric
+from tests.support.osworld_outcomes import outcome
+from tests.support.osworld_reference import reference, reference_getter
+
+URLS = ["https://jalammar.github.io/illustrated-transformer/", "https://blog.eleuther.ai/rotary-embeddings/",
+        "https://a.example/"]
+NAMES = ["Favorites", "Liked Authors", "Work"]
+
+
+class _Controller:
+    def __init__(self, content: bytes | None) -> None:
+        self.content = content
+
+    def execute_python_command(self, command: str) -> dict[str, str]:
+        return {"output": "/home/user/.config/google-chrome/Default/Bookmarks\n"}
+
+    def get_file(self, path: str) -> bytes | None:
+        return self.content
+
+
+class _Env:
+    vm_platform = "Linux"
+
+    def __init__(self, content: bytes | None) -> None:
+        self.controller = _Controller(content)
+
+
+def theirs(content: bytes | None, rule: dict[str, Any]) -> Any:
+    def run() -> float:
+        found = reference_getter("chrome", "get_bookmarks")(_Env(content), {})
+        score: float = reference("is_expected_bookmarks")(found, rule)
+        return score
+    return outcome(run)
+
+
+def ours(content: bytes | None, rule: dict[str, Any]) -> Any:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = None
+        if content is not None:
+            path = str(Path(tmp) / "Bookmarks")
+            Path(path).write_bytes(content)
+        return outcome(metric("is_expected_bookmarks"), path, rule)
+
+
+url_node = st.fixed_dictionaries({"type": st.just("url"), "url": st.sampled_from(URLS), "name": st.just("x")})
+node = st.recursive(url_node, lambda inner: st.fixed_dictionaries(
+    {"type": st.just("folder"), "name": st.sampled_from(NAMES), "children": st.lists(inner, max_size=3)}), max_leaves=6)
+odd = st.none() | st.integers() | st.text(max_size=3) | st.fixed_dictionaries({}, optional={"type": st.just("url")})
+roots = st.fixed_dictionaries({}, optional={
+    "bookmark_bar": st.fixed_dictionaries({"children": st.lists(node, max_size=4)})
+    | st.fixed_dictionaries({}, optional={"children": st.lists(node | odd, max_size=3) | odd}) | odd,
+    "other": st.just({"children": []})})
+content = (st.fixed_dictionaries({"roots": roots}).map(lambda d: json.dumps(d).encode())
+           | st.fixed_dictionaries({}, optional={"roots": roots | odd, "version": st.just(1)}).map(
+    lambda d: json.dumps(d).encode()) | st.sampled_from([None, b"", b"{", b"[]", b"null"]))
+urls = st.lists(st.sampled_from(URLS), max_size=3)
+rule = (st.fixed_dictionaries({"type": st.just("bookmark_bar_folders_names"), "names": st.lists(st.sampled_from(NAMES),
+                                                                                                max_size=3)})
+        | st.fixed_dictionaries({"type": st.just("bookmark_bar_websites_urls"), "urls": urls})
+        | st.fixed_dictionaries({"type": st.just("liked_authors_websites_urls"),
+                                 "urls": st.lists(st.sampled_from(URLS) | urls, max_size=3)})
+        | st.just({"type": "bookmark_bar_other"}))
+
+TRANSFORMER = json.dumps({"roots": {"bookmark_bar": {"children": [
+    {"type": "url", "url": URLS[0], "name": "The Illustrated Transformer"}]}}}).encode()
+TWICE = json.dumps({"roots": {"bookmark_bar": {"children": [
+    {"type": "url", "url": u, "name": "x"} for u in (URLS[0], URLS[1], URLS[0])]}}}).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(content, rule)
+@example(TRANSFORMER, {"type": "bookmark_bar_websites_urls", "urls": [URLS[0]]})
+@example(TRANSFORMER, {"type": "bookmark_bar_folders_names", "names": ["Favorites"]})
+@example(None, {"type": "bookmark_bar_websites_urls", "urls": []})
+@example(TWICE, {"type": "bookmark_bar_websites_urls", "urls": [URLS[1], URLS[0]]})  # a set: order and repeats aside
+@example(json.dumps({"roots": {"bookmark_bar": {"children": [{"type": "folder", "name": "Liked Authors", "children": [
+    {"type": "url", "url": URLS[1]}, {"type": "url", "url": URLS[2]}]}]}}}).encode(),
+    {"type": "liked_authors_websites_urls", "urls": [[URLS[0], URLS[2]], URLS[1]]})
+def test_is_expected_bookmarks_scores_as_osworld(content: bytes | None, rule: dict[str, Any]) -> None:
+    assert ours(content, copy.deepcopy(rule)) == theirs(content, copy.deepcopy(rule))
+
+
+def test_the_transformer_bookmark_passes_and_a_missing_one_fails() -> None:
+    assert ours(TRANSFORMER, {"type": "bookmark_bar_websites_urls", "urls": [URLS[0]]}) == ("score", 1.0)
+    assert ours(TRANSFORMER, {"type": "bookmark_bar_websites_urls", "urls": URLS[:2]}) == ("score", 0.0)
+    assert ours(None, {"type": "bookmark_bar_folders_names", "names": []}) == ("score", 0.0)
