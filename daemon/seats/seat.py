@@ -323,7 +323,8 @@ class Seat:
             # An idle seat holds no frames: ~6 MiB a seat at 1280x800 (the seats bench). Still
             # busy meanwhile: no task may be handed over before the display has been looked at.
             await self.driver.call("rest")
-            self.state = "idle"  # check() takes it back if the display does not answer; it is
+            if self._dirty is None:  # a seat whose reset failed stays unavailable until a reset succeeds
+                self.state = "idle"  # check() takes it back if the display does not answer; it is
             await self.health_check()  # not free while checking, and starts checking before any await
             self._prune()
             if _TRIM is not None:
