@@ -497,3 +497,31 @@ def test_osworlds_thunderbird_tasks_check_the_profile_in_the_seats_home(func: st
     assert check == {"name": f"{func} on vm_file", "metric": func,
                      "result": {"file": path.removeprefix("/home/user/")}, "expected": {"value": rules}}
     assert converted.files == {PROFILE_URL: b"profile"}
+
+
+def test_osworlds_archive_task_zips_in_postconfig_and_compares_the_archive_with_the_gold_one() -> None:
+    """multi_apps/5df7b33a-9f77-4101-823e-02f863e1c1ae.json, as written."""
+    base = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/multi_apps/" \
+           "5df7b33a-9f77-4101-823e-02f863e1c1ae/"
+    raw = {"id": "5df7b33a-9f77-4101-823e-02f863e1c1ae", "instruction": "Zip the PDFs.",
+           "config": [{"type": "download", "parameters": {"files": [{"url": base + "raw_book.zip",
+                                                                     "path": "/home/user/Desktop/book.zip"}]}},
+                      {"type": "execute", "parameters": {"command": [
+                          "/bin/bash", "-c", "unzip -q /home/user/Desktop/book.zip -d /home/user/Desktop && "
+                                             "rm /home/user/Desktop/book.zip"]}},
+                      {"type": "launch", "parameters": {"command": ["nautilus", "/home/user/Desktop/book"]}},
+                      {"type": "open", "parameters": {"path": "/home/user/Desktop/book/Spectral Graph Theory.pdf"}}],
+           "evaluator": {"postconfig": [{"type": "execute", "parameters": {"command": [
+               "/bin/bash", "-c", "cd /home/user/Desktop/book && zip -qr book.zip *.pdf"]}}],
+               "func": "compare_archive",
+               "result": {"type": "vm_file", "path": "/home/user/Desktop/book/book.zip", "dest": "book.zip"},
+               "expected": {"type": "cloud_file", "path": base + "book.zip", "dest": "gold_book.zip"},
+               "options": {"file_type": "pdf"}}}
+    converted = convert(raw, lambda url: url.encode())
+    (check,) = converted["checks"]
+    assert check == {"name": "compare_archive on vm_file", "metric": "compare_archive",
+                     "result": {"file": "Desktop/book/book.zip"}, "expected": {"fixture": base + "book.zip"},
+                     "options": {"file_type": "pdf"}}
+    (zip_step,) = converted["postconfig"]
+    assert zip_step["run"][-1] == "cd /home/user/Desktop/book && zip -qr book.zip *.pdf"
+    assert set(converted.files) == {base + "raw_book.zip", base + "book.zip"}

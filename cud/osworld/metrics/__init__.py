@@ -89,6 +89,8 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
     "check_thunderbird_prefs": "thunderbird:check_thunderbird_prefs",
     "check_thunderbird_filter": "thunderbird:check_thunderbird_filter",
     "check_thunderbird_folder": "thunderbird:check_thunderbird_folder",
+    # Two archives, member by member (archives.py)
+    "compare_archive": "archives:compare_archive",
 })
 
 
