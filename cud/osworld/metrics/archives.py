@@ -8,11 +8,12 @@ the mean score; an archive with no member under ``file_path`` divides by zero, a
 
 The result archive is the model's work, so where OSWorld trusts it, cud does not:
 
-* a tar archive is unpacked with tarfile's ``data`` filter: a member with an absolute path, a
-  ``..`` that climbs out, a link pointing outside its folder, or a device file makes the metric raise
-  (the judge's error) where OSWorld would write it outside its folder; kept members lose setuid bits
-  and group/other write permission. A zip is unpacked by shutil as OSWorld's is: it already skips
-  absolute names and names holding ``..``, and writes no links.
+* a tar archive is unpacked only when each member is a plain file or folder whose name is relative
+  and has no ``..`` part: a link (symbolic or hard), a device, a FIFO, an absolute name or a climbing
+  one makes the metric raise (the judge's error), where OSWorld would write it, outside its folder
+  too. Where tarfile has its ``data`` filter (Python 3.11.4 on), it is used as well: kept members
+  lose setuid bits and group/other write permission. A zip is unpacked by shutil as OSWorld's is: it
+  already skips absolute names and names holding ``..``, and writes no links.
 * ``file_path`` (the task's option) must name a folder inside the archive's: an absolute one or one
   with a ``..`` part raises, where OSWorld would list whatever folder it names.
 * the ``audio`` and ``video`` file types raise: their metrics (vlc.py) are not ported.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tarfile
 from collections.abc import Callable
 from typing import Any
 
@@ -29,13 +31,28 @@ __all__ = ("compare_archive",)
 
 
 def _unpack(path: str, folder: str) -> None:
-    """``shutil.unpack_archive(path, folder)``, a tar format with the ``data`` filter (shutil's zip takes none)."""
+    """``shutil.unpack_archive(path, folder)``, a tar only when every member is a plain file or folder that stays
+    in ``folder`` (tarfile's ``data`` filter comes with Python 3.11.4, and a judge may run an older 3.11)."""
     fmt = next((name for name, extensions, _ in shutil.get_unpack_formats()
                 if any(path.endswith(ext) for ext in extensions)), None)
     if fmt is None or fmt == "zip":
         shutil.unpack_archive(path, folder, fmt)  # no format: ReadError, as OSWorld's call raises
-    else:
+        return
+    try:
+        with tarfile.open(path) as archive:
+            members = archive.getmembers()
+    except tarfile.TarError:
+        members = []  # not a tar: shutil's ReadError below, as OSWorld's
+    for member in members:
+        if not (member.isfile() or member.isdir()) or member.name.startswith("/") or ".." in member.name.split("/"):
+            kind = "link" if member.issym() or member.islnk() else "member" if member.isfile() or member.isdir() \
+                else "special file"
+            raise ValueError(f"archive {os.path.basename(path)!r} holds {kind} {member.name!r}, which compare_archive "
+                             f"does not unpack: only plain files and folders inside the archive's folder")
+    if hasattr(tarfile, "data_filter"):
         shutil.unpack_archive(path, folder, fmt, filter="data")
+    else:
+        shutil.unpack_archive(path, folder, fmt)
 
 
 def _compare_function(file_type: str) -> Callable[..., Any]:
