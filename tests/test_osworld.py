@@ -503,3 +503,76 @@ def test_submit_takes_one_of_spec_and_from_osworld_and_no_prompt_beside_it(tmp_p
         _spec_fields(Namespace(prompt=None, spec="a.toml", from_osworld=str(path)), lambda: [])
     with pytest.raises(ConfigError, match="a PROMPT or --from-osworld, not both"):
         _spec_fields(Namespace(prompt="hi", spec=None, from_osworld=str(path)), lambda: [])
+
+
+# -- OSWorld's own task files, as they reach the ported metrics ---------------------------------
+
+#: The Thunderbird profile the Thunderbird tasks unpack (their config, as written in OSWorld's task files).
+PROFILE_URL = ("https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/thunderbird/"
+               "dd84e895-72fd-4023-a336-97689ded257c/thunderbird-profile.tar.gz")
+THUNDERBIRD_CONFIG = [
+    {"type": "download", "parameters": {"files": [{"url": PROFILE_URL, "path": "/home/user/thunderbird-profile.tar.gz"}]}},
+    {"type": "execute", "parameters": {"command": ["tar", "-xzv", "--recursive-unlink", "-f",
+                                                   "/home/user/thunderbird-profile.tar.gz", "-C", "/home/user/"]}},
+    {"type": "launch", "parameters": {"command": ["/usr/bin/thunderbird"]}}]
+PROFILE = "/home/user/.thunderbird/t5q2a5hp.default-release"
+CLOSE_THUNDERBIRD = [{"type": "close_window", "parameters": {"window_name": "Mail.thunderbird", "strict": True,
+                                                             "by_class": True}},
+                     {"type": "sleep", "parameters": {"seconds": 0.5}}]
+
+
+@pytest.mark.parametrize(("func", "path", "rules"), [
+    # thunderbird/08c73485-7c6d-4681-999d-919f5c32dcfa.json
+    ("check_thunderbird_prefs", f"{PROFILE}/prefs.js", {
+        "expect": {"mail.server.default.applyIncomingFilters": {"method": "eq", "ref": True},
+                   "mail.imap.use_status_for_biff": {"method": "eq", "ref": False}},
+        "unexpect": {"mail.server.default.autosync_offline_stores": {"method": "eq", "ref": False}}}),
+    # thunderbird/3f28fe4f-5d9d-4994-a456-efd78cfae1a3.json
+    ("check_thunderbird_prefs", f"{PROFILE}/prefs.js",
+     {"expect": {"mail.identity.id1.htmlSigText": {"method": "re.S", "ref": "Anonym\\nXYZ Lab"}}}),
+    # thunderbird/9b7bc335-06b5-4cd3-9119-1a649c478509.json
+    ("check_thunderbird_filter", f"{PROFILE}/ImapMail/outlook.office365.com/msgFilterRules.dat",
+     {"expect": [{"enabled": "yes", "action": "Forward", "actionValue": "anonym-x2024@gmail.com",
+                  "condition": ["ALL"]}]}),
+])
+def test_osworlds_thunderbird_tasks_check_the_profile_in_the_seats_home(func: str, path: str,
+                                                                        rules: dict[str, Any]) -> None:
+    raw = {"id": "08c73485-7c6d-4681-999d-919f5c32dcfa", "instruction": "Set up Thunderbird.",
+           "config": THUNDERBIRD_CONFIG,
+           "evaluator": {"postconfig": CLOSE_THUNDERBIRD, "func": func,
+                         "result": {"type": "vm_file", "path": path, "dest": "thunder-prefs.js"},
+                         "expected": {"type": "rule", "rules": rules}}}
+    converted = convert(raw, lambda url: b"profile")
+    assert osworld_blockers(raw, source="t.json", fetch=lambda url: b"profile") == []
+    (check,) = converted["checks"]
+    assert check == {"name": f"{func} on vm_file", "metric": func,
+                     "result": {"file": path.removeprefix("/home/user/")}, "expected": {"value": rules}}
+    assert converted.files == {PROFILE_URL: b"profile"}
+
+
+def test_osworlds_archive_task_zips_in_postconfig_and_compares_the_archive_with_the_gold_one() -> None:
+    """multi_apps/5df7b33a-9f77-4101-823e-02f863e1c1ae.json, as written."""
+    base = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/multi_apps/" \
+           "5df7b33a-9f77-4101-823e-02f863e1c1ae/"
+    raw = {"id": "5df7b33a-9f77-4101-823e-02f863e1c1ae", "instruction": "Zip the PDFs.",
+           "config": [{"type": "download", "parameters": {"files": [{"url": base + "raw_book.zip",
+                                                                     "path": "/home/user/Desktop/book.zip"}]}},
+                      {"type": "execute", "parameters": {"command": [
+                          "/bin/bash", "-c", "unzip -q /home/user/Desktop/book.zip -d /home/user/Desktop && "
+                                             "rm /home/user/Desktop/book.zip"]}},
+                      {"type": "launch", "parameters": {"command": ["nautilus", "/home/user/Desktop/book"]}},
+                      {"type": "open", "parameters": {"path": "/home/user/Desktop/book/Spectral Graph Theory.pdf"}}],
+           "evaluator": {"postconfig": [{"type": "execute", "parameters": {"command": [
+               "/bin/bash", "-c", "cd /home/user/Desktop/book && zip -qr book.zip *.pdf"]}}],
+               "func": "compare_archive",
+               "result": {"type": "vm_file", "path": "/home/user/Desktop/book/book.zip", "dest": "book.zip"},
+               "expected": {"type": "cloud_file", "path": base + "book.zip", "dest": "gold_book.zip"},
+               "options": {"file_type": "pdf"}}}
+    converted = convert(raw, lambda url: url.encode())
+    (check,) = converted["checks"]
+    assert check == {"name": "compare_archive on vm_file", "metric": "compare_archive",
+                     "result": {"file": "Desktop/book/book.zip"}, "expected": {"fixture": base + "book.zip"},
+                     "options": {"file_type": "pdf"}}
+    (zip_step,) = converted["postconfig"]
+    assert zip_step["run"][-1] == "cd /home/user/Desktop/book && zip -qr book.zip *.pdf"
+    assert set(converted.files) == {base + "raw_book.zip", base + "book.zip"}

@@ -116,7 +116,7 @@ def test_every_option_the_catalog_knows_is_kept(metric: str, option: str) -> Non
     ({"func": "compare_csv", "result": FILE, "expected": CLOUD, "options": [1]}, ["evaluator.options"]),
     ({"func": "no_such_metric", "result": FILE, "expected": CLOUD}, ["'no_such_metric'", "evaluator.func"]),
     ({"func": "compare_csv", "result": {"type": "vm_terminal_output"}, "expected": CLOUD},
-     ["getter 'vm_terminal_output'", "evaluator.result"]),
+     ["getter 'vm_terminal_output'", "evaluator.result", "accessibility tree"]),
     ({"func": "compare_csv", "result": {"type": "cache_file", "path": "x"}, "expected": CLOUD},
      ["'cache_file'", "host cache"]),
     ({"func": "compare_csv", "result": FILE, "expected": {"type": "googledrive_file", "path": "x"}},
@@ -125,6 +125,8 @@ def test_every_option_the_catalog_knows_is_kept(metric: str, option: str) -> Non
                                           "dest": ["a.xlsx", "a/b.csv"], "multi": True}, "expected": CLOUD},
      ["evaluator.result.dest[1]", "'a/b.csv'"]),
     ({"func": "compare_table", "result": FILE}, ["evaluator.expected is missing"]),
+    ({"func": "check_python_file_by_test_suite", "result": FILE, "expected": CLOUD},
+     ["'check_python_file_by_test_suite'", "judge's process", "evaluator.func"]),
     ({"func": "compare_csv", "result": {**FILE, "path": "/etc/passwd"}, "expected": CLOUD}, ["'/etc/passwd'"]),
     ({"func": "compare_csv", "result": {"type": "vm_command_line", "command": "echo {CLIENT_PASSWORD}"},
       "expected": CLOUD}, ["{CLIENT_PASSWORD}"]),
@@ -149,7 +151,7 @@ def test_every_unknown_metric_and_getter_is_refused_naming_it(name: str, where: 
     if where == "func" and name not in METRICS and name != "infeasible":
         refused({"func": name, "result": FILE, "expected": CLOUD}, repr(name), "metric")
     elif where == "getter" and name not in ("vm_file", "cloud_file", "rule", "vm_command_line", "vm_command_error",
-                                            "list_directory", "gimp_config_file"):
+                                            "list_directory", "gimp_config_file", "vscode_config", "vm_wallpaper"):
         refused({"func": "compare_csv", "result": {"type": name}, "expected": CLOUD}, repr(name), "getter")
 
 

@@ -19,7 +19,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -297,6 +299,63 @@ expected = {{ fixtures = ["fixtures/red.png", "fixtures/blue.png"], gives = [0, 
     assert linked.startswith("could not look: ") and "Desktop/linked-Sheet1.csv" in linked, linked
     assert by_name["fail: lists of images, one of them missing"]["observed"] == {
         "score": 0.0, "result": f"Desktop/red.png ({len(image('red'))} bytes), no file Desktop/never-saved.png"}
+    assert judges_dirs(judge) == before
+
+
+def archive(kind: str) -> bytes:
+    """A zip of two text files; or a tar whose second member climbs out of the folder it is unpacked in."""
+    out = io.BytesIO()
+    if kind == "zip":
+        with zipfile.ZipFile(out, "w") as z:
+            z.writestr("book/a.txt", "alpha\n")
+            z.writestr("book/b.txt", "beta\n")
+        return out.getvalue()
+    with tarfile.open(fileobj=out, mode="w") as t:
+        for name in ("a.txt", "../../../escaped.txt"):
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            t.addfile(info, io.BytesIO(b"x\n"))
+    return out.getvalue()
+
+
+def test_archive_and_thunderbird_metrics_judge_the_seats_files_as_the_judges_user(seat: SpecSeat,
+                                                                                 judge: SeatUser) -> None:
+    """compare_archive unpacks in the judge's private directory under its limits; a tar member climbing out is
+    the check's error and lands nowhere; check_thunderbird_prefs reads a profile under a dot-directory."""
+    spec = seat.write("archives.toml", """
+prompt = "Pack the book."
+seat = "s1"
+[[setup]]
+files = [{ src = "fixtures/book.zip", dest = "Desktop/book.zip" },
+         { src = "fixtures/evil.tar", dest = "Desktop/pdf.tar" },
+         { src = "fixtures/prefs.js", dest = ".thunderbird/t5q2a5hp.default-release/prefs.js" }]
+[[checks]]
+name = "pass: compare_archive"
+metric = "compare_archive"
+result = { file = "Desktop/book.zip" }
+expected = { fixture = "fixtures/book.zip" }
+options = { file_path = "book", file_type = "text" }
+[[checks]]
+name = "error: compare_archive, a member climbing out"
+metric = "compare_archive"
+result = { file = "Desktop/pdf.tar" }
+expected = { fixture = "fixtures/evil.tar" }
+[[checks]]
+name = "pass: check_thunderbird_prefs"
+metric = "check_thunderbird_prefs"
+result = { file = ".thunderbird/t5q2a5hp.default-release/prefs.js" }
+expected = { value = { expect = { "mail.identity.id1.auto_quote" = { method = "eq", ref = false } } } }
+""", {"fixtures/book.zip": archive("zip"), "fixtures/evil.tar": archive("tar"),
+      "fixtures/prefs.js": 'user_pref("mail.identity.id1.auto_quote", false);\n'})
+    before = judges_dirs(judge)
+    code, task = seat.submit(spec)
+    outcomes = {r["name"]: (r["outcome"], r["why"]) for r in task["verdict"]["checks"]}
+    assert outcomes["pass: compare_archive"][0] == "passed", outcomes
+    assert outcomes["pass: check_thunderbird_prefs"][0] == "passed", outcomes
+    outcome, why = outcomes["error: compare_archive, a member climbing out"]
+    assert outcome == "error" and "does not unpack" in why and "'../../../escaped.txt'" in why, outcomes
+    assert not list(Path(tempfile.gettempdir()).glob("escaped.txt"))
+    assert task["state"] == "succeeded" and code == 3, (task["error"], task["reason"])  # 3: a check's error
     assert judges_dirs(judge) == before
 
 

@@ -47,6 +47,8 @@ class Context:
         self.collect = collect
         self.blockers: list[SpecError] = []
         self.files: dict[str, bytes] = {}
+        #: Steps a getter acts with before its file is read (cud.osworld.getter_steps): run after the postconfig.
+        self.after: list[dict[str, Any]] = []
 
     def refuse(self, key: str, value: object, why: str) -> SpecError:
         return SpecError(f"{self.source}: {why}", key=key, value=v.shown(value))

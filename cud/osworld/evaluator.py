@@ -2,7 +2,8 @@
 
 Ported from OSWorld's desktop_env (Apache-2.0): desktop_env.py (DesktopEnv._set_evaluator_info
 and evaluate), evaluators/getters (file.py: get_vm_file, get_cloud_file; general.py:
-get_vm_command_line, get_vm_command_error; misc.py: get_rule; gimp.py: get_gimp_config_file), and for ``infeasible`` the runner
+get_vm_command_line, get_vm_command_error; misc.py: get_rule; gimp.py: get_gimp_config_file; the getters that
+act first are cud.osworld.getter_steps), and for ``infeasible`` the runner
 of OpenAI's computer-use model (mm_agents/openai_cua_agent.py: OpenAICUAAgent.predict).
 
 * A metric of :data:`cud.osworld.catalog.METRICS` becomes a ``metric`` check (docs/specs.md),
@@ -27,6 +28,7 @@ from cud.errors import SpecError
 from cud.osworld import chrome
 from cud.osworld.catalog import METRICS, check_options
 from cud.osworld.context import Context
+from cud.osworld.getter_steps import vm_wallpaper, vscode_config
 from cud.osworld.steps import ANY_STATUS, argv, config_step, wrap
 from cud.spec import values as v
 from cud.spec.metric import file_names
@@ -62,6 +64,8 @@ GETTERS: dict[str, frozenset[str]] = {
     "gimp_config_file": frozenset({"type", "file_name", "dest"}),
     **{name: frozenset({"type"}) for name in sorted(chrome.PROFILE_GETTERS)},
     "bookmarks": frozenset({"type"}),
+    "vscode_config": frozenset({"type", "vscode_extension_command", "path", "dest"}),
+    "vm_wallpaper": frozenset({"type", "dest"}),
 }
 #: gimp.py get_gimp_config_file's folder: ``~/.config/GIMP/2.10``, expanded in the VM user's home.
 GIMP_CONFIG = "~/.config/GIMP/2.10"
@@ -70,6 +74,14 @@ _READ_BY_METRIC = {"bookmarks": "is_expected_bookmarks"}
 _REFUSED_GETTERS = {
     "cache_file": "it reads OSWorld's host cache, which a setup step's stdout wrote",
     "googledrive_file": "it needs a Google Drive account",
+    "vm_terminal_output": "it reads the text of the focused gnome-terminal tab through the accessibility tree "
+                          "(server/main.py: get_terminal_output), and no cud check hands a window's text to a "
+                          "metric",
+}
+#: Metrics left out on purpose, and why.
+_REFUSED_METRICS = {
+    "check_python_file_by_test_suite": "it imports and runs the model's Python file inside the judge's process, "
+                                       "where that code could write the verdict itself",
 }
 
 
@@ -104,6 +116,8 @@ def evaluator(ctx: Context, value: object) -> dict[str, Any]:
         raise ctx.refuse("evaluator.func", funcs, "evaluator.func must name a metric")
     out["checks"] = [c for i, parts in enumerate(zip(*listed.values(), strict=True))
                      for c in ctx.attempt(_checks, ctx, f"evaluator.func[{i}]" if many else "evaluator.func", parts) or []]
+    if ctx.after:  # a getter's acts, after the postconfig as OSWorld's getters run after it
+        out["postconfig"] = [*out.get("postconfig", []), *ctx.after]
     out["fail_if_answer"] = INFEASIBLE  # evaluate(): a feasible task whose last action is FAIL scores 0
     return out
 
@@ -126,6 +140,9 @@ def check(ctx: Context, key: str, func: object, result: object, expected: object
     gtype = result.get("type") if isinstance(result, Mapping) else None
     if isinstance(func, str) and isinstance(gtype, str) and (gtype, func) in NATIVE:
         return _native(ctx, key, func, gtype, result, expected, options)
+    if isinstance(func, str) and func in _REFUSED_METRICS:
+        raise ctx.refuse(key, func, f"OSWorld metric {func!r} in {key} has no counterpart in cud: "
+                                    f"{_REFUSED_METRICS[func]}")
     if not isinstance(func, str) or func not in METRICS:
         raise ctx.refuse(key, func, f"OSWorld metric {func!r} in {key} has no counterpart in cud (supported: the "
                                     f"metrics of cud.osworld.catalog, and "
@@ -173,6 +190,10 @@ def getter(ctx: Context, key: str, value: object) -> dict[str, Any]:
     if gtype in ("vm_command_line", "vm_command_error"):  # general.py: the server's execute, its stdout (stderr)
         args, rewrite = argv(ctx, key, g)
         return {"command": wrap(ANY_STATUS[2] if gtype == "vm_command_line" else STDERR_ONLY, args, rewrite=rewrite)}
+    if gtype == "vscode_config":
+        return vscode_config(ctx, key, g)
+    if gtype == "vm_wallpaper":
+        return vm_wallpaper(ctx, key, g)
     if gtype == "gimp_config_file":
         # gimp.py get_gimp_config_file: ~/.config/GIMP/2.10/<file_name> of the VM user's home, fetched as vm_file's
         # file is (it gives None for an empty file too: check_config_status, its one metric, scores that 0 as it

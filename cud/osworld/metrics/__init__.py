@@ -88,6 +88,12 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
     "check_image_file_size": "gimp:check_image_file_size",
     "check_config_status": "gimp:check_config_status",
     "compare_image_list": "gimp:compare_image_list",
+    # Thunderbird's profile files (thunderbird.py)
+    "check_thunderbird_prefs": "thunderbird:check_thunderbird_prefs",
+    "check_thunderbird_filter": "thunderbird:check_thunderbird_filter",
+    "check_thunderbird_folder": "thunderbird:check_thunderbird_folder",
+    # Two archives, member by member (archives.py)
+    "compare_archive": "archives:compare_archive",
 })
 
 
