@@ -87,7 +87,7 @@ def start_results(args: argparse.Namespace,
     /home/user runs its commands as written: :func:`sees_home_user`)."""
     tags = names(args.tags, "--tags")
     if args.resume:
-        if (args.paths or tags or args.repeat is not None or args.out or args.model or args.from_osworld
+        if (args.paths or tags or args.repeat is not None or args.out or args.model is not None or args.from_osworld
                 or args.max_cost is not None or args.exclude or getattr(args, "skip_unconvertible", False)):
             raise ConfigError("cuctl eval --resume DIR takes no PATH, --repeat, --tags, --exclude, --model, --out, "
                               "--max-cost, --from-osworld or --skip-unconvertible: the suite "
@@ -134,15 +134,33 @@ def start_results(args: argparse.Namespace,
 def new_results(args: argparse.Namespace, planned: Sequence[Planned | Unconverted], tags: list[str],
                 repeat: int) -> Results:
     """A new suite's results: how it was asked for, no attempt yet (an OSWorld suite's: :meth:`Results.osworld`)."""
+    chosen = models(args.model)
     results = Results({"paths": list(args.paths), "specs": [p.name for p in planned],
                        "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
-                       "model": args.model, "osworld": args.from_osworld,
+                       "model": chosen[0] if len(chosen) == 1 else None, "osworld": args.from_osworld,
+                       **({"models": chosen} if len(chosen) > 1 else {}),
                        "max_cost": None if args.max_cost is None else format_amount(SuiteBudget(args.max_cost).cap),
                        "seats": None, "retry_errors": retry_errors(args),
                        "started_at": datetime.now(UTC).isoformat(timespec="seconds")})
     if args.from_osworld:
         results.osworld(planned, bool(getattr(args, "skip_unconvertible", False)))
     return results
+
+
+def models(text: str | None) -> list[str]:
+    """``--model a,b,c``: the models every spec runs on, each (none: the specs' own; one: as ``--model M`` always
+    was). An empty name, or one given twice, is a usage error naming what was given."""
+    if text is None:
+        return []
+    chosen = [n.strip() for n in text.split(",")]
+    if not all(chosen):
+        raise ConfigError(f"--model takes one model name or more, comma-separated, none empty; got {text!r}",
+                          key="model", value=text)
+    twice = sorted({n for n in chosen if chosen.count(n) > 1})
+    if twice:
+        raise ConfigError(f"--model names {', '.join(map(repr, twice))} more than once (in {text!r}): each model "
+                          f"runs every spec once per --repeat", key="model", value=text)
+    return chosen
 
 
 def retry_errors(args: argparse.Namespace) -> int:
