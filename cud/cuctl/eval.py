@@ -108,6 +108,7 @@ def start_results(args: argparse.Namespace,
         repeat = 1 if args.repeat is None else args.repeat
         if not 1 <= repeat <= 1000:
             raise ConfigError(f"--repeat must be 1 to 1000, got {repeat}", key="repeat", value=repeat)
+        models(args.model)  # a bad --model is refused before the specs are read or the folder made
         skip = getattr(args, "skip_unconvertible", False)
         as_written = bool(args.from_osworld) and sees_home_user(seats, names(args.seats, "--seats"))
         found = plan_all(args.paths, tags, osworld=args.from_osworld, skip_unconvertible=skip,
