@@ -157,3 +157,30 @@ def test_resume_and_retry_go_per_spec_and_model(tmp_path: Path) -> None:
     todo = Suite(None, again, {}, tmp_path, None, []).todo  # type: ignore[arg-type]  # no daemon: what is due
     assert [(a.model, a.attempt) for a in todo] == [("m2", 2), ("m3", 1)]  # m1 judged: not run again
     assert [again.model_of(a) for a in todo] == ["m2", "m3"] and again.key_of(todo[0]) == "eval:r/0/m1/0/a2"
+
+
+def test_a_fleet_suite_keys_and_writes_back_each_models_runs_apart(tmp_path: Path) -> None:
+    """The fleet's loop is the same loop: its registry keys are per spec and model, and an attempt its node lost
+    is written back into its own model's spec-run, whatever the other model's run of that spec has."""
+    from cud.fleet.suite import FleetSuite
+
+    results = Results({"run": "r", "specs": ["a.toml"], "repeat": 1, "models": ["m1", "m2"], "model": None,
+                       "files": {}}, [Attempt("a.toml", 0, 1, task_id=1, state="succeeded", verdict="passed",
+                                              model="m1")])
+    fleet = FleetSuite(results, {}, tmp_path)
+    [due] = fleet.todo
+    assert (due.model, fleet._key(due)) == ("m2", "eval:r/0/m1/0")
+    results.attempts.append(due)
+    task = {"id": 9, "state": "succeeded", "seat": "s1", "verdict": {"verdict": "failed", "score": 0.0, "checks": []}}
+    outcome = {"attempt": 2, "node": "n2", "task": task, "record": {"inline": False, "host": "n2", "task": 9},
+               "history": [{"attempt": 1, "task": 5, "node": "n1"}, {"attempt": 2, "task": 9, "node": "n2"}]}
+    fleet._ended(fleet._take(due, outcome))
+    mine = [(a.attempt, a.state, a.task_id) for a in results.attempts if a.model == "m2"]
+    assert mine == [(1, "interrupted", 5), (2, "succeeded", 9)]  # its lost attempt 1, though m1 has an attempt 1
+    summary = results.summary()
+    assert [(g["model"], g["total"]["passed"], g["total"]["failed"], g["total"]["interrupted_attempts"])
+            for g in summary["models"]] == [("m1", 1, 0, 0), ("m2", 0, 1, 1)]
+    assert [row[:5] for row in summary_table(summary)[1]] == [
+        ["m1", "a.toml", "1", "1", "0"], ["m1", "total", "1", "1", "0"], ["m2", "a.toml", "1", "0", "1"],
+        ["m2", "total", "1", "0", "1"], ["all", "total", "2", "1", "1"]]
+    assert json.loads((tmp_path / "results.json").read_text())["summary"]["models"] == summary["models"]
