@@ -250,7 +250,7 @@ class Results:
         return f"{self.key_prefix()}{self.suite['specs'].index(spec)}/{on}{repeat}"
 
     def key_of(self, attempt: Attempt) -> str:
-        """The idempotency key of ``attempt``'s submission: ``eval:RUN/SPEC-INDEX/REPEAT/aATTEMPT``."""
+        """The idempotency key of ``attempt``'s submission: its spec-run's key (:meth:`spec_run_key`) and ``/aATTEMPT``."""
         return f"{self.spec_run_key(attempt.spec, attempt.repeat, attempt.model)}/a{attempt.attempt}"
 
     def spec_runs(self) -> list[SpecRun]:
