@@ -184,3 +184,20 @@ def test_a_fleet_suite_keys_and_writes_back_each_models_runs_apart(tmp_path: Pat
         ["m1", "a.toml", "1", "1", "0"], ["m1", "total", "1", "1", "0"], ["m2", "a.toml", "1", "0", "1"],
         ["m2", "total", "1", "0", "1"], ["all", "total", "2", "1", "1"]]
     assert json.loads((tmp_path / "results.json").read_text())["summary"]["models"] == summary["models"]
+
+
+def test_max_cost_caps_every_models_tasks_together(tmp_path: Path) -> None:
+    """--max-cost is the suite's: what one model's tasks spent is not there for another's."""
+    from cud.spec import parse_spec
+    from cud.suite.plan import Planned
+
+    spent = Attempt("a.toml", 0, 1, task_id=1, state="succeeded", verdict="passed", model="m1", grant="1",
+                    cost={"amount": "1", "currency": "USD", "unknown": None})
+    results = Results({"run": "r", "specs": ["a.toml"], "repeat": 1, "models": ["m1", "m2"], "model": None,
+                       "files": {}, "max_cost": "1"}, [spent])
+    planned = {"a.toml": Planned("a.toml", tmp_path / "a.toml", parse_spec({"prompt": "x"}), {})}
+    suite = Suite(None, results, planned, tmp_path, None, [{"name": "s1", "size": "1280x800"}])  # type: ignore[arg-type, list-item]
+    suite._fill()  # nothing in flight, the cap spent by m1: m2's run is not submitted
+    refused = [a for a in results.attempts if a.model == "m2"]
+    assert [(a.state, (a.error or {}).get("kind")) for a in refused] == [("refused", "budget_exceeded")]
+    assert results.summary()["total"]["cost"]["amount"] == "1"
