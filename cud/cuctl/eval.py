@@ -13,6 +13,7 @@ failed but some ended ``error``.
 While a run waits in the daemon's queue (the seats that would do unavailable or busy, the day's cap),
 the suite says why (:meth:`cud.cuctl.eval_loop.Suite._wait_reason`): on the status line, or, when stderr is not a
 terminal, in a line at once, when it changes and every minute (:class:`cud.cuctl.progress.WaitNotice`).
+``--model a,b,c``: every spec-run on each model, side by side (:meth:`cud.suite.results.Results.models`).
 ``--from-osworld``: OSWorld's task files, folders or index files, all converted first (cud.suite.plan); with
 ``--skip-unconvertible`` one that does not convert is a refused run (cud.suite.results), and the table is per domain.
 """
@@ -229,5 +230,6 @@ def _seats(views: list[SeatView], chosen: list[str] | None,
 def print_table(summary: dict[str, Any]) -> None:
     """Per spec: runs, passes, failures, errors (cud could not tell), the pass rate over the runs told with its 95%
     Wilson interval, mean steps, tokens and seconds, and what its tasks cost together (every attempt). An OSWorld
-    suite's per domain instead, with its tasks and how many converted (cud.suite.words.summary_table)."""
+    suite's per domain instead, with its tasks and how many converted; a suite of several models' per model, each
+    with its total, then all (cud.suite.words.summary_table)."""
     table(*summary_table(summary))
