@@ -109,6 +109,25 @@ def test_a_suite_spreads_over_the_nodes_and_is_judged_like_a_local_run(fleet: Fl
     assert (out / "index.html").is_file() and (out / "j.xml").is_file()
 
 
+def test_a_suite_of_two_models_on_the_fleet_runs_every_spec_on_each_grouped_by_model(fleet: Fleet) -> None:
+    suite = write_suite(fleet, "models", 3, "say-done")
+    out, two = fleet.dir / "models-out", ["scripted:say-done", "scripted:default"]  # each plays the same part
+    done = fleet.cuctl("eval", "--fleet", ADDRESS, str(suite), "--model", ",".join(two), "--out", str(out))
+    assert done.returncode == 1, done.stderr  # t02 fails by design, on each model
+    results = results_of(out)
+    runs = results["runs"]
+    assert sorted((Path(r["spec"]).stem, r["model"], r["outcome"]) for r in runs) == sorted(
+        (f"t{i:02d}", m, "failed" if i == 2 else "passed") for i in range(3) for m in two)
+    # Each model's runs are their own daemon tasks, under keys of their own.
+    tasks = [t for found in fleet.tasks(f"eval:{results['suite']['run']}/").values() for t in found]
+    assert sorted(t["model"] for t in tasks) == sorted(two * 3)
+    assert [(g["model"], g["total"]["passed"], g["total"]["failed"]) for g in results["summary"]["models"]] == [
+        (m, 2, 1) for m in two]
+    rows = [line.split() for line in done.stdout.splitlines() if line.split() and line.split()[0] in (*two, "all")]
+    assert [(r[0], Path(r[1]).stem) for r in rows] == [(m, n) for m in two for n in ("t00", "t01", "t02", "total")] + [
+        ("all", "total")]
+
+
 def retried(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The attempts that were retried (interrupted ones, an error, the suite went past), each with why."""
     return [r for r in runs if r["state"] == "interrupted" and r["outcome"] == "error" and not r["judged"]]

@@ -31,6 +31,7 @@ from tests.support.sshd import Sshd
 
 SCENARIOS = {
     "say-done": {"name": "say-done", "steps": [{"message": "done"}]},
+    "say-done-too": {"name": "say-done-too", "steps": [{"message": "done"}]},  # another model, the same part
     "slow-done": {"name": "slow-done", "steps": [{"message": "done", "delay": 3}]},
     # Holds its seat until someone approves its first action (a safety check).
     "ask-done": {"name": "ask-done", "steps": [
@@ -150,6 +151,46 @@ def test_a_suite_over_three_seats_agrees_in_table_results_and_junit(seats: SpecS
         usage = eval_(seats, *args)
         assert usage.returncode == 2 and says in usage.stderr, (args, usage.stderr)
     assert len(seats.daemon.call("list")) == before + 4
+
+
+def test_a_suite_of_two_models_runs_every_spec_on_each_and_groups_by_model(seats: SpecSeat, tmp_path: Path) -> None:
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    two = ["scripted:say-done", "scripted:say-done-too"]  # the scripted server plays each model its scenario
+    names = ["answer-pass", "answer-fail", "file-pass"]
+    specs = [str(seats.specs / "suite" / f"{n}.toml") for n in names]
+    for bad, says in [("", "none empty; got ''"), (f"{two[0]},,{two[1]}", "none empty"),
+                      (f"{two[0]},{two[0]}", f"names {two[0]!r} more than once")]:
+        usage = eval_(seats, *specs, "--model", bad, "--out", str(tmp_path / "bad"))
+        assert usage.returncode == 2 and says in usage.stderr and not (tmp_path / "bad").exists(), usage.stderr
+    done = eval_(seats, *specs, "--model", ",".join(two), "--out", str(out), "--junit", str(junit))
+    assert done.returncode == 1, done.stderr  # answer-fail fails on each
+    data = results(out)
+    assert data["suite"]["models"] == two and data["suite"]["model"] is None
+    verdicts = {(Path(r["spec"]).stem, r["model"]): r["outcome"] for r in data["runs"]}
+    assert len(data["runs"]) == 6 and verdicts == {(n, m): "passed" if SPECS[n][1] else "failed"
+                                                   for n in names for m in two}, data["runs"]
+    for r in data["runs"]:  # each task ran on its model
+        assert seats.daemon.task(r["task_id"])["model"] == r["model"]
+    groups = data["summary"]["models"]
+    assert [g["model"] for g in groups] == two and all(g["total"]["passed"] == 2 for g in groups)
+    assert data["summary"]["total"]["runs"] == 6 and data["summary"]["total"]["passed"] == 4
+    # The table: a row per model per spec, each model's total, then all.
+    rows = [line.split() for line in done.stdout.splitlines() if line.split() and line.split()[0] in (*two, "all")]
+    assert [(r[0], Path(r[1]).stem) for r in rows] == [(m, n) for m in two for n in [*names, "total"]] + [
+        ("all", "total")]
+    assert [r[2:5] for r in rows if Path(r[1]).stem == "answer-fail"] == [["1", "0", "1"]] * 2
+    assert [s.name for s in JUnitXml.fromfile(str(junit))] == [f"cuctl eval: {m}" for m in two]
+    # --resume goes per spec and model: one model's run taken out of results.json is the one due again; its
+    # key (the model's in it) is the task the daemon has, so it is that task again, not a new one.
+    lost = next(r for r in data["runs"] if (Path(r["spec"]).stem, r["model"]) == ("file-pass", two[1]))
+    (out / "results.json").write_text(json.dumps({**data, "runs": [r for r in data["runs"] if r is not lost]}))
+    before = len(seats.daemon.call("list"))
+    again = eval_(seats, "--resume", str(out))
+    assert again.returncode == 1 and len(seats.daemon.call("list")) == before, again.stderr
+    resumed = results(out)["runs"]
+    assert len(resumed) == 6 and resumed[:5] == [r for r in data["runs"] if r is not lost]
+    assert (resumed[-1]["model"], resumed[-1]["task_id"], resumed[-1]["outcome"]) == (two[1], lost["task_id"],
+                                                                                       "passed")
 
 
 def test_a_suite_over_ssh_sends_the_specs_and_fetches_the_reports(seats: SpecSeat, sshd: Sshd, tmp_path: Path) -> None:

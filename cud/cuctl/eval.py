@@ -13,6 +13,7 @@ failed but some ended ``error``.
 While a run waits in the daemon's queue (the seats that would do unavailable or busy, the day's cap),
 the suite says why (:meth:`cud.cuctl.eval_loop.Suite._wait_reason`): on the status line, or, when stderr is not a
 terminal, in a line at once, when it changes and every minute (:class:`cud.cuctl.progress.WaitNotice`).
+``--model a,b,c``: every spec-run on each model, side by side (:meth:`cud.suite.results.Results.models`).
 ``--from-osworld``: OSWorld's task files, folders or index files, all converted first (cud.suite.plan); with
 ``--skip-unconvertible`` one that does not convert is a refused run (cud.suite.results), and the table is per domain.
 """
@@ -87,7 +88,7 @@ def start_results(args: argparse.Namespace,
     /home/user runs its commands as written: :func:`sees_home_user`)."""
     tags = names(args.tags, "--tags")
     if args.resume:
-        if (args.paths or tags or args.repeat is not None or args.out or args.model or args.from_osworld
+        if (args.paths or tags or args.repeat is not None or args.out or args.model is not None or args.from_osworld
                 or args.max_cost is not None or args.exclude or getattr(args, "skip_unconvertible", False)):
             raise ConfigError("cuctl eval --resume DIR takes no PATH, --repeat, --tags, --exclude, --model, --out, "
                               "--max-cost, --from-osworld or --skip-unconvertible: the suite "
@@ -108,6 +109,7 @@ def start_results(args: argparse.Namespace,
         repeat = 1 if args.repeat is None else args.repeat
         if not 1 <= repeat <= 1000:
             raise ConfigError(f"--repeat must be 1 to 1000, got {repeat}", key="repeat", value=repeat)
+        models(args.model)  # a bad --model is refused before the specs are read or the folder made
         skip = getattr(args, "skip_unconvertible", False)
         as_written = bool(args.from_osworld) and sees_home_user(seats, names(args.seats, "--seats"))
         found = plan_all(args.paths, tags, osworld=args.from_osworld, skip_unconvertible=skip,
@@ -134,15 +136,33 @@ def start_results(args: argparse.Namespace,
 def new_results(args: argparse.Namespace, planned: Sequence[Planned | Unconverted], tags: list[str],
                 repeat: int) -> Results:
     """A new suite's results: how it was asked for, no attempt yet (an OSWorld suite's: :meth:`Results.osworld`)."""
+    chosen = models(args.model)
     results = Results({"paths": list(args.paths), "specs": [p.name for p in planned],
                        "files": {p.name: str(p.path) for p in planned}, "repeat": repeat, "tags": tags,
-                       "model": args.model, "osworld": args.from_osworld,
+                       "model": chosen[0] if len(chosen) == 1 else None, "osworld": args.from_osworld,
+                       **({"models": chosen} if len(chosen) > 1 else {}),
                        "max_cost": None if args.max_cost is None else format_amount(SuiteBudget(args.max_cost).cap),
                        "seats": None, "retry_errors": retry_errors(args),
                        "started_at": datetime.now(UTC).isoformat(timespec="seconds")})
     if args.from_osworld:
         results.osworld(planned, bool(getattr(args, "skip_unconvertible", False)))
     return results
+
+
+def models(text: str | None) -> list[str]:
+    """``--model a,b,c``: the models every spec runs on, each (none: the specs' own; one: as ``--model M`` always
+    was). An empty name, or one given twice, is a usage error naming what was given."""
+    if text is None:
+        return []
+    chosen = [n.strip() for n in text.split(",")]
+    if not all(chosen):
+        raise ConfigError(f"--model takes one model name or more, comma-separated, none empty; got {text!r}",
+                          key="model", value=text)
+    twice = sorted({n for n in chosen if chosen.count(n) > 1})
+    if twice:
+        raise ConfigError(f"--model names {', '.join(map(repr, twice))} more than once (in {text!r}): each model "
+                          f"runs every spec once per --repeat", key="model", value=text)
+    return chosen
 
 
 def retry_errors(args: argparse.Namespace) -> int:
@@ -210,5 +230,6 @@ def _seats(views: list[SeatView], chosen: list[str] | None,
 def print_table(summary: dict[str, Any]) -> None:
     """Per spec: runs, passes, failures, errors (cud could not tell), the pass rate over the runs told with its 95%
     Wilson interval, mean steps, tokens and seconds, and what its tasks cost together (every attempt). An OSWorld
-    suite's per domain instead, with its tasks and how many converted (cud.suite.words.summary_table)."""
+    suite's per domain instead, with its tasks and how many converted; a suite of several models' per model, each
+    with its total, then all (cud.suite.words.summary_table)."""
     table(*summary_table(summary))

@@ -147,8 +147,9 @@ class Suite:
     def _submit(self, attempt: Attempt) -> None:
         planned = self.specs[attempt.spec]
         fields: dict[str, Any] = submit_fields(planned.spec, planned.files)
-        if self.results.suite.get("model"):
-            fields["model"] = self.results.suite["model"]  # --model: as cuctl submit --spec --model
+        model = self.results.model_of(attempt)
+        if model:
+            fields["model"] = model  # --model: as cuctl submit --spec --model
         if attempt.grant is not None:
             fields["max_cost"] = attempt.grant  # the spec's own, or less (cud.suite.budget)
         fields["key"] = self.results.key_of(attempt)  # made again after a lost reply: the same task
@@ -227,7 +228,7 @@ class Suite:
                 why = "; ".join(_seat_words(s) for s in fit)
             else:
                 continue  # a seat that would do is idle: it is handed the task now
-            whys.append(f"{attempt.spec} #{attempt.repeat + 1} (task {attempt.task_id}) is queued: {why}")
+            whys.append(f"{_run_words(attempt)} (task {attempt.task_id}) is queued: {why}")
         if not whys:
             return None
         more = f" (and {len(whys) - 3} more queued)" if len(whys) > 3 else ""
@@ -253,7 +254,7 @@ class Suite:
             self.todo.appendleft(attempt.next())
         self.results.save(self.folder)
         if not self.live:
-            line = (f"[{self._done()}/{self.total}] {attempt.spec} #{attempt.repeat + 1}"
+            line = (f"[{self._done()}/{self.total}] {_run_words(attempt)}"
                     + (f" (attempt {attempt.attempt})" if attempt.attempt > 1 else "")
                     + f": {attempt.outcome}" + (", retrying" if attempt.ended and not attempt.judged else "")
                     + (f", task {attempt.task_id}" if attempt.task_id else "")
@@ -306,6 +307,11 @@ class Suite:
             self.client = client
             print("cuctl eval: the daemon answers again; going on", file=sys.stderr, flush=True)
             return
+
+
+def _run_words(attempt: Attempt) -> str:
+    """A spec-run as the notes name it: ``SPEC #REPEAT``, and ``on MODEL`` in a suite of several models."""
+    return f"{attempt.spec} #{attempt.repeat + 1}" + (f" on {attempt.model}" if attempt.model else "")
 
 
 def _seat_words(seat: SeatView) -> str:

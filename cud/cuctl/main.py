@@ -109,8 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exclude", action="append", metavar="GLOB", default=[],
                    help="a folder's files that are not specs: skipped when the GLOB matches the file's name or its "
                         "path (repeatable; hidden files and project files like pyproject.toml are skipped anyway)")
-    p.add_argument("--model", metavar="M", help="the model of every task, replacing the specs' own (e.g. a real "
-                                                "model for specs written for the scripted one)")
+    p.add_argument("--model", metavar="M[,M...]", help="the model of every task, replacing the specs' own (e.g. a "
+                   "real model for specs written for the scripted one); several, comma-separated: every spec runs on "
+                   "each (x --repeat), and the results are side by side, per model")
     p.add_argument("--out", metavar="DIR", help="a new folder for results.json, index.html and the reports "
                                                 "(default eval-YYYYmmdd-HHMMSS)")
     p.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")

@@ -122,15 +122,16 @@ class FleetSuite(Suite):
         return "waiting: no fleet node has a free seat for them now (busy or withdrawn): " + "; ".join(parts)
 
     def _key(self, attempt: Attempt) -> str:
-        return self.results.spec_run_key(attempt.spec, attempt.repeat)  # the registry adds /aN, its attempt
+        return self.results.spec_run_key(attempt.spec, attempt.repeat, attempt.model)  # the registry adds /aN, its attempt
 
     def _submit(self, attempt: Attempt) -> None:
         planned = self.specs[attempt.spec]
         spec = planned.spec.to_dict()
         if planned.spec.seat is None:
             del spec["seat"]  # to_dict writes "any"; submit takes no seat for that
-        if self.results.suite.get("model"):
-            spec["model"] = self.results.suite["model"]
+        model = self.results.model_of(attempt)
+        if model:
+            spec["model"] = model
         files = {name: base64.b64encode(data).decode("ascii") for name, data in planned.files.items()}
         if attempt not in self.results.attempts:
             self.results.attempts.append(attempt)
@@ -172,14 +173,15 @@ class FleetSuite(Suite):
     def _take(self, attempt: Attempt, outcome: dict[str, Any]) -> Attempt:
         """Write the attempts the registry knows of that results.json lacks (lost with a node), then this one."""
         known = {a.attempt for a in self.results.attempts
-                 if a.spec == attempt.spec and a.repeat == attempt.repeat and a is not attempt}
+                 if a.spec == attempt.spec and a.repeat == attempt.repeat and a.model == attempt.model
+                 and a is not attempt}
         place = self.results.attempts.index(attempt)
         for entry in outcome["history"]:
             number = entry["attempt"]
             if number in known or number >= outcome["attempt"]:
                 continue
             lost = Attempt(attempt.spec, attempt.repeat, number, task_id=entry["task"], seat=entry["node"],
-                           state="interrupted", retry_errors=attempt.retry_errors,
+                           state="interrupted", model=attempt.model, retry_errors=attempt.retry_errors,
                            reason=f"its Ray node {entry['node']} was lost mid-task; retried as attempt "
                                   f"{outcome['attempt']} on {outcome['node']}")
             self.results.attempts.insert(place, lost)

@@ -5,7 +5,8 @@ and the seat produced). Links are relative, so the folder can be moved or served
 are for people, as in ``cuctl eval``'s table (cud.suite.words): scores to two decimals, money as
 money; ``error`` (cud could not tell) has its own column beside passed and failed. An OSWorld suite's
 summary is per domain (its tasks, how many converted), and each task that did not convert is an
-attempt row whose outcome says so, with why.
+attempt row whose outcome says so, with why. A suite of several models has a model column in both
+tables: each model's rows and its total, then the total over all models.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def write_index(results: Results, folder: Path) -> None:
     for cells in table:
         rows.append(f"<tr><td>{_e(cells[0])}</td>" + "".join(f'<td class="n">{_e(v)}</td>' for v in cells[1:])
                     + "</tr>")
+    several = results.models != [None]
     attempts = []
     for a in results.attempts:
         report = f'<a href="{_e(a.report)}">report</a>' if a.report else "-"
@@ -53,17 +55,20 @@ def write_index(results: Results, folder: Path) -> None:
         why = "<br>".join(_e(line) for line in a.failures()) if a.ended and not a.passed else ""
         outcome = a.outcome + (", retried" if a.ended and not a.judged else "") + (
             ", not converted" if a.not_converted else "")
-        attempts.append(f'<tr><td>{_e(a.spec)}</td><td>{a.repeat + 1}</td><td>{a.attempt}</td>'
+        model = f"<td>{_e(a.model)}</td>" if several else ""
+        attempts.append(f'<tr>{model}<td>{_e(a.spec)}</td><td>{a.repeat + 1}</td><td>{a.attempt}</td>'
                         f'<td>{_e(a.task_id)}</td><td>{_e(a.seat)}</td><td>{_e(a.state)}</td>'
                         f'<td class="{_e(a.outcome)}">{_e(outcome)}</td><td class="n">{_e(score_words(a.score))}</td>'
                         f'<td class="n">{_e("-" if a.cost is None else describe_cost(a.cost))}</td>'
                         f'<td>{report} {video}</td><td><small>{why}</small></td></tr>')
     headers = "".join(f"<th>{_e(h.lower())}</th>" for h in columns)
+    models = "" if not several else " on models " + ", ".join(_e(m) for m in results.models)
+    model_header = "<th>model</th>" if several else ""
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>cuctl eval: {_e(results.suite.get('started_at'))}</title>
 <style>{_STYLE}</style></head><body>
 <h1>cuctl eval</h1>
-<p>Started {_e(results.suite.get('started_at'))}; {len(results.suite['specs'])} specs, repeat
+<p>Started {_e(results.suite.get('started_at'))}; {len(results.suite['specs'])} specs{models}, repeat
 {_e(results.suite['repeat'])}; results in <a href="results.json">results.json</a>.
 Pass rates over the runs told (passed or failed) with a 95% Wilson score interval; <em>error</em>: cud or the
 infrastructure could not do its part, so nobody can tell (retried up to {_e(results.retry_errors)} more time(s)).
@@ -71,7 +76,7 @@ Steps, tokens and seconds are means per run; cost is every attempt's.{_osworld_w
 <table><tr>{headers}</tr>
 {''.join(rows)}</table>
 <h2>Every attempt</h2>
-<table><tr><th>spec</th><th>repeat</th><th>attempt</th><th>task</th><th>seat</th><th>state</th><th>outcome</th>
+<table><tr>{model_header}<th>spec</th><th>repeat</th><th>attempt</th><th>task</th><th>seat</th><th>state</th><th>outcome</th>
 <th>score</th><th>cost</th><th>record</th><th>why it failed or errored</th></tr>
 {''.join(attempts)}</table></body></html>
 """

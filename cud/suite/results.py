@@ -20,6 +20,11 @@ judged by its last attempt:
 An OSWorld suite (``suite.domains``: each task's domain) is summed per domain too
 (:meth:`Results.summary`'s ``domains``): tasks, converted, and the counts of its runs.
 
+A suite of several models (``cuctl eval --model a,b``: ``suite.models``) runs every spec-run on
+each: a spec-run is then (``spec``, ``model``, ``repeat``), each attempt records its ``model``, and
+the summary is the same summary per model (``models``), beside the total over all of them. A suite
+of one model (or none: each spec's own) records no model per attempt, as before models could be several.
+
 Every attempt is submitted under an idempotency key (:meth:`Results.key_of`): a submission whose
 reply was lost, made again, re-attaches to the task the daemon already has instead of queueing a
 second one that the suite would not count.
@@ -93,6 +98,7 @@ class Attempt:
     run_seconds: float | None = None
     report: str | None = None  # the report's path in the output folder
     video: str | None = None
+    model: str | None = None  # the model it ran on, in a suite of several models (else the suite's, or the spec's)
     #: The suite's ``--retry-errors``: how many more attempts a spec-run whose attempt ended error gets (not a
     #: field of results.json's runs: its ``suite`` has it).
     retry_errors: int = field(default=RETRY_ERRORS, compare=False, repr=False)
@@ -125,7 +131,7 @@ class Attempt:
 
     def next(self) -> Attempt:
         """The spec-run's next attempt, after this one ended error."""
-        return Attempt(self.spec, self.repeat, self.attempt + 1, retry_errors=self.retry_errors)
+        return Attempt(self.spec, self.repeat, self.attempt + 1, model=self.model, retry_errors=self.retry_errors)
 
     def update(self, task: dict[str, Any]) -> None:
         """Take what ``show`` says of the task."""
@@ -156,6 +162,8 @@ class Attempt:
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "retry_errors"}
+        if self.model is None:
+            del data["model"]  # a suite of one model: its runs as they were before models could be several
         return {**data, "judged": self.judged, "outcome": self.outcome}
 
     @classmethod
@@ -179,6 +187,7 @@ class SpecRun:
     spec: str
     repeat: int
     attempts: list[Attempt]
+    model: str | None = None  # in a suite of several models; else None
 
     @property
     def last(self) -> Attempt:
@@ -212,68 +221,107 @@ class Results:
         self.suite["not_converted"] = [p.name for p in planned if isinstance(p, Unconverted)]
         for p in planned:
             if isinstance(p, Unconverted):
-                self.attempts.extend(Attempt(p.name, r, 1, state="refused", error=p.error.to_dict(),
-                                             retry_errors=self.retry_errors) for r in range(self.suite["repeat"]))
+                self.attempts.extend(Attempt(p.name, r, 1, state="refused", error=p.error.to_dict(), model=model,
+                                             retry_errors=self.retry_errors)
+                                     for model in self.models for r in range(self.suite["repeat"]))
 
     def key_prefix(self) -> str:
         """What every key of this suite's tasks starts with (``cuctl list --key-prefix``)."""
         return f"eval:{self.suite['run']}/"
 
-    def spec_run_key(self, spec: str, repeat: int) -> str:
-        """``eval:RUN/SPEC-INDEX/REPEAT``: a spec-run's keys without the attempt (a fleet's registry numbers those).
+    @property
+    def models(self) -> list[str | None]:
+        """The models each spec-run is run on: a suite of several models' names, else ``[None]`` (one run each,
+        on ``suite.model``, ``--model``'s one name, or the spec's own)."""
+        several: list[str] | None = self.suite.get("models")
+        return list(several) if several else [None]
 
-        The spec's index, not its name: a file name may hold characters a key may not.
+    def model_of(self, attempt: Attempt) -> str | None:
+        """The model ``attempt`` is submitted with (None: the spec's own)."""
+        return attempt.model or self.suite.get("model")
+
+    def spec_run_key(self, spec: str, repeat: int, model: str | None = None) -> str:
+        """``eval:RUN/SPEC-INDEX/REPEAT`` (several models: ``eval:RUN/SPEC-INDEX/mMODEL-INDEX/REPEAT``): a
+        spec-run's keys without the attempt (a fleet's registry numbers those).
+
+        Indexes, not names: a file's or a model's name may hold characters a key may not.
         """
-        return f"{self.key_prefix()}{self.suite['specs'].index(spec)}/{repeat}"
+        on = "" if model is None else f"m{self.models.index(model)}/"
+        return f"{self.key_prefix()}{self.suite['specs'].index(spec)}/{on}{repeat}"
 
     def key_of(self, attempt: Attempt) -> str:
-        """The idempotency key of ``attempt``'s submission: ``eval:RUN/SPEC-INDEX/REPEAT/aATTEMPT``."""
-        return f"{self.spec_run_key(attempt.spec, attempt.repeat)}/a{attempt.attempt}"
+        """The idempotency key of ``attempt``'s submission: its spec-run's key (:meth:`spec_run_key`) and ``/aATTEMPT``."""
+        return f"{self.spec_run_key(attempt.spec, attempt.repeat, attempt.model)}/a{attempt.attempt}"
 
     def spec_runs(self) -> list[SpecRun]:
-        """Every spec-run of the suite, in the suite's order, each with its attempts (none yet: one pending)."""
+        """Every spec-run of the suite, in the suite's order (each spec on each model, then its repeats), each with
+        its attempts (none yet: one pending)."""
         runs = []
         for spec in self.suite["specs"]:
-            for repeat in range(self.suite["repeat"]):
-                mine = [a for a in self.attempts if a.spec == spec and a.repeat == repeat]
-                runs.append(SpecRun(spec, repeat, mine or [Attempt(spec, repeat, 1, retry_errors=self.retry_errors)]))
+            for model in self.models:
+                for repeat in range(self.suite["repeat"]):
+                    mine = [a for a in self.attempts if a.spec == spec and a.repeat == repeat and a.model == model]
+                    runs.append(SpecRun(spec, repeat, mine or [Attempt(spec, repeat, 1, model=model,
+                                                                       retry_errors=self.retry_errors)], model))
         return runs
 
     def summary(self) -> dict[str, Any]:
         """Per spec: runs, passed, failed, error, the pass rate and its 95% Wilson interval, means of steps, tokens,
-        seconds; every spec-run's outcome and attempts."""
-        per_spec: list[dict[str, Any]] = []
+        seconds; every spec-run's outcome and attempts. A suite of several models: that, per model (``models``:
+        each with its ``model``, ``specs``, ``total`` and an OSWorld suite's ``domains``), and the ``total`` over
+        them all (the suite's cost, what ``--max-cost`` caps)."""
         runs = self.spec_runs()
-        for spec in self.suite["specs"]:
-            per_spec.append(_row(spec, [r.last for r in runs if r.spec == spec]))
-            per_spec[-1]["cost"] = total_cost([a for a in self.attempts if a.spec == spec])
-        total = _row("total", [r.last for r in runs])
-        total["cost"] = total_cost(self.attempts)
-        total["interrupted_attempts"] = sum(1 for a in self.attempts if a.state == "interrupted")
-        total["retried_attempts"] = sum(len(r.attempts) - 1 for r in runs)
-        spec_runs = [{"spec": r.spec, "repeat": r.repeat, "outcome": r.last.outcome if r.last.judged else None,
+        several = self.models != [None]
+        summary = {} if several else self._summary_of(runs, self.attempts)
+        if several:
+            summary["models"] = [{"model": model, **self._summary_of([r for r in runs if r.model == model],
+                                                                      [a for a in self.attempts if a.model == model])}
+                                 for model in self.models]
+            summary["total"] = self._total(runs, self.attempts)
+        spec_runs = [{"spec": r.spec, **({"model": r.model} if several else {}), "repeat": r.repeat,
+                      "outcome": r.last.outcome if r.last.judged else None,
                       "attempts": [{"attempt": a.attempt, "task_id": a.task_id, "outcome": a.outcome}
                                    for a in r.attempts]} for r in runs]
-        summary = {"specs": per_spec, "total": total, "spec_runs": spec_runs}
+        summary["spec_runs"] = spec_runs
+        return summary
+
+    def _summary_of(self, runs: list[SpecRun], attempts: list[Attempt]) -> dict[str, Any]:
+        """The summary of these spec-runs (the suite's, or one model's): a row per spec (an OSWorld suite's per
+        domain too) and their total; ``attempts``: theirs, every one (for what they cost)."""
+        per_spec: list[dict[str, Any]] = []
+        for spec in self.suite["specs"]:
+            per_spec.append(_row(spec, [r.last for r in runs if r.spec == spec]))
+            per_spec[-1]["cost"] = total_cost([a for a in attempts if a.spec == spec])
+        summary: dict[str, Any] = {"specs": per_spec, "total": self._total(runs, attempts)}
         domains: dict[str, str] | None = self.suite.get("domains")
         if domains is not None:
             summary["domains"] = [self._domain_row(domain, [s for s in self.suite["specs"] if domains[s] == domain],
-                                                   runs) for domain in dict.fromkeys(domains.values())]
-            total.update(self._tasks(self.suite["specs"]))
+                                                   runs, attempts) for domain in dict.fromkeys(domains.values())]
         return summary
+
+    def _total(self, runs: list[SpecRun], attempts: list[Attempt]) -> dict[str, Any]:
+        """The total row of these spec-runs: a spec's row over them all, its retries and interruptions."""
+        total = _row("total", [r.last for r in runs])
+        total["cost"] = total_cost(attempts)
+        total["interrupted_attempts"] = sum(1 for a in attempts if a.state == "interrupted")
+        total["retried_attempts"] = sum(len(r.attempts) - 1 for r in runs)
+        if self.suite.get("domains") is not None:
+            total.update(self._tasks(self.suite["specs"]))
+        return total
 
     def _tasks(self, specs: list[str]) -> dict[str, int]:
         """How many tasks, and how many of them converted (an OSWorld suite's)."""
         unconverted = set(self.suite.get("not_converted", ()))
         return {"tasks": len(specs), "converted": sum(1 for s in specs if s not in unconverted)}
 
-    def _domain_row(self, domain: str, specs: list[str], runs: list[SpecRun]) -> dict[str, Any]:
+    def _domain_row(self, domain: str, specs: list[str], runs: list[SpecRun],
+                    attempts: list[Attempt]) -> dict[str, Any]:
         """An OSWorld domain's row: its tasks and how many converted, then a spec's row over its runs."""
         mine = set(specs)
         row = _row(domain, [r.last for r in runs if r.spec in mine])
         del row["spec"]
         return {"domain": domain, **self._tasks(specs), **row,
-                "cost": total_cost([a for a in self.attempts if a.spec in mine])}
+                "cost": total_cost([a for a in attempts if a.spec in mine])}
 
     def save(self, folder: Path) -> None:
         """results.json, written beside and renamed in (a reader never sees half a file)."""

@@ -43,7 +43,19 @@ def domain_cells(row: dict[str, Any]) -> list[str]:
 
 def summary_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The summary's headers and rows, the total last: per spec, or an OSWorld suite's per domain (its tasks' runs
-    are in results.json and the index)."""
+    are in results.json and the index). A suite of several models: a MODEL column first, and each model's rows
+    with its total, then the total over all models (model ``all``)."""
+    if "models" not in summary:
+        return _group_table(summary)
+    rows: list[list[str]] = []
+    for group in summary["models"]:
+        rows.extend([str(group["model"]), *row] for row in _group_table(group)[1])
+    headers, cells = _group_table({**summary["models"][0], "total": summary["total"]})
+    return ["MODEL", *headers], [*rows, ["all", *cells[-1]]]
+
+
+def _group_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """One summary's (the suite's, or one model's) headers and rows, its total last."""
     if "domains" in summary:
         return list(DOMAIN_HEADERS), [domain_cells(r) for r in [*summary["domains"], summary["total"]]]
     return list(SUMMARY_HEADERS), [summary_cells(r) for r in [*summary["specs"], summary["total"]]]
