@@ -7,11 +7,11 @@ shaped like OSWorld's (libreoffice_calc/01b269ae…, os/…):
 
 * libreoffice_writer/3ef2b351… "center align the heading": the model goes to the first line and presses
   Ctrl+E; ``is_first_line_centered`` judges the saved document.
-* libreoffice_impress/73c99fb9… "Add "Page 1" into the content textbox on Slide 2": ``compare_pptx_files``
-  judges the saved presentation against the gold one (the start's content with a line "Page 1" added,
-  which LibreOffice's own edit of the start matches). Only a run that leaves it as it opened is here: a
-  scripted model acts at once, before Impress has laid out what its window shows (the window's title
-  comes first), and no scenario step waits for the screen.
+* libreoffice_impress/73c99fb9… "Add "Page 1" into the content textbox on Slide 2": the model waits until
+  the second slide's thumbnail shows (Impress titles its window before it has laid out what is in it),
+  clicks it, waits for that slide's content, clicks into it and adds a line; ``compare_pptx_files`` judges
+  the saved presentation against the gold one. The slide's background and text have colours of their own
+  for the scripted model to wait for and aim at (``until`` and ``target`` steps).
 * libreoffice_calc: a ``download`` of a workbook, an ``open``, and OSWorld's calc postconfig. The model
   moves to a cell and types a value; ``compare_table`` with a ``sheet_data`` rule judges the saved
   workbook against a ``cloud_file`` gold workbook.
@@ -28,8 +28,8 @@ installable here (offline) and the seat's python has none, so that step becomes 
 
 The scripted model plays one scenario for every task of a run: ``right`` (types the right value,
 declares the infeasible task infeasible) and ``wrong`` (a value one off, a confident answer) over the
-Calc/os/infeasible index, ``centre`` over Writer's, and ``idle`` (looks, does nothing) over Writer's and
-Impress's. One daemon, one seat and one server for the module.
+Calc/os/infeasible index, ``centre`` over Writer's, ``page-1`` over Impress's, and ``idle`` (looks, does
+nothing) over both. One daemon, one seat and one server for the module.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from typing import Any
 import docx
 import pptx
 import pytest
+from pptx.dml.color import RGBColor
 
 from cud.daemon.session.user import SeatUser
 from cud.osworld.seat import template_files
@@ -61,6 +62,14 @@ UPSTREAM = Path(__file__).parent / "data" / "osworld" / "upstream"
 CACHE = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/"
 WRITER = ("libreoffice_writer", "3ef2b351-8a84-4ff2-8724-d86eae9b842e")
 IMPRESS = ("libreoffice_impress", "73c99fb9-f828-43ce-b87a-01dc07faa224")
+#: Colours used nowhere else on the screen: the second slide's background (its thumbnail shows it once Impress
+#: has laid out its window) and its content's text (shown big once the slide is the one edited).
+SLIDE_2, CONTENT = "#FFE699", "#C00000"
+#: How many screenshots the model may wait through for each (a wait is the daemon's ``wait_seconds``, 1 s):
+#: within the daemon's 50 steps a task.
+LOOKS = {SLIDE_2: 30, CONTENT: 10}
+
+
 def constitution() -> bytes:
     """The Writer task's document: a heading aligned left, then the text."""
     document = docx.Document()
@@ -73,14 +82,23 @@ def constitution() -> bytes:
 
 
 def slides(contents: list[str]) -> bytes:
-    """The Impress task's presentation: a title slide, and a slide "Overview" whose content is ``contents``."""
+    """The Impress task's presentation: a title slide, and a slide "Overview" (background SLIDE_2) whose content
+    is ``contents``, one paragraph each, in CONTENT's colour."""
     deck = pptx.Presentation()
     first = deck.slides.add_slide(deck.slide_layouts[0])
     first.shapes.title.text = "Chain of thought"
     first.placeholders[1].text = "A survey"
     second = deck.slides.add_slide(deck.slide_layouts[1])
+    second.background.fill.solid()
+    second.background.fill.fore_color.rgb = RGBColor.from_string(SLIDE_2.lstrip("#"))
     second.shapes.title.text = "Overview"
-    second.placeholders[1].text = "\n".join(contents)
+    body = second.placeholders[1].text_frame
+    body.text = contents[0]
+    for line in contents[1:]:
+        body.add_paragraph().text = line
+    for paragraph in body.paragraphs:
+        for run in paragraph.runs:
+            run.font.color.rgb = RGBColor.from_string(CONTENT.lstrip("#"))
     out = io.BytesIO()
     deck.save(out)
     return out.getvalue()
@@ -116,6 +134,14 @@ SCENARIOS = {
     "centre": {"name": "centre", "steps": steps(
         {"type": "keypress", "keys": ["ctrl", "Home"]}, {"type": "keypress", "keys": ["ctrl", "e"]},
         final="The heading is centred.")},
+    "page-1": {"name": "page-1", "steps": [
+        {"actions": [{"type": "screenshot"}]},
+        *({"until": {"color": colour, "looks": LOOKS[colour]},
+           "actions": [{"type": "click", "button": "left", "target": {"color": colour}}]} for colour in (SLIDE_2, CONTENT)),
+        *({"actions": [action]} for action in (
+            {"type": "keypress", "keys": ["ctrl", "End"]}, {"type": "keypress", "keys": ["ENTER"]},
+            {"type": "type", "text": "Page 1"}, {"type": "keypress", "keys": ["ESC"]})),
+        {"message": "Slide 2 now says Page 1."}]},
     "idle": {"name": "idle", "steps": steps(final="Done.")},
 }
 
@@ -274,6 +300,13 @@ def test_writers_heading_centred_with_ctrl_e_passes_osworlds_check(
     runs = run(seat, write_index(examples, office(served, WRITER), "writer"), tmp_path / "out", "scripted:centre")
     assert outcomes(runs) == {"/".join(WRITER): ("succeeded", "passed")}, json.dumps(runs, indent=1)[:6000]
     assert [c["name"] for c in runs["/".join(WRITER)]["checks"]] == ["is_first_line_centered on vm_file"]
+
+
+def test_impress_slide_2_gets_its_line_and_matches_the_gold_presentation(
+        seat: SpecSeat, examples: Path, served: Served, tmp_path: Path) -> None:
+    runs = run(seat, write_index(examples, office(served, IMPRESS), "impress"), tmp_path / "out", "scripted:page-1")
+    assert outcomes(runs) == {"/".join(IMPRESS): ("succeeded", "passed")}, json.dumps(runs, indent=1)[:6000]
+    assert [c["name"] for c in runs["/".join(IMPRESS)]["checks"]] == ["compare_pptx_files on vm_file"]
 
 
 def test_office_tasks_left_as_they_opened_fail_osworlds_checks(
