@@ -102,12 +102,15 @@ xdg-utils
 
 # The test profile: tests/test_osworld_seat.py opens real documents in LibreOffice Calc and
 # Writer (with the GTK 3 backend the OSWorld seat uses) and starts VLC, to prove the seat's
-# profile keeps every first-start dialog away.
+# profile keeps every first-start dialog away; tests/test_osworld_e2e.py runs OSWorld's Calc,
+# Writer and Impress tasks, whose ``open`` step activates the document's window with wmctrl.
 test_packages="
 libreoffice-calc
+libreoffice-impress
 libreoffice-writer
 libreoffice-gtk3
 vlc
+wmctrl
 "
 # The osworld profile: what OSWorld's VM image installs for its tasks' applications
 # (desktop_env/server/README.md of OSWorld), as Debian names them:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -34,14 +34,14 @@ import pytest
 from cud.daemon.session.processes import SESSION_PATH
 from cud.daemon.session.user import SeatUser
 from cud.osworld.seat import fill_template, template_files
+from tests.support.a11y import stop_group
 from tests.support.daemon import scenario
 from tests.support.desktop import Desktop, start_desktop
+from tests.support.libreoffice import START_TIMEOUT, libreoffice
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers
 from tests.support.spec_seat import spec_seat
 
-#: LibreOffice's and VLC's first start on 2 loaded cores can take a minute.
-START_TIMEOUT = 120.0
 SAVE_TIMEOUT = 60.0
 #: How long a test looks at the screen after the application's window showed, before it types: a fresh
 #: LibreOffice profile's tip of the day came about a second after the document's window (measured).
@@ -149,22 +149,36 @@ class Seat:
         if os.geteuid() == 0:
             os.chown(path, self.user.uid, self.user.gid)
 
+    def become(self) -> list[str]:
+        """The argv prefix that runs a command as the seat's user."""
+        return [] if self.user.is_self else [
+            "setpriv", f"--reuid={self.user.uid}", f"--regid={self.user.gid}", "--clear-groups"]
+
+    def env(self, home: Path) -> dict[str, str]:
+        """The seat user's environment: ``HOME`` the home, the session's PATH, no accessibility bus."""
+        return {"DISPLAY": self.desktop.display, "HOME": str(home), "PATH": SESSION_PATH, "LANG": "C.UTF-8",
+                "USER": self.user.name, "LOGNAME": self.user.name, "NO_AT_BRIDGE": "1", "QT_QPA_PLATFORM": "xcb",
+                "GDK_BACKEND": "x11", "DBUS_SESSION_BUS_ADDRESS": "disabled:"}
+
+    def end_leftovers(self) -> None:
+        self.users.end_processes(self.user.name)  # a forked helper that left the group (oosplash's soffice.bin)
+
     @contextlib.contextmanager
     def run(self, home: Path, argv: list[str], log: str) -> Iterator[subprocess.Popen[bytes]]:
-        """``argv`` as the seat's user, with ``HOME`` the home and the session's PATH; stopped at the end."""
-        become = [] if self.user.is_self else [
-            "setpriv", f"--reuid={self.user.uid}", f"--regid={self.user.gid}", "--clear-groups"]
-        env = {"DISPLAY": self.desktop.display, "HOME": str(home), "PATH": SESSION_PATH, "LANG": "C.UTF-8",
-               "USER": self.user.name, "LOGNAME": self.user.name, "NO_AT_BRIDGE": "1", "QT_QPA_PLATFORM": "xcb",
-               "GDK_BACKEND": "x11", "DBUS_SESSION_BUS_ADDRESS": "disabled:"}
-        proc = self.desktop.spawn([*become, *argv], log, env=env, cwd=str(home))
+        """``argv`` as the seat's user in its environment; stopped at the end."""
+        proc = self.desktop.spawn([*self.become(), *argv], log, env=self.env(home), cwd=str(home))
         try:
             yield proc
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-            self.users.end_processes(self.user.name)  # a forked helper that left the group (oosplash's soffice.bin)
+            stop_group(proc)
+            self.end_leftovers()
+
+    @contextlib.contextmanager
+    def office(self, home: Path, document: Path, app: str) -> Iterator[str]:
+        """``document`` open in LibreOffice's ``app`` as the seat's user: the id of its window."""
+        with libreoffice(self.desktop, document, env=self.env(home), cwd=home, app=app, become=self.become(),
+                         cleanup=self.end_leftovers) as title:
+            yield self.window(f"^{re.escape(title)}$")
 
     def xdotool(self, *args: str, timeout: float = 30.0) -> str:
         done = subprocess.run(["xdotool", *args], env={**self.desktop.env}, capture_output=True, text=True,
@@ -225,8 +239,7 @@ def calc_saves_xlsx(seat: Seat, home: Path) -> None:
     write_ooxml(book, _XLSX_PARTS)
     seat.give(book)
     assert xlsx_a1(book) == "start"
-    with seat.run(home, ["libreoffice", "--calc", str(book)], "calc.log"):
-        window = seat.window(r"^book\.xlsx - LibreOffice Calc$")
+    with seat.office(home, book, "calc") as window:
         only_window(seat, "book.xlsx - LibreOffice Calc")
         type_and_save(seat, window, ["ctrl+Home"])
 
@@ -273,8 +286,7 @@ def test_writer_saves_a_docx_with_a_bare_ctrl_s_and_no_dialog(seat: Seat) -> Non
     document = home / "Desktop" / "letter.docx"
     write_ooxml(document, _DOCX_PARTS)
     seat.give(document)
-    with seat.run(home, ["libreoffice", "--writer", str(document)], "writer.log"):
-        window = seat.window(r"^letter\.docx - LibreOffice Writer$")
+    with seat.office(home, document, "writer") as window:
         only_window(seat, "letter.docx - LibreOffice Writer")
         type_and_save(seat, window, ["ctrl+End", "Return"])
 
@@ -301,8 +313,7 @@ def test_writer_saves_an_rtf_with_a_bare_ctrl_s_too(seat: Seat) -> None:
     document = home / "Desktop" / "note.rtf"
     document.write_text("{\\rtf1\\ansi Start\\par}\n")
     seat.give(document)
-    with seat.run(home, ["libreoffice", "--writer", str(document)], "rtf.log"):
-        window = seat.window(r"^note\.rtf - LibreOffice Writer$")
+    with seat.office(home, document, "writer") as window:
         only_window(seat, "note.rtf - LibreOffice Writer")
         type_and_save(seat, window, ["ctrl+End", "Return"])
         saved(seat, lambda: TYPED in document.read_text(errors="replace"),

@@ -183,6 +183,46 @@ def test_a_colour_target_hits_the_centre_of_the_drawn_rectangle() -> None:
     ]
 
 
+class LateScreen(PaintedScreen):
+    """The blue rectangle shows from the ``late``-th screenshot on (an application still starting before)."""
+
+    def __init__(self, late: int) -> None:
+        super().__init__()
+        self.late, self.taken = late, 0
+        blank = io.BytesIO()
+        Image.new("RGB", (320, 200), "#EEEEEE").save(blank, "PNG")
+        self.blank = "data:image/png;base64," + base64.b64encode(blank.getvalue()).decode("ascii")
+
+    def screenshot(self) -> dict[str, str]:
+        self.taken += 1
+        return {"type": "computer_screenshot", "image_url": self.url if self.taken >= self.late else self.blank}
+
+
+def until_blue(looks: int) -> dict[str, Any]:
+    return {"name": "until", "steps": [
+        {"actions": [{"type": "screenshot"}]},
+        {"until": {"color": BLUE, "looks": looks}, "actions": [{"type": "click", "button": "left", "target": {"color": BLUE}}]},
+        {"actions": [{"type": "keypress", "keys": ["ENTER"]}]},
+        {"message": "hit"}]}
+
+
+@pytest.mark.parametrize("late", [1, 2, 4])
+def test_a_step_that_waits_for_a_colour_answers_waits_until_it_shows_then_its_actions(late: int) -> None:
+    screen = LateScreen(late)
+    with ScriptedModel(until_blue(looks=3)) as model:
+        assert run(model, screen).output_text == "hit"
+    assert screen.actions == [*[{"type": "wait"}] * (late - 1), {"type": "click", "button": "left", "x": 119, "y": 69},
+                              {"type": "keypress", "keys": ["ENTER"]}]
+
+
+def test_a_colour_that_never_shows_ends_the_wait_with_a_400_naming_it() -> None:
+    screen = LateScreen(late=10)
+    with ScriptedModel(until_blue(looks=2)) as model:
+        with pytest.raises(openai.BadRequestError, match=f"step 1: colour {BLUE} did not show in 2 screenshots"):
+            run(model, screen)
+    assert screen.actions == [{"type": "wait"}] * 2
+
+
 @pytest.mark.parametrize(
     ("steps", "screen", "expected"),
     [
@@ -317,6 +357,10 @@ def test_requests_are_checked_like_the_real_api_would(caplog: pytest.LogCaptureF
          "safety_checks[0].code 3 must be a string"),
         ({"name": "x", "steps": [{"message": "a"}, {"http_error": 500, "times": 1}]},
          "step 1: times 1 needs a later step"),
+        ({"name": "x", "steps": [{"actions": [], "until": {"color": BLUE}}]}, "step 0: until {'color': '#3366CC'} must be"),
+        ({"name": "x", "steps": [{"actions": [], "until": {"color": "blue", "looks": 1}}]}, "must name a colour"),
+        ({"name": "x", "steps": [{"actions": [], "until": {"color": BLUE, "looks": 0}}]}, "integer >= 1 of looks"),
+        ({"name": "x", "steps": [{"message": "a", "until": {"color": BLUE, "looks": 1}}]}, "until"),
     ],
 )
 def test_bad_scenarios_name_the_bad_value(scenario: Any, expected: str) -> None:

@@ -24,31 +24,19 @@ from cud.daemon.targets.lookup import TargetResolver
 from cud.drivers.x11_windows import X11Windows
 from cud.osworld.seat import fill_template
 from cud.protocol import Target
-from tests.support.a11y import A11yBus, a11y_desktop, a11y_env, stop_group
+from tests.support.a11y import A11yBus, a11y_desktop, a11y_env
 from tests.support.desktop import Desktop
+from tests.support.libreoffice import A5, START_TIMEOUT, UNITS, libreoffice, units_workbook, window_title
 from tests.support.recorder import wait_until
 
 BOOK = "sales.xlsx"
-TITLE = f"{BOOK} - LibreOffice Calc"
-#: Cell A5's middle with Calc maximized at 1280x800 by openbox (the template's zoom).
-A5 = (80, 271)
-#: Seconds Calc may take to start, and to write the workbook after Ctrl+S, on a loaded machine.
-START_TIMEOUT = 120.0
+TITLE = window_title(BOOK)
+#: Seconds Calc may take to write the workbook after Ctrl+S, on a loaded machine.
 SAVE_TIMEOUT = 30.0
 #: Seconds for Calc to finish laying out the sheet once its window is up.
 SETTLE_SECONDS = 3.0
 #: A lookup's budget here: roomy, so that only a Calc busy for long (or for good) overruns it.
 ROOMY = 5.0
-
-
-def write_book(path: Path) -> None:
-    book = openpyxl.Workbook()
-    sheet = book.active
-    assert sheet is not None
-    sheet.title = "Sheet1"
-    for row in (["units"], [10], [20], [30]):
-        sheet.append(row)
-    book.save(path)
 
 
 def column_a(path: Path) -> list[object]:
@@ -63,15 +51,11 @@ def calc() -> Iterator[tuple[Desktop, A11yBus, Path]]:
         home = Path(tempfile.mkdtemp(prefix="home-", dir=desktop.workdir))
         fill_template(home)
         book = home / BOOK
-        write_book(book)
-        proc = desktop.spawn(["libreoffice", "--calc", str(book)], "calc.log",
-                             env={**a11y_env(desktop, bus), "HOME": str(home)}, cwd=str(home))
-        try:
+        book.write_bytes(units_workbook(None))
+        with libreoffice(desktop, book, env={**a11y_env(desktop, bus), "HOME": str(home)}, cwd=home):
             wait_until(lambda: active_title(desktop) == TITLE, START_TIMEOUT, "Calc's window to be active")
             time.sleep(SETTLE_SECONDS)
             yield desktop, bus, book
-        finally:
-            stop_group(proc)
 
 
 def active_title(desktop: Desktop) -> str | None:
@@ -105,7 +89,7 @@ def test_typing_after_a_focus_lookup_reaches_the_cell(calc: tuple[Desktop, A11yB
     target = focus(desktop, bus.address)
     assert target["note"] is None, target
     assert target["window"] is not None and target["window"]["title"] == TITLE
-    driver.type({"type": "type", "text": "60"})
+    driver.type({"type": "type", "text": str(sum(UNITS))})
     driver.keypress({"type": "keypress", "keys": ["ENTER"]})
     driver.screenshot()
     before = book.stat().st_mtime_ns
@@ -113,7 +97,7 @@ def test_typing_after_a_focus_lookup_reaches_the_cell(calc: tuple[Desktop, A11yB
 
     def saved() -> bool:
         with contextlib.suppress(zipfile.BadZipFile, KeyError, OSError):
-            return book.stat().st_mtime_ns != before and column_a(book) == ["units", 10, 20, 30, 60]
+            return book.stat().st_mtime_ns != before and column_a(book) == ["units", *UNITS, sum(UNITS)]
         return False
 
-    wait_until(saved, SAVE_TIMEOUT, f"A5 of {BOOK} to hold 60 after Ctrl+S")
+    wait_until(saved, SAVE_TIMEOUT, f"A5 of {BOOK} to hold {sum(UNITS)} after Ctrl+S")

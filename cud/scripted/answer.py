@@ -132,6 +132,21 @@ def aim(step: Step, items: list[dict[str, Any]]) -> list[Any]:
     return actions
 
 
+def answered_call(items: list[dict[str, Any]]) -> object:
+    """The call id of the request's last computer call output (None without one)."""
+    outputs = [item for item in items if item.get("type") == "computer_call_output"]
+    return outputs[-1].get("call_id") if outputs else None
+
+
+def waiting(step: Step, items: list[dict[str, Any]]) -> bool:
+    """True while ``step`` waits (its ``until`` colour is not on the request's last screenshot)."""
+    if step.until is None:
+        return False
+    colour = step.until[0]
+    image = _screenshot(step, items, f"waits for colour {colour}")
+    return find_colour(image, parse_colour(colour) or (0, 0, 0)) is None
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(16)}"
 

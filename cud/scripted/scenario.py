@@ -18,6 +18,10 @@ A step is one of:
     ``message`` adds an assistant message with phase ``commentary`` before the call.
     ``expect_screenshot`` makes the server refuse (HTTP 400) a request without a
     decodable, non-empty screenshot.
+A call step may wait for what it aims at: ``"until": {"color": "#RRGGBB", "looks": n}`` answers its
+    turn with a ``wait`` action instead while the request's last screenshot lacks that colour, at
+    most ``n`` times (then an HTTP 400 naming the colour), as a model waits for an application to
+    show; the step's own actions come once the colour shows.
 ``{"message": str, "delay"?: s}``
     The final assistant message; the client's loop ends here.
 ``{"http_error": status, "body"?: {...}, "headers"?: {str: str}, "times"?: n, "delay"?: s}``
@@ -52,7 +56,7 @@ from cud.scripted.vision import parse_colour
 __all__ = ()
 
 _KEYS = {
-    "call": {"actions", "safety_checks", "message", "expect_screenshot", "delay"},
+    "call": {"actions", "safety_checks", "message", "expect_screenshot", "delay", "until"},
     "final": {"message", "delay"},
     "error": {"http_error", "body", "headers", "times", "delay"},
 }
@@ -71,6 +75,7 @@ class Step:
     headers: tuple[tuple[str, str], ...] = ()
     times: int | None = None
     delay: float = 0.0
+    until: tuple[str, int] | None = None  # a call's colour to wait for, and how many screenshots it may take
 
 
 @dataclass(frozen=True)
@@ -209,6 +214,13 @@ def _step(source: str, index: int, raw: object) -> Step:
     check("actions", isinstance(actions, list), "must be a list of actions")
     for number, action in enumerate(actions):
         _check_targets(source, index, number, action)
+    until = raw.get("until")
+    if "until" in raw:
+        check("until", isinstance(until, dict) and set(until) == {"color", "looks"},
+              'must be {"color": "#RRGGBB", "looks": n}')
+        assert isinstance(until, dict)  # check() raised otherwise
+        check("until", parse_colour(until["color"]) is not None, "must name a colour written #RRGGBB")
+        check("until", _integer(until["looks"]) and until["looks"] >= 1, "must allow an integer >= 1 of looks")
     if "expect_screenshot" in raw:
         check("expect_screenshot", isinstance(raw["expect_screenshot"], bool), "must be true or false")
     if "safety_checks" in raw:
@@ -230,6 +242,7 @@ def _step(source: str, index: int, raw: object) -> Step:
         message=raw.get("message"),
         expect_screenshot=raw.get("expect_screenshot", False),
         delay=delay,
+        until=(until["color"], until["looks"]) if until is not None else None,
     )
 
 

@@ -33,6 +33,7 @@ from cud.model_api.image_limits import MAX_IMAGE_BYTES, MAX_IMAGES, image_stats,
 from cud.scripted.answer import (
     ApiError,
     aim,
+    answered_call,
     attempt_number,
     check_outputs,
     computer_call,
@@ -40,6 +41,7 @@ from cud.scripted.answer import (
     new_id,
     pick,
     validate,
+    waiting,
 )
 from cud.scripted.chain import (
     IMAGE_TOKENS,
@@ -51,7 +53,7 @@ from cud.scripted.chain import (
     compaction_item,
     compaction_threshold,
 )
-from cud.scripted.scenario import Scenario, load_scenario, parse_scenario
+from cud.scripted.scenario import Scenario, Step, load_scenario, parse_scenario
 
 __all__ = ["MODEL_PREFIX", "ScriptedModel"]
 
@@ -107,6 +109,8 @@ class ScriptedModel:
         self._image_sends: collections.Counter[str] = collections.Counter()
         self._chains = Chains()
         self._call_turns = CallTurns()
+        #: The waits a waiting step answered so far, by the call of the last one.
+        self._waits = CallTurns()
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
         self._server: _Server | None = None
@@ -244,6 +248,16 @@ class ScriptedModel:
         # response's context is the chain's, and the API's prompt cache holds it.
         new_tokens = max(0, len(raw) - image_data * 4 // 3) // 4 + IMAGE_TOKENS * images
         tokens_in, cached = context.tokens + new_tokens, context.tokens
+        # A step that waits answers its turn with a wait, and the next request asks for the same turn again.
+        waits = 0
+        if step.kind == "call" and waiting(step, items):
+            assert step.until is not None
+            waits = (self._waits.get(answered_call(items)) or 0) + 1
+            if waits > step.until[1]:
+                raise ApiError(400, f"step {step.index}: colour {step.until[0]} did not show in {step.until[1]} "
+                                    f"screenshots", code="until_not_met")
+            step = Step(step.index, "call", actions=[{"type": "wait"}])
+        turn_done = turn_number if waits else turn_number + 1
         output: list[dict[str, Any]] = []
         threshold = compaction_threshold(body)
         compacted = threshold is not None and tokens_in > threshold
@@ -256,13 +270,15 @@ class ScriptedModel:
             call = computer_call(step, aim(step, items))
             output.append(call)
             calls[call["call_id"]] = tuple(check["id"] for check in call["pending_safety_checks"])
-            self._call_turns.add(call["call_id"], turn_number)
+            self._call_turns.add(call["call_id"], turn_done - 1)
+            if waits:
+                self._waits.add(call["call_id"], waits)
         tokens_out = 20 * len(output)
         response_id = new_id("resp")
         stored = body.get("store", True) is not False
         if stored and self.keep_responses:
             context_after = (COMPACTED_TOKENS if compacted else tokens_in) + tokens_out
-            self._chains.keep(response_id, Stored(turns=turn_number + 1, calls=calls, context_tokens=context_after))
+            self._chains.keep(response_id, Stored(turns=turn_done, calls=calls, context_tokens=context_after))
         now = int(time.time())
         return {
             "id": response_id,
@@ -325,8 +341,8 @@ class ScriptedModel:
 
     def _turn(self, items: list[dict[str, Any]], context: Context) -> int:
         """The turn a request asks for: one past the call it answers last, else by counting."""
+        known = self._call_turns.get(answered_call(items))
         outputs = [item for item in items if item.get("type") == "computer_call_output"]
-        known = self._call_turns.get(outputs[-1].get("call_id")) if outputs else None
         return known + 1 if known is not None else context.turns + len(outputs)
 
 
