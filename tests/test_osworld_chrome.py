@@ -185,10 +185,11 @@ def test_a_tab_getter_is_refused_with_a_metric_that_reads_more_than_its_urls(gty
 
 @pytest.mark.parametrize("name", sorted(set(TAB_GETTERS.values())))
 def test_the_tabs_program_prints_nothing_when_no_browser_answers(name: str, tmp_path: Path) -> None:
-    """No DevToolsActivePort, then one naming a port nobody listens on (a browser that ended): OSWorld's None/[]."""
+    """No DevToolsActivePort, then one naming a port nobody listens on (a browser that ended): OSWorld's None/[].
+    Run away from the checkout, as on the seat, where no cud is importable."""
     for _ in range(2):
         done = subprocess.run([SYSTEM_PYTHON, "-c", program("chrome_tabs"), str(tmp_path), name], capture_output=True,
-                              timeout=60, check=True)
+                              timeout=60, check=True, cwd=tmp_path)
         assert done.stdout == b"", done.stdout
         (tmp_path / "DevToolsActivePort").write_text("1\n/devtools/browser/x\n")
 
