@@ -183,21 +183,50 @@ def test_a_tab_getter_is_refused_with_a_metric_that_reads_more_than_its_urls(gty
     assert f"{gtype!r}" in caught.value.message and func in caught.value.message, caught.value.message
 
 
+def test_active_tab_url_parse_passes_its_config_as_an_argument() -> None:
+    """OSWorld's chrome/82bc8d6a getter, its keys as JSON after the program's name, never program text."""
+    result = {"type": "active_tab_url_parse", "goto_prefix": "https://www.", "parse_keys": ["fromStation", "departing"],
+              "replace": {"departing": "time"}}
+    (check,) = convert({"id": "t", "instruction": "x", "evaluator": {
+        "func": "check_direct_json_object", "result": result,
+        "expected": {"type": "rule", "rules": {"expected": {"fromStation": "BOM"}}}}})["checks"]
+    assert check["result"] == {"command": [*tabs_command("url_parse")["command"], json.dumps(
+        {"parse_keys": ["fromStation", "departing"], "replace": {"departing": "time"}})]}
+
+
+@pytest.mark.parametrize(("extra", "at"), [
+    ({"parse_keys": "q"}, "parse_keys"), ({"parse_keys": [1]}, "parse_keys"), ({}, "parse_keys"),
+    ({"parse_keys": ["q"], "replace": {"z": "t"}}, "replace"), ({"parse_keys": ["q"], "replace": ["q"]}, "replace"),
+    ({"parse_keys": ["q"], "split_list": "yes"}, "split_list"),
+])
+def test_a_url_parse_config_the_getter_would_fail_on_is_refused(extra: dict[str, Any], at: str) -> None:
+    raw = {"id": "t", "instruction": "x", "evaluator": {
+        "func": "check_direct_json_object", "result": {"type": "active_tab_url_parse", **extra},
+        "expected": {"type": "rule", "rules": {"expected": {}}}}}
+    with pytest.raises(SpecError) as caught:
+        convert_osworld(raw, source="t.json", fetch=no_fetch)
+    assert caught.value.details["key"] == f"evaluator.result.{at}", caught.value.details
+
+
 @pytest.mark.parametrize("name", sorted(set(TAB_GETTERS.values())))
 def test_the_tabs_program_prints_nothing_when_no_browser_answers(name: str, tmp_path: Path) -> None:
     """No DevToolsActivePort, then one naming a port nobody listens on (a browser that ended): OSWorld's None/[].
     Run away from the checkout, as on the seat, where no cud is importable."""
     for _ in range(2):
-        done = subprocess.run([SYSTEM_PYTHON, "-c", program("chrome_tabs"), str(tmp_path), name], capture_output=True,
-                              timeout=60, check=True, cwd=tmp_path)
-        assert done.stdout == b"", done.stdout
+        config = ['{"parse_keys": ["q"]}'] if name == "url_parse" else []
+        done = subprocess.run([SYSTEM_PYTHON, "-c", program("chrome_tabs"), str(tmp_path), name, *config],
+                              capture_output=True, timeout=60, check=True, cwd=tmp_path)
+        assert done.stdout == (b"null" if name == "url_parse" else b""), done.stdout
         (tmp_path / "DevToolsActivePort").write_text("1\n/devtools/browser/x\n")
 
 
 # -- on a seat -----------------------------------------------------------------------------------
 
+#: A search page whose query has a value with a ' (which check_direct_json_object's reading turns into ").
+SEARCH = "/search.html?city=O%27Hare&n=1,2&q=x"
 PAGES = {"/one.html": b"<!doctype html><title>Page one</title><p>one</p>",
-         "/two.html": b"<!doctype html><title>Page two</title><p>two</p>"}
+         "/two.html": b"<!doctype html><title>Page two</title><p>two</p>",
+         SEARCH: b"<!doctype html><title>Search</title><p>found</p>"}
 #: Prints the URLs of the browser's pages, sorted, from its DevTools list (the port from its profile).
 LIST_PAGES = ("import json, urllib.request\n"
               "port = open('/home/user/.config/chromium/DevToolsActivePort').readline().strip()\n"
@@ -359,3 +388,19 @@ def test_the_tab_getters_read_the_seats_chromium(seat: SpecSeat, served: Served,
         "chrome/front-one": ("succeeded", "passed"), "chrome/front-two": ("succeeded", "failed"),
         "chrome/tabs-both": ("succeeded", "passed"), "chrome/tabs-one": ("succeeded", "failed"),
     }
+
+
+def test_active_tab_url_parse_reads_the_front_tabs_query(seat: SpecSeat, served: Served, tmp_path: Path) -> None:
+    """OSWorld's 82bc8d6a and f5d96daf in one: renamed keys, values split at commas."""
+    result = {"type": "active_tab_url_parse", "goto_prefix": "https://www.", "parse_keys": ["city", "n"],
+              "replace": {"n": "numbers"}, "split_list": True}
+
+    def task(task_id: str, city: str) -> dict[str, Any]:
+        body = chrome_task(task_id, served.base, {
+            "func": "check_direct_json_object", "result": result,
+            "expected": {"type": "rule", "rules": {"expected": {"city": [city], "numbers": ["1", "2"]}}}})
+        body["config"][-1]["parameters"]["urls_to_open"] = [f"{served.base}/one.html", served.base + SEARCH]
+        return body
+
+    assert evaluate(seat, {"ohare": task("ohare", "O'Hare"), "paris": task("paris", "Paris")}, tmp_path) == {
+        "chrome/ohare": ("succeeded", "passed"), "chrome/paris": ("succeeded", "failed")}

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +58,13 @@ MAX_URLS = (600 - CONNECT_SECONDS - _SPARE_SECONDS) // LOAD_SECONDS
 #: OSWorld's getters of one value of the profile's Preferences (cud.osworld.chrome_profile).
 PROFILE_GETTERS = frozenset(FALLBACK)
 #: OSWorld's getters of the live browser's tabs, and the chrome_tabs getter each is.
-TAB_GETTERS = {"active_url_from_accessTree": "active_url", "active_tab_info": "active_url", "open_tabs_info": "open_tabs"}
+TAB_GETTERS = {"active_url_from_accessTree": "active_url", "active_tab_info": "active_url", "open_tabs_info": "open_tabs",
+               "active_tab_url_parse": "url_parse"}
 #: The metrics that take each chrome_tabs getter: they read only the URL(s) the program prints (active_tab_info's
 #: title and content, and the elided address-bar text of active_url_from_accessTree, are not there).
 TAB_METRICS = {"active_url": frozenset({"is_expected_active_tab", "is_expected_active_tab_approximate",
                                         "is_expected_url_pattern_match"}),
-               "open_tabs": frozenset({"is_expected_tabs"})}
+               "open_tabs": frozenset({"is_expected_tabs"}), "url_parse": frozenset({"check_direct_json_object"})}
 
 
 def seat_command(args: list[str]) -> list[str] | None:
@@ -126,6 +129,32 @@ def profile_getter(name: str) -> dict[str, Any]:
     return {"command": [SYSTEM_PYTHON, "-c", program("chrome_profile"), PROFILE, name]}
 
 
-def tab_getter(name: str) -> dict[str, Any]:
-    """One of :data:`TAB_GETTERS` as a metric check's ``command`` argument: the value as its output."""
-    return {"command": [SYSTEM_PYTHON, "-c", program("chrome_tabs"), PROFILE, TAB_GETTERS[name]]}
+def tab_getter(ctx: Context, key: str, name: str, g: Mapping[str, Any]) -> dict[str, Any]:
+    """One of :data:`TAB_GETTERS` as a metric check's ``command`` argument: the value as its output; the
+    url_parse getter's config is an argument, as JSON."""
+    config: list[str] = []
+    if TAB_GETTERS[name] == "url_parse":
+        config = [json.dumps(_url_parse_config(ctx, key, g))]
+    return {"command": [SYSTEM_PYTHON, "-c", program("chrome_tabs"), PROFILE, TAB_GETTERS[name], *config]}
+
+
+def _url_parse_config(ctx: Context, key: str, g: Mapping[str, Any]) -> dict[str, Any]:
+    """get_active_tab_url_parse's keys, refused where the getter would raise (a KeyError, a ``split`` of a list)."""
+    keys = g.get("parse_keys")
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise ctx.refuse(f"{key}.parse_keys", keys, f"{key}.parse_keys must be a list of query keys, got "
+                                                    f"{v.shown(keys)}")
+    config: dict[str, Any] = {"parse_keys": keys}
+    if "replace" in g:
+        replace = g["replace"]
+        if not isinstance(replace, Mapping) or not all(isinstance(k, str) and k in keys and isinstance(n, str)
+                                                       for k, n in replace.items()):
+            raise ctx.refuse(f"{key}.replace", replace, f"{key}.replace must map keys of {key}.parse_keys to new "
+                                                        f"names, got {v.shown(replace)}")
+        config["replace"] = dict(replace)
+    split = g.get("split_list", False)
+    if not isinstance(split, bool):
+        raise ctx.refuse(f"{key}.split_list", split, f"{key}.split_list must be true or false, got {v.shown(split)}")
+    if split:
+        config["split_list"] = True
+    return config

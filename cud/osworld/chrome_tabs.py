@@ -7,6 +7,10 @@ Ported from desktop-env 1.0.2 (OSWorld's code, Apache-2.0), evaluators/getters/c
   is_expected_active_tab and is_expected_url_pattern_match, read only its ``url``): the URL of the tab the
   user last brought to the front, as text;
 * ``open_tabs`` stands for ``get_open_tabs_info``: every tab's ``{"title", "url"}``, as a JSON list.
+* ``url_parse CONFIG`` stands for ``get_active_tab_url_parse``: the query values of the active tab's URL that
+  CONFIG (the getter's ``parse_keys``, ``replace``, ``split_list``, as JSON) names, as a JSON object, ``null``
+  without a browser. Its one metric, check_direct_json_object, reads the text as JSON after turning every
+  ``'`` into ``"``, so the program writes a ``'`` of a value as ``\u0027``.
 
 OSWorld reads the address bar of Google Chrome's accessibility tree (``goto_prefix`` glued to its text, which
 elides ``https://www.``) and, for ``get_active_tab_info``, loads that URL again in a new page through
@@ -23,6 +27,8 @@ from __future__ import annotations
 
 import json
 import sys
+import urllib.parse
+from typing import Any
 
 from cud.osworld.chrome_open_tabs import call, endpoint
 
@@ -36,13 +42,28 @@ def pages(profile: str) -> list[dict[str, str]]:
     return [{"title": t.get("title", ""), "url": t.get("url", "")} for t in listed if t.get("type") == "page"]
 
 
+def url_parse(url: str, config: dict[str, Any]) -> dict[str, Any]:
+    """get_active_tab_url_parse's reading of the URL's query, its expressions as written."""
+    query_params = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)
+    extracted_params = {key: query_params.get(key, [''])[0] for key in config["parse_keys"]}
+    if "replace" in config:
+        for key in config["replace"].keys():
+            value = extracted_params.pop(key)
+            extracted_params[config["replace"][key]] = value
+    if config.get("split_list", False):
+        return {key: extracted_params[key].split(',') for key in extracted_params.keys()}
+    return extracted_params
+
+
 def main(argv: list[str]) -> int:
-    profile, name = argv
+    profile, name, *config = argv
     tabs = pages(profile)
     if name == "active_url":
         out = tabs[0]["url"] if tabs else ""
     elif name == "open_tabs":
         out = json.dumps(tabs) if tabs else ""
+    elif name == "url_parse":
+        out = json.dumps(url_parse(tabs[0]["url"], json.loads(config[0])) if tabs else None).replace("'", "\\u0027")
     else:
         raise SystemExit(f"chrome_tabs: no getter {name!r}")
     sys.stdout.buffer.write(out.encode("utf-8", "replace"))

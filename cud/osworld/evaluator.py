@@ -67,6 +67,7 @@ GETTERS: dict[str, frozenset[str]] = {
     "active_url_from_accessTree": frozenset({"type", "goto_prefix"}),
     "active_tab_info": frozenset({"type", "goto_prefix"}),
     "open_tabs_info": frozenset({"type"}),
+    "active_tab_url_parse": frozenset({"type", "goto_prefix", "parse_keys", "replace", "split_list"}),
 }
 #: gimp.py get_gimp_config_file's folder: ``~/.config/GIMP/2.10``, expanded in the VM user's home.
 GIMP_CONFIG = "~/.config/GIMP/2.10"
@@ -178,7 +179,7 @@ def getter(ctx: Context, key: str, value: object) -> dict[str, Any]:
     if gtype in chrome.PROFILE_GETTERS:  # getters/chrome.py: a value of the profile's Preferences
         return chrome.profile_getter(gtype)
     if gtype in chrome.TAB_GETTERS:  # getters/chrome.py: the live browser's active tab, or its open tabs
-        return chrome.tab_getter(gtype)
+        return chrome.tab_getter(ctx, key, gtype, g)
     if gtype == "bookmarks":  # getters/chrome.py get_bookmarks: the file, read by is_expected_bookmarks
         return {"file": chrome.BOOKMARKS}
     if gtype in ("vm_command_line", "vm_command_error"):  # general.py: the server's execute, its stdout (stderr)
