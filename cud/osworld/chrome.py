@@ -82,7 +82,8 @@ def seat_command(args: list[str]) -> list[str] | None:
 def program(module: str) -> str:
     """The source of ``module`` (a standard-library program beside this one) as ``python3 -c`` text: without its
     docstrings, comments and annotations, so that it fits in one argument of a spec's argv
-    (:data:`cud.spec.values.MAX_ARG`)."""
+    (:data:`cud.spec.values.MAX_ARG`); the functions it imports from a program beside it are copied in, as the
+    seat's ``python3`` has no cud to import them from."""
     tree = ast.parse(Path(__file__).with_name(f"{module}.py").read_text(encoding="utf-8"))
     tree.body = [n for n in tree.body if not (isinstance(n, ast.ImportFrom) and n.module in ("__future__", "typing"))]
     tree.body = [d for n in tree.body for d in (_inlined(n) if isinstance(n, ast.ImportFrom) else [n])]
