@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cud.errors import SpecError
-from cud.osworld.chrome import MAX_URLS, PROFILE, program, seat_command
+from cud.osworld.chrome import MAX_URLS, PROFILE, TAB_GETTERS, program, seat_command
 from cud.osworld.chrome_open_tabs import CONNECT_SECONDS, LOAD_SECONDS
 from cud.osworld.convert import convert_osworld
 from cud.osworld.seat import SYSTEM_PYTHON, template_files
@@ -100,7 +101,7 @@ def test_the_bookmarks_getter_is_refused_with_another_metric() -> None:
     assert "'bookmarks'" in caught.value.message and "is_expected_bookmarks" in caught.value.message
 
 
-@pytest.mark.parametrize("module", ["chrome_open_tabs", "chrome_profile"])
+@pytest.mark.parametrize("module", ["chrome_open_tabs", "chrome_profile", "chrome_tabs"])
 def test_each_program_fits_one_argument_and_is_python(module: str) -> None:
     text = program(module)
     assert len(text) <= v.MAX_ARG
@@ -148,10 +149,84 @@ def test_chromes_commands_become_chromiums() -> None:
     assert seat_command(["pkill", "-f", "chrome"]) == ["pkill", "-f", "chrome"]
 
 
+# -- the live browser's tabs -----------------------------------------------------------------------
+
+
+def tabs_command(name: str) -> dict[str, Any]:
+    return {"command": [SYSTEM_PYTHON, "-c", program("chrome_tabs"), PROFILE, name]}
+
+
+@pytest.mark.parametrize(("gtype", "func", "expected", "made"), [
+    ("active_url_from_accessTree", "is_expected_url_pattern_match", {"expected": ["forms\\?title="]}, "active_url"),
+    ("active_url_from_accessTree", "is_expected_active_tab", {"type": "url", "url": "https://www.nfl.com/"},
+     "active_url"),
+    ("active_tab_info", "is_expected_url_pattern_match", {"expected": ["Ticket-Delivery-FAQs"]}, "active_url"),
+    ("open_tabs_info", "is_expected_tabs", {"type": "url", "urls": ["https://www.airbnb.com"]}, "open_tabs"),
+])
+def test_the_tab_getters_read_the_live_browser_as_the_seats_user(gtype: str, func: str, expected: dict[str, Any],
+                                                                 made: str) -> None:
+    result = {"type": gtype, "goto_prefix": "https://www."} if gtype != "open_tabs_info" else {"type": gtype}
+    converted = convert({"id": "t", "instruction": "x", "evaluator": {
+        "func": func, "result": result, "expected": {"type": "rule", "rules": expected}}})
+    assert converted["checks"] == [{"name": f"{func} on {gtype}"[:v.MAX_NAME], "metric": func,
+                                    "result": tabs_command(made), "expected": {"value": expected}}]
+
+
+@pytest.mark.parametrize(("gtype", "func"), [("active_tab_info", "exact_match"), ("open_tabs_info", "check_list"),
+                                             ("active_url_from_accessTree", "is_expected_tabs"),
+                                             ("open_tabs_info", "is_expected_active_tab")])
+def test_a_tab_getter_is_refused_with_a_metric_that_reads_more_than_its_urls(gtype: str, func: str) -> None:
+    raw = {"id": "t", "instruction": "x", "evaluator": {"func": func, "result": {"type": gtype},
+                                                        "expected": {"type": "rule", "rules": {"expected": "x"}}}}
+    with pytest.raises(SpecError) as caught:
+        convert_osworld(raw, source="t.json", fetch=no_fetch)
+    assert f"{gtype!r}" in caught.value.message and func in caught.value.message, caught.value.message
+
+
+def test_active_tab_url_parse_passes_its_config_as_an_argument() -> None:
+    """OSWorld's chrome/82bc8d6a getter, its keys as JSON after the program's name, never program text."""
+    result = {"type": "active_tab_url_parse", "goto_prefix": "https://www.", "parse_keys": ["fromStation", "departing"],
+              "replace": {"departing": "time"}}
+    (check,) = convert({"id": "t", "instruction": "x", "evaluator": {
+        "func": "check_direct_json_object", "result": result,
+        "expected": {"type": "rule", "rules": {"expected": {"fromStation": "BOM"}}}}})["checks"]
+    assert check["result"] == {"command": [*tabs_command("url_parse")["command"], json.dumps(
+        {"parse_keys": ["fromStation", "departing"], "replace": {"departing": "time"}})]}
+
+
+@pytest.mark.parametrize(("extra", "at"), [
+    ({"parse_keys": "q"}, "parse_keys"), ({"parse_keys": [1]}, "parse_keys"), ({}, "parse_keys"),
+    ({"parse_keys": ["q"], "replace": {"z": "t"}}, "replace"), ({"parse_keys": ["q"], "replace": ["q"]}, "replace"),
+    ({"parse_keys": ["q"], "split_list": "yes"}, "split_list"),
+])
+def test_a_url_parse_config_the_getter_would_fail_on_is_refused(extra: dict[str, Any], at: str) -> None:
+    raw = {"id": "t", "instruction": "x", "evaluator": {
+        "func": "check_direct_json_object", "result": {"type": "active_tab_url_parse", **extra},
+        "expected": {"type": "rule", "rules": {"expected": {}}}}}
+    with pytest.raises(SpecError) as caught:
+        convert_osworld(raw, source="t.json", fetch=no_fetch)
+    assert caught.value.details["key"] == f"evaluator.result.{at}", caught.value.details
+
+
+@pytest.mark.parametrize("name", sorted(set(TAB_GETTERS.values())))
+def test_the_tabs_program_prints_nothing_when_no_browser_answers(name: str, tmp_path: Path) -> None:
+    """No DevToolsActivePort, then one naming a port nobody listens on (a browser that ended): OSWorld's None/[].
+    Run away from the checkout, as on the seat, where no cud is importable."""
+    for _ in range(2):
+        config = ['{"parse_keys": ["q"]}'] if name == "url_parse" else []
+        done = subprocess.run([SYSTEM_PYTHON, "-c", program("chrome_tabs"), str(tmp_path), name, *config],
+                              capture_output=True, timeout=60, check=True, cwd=tmp_path)
+        assert done.stdout == (b"null" if name == "url_parse" else b""), done.stdout
+        (tmp_path / "DevToolsActivePort").write_text("1\n/devtools/browser/x\n")
+
+
 # -- on a seat -----------------------------------------------------------------------------------
 
+#: A search page whose query has a value with a ' (which check_direct_json_object's reading turns into ").
+SEARCH = "/search.html?city=O%27Hare&n=1,2&q=x"
 PAGES = {"/one.html": b"<!doctype html><title>Page one</title><p>one</p>",
-         "/two.html": b"<!doctype html><title>Page two</title><p>two</p>"}
+         "/two.html": b"<!doctype html><title>Page two</title><p>two</p>",
+         SEARCH: b"<!doctype html><title>Search</title><p>found</p>"}
 #: Prints the URLs of the browser's pages, sorted, from its DevTools list (the port from its profile).
 LIST_PAGES = ("import json, urllib.request\n"
               "port = open('/home/user/.config/chromium/DevToolsActivePort').readline().strip()\n"
@@ -263,3 +338,69 @@ def test_is_expected_bookmarks_reads_the_bookmarks_the_seats_chromium_kept(seat:
     tasks = {"saved": bookmark_task("saved", [URLS[1]]), "other": bookmark_task("other", URLS)}
     assert evaluate(seat, tasks, tmp_path) == {"chrome/saved": ("succeeded", "passed"),
                                                "chrome/other": ("succeeded", "failed")}
+
+
+#: Brings the tab of one.html to the front through the browser's DevTools, as a user's click on it would.
+ACTIVATE_ONE = ("import json, urllib.request\n"
+                "base = 'http://127.0.0.1:' + open('/home/user/.config/chromium/DevToolsActivePort').readline().strip()\n"
+                "page = next(p for p in json.load(urllib.request.urlopen(base + '/json/list'))"
+                " if p['url'].endswith('/one.html'))\n"
+                "urllib.request.urlopen(base + '/json/activate/' + page['id']).read()\n")
+
+
+def tab_task(task_id: str, base: str, evaluator: dict[str, Any], activate_one: bool = False) -> dict[str, Any]:
+    task = chrome_task(task_id, base, evaluator)
+    if activate_one:
+        task["config"].append({"type": "execute", "parameters": {"command": ["python3", "-c", ACTIVATE_ONE]}})
+    return task
+
+
+def test_the_tab_getters_read_the_seats_chromium(seat: SpecSeat, served: Served, tmp_path: Path) -> None:
+    """The tab opened last is in front, until another is brought there: /json/list's order is the tabs'
+    activation, not their opening."""
+    one, two = f"{served.base}/one.html", f"{served.base}/two.html"
+    at = {"type": "active_url_from_accessTree", "goto_prefix": "https://www."}
+    info = {"type": "active_tab_info", "goto_prefix": "https://www."}
+    tabs = {"type": "open_tabs_info"}
+
+    def rule(rules: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "rule", "rules": rules}
+
+    tasks = {
+        "pattern-two": tab_task("pattern-two", served.base, {
+            "func": "is_expected_url_pattern_match", "result": at,
+            "expected": rule({"expected": ["^http://127\\.0\\.0\\.1:", "/two\\.html$"]})}),
+        "pattern-one": tab_task("pattern-one", served.base, {
+            "func": "is_expected_url_pattern_match", "result": at, "expected": rule({"expected": ["/one\\.html$"]})}),
+        "front-one": tab_task("front-one", served.base, {
+            "func": "is_expected_active_tab", "result": info, "expected": rule({"type": "url", "url": one})},
+            activate_one=True),
+        "front-two": tab_task("front-two", served.base, {
+            "func": "is_expected_active_tab", "result": info, "expected": rule({"type": "url", "url": two})},
+            activate_one=True),
+        "tabs-both": tab_task("tabs-both", served.base, {
+            "func": "is_expected_tabs", "result": tabs, "expected": rule({"type": "url", "urls": [two, one]})}),
+        "tabs-one": tab_task("tabs-one", served.base, {
+            "func": "is_expected_tabs", "result": tabs, "expected": rule({"type": "url", "urls": [one]})}),
+    }
+    assert evaluate(seat, tasks, tmp_path) == {
+        "chrome/pattern-two": ("succeeded", "passed"), "chrome/pattern-one": ("succeeded", "failed"),
+        "chrome/front-one": ("succeeded", "passed"), "chrome/front-two": ("succeeded", "failed"),
+        "chrome/tabs-both": ("succeeded", "passed"), "chrome/tabs-one": ("succeeded", "failed"),
+    }
+
+
+def test_active_tab_url_parse_reads_the_front_tabs_query(seat: SpecSeat, served: Served, tmp_path: Path) -> None:
+    """OSWorld's 82bc8d6a and f5d96daf in one: renamed keys, values split at commas."""
+    result = {"type": "active_tab_url_parse", "goto_prefix": "https://www.", "parse_keys": ["city", "n"],
+              "replace": {"n": "numbers"}, "split_list": True}
+
+    def task(task_id: str, city: str) -> dict[str, Any]:
+        body = chrome_task(task_id, served.base, {
+            "func": "check_direct_json_object", "result": result,
+            "expected": {"type": "rule", "rules": {"expected": {"city": [city], "numbers": ["1", "2"]}}}})
+        body["config"][-1]["parameters"]["urls_to_open"] = [f"{served.base}/one.html", served.base + SEARCH]
+        return body
+
+    assert evaluate(seat, {"ohare": task("ohare", "O'Hare"), "paris": task("paris", "Paris")}, tmp_path) == {
+        "chrome/ohare": ("succeeded", "passed"), "chrome/paris": ("succeeded", "failed")}

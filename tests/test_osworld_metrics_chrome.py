@@ -99,3 +99,89 @@ def test_the_transformer_bookmark_passes_and_a_missing_one_fails() -> None:
     assert ours(TRANSFORMER, {"type": "bookmark_bar_websites_urls", "urls": [URLS[0]]}) == ("score", 1.0)
     assert ours(TRANSFORMER, {"type": "bookmark_bar_websites_urls", "urls": URLS[:2]}) == ("score", 0.0)
     assert ours(None, {"type": "bookmark_bar_folders_names", "names": []}) == ("score", 0.0)
+
+
+# -- the metrics of the live browser's tabs ------------------------------------------------------------------------
+# cud's getters (cud/osworld/chrome_tabs.py) give the active tab's URL as text ("" for none: OSWorld's None) and the
+# open tabs as a JSON list ("" for none: OSWorld's []); OSWorld's metrics are given what its getters give.
+
+SCHEMES = ["https://", "http://", "", "HTTPS://", "chrome://"]
+HOSTS = ["www.drugs.com", "drugs.com", "www.airbnb.com.sg", "airbnb.com", "a.b.github.io", "127.0.0.1:8000",
+         "localhost", "WWW.Example.co.uk", "www.www.example.com", "settings"]
+PATHS = ["", "/", "/npc/", "/npc", "/a?x=1#f", "/p;q", "/appearance"]
+url = (st.tuples(st.sampled_from(SCHEMES), st.sampled_from(HOSTS), st.sampled_from(PATHS)).map("".join)
+       | st.text(max_size=12))
+PATTERNS = ["^https://(www\\.)?drugs\\.com", "npc", "forms\\?title=", "^chrome://settings/appearance/?$", "", "(",
+            "[a-", "github"]
+
+
+def ours_tab(name: str, value: str, rule: dict[str, Any]) -> Any:
+    return outcome(metric(name), value, rule)
+
+
+@settings(max_examples=300, deadline=None)
+@given(url, url)
+@example("https://www.drugs.com/npc/", "https://drugs.com/npc")
+@example("https://www.airbnb.com.sg/", "http://airbnb.com")
+@example("", "https://www.drugs.com/npc/")
+def test_is_expected_active_tab_scores_as_osworld(active: str, expected: str) -> None:
+    rule = {"type": "url", "url": expected}
+    theirs_ = outcome(reference("is_expected_active_tab"), active or None, rule)
+    assert ours_tab("is_expected_active_tab", active, rule) == theirs_
+    if active:  # active_tab_info's dict: its url is all the metric reads
+        info = {"title": "t", "url": active, "content": "<html></html>"}
+        assert outcome(reference("is_expected_active_tab"), info, rule) == theirs_
+    other = {"type": "title", "url": expected}
+    assert ours_tab("is_expected_active_tab", active, other) == outcome(reference("is_expected_active_tab"),
+                                                                        active or None, other)
+
+
+@settings(max_examples=300, deadline=None)
+@given(url, st.lists(st.sampled_from(PATTERNS) | st.text(max_size=4), max_size=3))
+@example("https://www.drugs.com/npc/", ["^https://(www\\.)?drugs\\.com", "npc"])
+@example("https://www.drugs.com/npc/", ["("])
+@example("", [])
+def test_is_expected_url_pattern_match_scores_as_osworld(active: str, patterns: list[str]) -> None:
+    rules = {"expected": patterns}
+    theirs_ = outcome(reference("is_expected_url_pattern_match"), active or None, rules)
+    assert ours_tab("is_expected_url_pattern_match", active, rules) == theirs_
+    if active:
+        info = {"title": "t", "url": active, "content": ""}
+        assert outcome(reference("is_expected_url_pattern_match"), info, rules) == theirs_
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(url, max_size=4), st.lists(url, max_size=4), st.sampled_from(["url", "title"]))
+@example(["https://www.lonelyplanet.com/", "https://airbnb.com"], ["https://www.airbnb.com", "https://lonelyplanet.com"],
+         "url")
+@example([], [], "url")
+def test_is_expected_tabs_scores_as_osworld(opened: list[str], expected: list[str], kind: str) -> None:
+    tabs = [{"title": f"t{i}", "url": u} for i, u in enumerate(opened)]
+    rule = {"type": kind, "urls": expected}
+    assert ours_tab("is_expected_tabs", json.dumps(tabs) if tabs else "", rule) == \
+        outcome(reference("is_expected_tabs"), tabs, copy.deepcopy(rule))
+
+
+def test_the_tab_metrics_pass_the_right_tab_and_fail_another() -> None:
+    assert ours_tab("is_expected_active_tab", "https://www.drugs.com/npc/",
+                    {"type": "url", "url": "http://drugs.com/npc/"}) == ("score", 0.0)  # the scheme counts
+    assert ours_tab("is_expected_active_tab", "https://www.drugs.com/npc/",
+                    {"type": "url", "url": "https://drugs.com/npc/"}) == ("score", 1.0)
+    assert ours_tab("is_expected_active_tab", "https://www.drugs.com/npp/",
+                    {"type": "url", "url": "https://drugs.com/npc"}) == ("score", 0.0)
+    assert ours_tab("is_expected_url_pattern_match", "http://127.0.0.1:8000/one.html",
+                    {"expected": ["one\\.html$"]}) == ("score", 1.0)
+    assert ours_tab("is_expected_url_pattern_match", "", {"expected": []}) == ("score", 0.0)
+    one = json.dumps([{"title": "a", "url": "https://a.example/"}])
+    assert ours_tab("is_expected_tabs", one, {"type": "url", "urls": ["https://a.example"]}) == ("score", 1.0)
+    assert ours_tab("is_expected_tabs", one, {"type": "url", "urls": ["https://b.example"]}) == ("score", 0.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(url, url)
+@example("chrome://password-manager/passwords", "chrome://password-manager/passwords?q=1")
+@example("https://www.drugs.com/npc/", "https://drugs.com/npc/")
+def test_is_expected_active_tab_approximate_scores_as_osworld(active: str, expected: str) -> None:
+    rule = {"type": "url", "url": expected}
+    assert ours_tab("is_expected_active_tab_approximate", active, rule) == \
+        outcome(reference("is_expected_active_tab_approximate"), active or None, rule)

@@ -10,7 +10,8 @@ of OpenAI's computer-use model (mm_agents/openai_cua_agent.py: OpenAICUAAgent.pr
   its getters ``{file}``, ``{fixture}``, ``{value}`` or ``{command}``, a ``multi`` one ``{files}`` or
   ``{fixtures}`` with ``names`` and ``gives``; a few pairs with an exact
   counterpart among cud's own checks (:data:`NATIVE`) become those.
-* Chrome's getters of one Preferences value are ``{command}`` getters (:mod:`cud.osworld.chrome`).
+* Chrome's getters of one Preferences value, and of the live browser's tabs, are ``{command}`` getters
+  (:mod:`cud.osworld.chrome`).
 * ``conj = "or"`` is ``pass_if = "any"``; ``postconfig`` entries are setup steps run after the model.
 * ``infeasible`` passes when the model's final message declares the task infeasible, as OSWorld's
   runner turns such a message into its FAIL action and evaluate() scores FAIL 1 (:data:`INFEASIBLE`);
@@ -66,11 +67,20 @@ GETTERS: dict[str, frozenset[str]] = {
     "bookmarks": frozenset({"type"}),
     "vscode_config": frozenset({"type", "vscode_extension_command", "path", "dest"}),
     "vm_wallpaper": frozenset({"type", "dest"}),
+    # goto_prefix glues a scheme to the address bar's elided text; the tabs' program reads whole URLs instead.
+    "active_url_from_accessTree": frozenset({"type", "goto_prefix"}),
+    "active_tab_info": frozenset({"type", "goto_prefix"}),
+    "open_tabs_info": frozenset({"type"}),
+    "active_tab_url_parse": frozenset({"type", "goto_prefix", "parse_keys", "replace", "split_list"}),
 }
 #: gimp.py get_gimp_config_file's folder: ``~/.config/GIMP/2.10``, expanded in the VM user's home.
 GIMP_CONFIG = "~/.config/GIMP/2.10"
-#: Getters whose reading the one metric that takes them does on the file (cud.osworld.metrics.chrome).
-_READ_BY_METRIC = {"bookmarks": "is_expected_bookmarks"}
+#: Getters whose value only some metrics take: the bookmarks file, which the one metric that takes it reads
+#: (cud.osworld.metrics.chrome), and the tabs' program's values (cud.osworld.chrome.TAB_METRICS).
+_READ_BY_METRIC: dict[str, frozenset[str]] = {
+    "bookmarks": frozenset({"is_expected_bookmarks"}),
+    **{name: chrome.TAB_METRICS[kind] for name, kind in chrome.TAB_GETTERS.items()},
+}
 _REFUSED_GETTERS = {
     "cache_file": "it reads OSWorld's host cache, which a setup step's stdout wrote",
     "googledrive_file": "it needs a Google Drive account",
@@ -147,9 +157,9 @@ def check(ctx: Context, key: str, func: object, result: object, expected: object
         raise ctx.refuse(key, func, f"OSWorld metric {func!r} in {key} has no counterpart in cud (supported: the "
                                     f"metrics of cud.osworld.catalog, and "
                                     + ", ".join(f"{m} on {g}" for g, m in NATIVE) + ")")
-    if isinstance(gtype, str) and gtype in _READ_BY_METRIC and func != _READ_BY_METRIC[gtype]:
+    if isinstance(gtype, str) and gtype in _READ_BY_METRIC and func not in _READ_BY_METRIC[gtype]:
         raise ctx.refuse(key, func, f"OSWorld getter {gtype!r} in {rkey} gives {func} a value cud reads only for "
-                                    f"{_READ_BY_METRIC[gtype]}")
+                                    + ", ".join(sorted(_READ_BY_METRIC[gtype])))
     info = METRICS[func]
     out: dict[str, Any] = {"name": f"{func} on {gtype}"[:v.MAX_NAME], "metric": func,
                            "result": getter(ctx, rkey, result)}
@@ -185,6 +195,8 @@ def getter(ctx: Context, key: str, value: object) -> dict[str, Any]:
         return {"value": g.get("rules")}
     if gtype in chrome.PROFILE_GETTERS:  # getters/chrome.py: a value of the profile's Preferences
         return chrome.profile_getter(gtype)
+    if gtype in chrome.TAB_GETTERS:  # getters/chrome.py: the live browser's active tab, or its open tabs
+        return chrome.tab_getter(ctx, key, gtype, g)
     if gtype == "bookmarks":  # getters/chrome.py get_bookmarks: the file, read by is_expected_bookmarks
         return {"file": chrome.BOOKMARKS}
     if gtype in ("vm_command_line", "vm_command_error"):  # general.py: the server's execute, its stdout (stderr)

@@ -37,6 +37,10 @@ FUNCTIONS: Mapping[str, str] = MappingProxyType({
     "compare_images": "images:compare_images",
     "compare_pdfs": "pdfs:compare_pdfs",
     "is_expected_bookmarks": "chrome:is_expected_bookmarks",
+    "is_expected_active_tab": "chrome:is_expected_active_tab",
+    "is_expected_active_tab_approximate": "chrome:is_expected_active_tab_approximate",
+    "is_expected_url_pattern_match": "chrome:is_expected_url_pattern_match",
+    "is_expected_tabs": "chrome:is_expected_tabs",
     # Small metrics, each of one or two tasks (misc.py)
     "check_json": "misc:check_json",
     "file_contains": "misc:file_contains",
