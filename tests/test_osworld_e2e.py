@@ -26,9 +26,10 @@ postconfig saves with ``python -c "import pyautogui; pyautogui.hotkey('ctrl', 's
 installable here (offline) and the seat's python has none, so that step becomes an ``execute`` of
 ``xdotool key ctrl+s`` followed by a wait until the document is newer than a mark made just before.
 
-The scripted model plays one scenario for every task of a run: ``right`` (types the right value,
-declares the infeasible task infeasible) and ``wrong`` (a value one off, a confident answer) over the
-Calc/os/infeasible index, ``centre`` over Writer's, ``page-1`` over Impress's, and ``idle`` (looks, does
+The scripted model plays one scenario for every task of a run: ``right`` (types the right value, says it
+is done) and ``wrong`` (a value one off, a confident answer) over the Calc/os/infeasible index,
+``declares`` (types the right value, then declares the task infeasible: the infeasible task passes, the
+Calc task fails whatever its check says) over Calc's and the infeasible one, ``centre`` over Writer's, ``page-1`` over Impress's, and ``idle`` (looks, does
 nothing) over both. One daemon, one seat and one server for the module.
 """
 
@@ -129,7 +130,8 @@ def steps(*batches: dict[str, Any], final: str) -> list[dict[str, Any]]:
 
 
 SCENARIOS = {
-    "right": {"name": "right", **typing(RIGHT, "I could not do it: the task is infeasible.")},
+    "right": {"name": "right", **typing(RIGHT, "Done: the total is in A5.")},
+    "declares": {"name": "declares", **typing(RIGHT, "I could not do it: the task is infeasible.")},
     "wrong": {"name": "wrong", **typing(WRONG, "Done: everything is set up as asked.")},
     "centre": {"name": "centre", "steps": steps(
         {"type": "keypress", "keys": ["ctrl", "Home"]}, {"type": "keypress", "keys": ["ctrl", "e"]},
@@ -271,16 +273,29 @@ def outcomes(runs: dict[str, dict[str, Any]]) -> dict[str, tuple[str, str]]:
     return {name: (r["state"], r["outcome"]) for name, r in runs.items()}
 
 
-def test_the_right_model_passes_every_task_but_the_one_whose_check_can_never_hold(
+def test_the_right_model_passes_every_feasible_task_but_the_one_whose_check_can_never_hold(
         seat: SpecSeat, index: Path, served: Served, tmp_path: Path) -> None:
     runs = run(seat, index, tmp_path / "out", "scripted:right")
     assert outcomes(runs) == {
         "libreoffice_calc/total-units": ("succeeded", "passed"),
         "os/notes-kept": ("succeeded", "passed"),
         "os/notes-current": ("succeeded", "failed"),
-        "infeasible/spotify-tv": ("succeeded", "passed"),
+        "infeasible/spotify-tv": ("succeeded", "failed"),  # it did not declare it infeasible
     }, json.dumps(runs, indent=1)[:6000]
     assert f"/start/{BOOK}" in served.requested and f"/gold/{BOOK}" in served.requested
+
+
+def test_declaring_a_task_infeasible_passes_the_infeasible_one_and_fails_a_feasible_one_done_right(
+        seat: SpecSeat, examples: Path, served: Served, tmp_path: Path) -> None:
+    """OSWorld's evaluate(): FAIL scores 1 on an infeasible task, 0 on any other, whatever its metric says."""
+    both = {domain: by_id for domain, by_id in tasks(served.base).items() if domain != "os"}
+    runs = run(seat, write_index(examples, both, "declares"), tmp_path / "out", "scripted:declares")
+    assert outcomes(runs) == {
+        "libreoffice_calc/total-units": ("succeeded", "failed"),
+        "infeasible/spotify-tv": ("succeeded", "passed"),
+    }, json.dumps(runs, indent=1)[:6000]
+    calc = runs["libreoffice_calc/total-units"]
+    assert [c["outcome"] for c in calc["checks"]] == ["passed"]  # the value is right: the declaration fails it
 
 
 def test_a_value_one_off_and_a_confident_answer_fail_with_osworlds_reason(

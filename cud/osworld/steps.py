@@ -67,7 +67,7 @@ ACTIVATE_OPENED = ("/bin/sh", "-c", 'id=$(wmctrl -l | grep -F -e "$1" | head -n 
 #: (sandbox/deps.sh --profile osworld), and :data:`HAS_PACKAGES` checks they are there.
 _SUDO_APT = re.compile(r"echo \{CLIENT_PASSWORD\} \| sudo -S apt(?:-get)? "
                        r"(?:(update)(?: -y)?|install((?: [^\s&|;<>()$`'\"\\]+)+))")
-#: A Debian package's name (Debian Policy 5.6.1).
+#: A Debian package's name (section 5.6.1 of Debian's policy manual).
 _PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
 #: Exits 1 naming the first of its arguments that is not an installed Debian package: a setup step whose
 #: failure says the seat lacks what OSWorld's task would have installed, so the task ends ``error`` (cud could
