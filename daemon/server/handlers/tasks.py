@@ -156,7 +156,7 @@ def _check_approval_for_api(config: Config, model: str, approval: str) -> None:
     raise ProtocolError(
         f"approval mode 'safety' asks only when the model's API sends safety checks, and model {model!r} "
         f"(api {entry.api!r}) sends none: it would never ask. Submit it with approval {others} (with "
-        "[[policy.rules]] or the task's rules to ask about what its actions touch)",
+        "rules in the daemon's config or the task's to ask about what its actions touch)",
         field="approval", value="safety", model=model, api=entry.api)
 
 
