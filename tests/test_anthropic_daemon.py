@@ -40,6 +40,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                      {"action": "left_click", "coordinate": [700, 400]}]},
         {"message": "clicked"},
     ]},
+    "loop": {"name": "loop", "steps": [LOOK, *[{"actions": [{"action": "left_click", "coordinate": [640, 400]}]}] * 6,
+                                       {"message": "never"}]},
     "off": {"name": "off", "steps": [LOOK, {"actions": [{"action": "left_click", "coordinate": [1280, 5]}]},
                                      {"message": "never"}]},
     "unknown": {"name": "unknown", "steps": [LOOK, {"actions": [{"action": "teleport", "coordinate": [1, 1]}]},
@@ -52,8 +54,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 
 
+#: Claude's "work" model priced: $1 a turn (the scripted server counts 20 output tokens a block).
+BUDGET = '[budget]\non_budget = "fail"\n[budget.prices."claude-work"]\ninput = 0\ncached_input = 0\noutput = 50_000\n'
+
+
 def _config(url: str) -> str:
-    return "".join(f'[models.claude-{name}]\napi = "anthropic"\nmodel = "scripted:{name}"\nbase_url = "{url}"\n'
+    return BUDGET + "".join(f'[models.claude-{name}]\napi = "anthropic"\nmodel = "scripted:{name}"\nbase_url = "{url}"\n'
                    f'api_key_env = "{KEY_ENV}"\n' for name in SCENARIOS)
 
 
@@ -75,9 +81,9 @@ def claude_daemon(tmp_path: Path) -> Iterator[Callable[..., tuple[Daemon, Script
         server.stop()
 
 
-def _run(daemon: Daemon, model: str, prompt: str = "do it") -> dict[str, Any]:
+def _run(daemon: Daemon, model: str, prompt: str = "do it", **fields: Any) -> dict[str, Any]:
     """Submit a task (approval "actions") and approve every action it asks about until it ends."""
-    task_id = daemon.call("submit", prompt=prompt, model=model, approval="actions")["id"]
+    task_id = daemon.call("submit", prompt=prompt, model=model, approval="actions", **fields)["id"]
     done = threading.Event()
 
     def approve() -> None:
@@ -93,7 +99,7 @@ def _run(daemon: Daemon, model: str, prompt: str = "do it") -> dict[str, Any]:
     approver = threading.Thread(target=approve, daemon=True)
     approver.start()
     try:
-        return daemon.wait_state(task_id, "succeeded", "failed", timeout=120)
+        return daemon.wait_state(task_id, "succeeded", "failed", "stuck", "budget_exceeded", timeout=120)
     finally:
         done.set()
         approver.join(10)
@@ -159,6 +165,12 @@ def test_bad_input_and_api_errors_end_the_task_with_a_clear_error(claude_daemon,
     assert "unknown computer action 'teleport'" in unknown["error"]["message"]
     assert [e for e in recorder.fenced(mark) if e["type"] in ("ButtonPress", "KeyPress")] == []
 
+    # The stuck guard holds for Claude too: the same click on an unchanged screen, stopped at repeat_limit.
+    mark = recorder.mark()
+    loop = _run(daemon, "claude-loop", repeat_limit=3, on_stuck="fail")
+    assert loop["state"] == "stuck" and loop["error"]["kind"] == "stuck", loop["error"]
+    assert _presses(recorder, mark) == [(1, 640, 400)] * 2  # the third, the one stopped, never ran
+
     bad = _run(daemon, "claude-bad")
     assert bad["state"] == "failed" and bad["error"]["kind"] == "api" and bad["error"]["details"] == {"status": 400}
     assert "bad request here" in bad["error"]["message"]
@@ -170,6 +182,11 @@ def test_bad_input_and_api_errors_end_the_task_with_a_clear_error(claude_daemon,
     assert down["state"] == "failed" and down["error"]["details"] == {"status": 500}
     retries = [e["data"] for e in daemon.events(down["id"]) if e["kind"] == "model_retry"]
     assert [(r["status"], r["retrying"]) for r in retries] == [(500, True), (500, True), (500, False)]
+    # A priced Claude stops at its max_cost: two turns at $1, and the third request never goes out.
+    before = len(server.requests)
+    priced = _run(daemon, "claude-work", max_cost="2")
+    assert priced["state"] == "budget_exceeded" and priced["cost"]["amount"] == "2", priced
+    assert len(server.requests) - before == 2
     assert KEY not in daemon.log_text()
 
 
