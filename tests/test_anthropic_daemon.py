@@ -199,6 +199,14 @@ def test_approval_safety_is_refused_at_submit_for_the_anthropic_api(claude_daemo
     with pytest.raises(CudError, match="no task with id 1"):
         daemon.task(1)  # nothing was queued
     assert server.requests == []
+    # With approval "actions" it runs, and asks before its first action; a cancel then ends it cleanly.
+    task_id = daemon.call("submit", prompt="x", model="claude-work", approval="actions")["id"]
+    approval = daemon.wait_approval(task_id)
+    assert approval["kind"] == "action" and approval["actions"] == [
+        {"type": "click", "x": 200, "y": 150, "button": "left"}]
+    daemon.call("cancel", id=task_id)
+    cancelled = daemon.wait_state(task_id, "cancelled")
+    assert cancelled["error"] is None and cancelled["final_message"] is None
 
 
 def test_a_missing_api_key_is_named_at_start_up(tmp_path: Path) -> None:
