@@ -8,7 +8,7 @@ DESTDIR ?=
 .PHONY: help setup lint test bench report-example console-example sandbox-up sandbox-down sandbox-status demo install clean
 
 help:
-	@echo "make setup          create $(VENV) and install cud with its test, fleet and osworld extras (and desktop-env, the tests' reference)"
+	@echo "make setup          create $(VENV) and install cud with its test, anthropic, fleet and osworld extras (and desktop-env, the tests' reference)"
 	@echo "make lint           ruff and mypy over the tree (tools/lint; tools/lint --fix applies ruff's fixes first)"
 	@echo "make test           make lint, then the whole test suite (starts its own Xvfb/VNC servers)"
 	@echo "make bench          measure cud against scrot, xdotool, Pillow and vncdotool"
@@ -26,7 +26,7 @@ help:
 $(PY): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,fleet,osworld,osworld-reference]'
+	$(PY) -m pip install --quiet -e '.[test,anthropic,fleet,osworld,osworld-reference]'
 	$(PY) -m pip install --quiet --no-deps desktop-env==1.0.2
 	@touch $(PY)
 

@@ -32,6 +32,7 @@ from cud.daemon.config_values import table as checked_table
 from cud.daemon.fleet.config import FleetConfig, load_fleet
 from cud.daemon.hooks.config import HookConfig, load_hooks
 from cud.daemon.model.history import History, load_history
+from cud.daemon.model.table import ModelEntry, load_models
 from cud.daemon.seats.config import SeatConfig, check_seat_places, load_seats
 from cud.daemon.session.config import SessionLimits, load_session_limits
 from cud.daemon.targets.rules import Rule, parse_rules
@@ -66,6 +67,7 @@ TOP_KEYS = frozenset({
     "network",
     "seats",
     "model",
+    "models",
     "api_key_file",
     "api_key_credential",
     "base_url",
@@ -137,6 +139,8 @@ class Config:
     #: The displays driven, one task at a time each (see cud.daemon.seats.config).
     seats: tuple[SeatConfig, ...]
     model: str = DEFAULT_MODEL
+    #: ``[models.NAME]``: the API each named model is driven through (see cud.daemon.model.table).
+    models: Mapping[str, ModelEntry] = dataclasses.field(default_factory=dict, hash=False)
     api_key_file: Path | None = None
     api_key_credential: str | None = None
     base_url: str | None = None
@@ -267,6 +271,8 @@ def load_config(
     )
     if "model" in merged:
         kwargs["model"] = string("model", merged["model"])
+    if "models" in raw:
+        kwargs["models"] = load_models(raw["models"])
     if "api_key_file" in merged and "api_key_credential" in merged:
         raise ConfigError("config keys 'api_key_file' and 'api_key_credential' exclude each other", key="api_key_file")
     if "api_key_file" in merged:

@@ -24,6 +24,8 @@ from cud.daemon.hooks.delivery import Notifications
 from cud.daemon.hooks.events import EventMaker
 from cud.daemon.metrics import Metrics
 from cud.daemon.model.client import make_client
+from cud.daemon.model.clients import ModelClients
+from cud.daemon.model.table import resolve_model_keys
 from cud.daemon.seats.dispatch import Seats
 from cud.daemon.seats.seat import SeatParts
 from cud.daemon.server.access import AccessRights, Peer
@@ -71,6 +73,7 @@ class Daemon:
     async def startup(self) -> None:
         config = self.config
         api_key = resolve_api_key(config)
+        model_keys = resolve_model_keys(config.models)  # a [models] entry's unset key variable: named now
         self.reserve = SpaceReserve(config.state_dir)
         if not self.reserve.ensure():
             log.warning("the disk of %s has no room for the space reserve: new tasks are refused until it has",
@@ -85,7 +88,8 @@ class Daemon:
         self.approvals = Approvals(self.store)
         # One client for every seat: its connection pool serves their requests side by side.
         self.client = make_client(api_key, config.base_url, config.max_retries)
-        parts = SeatParts(config, self.store, self.approvals, self.trajectories, self.client, api_key,
+        self.clients = clients = ModelClients(self.client, config.models, model_keys, config.max_retries)
+        parts = SeatParts(config, self.store, self.approvals, self.trajectories, clients, api_key,
                           on_health=self.notifications.seat_changed)
         self.seats = Seats(parts)
         # Before any task can run, so the histograms see every step of this daemon's life.
@@ -136,6 +140,8 @@ class Daemon:
             self._textfile.cancel()
         with contextlib.suppress(Exception):
             await self.client.close()
+        with contextlib.suppress(Exception):
+            await self.clients.close()
         with contextlib.suppress(Exception):
             await self.seats.close()
         self.store.close()

@@ -47,6 +47,7 @@ from cud.daemon.fleet.config import FLEET_KEYS
 from cud.daemon.hooks.config import EVENTS, HOOK_KEYS
 from cud.daemon.main import build_parser as build_daemon_parser
 from cud.daemon.model.history import HISTORY_KEYS
+from cud.daemon.model.table import MODEL_KEYS
 from cud.daemon.model.request_params import LOOP_OWNED
 from cud.daemon.seats.config import SEAT_KEYS
 from cud.daemon.session.config import SESSIONS_KEYS
@@ -93,6 +94,7 @@ CONFIG_TABLES = (
     Table("[budget]", BUDGET_KEYS, "budgets.md"),
     Table("[budget.prices]", PRICE_KEYS, "budgets.md"),  # one table per model: [budget.prices."MODEL"]
     Table("[guard]", GUARD_KEYS, "stuck.md"),
+    Table("[models]", MODEL_KEYS, "models.md"),  # one table per model: [models.NAME]
 )
 #: The commands that print a table: what docs/cuctl.md says their columns are must be what they print.
 TABLE_COMMANDS = ("list", "seats", "approvals")

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "daemon" / "tasks"
 #: The model APIs' adapters: the only modules of daemon/tasks/ that know an API's SDK.
-ADAPTERS = {"openai_computer.py"}
+ADAPTERS = {"openai_computer.py", "anthropic_computer.py"}
 #: The SDKs of model APIs (and their clients' HTTP library).
 SDKS = ("openai", "anthropic", "httpx")
 
@@ -58,9 +58,30 @@ def test_the_checkpoint_says_every_call_an_adapter_makes() -> None:
     assert missing == [], f"checkpoint.py's docstring does not tell an adapter when to call {missing}"
     # An adapter calls each one it needs; the adapter of OpenAI's computer tool needs them all but
     # ``close``, which the runner calls after any adapter's loop.
-    adapter = (TASKS / "openai_computer.py").read_text()
+    # (Both hand their actions and screenshots to the shared RecordingDriver, which reports them.)
+    shared = (TASKS / "recording.py").read_text()
+    adapter = (TASKS / "openai_computer.py").read_text() + shared
     assert [name for name in public if f"checkpoint.{name}" not in adapter] == ["close"]
     assert "self.checkpoint.close()" in (TASKS / "runner.py").read_text()
+    # Anthropic's tool sends no safety checks: its adapter never asks for a batch.
+    anthropic = (TASKS / "anthropic_computer.py").read_text() + shared
+    assert [name for name in public if f"checkpoint.{name}" not in anthropic
+            and f"_checkpoint.{name}" not in anthropic] == ["approve_batch", "close"]
+
+
+def test_every_api_has_one_adapter_with_the_same_three_names() -> None:
+    from cud.daemon.model.table import APIS
+    from cud.daemon.tasks.adapters import ADAPTERS as BY_API
+    from cud.daemon.tasks.adapters import adapter_for
+
+    assert set(BY_API) == set(APIS)
+    assert {module.rsplit(".", 1)[1] + ".py" for module in BY_API.values()} == ADAPTERS
+    for api in APIS:
+        adapter = adapter_for(api)
+        assert callable(adapter.run_model) and callable(adapter.error_of) and adapter.API_ERRORS
+    # The runner picks the adapter and names none.
+    runner = (TASKS / "runner.py").read_text()
+    assert "adapter_for(" in runner and "openai_computer" not in runner and "anthropic_computer" not in runner
 
 
 def _string_collections(path: Path) -> list[tuple[int, set[str]]]:

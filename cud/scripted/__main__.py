@@ -1,4 +1,8 @@
-"""``python -m cud.scripted --scenario FILE|NAME``: serve a scenario until SIGTERM or SIGINT.
+"""``python -m cud.scripted --scenario FILE|NAME [--api messages]``: serve a scenario until SIGTERM or SIGINT.
+
+``--api responses`` (the default) answers ``POST /v1/responses``; ``--api messages`` answers
+Anthropic's ``POST /v1/messages`` (:mod:`cud.scripted.messages`), for a ``[models]`` entry with
+``api = "anthropic"`` whose ``base_url`` is the printed URL.
 
 Prints the base URL on stdout once it accepts connections; ``--port-file`` also
 writes the port there (atomically, so a poller never reads half a number).
@@ -16,6 +20,7 @@ import threading
 
 from cud.errors import ConfigError
 from cud.scripted.scenario import bundled_names, scenario_folder
+from cud.scripted.messages import ScriptedMessages
 from cud.scripted.server import ScriptedModel
 
 __all__ = ()
@@ -43,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", metavar="DIR", action="append", default=[],
                         help="a folder of scenario files: a request whose model is scripted:NAME plays NAME.json "
                              "from it (the others play --scenario); repeated, a later folder's NAME.json wins")
+    parser.add_argument("--api", choices=("responses", "messages"), default="responses",
+                        help="the API served: OpenAI's Responses API (default) or Anthropic's Messages API")
     parser.add_argument("--port", type=_port, default=0, help="TCP port on 127.0.0.1 (default: any free one)")
     parser.add_argument("--port-file", help="write the port to this file when ready")
     parser.add_argument("--latency", type=_seconds, default=0.0, help="seconds added before every answer")
@@ -52,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         named = {name: scenario for folder in args.scenarios for name, scenario in scenario_folder(folder).items()}
-        model = ScriptedModel(args.scenario, scenarios=named, latency=args.latency, record=False)
+        serve = ScriptedMessages if args.api == "messages" else ScriptedModel
+        model = serve(args.scenario, scenarios=named, latency=args.latency, record=False)
         url = model.start(args.port)
     except ConfigError as exc:
         print(f"cud.scripted: {exc}", file=sys.stderr)

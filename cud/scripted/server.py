@@ -76,6 +76,9 @@ class ScriptedModel:
     ``record=False``); ``request_bytes`` the size of each, counted even then.
     """
 
+    #: The one endpoint served (the Messages server serves its own, cud.scripted.messages).
+    PATH = "/v1/responses"
+
     def __init__(
         self,
         scenario: Scenario | dict[str, Any] | str | os.PathLike[str],
@@ -391,7 +394,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             raw = self._read_body()
             path = urlsplit(self.path).path
-            if path != "/v1/responses":
+            if path != self.server.model.PATH:
                 raise ApiError(404, f"Invalid URL ({method} {path})", code="unknown_url")
             if method != "POST":
                 raise ApiError(405, f"Method {method} is not allowed on {path}; use POST.", code="method_not_allowed")

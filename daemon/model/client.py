@@ -15,11 +15,12 @@ whole history. The wrapper a task hands the loop (:class:`ModelRequests`):
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import openai
@@ -32,7 +33,7 @@ from cud.model_api.image_limits import MAX_IMAGE_BYTES, MAX_IMAGES, image_stats
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ("ModelRequests", "Sent", "make_client")
+__all__ = ("METER_HOOKS", "ModelRequests", "Sent", "make_client", "metering")
 
 #: Answers the SDK retries (with its exponential back-off), as its _should_retry has them.
 _RETRIED = {408, 409, 429}
@@ -68,9 +69,23 @@ async def _on_response(response: httpx2.Response) -> None:
         sent.on_retry(status, sent.attempts)
 
 
+#: The httpx event hooks that meter every attempt of a request made inside :func:`metering`.
+METER_HOOKS: dict[str, list[Callable[..., Any]]] = {"request": [_on_request], "response": [_on_response]}
+
+
+@contextlib.contextmanager
+def metering(sent: Sent) -> Iterator[Sent]:
+    """Count the attempts of the requests made inside into ``sent`` (a client built with :data:`METER_HOOKS`)."""
+    token = _METER.set(sent)
+    try:
+        yield sent
+    finally:
+        _METER.reset(token)
+
+
 def make_client(api_key: str, base_url: str | None, max_retries: int) -> AsyncOpenAI:
     """The one client every seat shares (its connection pool serves them side by side), metered."""
-    http = DefaultAsyncHttpxClient(event_hooks={"request": [_on_request], "response": [_on_response]})
+    http = DefaultAsyncHttpxClient(event_hooks=METER_HOOKS)
     return AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries, http_client=http)
 
 

@@ -25,9 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from openai import AsyncOpenAI
-
 from cud.daemon.config import Config
+from cud.daemon.model.clients import ModelClients
 from cud.daemon.seats.config import SeatConfig
 from cud.daemon.session.processes import SeatSession, session_for
 from cud.daemon.session.reset import ResetReport
@@ -75,7 +74,8 @@ class SeatParts:
     store: Store
     approvals: Approvals
     trajectories: Trajectories
-    client: AsyncOpenAI
+    #: The model clients, picked per task by its model (cud.daemon.model.clients).
+    client: ModelClients
     api_key: str
     #: Told (name, where, up, error) when a display stops answering or answers again ([[notify]]).
     on_health: Callable[[str, str, bool, str | None], None] | None = None
@@ -167,7 +167,10 @@ class Seat:
         return needs.met_by(self.name, self.size, self.seat_config.tags)
 
     def redact(self, text: str) -> str:
-        return text.replace(self._api_key, "[redacted]") if self._api_key else text
+        for secret in (self._api_key, *self._client.secrets):
+            if secret:
+                text = text.replace(secret, "[redacted]")
+        return text
 
     # -- health ------------------------------------------------------------------------------
     async def prepare(self, run: TaskRun) -> bool:

@@ -34,8 +34,7 @@ from cud.protocol import ArtifactView, CheckResultView, TaskView
 from cud.spec import Spec, parse_spec
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
-
+    from cud.daemon.model.clients import ModelClients
     from cud.daemon.seats.seat import Seat
     from cud.daemon.tasks.runner import TaskRun
 
@@ -47,7 +46,7 @@ def task_spec(task: TaskView) -> Spec:
     return parse_spec({"prompt": task["prompt"], **task["spec"]})
 
 
-async def run_spec_task(seat: Seat, run: TaskRun, client: AsyncOpenAI) -> None:
+async def run_spec_task(seat: Seat, run: TaskRun, client: ModelClients) -> None:
     task = run.task
     spec = task_spec(task)
     files = seat.store.task_files(task["id"])

@@ -10,8 +10,9 @@ After: the step ledger (:class:`~cud.daemon.tasks.ledger.StepLedger`) records it
 
 **An API adapter** is one module beside this one that drives its API's loop for one task
 (:mod:`.openai_computer` for OpenAI's computer tool, through the SDK's
-``AsyncComputerToolset``, which alone dispatches that tool's actions). It translates its
-API's calls into these, and calls them in this order:
+``AsyncComputerToolset``, which alone dispatches that tool's actions; :mod:`.anthropic_computer`
+for Anthropic's, over the Messages API; :mod:`.adapters` picks one by the task's model). It
+translates its API's calls into these, and calls them in this order:
 
 1. Before each request to the model, :meth:`before_request` (the budget line: it may wait for
    a person, or raise ``BudgetExceeded``); as the request goes out :meth:`model_started`; when

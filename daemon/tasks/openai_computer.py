@@ -9,7 +9,7 @@ forked). This module only translates between it and the task's
   ``model_answered``, ``model_retried``;
 * ``approve_safety_checks`` -> ``approve_batch``;
 * ``before_action`` -> ``admit``;
-* the driver's calls (:class:`RecordingDriver`) -> ``action_done``, ``screenshot_taken``;
+* the driver's calls (:class:`~cud.daemon.tasks.recording.RecordingDriver`) -> ``action_done``, ``screenshot_taken``;
 * ``on_diagnostic`` -> ``diagnostic``;
 * ``cancelled`` -> the run's :meth:`~cud.daemon.tasks.runner.TaskRun.is_cancelled`.
 
@@ -19,9 +19,7 @@ The SDK's and the API's own errors become the task's error in :func:`error_of`.
 from __future__ import annotations
 
 import copy
-import inspect
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import openai
@@ -29,24 +27,24 @@ from openai import AsyncOpenAI
 from openai.lib.computer import AsyncComputerToolset, ComputerUseError
 
 from cud.daemon.model.client import ModelRequests, Sent
-from cud.daemon.store.trajectory import ms_since, tokens_of
+from cud.daemon.store.trajectory import tokens_of
+from cud.daemon.tasks.recording import RecordingDriver, plain
 from cud.errors import ComputerUseFailed, ModelApiError
-from cud.protocol import HUMAN_ACTIONS
 
 if TYPE_CHECKING:
+    from cud.daemon.model.table import ModelEntry
     from cud.daemon.tasks.checkpoint import Checkpoint
     from cud.daemon.tasks.runner import TaskRun
 
-__all__ = ("API_ERRORS", "RecordingDriver", "error_of", "run_model")
+__all__ = ("API_ERRORS", "error_of", "run_model")
 
-_ACTIONS = (*HUMAN_ACTIONS, "wait")  # the model's actions: a person's, and waiting
 #: Diagnostics of the SDK's loop that every task has: not worth an event.
 _ROUTINE = ("completed", "started")
 #: What this API raises that ends a task with an error of its own (:func:`error_of`).
 API_ERRORS = (ComputerUseError, openai.APIError)
 
 
-async def run_model(run: TaskRun, checkpoint: Checkpoint, client: AsyncOpenAI) -> str:
+async def run_model(run: TaskRun, checkpoint: Checkpoint, client: AsyncOpenAI, entry: ModelEntry) -> str:
     """One run of the SDK's loop for ``run``'s task: its final answer, or the error that ended it."""
     seat, task = run.seat, run.task
     toolset = AsyncComputerToolset(RecordingDriver(seat.driver, checkpoint))  # type: ignore[arg-type]  # its action methods are set at run time
@@ -54,7 +52,7 @@ async def run_model(run: TaskRun, checkpoint: Checkpoint, client: AsyncOpenAI) -
     # task so nothing the SDK does to a request can reach the next one.
     params: Any = {
         **copy.deepcopy(dict(seat.config.request)),
-        "model": task["model"],
+        "model": entry.model,  # the provider's id: the task's model itself unless its [models] entry names one
         "input": task["prompt"],
         "tools": [{"type": "computer"}],
     }
@@ -112,47 +110,3 @@ def error_of(exc: BaseException, cancelled: bool, redact: Callable[[str], str]) 
 def _api_details(exc: openai.APIError) -> dict[str, Any]:
     status = getattr(exc, "status_code", None)
     return {"status": status} if status is not None else {}
-
-
-def plain(action: Any) -> dict[str, Any]:
-    """The SDK's action as the protocol writes it (a plain dict)."""
-    if hasattr(action, "to_dict"):
-        return dict(action.to_dict())
-    return dict(action) if isinstance(action, dict) else {"value": repr(action)}
-
-
-class RecordingDriver:
-    """The AsyncComputerDriver the SDK sees: the seat's real driver, each call timed and reported."""
-
-    def __init__(self, driver: Any, checkpoint: Checkpoint) -> None:
-        self._driver = driver
-        self._checkpoint = checkpoint
-        self._takes_cancelled = {
-            name: "cancelled" in inspect.signature(getattr(driver, name)).parameters
-            for name in (*_ACTIONS, "screenshot")
-        }
-        for name in _ACTIONS:
-            setattr(self, name, self._action_method(name))
-
-    def _action_method(self, name: str) -> Callable[..., Awaitable[None]]:
-        async def method(action: Any, cancelled: Callable[[], bool] | None = None) -> None:
-            started = time.monotonic()
-            try:
-                await self._invoke(name, action, cancelled=cancelled)
-            finally:
-                self._checkpoint.action_done(plain(action), ms_since(started))
-
-        method.__name__ = name
-        return method
-
-    async def _invoke(self, name: str, *args: Any, cancelled: Callable[[], bool] | None) -> Any:
-        fn = getattr(self._driver, name)
-        if self._takes_cancelled[name]:
-            return await fn(*args, cancelled=cancelled)
-        return await fn(*args)
-
-    async def screenshot(self, cancelled: Callable[[], bool] | None = None) -> Any:
-        started = time.monotonic()
-        shot = await self._invoke("screenshot", cancelled=cancelled)
-        await self._checkpoint.screenshot_taken(shot, ms_since(started))
-        return shot

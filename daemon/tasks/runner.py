@@ -4,8 +4,9 @@
 a pause and a person's actions in it, and how the task ends (:class:`Ending`). What it does
 in between is another module's each:
 
-* the model's loop is an API adapter's (:mod:`cud.daemon.tasks.openai_computer`, the SDK's
-  ``AsyncComputerToolset`` for OpenAI's computer tool): it only translates between its API
+* the model's loop is an API adapter's, picked by the task's model entry
+  (:mod:`cud.daemon.tasks.adapters`: the SDK's ``AsyncComputerToolset`` for OpenAI's computer
+  tool, the Messages API's computer tool for Anthropic's): it only translates between its API
   and the checkpoint;
 * every action passes :class:`~cud.daemon.tasks.checkpoint.Checkpoint` (approvals, screen
   binding, rules, the stuck guard, the budget line) and is recorded in the step ledger
@@ -27,15 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from cud.daemon.budget.meter import BudgetMeter
 from cud.daemon.store.trajectory import ms_since
-from cud.daemon.tasks import openai_computer
+from cud.daemon.tasks.adapters import adapter_for
 from cud.daemon.tasks.checkpoint import Checkpoint
 from cud.daemon.tasks.ledger import StepLedger
 from cud.errors import BudgetExceeded, CudError, InternalError, TaskStuck, TaskTimeout
 from cud.protocol import ArtifactView, TaskView, VerdictView
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
-
+    from cud.daemon.model.clients import ModelClients
     from cud.daemon.seats.seat import Seat
 
 __all__ = ()
@@ -139,7 +139,7 @@ class TaskRun:
         return False
 
     # -- the model's part ------------------------------------------------------------------
-    async def play(self, client: AsyncOpenAI) -> Ending:
+    async def play(self, clients: ModelClients) -> Ending:
         """The model's part: one run of its API's loop, until it answers, fails, or is stopped.
 
         Returns how the task ends; :meth:`end` records it (a spec's task judges it first).
@@ -147,7 +147,9 @@ class TaskRun:
         self.ledger.begin()
         self.start_clock()
         self.seat.targets.warm_soon()  # connecting is no action's lookup; the task does not wait for it
-        self.job = asyncio.create_task(openai_computer.run_model(self, self.checkpoint, client))
+        use = clients.for_model(self.task["model"])
+        adapter = adapter_for(use.entry.api)
+        self.job = asyncio.create_task(adapter.run_model(self, self.checkpoint, use.client, use.entry))
         state, final, error = "failed", None, None
         try:
             final = await self.job
@@ -160,8 +162,8 @@ class TaskRun:
         except CudError as exc:
             error = exc.to_dict()
             error["message"] = self.seat.redact(error["message"])
-        except openai_computer.API_ERRORS as exc:
-            error = openai_computer.error_of(exc, self.is_cancelled(), self.seat.redact)
+        except adapter.API_ERRORS as exc:
+            error = adapter.error_of(exc, self.is_cancelled(), self.seat.redact)
         except Exception as exc:  # a bug or an unexpected library error: keep the daemon, fail the task
             log.exception("task %d failed unexpectedly", self.task["id"])
             error = InternalError(self.seat.redact(f"{type(exc).__name__}: {exc}")).to_dict()

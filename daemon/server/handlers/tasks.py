@@ -109,6 +109,7 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     max_steps = _at_most(request, "max_steps", config.max_steps, "")
     max_duration = _at_most(request, "max_duration", config.max_duration, " s")
     model = request.get("model", config.model)
+    _check_approval_for_api(config, model, approval)
     seat = request.get("seat")
     if seat is not None:
         daemon.seats.get(seat)  # NotFound names the seats there are; an unavailable one is fine: it waits
@@ -144,6 +145,19 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     daemon.seats.dispatch()
     task = daemon.store.task(task["id"])  # dispatch may have started it
     return {"id": task["id"], "task": daemon.access_rights.task_for(peer, task), "existing": False}
+
+
+def _check_approval_for_api(config: Config, model: str, approval: str) -> None:
+    """Refuse ``safety`` on an API that sends no safety checks: there it would mean "never ask"."""
+    entry = config.models.get(model)
+    if entry is None or entry.api == "responses" or approval != "safety":
+        return
+    others = " or ".join(repr(mode) for mode in APPROVAL_MODE_STRICTNESS if mode != "safety")
+    raise ProtocolError(
+        f"approval mode 'safety' asks only when the model's API sends safety checks, and model {model!r} "
+        f"(api {entry.api!r}) sends none: it would never ask. Submit it with approval {others} (with "
+        "rules in the daemon's config or the task's to ask about what its actions touch)",
+        field="approval", value="safety", model=model, api=entry.api)
 
 
 def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, int]]:

@@ -1,0 +1,223 @@
+"""Claude's computer tool through the real daemon, the real anthropic SDK over HTTP, the scripted
+Messages server and a real Xvfb: what arrives at the X server is checked exactly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cud.errors import CudError
+from cud.scripted.messages import ScriptedMessages
+from tests.support.daemon import ROOT, Daemon
+from tests.support.recorder import Recorder
+from tests.support.xserver import start_xvfb
+
+KEY_ENV = "CUD_TEST_ANTHROPIC_KEY"
+KEY = "sk-ant-test-cud-secret-0123456789"
+TEXT = "Grüße — ✓ ü € 東京"
+LOOK = {"actions": [{"action": "screenshot"}]}
+#: The scenarios of these tests, each played by the [models] entry "claude-NAME".
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "work": {"name": "work", "steps": [
+        LOOK,
+        {"actions": [{"type": "click", "button": "left", "x": 200, "y": 150}]},
+        {"actions": [{"action": "left_click_drag", "start_coordinate": [100, 100], "coordinate": [300, 200]}]},
+        {"actions": [{"action": "type", "text": TEXT}, {"action": "key", "text": "ctrl+s"},
+                     {"action": "key", "text": "Return"}]},
+        {"actions": [{"action": "scroll", "coordinate": [640, 400], "scroll_direction": "down", "scroll_amount": 3}]},
+        {"message": "All done."},
+    ]},
+    "corners": {"name": "corners", "steps": [
+        LOOK,
+        {"actions": [{"action": "left_click", "coordinate": [1428, 803]}, {"action": "left_click", "coordinate": [0, 0]},
+                     {"action": "left_click", "coordinate": [700, 400]}]},
+        {"message": "clicked"},
+    ]},
+    "loop": {"name": "loop", "steps": [LOOK, *[{"actions": [{"action": "left_click", "coordinate": [640, 400]}]}] * 6,
+                                       {"message": "never"}]},
+    "off": {"name": "off", "steps": [LOOK, {"actions": [{"action": "left_click", "coordinate": [1280, 5]}]},
+                                     {"message": "never"}]},
+    "unknown": {"name": "unknown", "steps": [LOOK, {"actions": [{"action": "teleport", "coordinate": [1, 1]}]},
+                                             {"message": "never"}]},
+    "bad": {"name": "bad", "steps": [{"http_error": 400, "body": {"type": "error", "error": {
+        "type": "invalid_request_error", "message": "bad request here"}}}]},
+    "busy": {"name": "busy", "steps": [{"http_error": 429, "times": 1, "headers": {"retry-after-ms": "10"}},
+                                       {"message": "after the retry"}]},
+    "down": {"name": "down", "steps": [{"http_error": 500, "headers": {"retry-after-ms": "10"}}]},
+}
+
+
+#: Claude's "work" model priced: $1 a turn (the scripted server counts 20 output tokens a block).
+BUDGET = '[budget]\non_budget = "fail"\n[budget.prices."claude-work"]\ninput = 0\ncached_input = 0\noutput = 50_000\n'
+
+
+def _config(url: str) -> str:
+    return BUDGET + "".join(f'[models.claude-{name}]\napi = "anthropic"\nmodel = "scripted:{name}"\nbase_url = "{url}"\n'
+                   f'api_key_env = "{KEY_ENV}"\n' for name in SCENARIOS)
+
+
+@pytest.fixture
+def claude_daemon(tmp_path: Path) -> Iterator[Callable[..., tuple[Daemon, ScriptedMessages]]]:
+    """``claude_daemon(display)``: the scripted Messages server and a daemon whose [models] play its scenarios."""
+    made: list[tuple[Daemon, ScriptedMessages]] = []
+
+    def start(display: str) -> tuple[Daemon, ScriptedMessages]:
+        server = ScriptedMessages(SCENARIOS["work"], scenarios=SCENARIOS)
+        url = server.start()
+        daemon = Daemon(display, url, config=_config(url), extra_env={KEY_ENV: KEY})
+        made.append((daemon, server))
+        return daemon.start(), server
+
+    yield start
+    for daemon, server in reversed(made):
+        daemon.cleanup()
+        server.stop()
+
+
+def _run(daemon: Daemon, model: str, prompt: str = "do it", **fields: Any) -> dict[str, Any]:
+    """Submit a task (approval "actions") and approve every action it asks about until it ends."""
+    task_id = daemon.call("submit", prompt=prompt, model=model, approval="actions", **fields)["id"]
+    done = threading.Event()
+
+    def approve() -> None:
+        while not done.is_set():
+            for pending in daemon.call("approvals"):
+                if pending["task_id"] == task_id:
+                    try:
+                        daemon.call("approve", id=pending["id"])
+                    except CudError:
+                        pass  # taken meanwhile
+            done.wait(0.05)
+
+    approver = threading.Thread(target=approve, daemon=True)
+    approver.start()
+    try:
+        return daemon.wait_state(task_id, "succeeded", "failed", "stuck", "budget_exceeded", timeout=120)
+    finally:
+        done.set()
+        approver.join(10)
+
+
+def _presses(recorder: Recorder, mark: int, kind: str = "ButtonPress") -> list[tuple[int, int, int]]:
+    return [(e["button"], e["x"], e["y"]) for e in recorder.events(mark) if e["type"] == kind]
+
+
+def test_a_task_clicks_drags_types_presses_a_chord_scrolls_and_finishes(claude_daemon, xvfb, recorder) -> None:
+    daemon, server = claude_daemon(xvfb.display)
+    mark = recorder.mark()
+    task = _run(daemon, "claude-work")
+    assert task["state"] == "succeeded", task["error"]
+    assert task["final_message"] == "All done." and task["model"] == "claude-work"
+    recorder.wait_text(TEXT + "\n")
+    assert _presses(recorder, mark) == [(1, 200, 150), (1, 100, 100), (5, 640, 400), (5, 640, 400), (5, 640, 400)]
+    assert _presses(recorder, mark, "ButtonRelease")[:2] == [(1, 200, 150), (1, 300, 200)]
+    keys = [(e["keysym"], e["state"] & 4) for e in recorder.events(mark) if e["type"] == "KeyPress"]
+    assert ("s", 4) in keys and keys[-1] == ("Return", 0)  # ctrl held for s, not for Return
+    sent = server.requests
+    assert [r["model"] for r in sent] == ["scripted:work"] * 6
+    tool = sent[0]["tools"][0]
+    assert (tool["type"], tool["display_width_px"], tool["display_height_px"]) == ("computer_20250124", 1280, 800)
+    assert sent[0]["messages"][0]["content"][0]["text"] == "do it"
+    # The last user turn ends the cached prefix; every turn's last tool result carries the screen.
+    last = sent[-1]["messages"][-1]
+    assert last["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert [b["type"] for b in last["content"][-1]["content"]] == ["image"]
+    events = daemon.events(task["id"])
+    steps = [e["data"] for e in events if e["kind"] == "step"]
+    assert [a["action"]["type"] for s in steps for a in s["actions"]] == [
+        "click", "drag", "type", "keypress", "keypress", "scroll"]
+    assert all(s["tokens"]["input_tokens"] > 0 for s in steps if s.get("tokens")) and len(steps) == 6
+    assert KEY not in daemon.log_text()
+
+
+def test_a_scaled_screen_lands_each_click_on_the_native_pixel_meant(claude_daemon, tmp_path: Path) -> None:
+    big = start_xvfb(tmp_path, 1920, 1080)
+    recorder = Recorder(big.display, tmp_path, "1920x1080+0+0")
+    try:
+        daemon, server = claude_daemon(big.display)
+        mark = recorder.mark()
+        assert _run(daemon, "claude-corners")["state"] == "succeeded"
+        # 1920x1080 fits 1568 px and 1.15 MP at 1429x804: model pixel (x, y) covers native
+        # [x*1920/1429, (x+1)*1920/1429): (700, 400) covers x 940.5..941.8, y 537.3..538.6, centre (941, 537).
+        assert _presses(recorder, mark) == [(1, 1919, 1079), (1, 0, 0), (1, 941, 537)]
+        tool = server.requests[0]["tools"][0]
+        assert (tool["display_width_px"], tool["display_height_px"]) == (1429, 804)
+    finally:
+        recorder.stop()
+        big.stop()
+
+
+def test_bad_input_and_api_errors_end_the_task_with_a_clear_error(claude_daemon, xvfb, recorder) -> None:
+    daemon, server = claude_daemon(xvfb.display)
+    mark = recorder.mark()
+    off = _run(daemon, "claude-off")
+    assert off["state"] == "failed" and off["error"]["kind"] == "out_of_bounds", off
+    assert "(1280, 5)" in off["error"]["message"] and "1280x800" in off["error"]["message"]
+    unknown = _run(daemon, "claude-unknown")
+    assert unknown["state"] == "failed" and unknown["error"]["kind"] == "computer_use", unknown
+    assert "unknown computer action 'teleport'" in unknown["error"]["message"]
+    assert [e for e in recorder.fenced(mark) if e["type"] in ("ButtonPress", "KeyPress")] == []
+
+    # The stuck guard holds for Claude too: the same click on an unchanged screen, stopped at repeat_limit.
+    mark = recorder.mark()
+    loop = _run(daemon, "claude-loop", repeat_limit=3, on_stuck="fail")
+    assert loop["state"] == "stuck" and loop["error"]["kind"] == "stuck", loop["error"]
+    assert _presses(recorder, mark) == [(1, 640, 400)] * 2  # the third, the one stopped, never ran
+
+    bad = _run(daemon, "claude-bad")
+    assert bad["state"] == "failed" and bad["error"]["kind"] == "api" and bad["error"]["details"] == {"status": 400}
+    assert "bad request here" in bad["error"]["message"]
+    busy = _run(daemon, "claude-busy")
+    assert busy["state"] == "succeeded" and busy["final_message"] == "after the retry"
+    retries = [e["data"] for e in daemon.events(busy["id"]) if e["kind"] == "model_retry"]
+    assert [(r["status"], r["retrying"]) for r in retries] == [(429, True)]
+    down = _run(daemon, "claude-down")
+    assert down["state"] == "failed" and down["error"]["details"] == {"status": 500}
+    retries = [e["data"] for e in daemon.events(down["id"]) if e["kind"] == "model_retry"]
+    assert [(r["status"], r["retrying"]) for r in retries] == [(500, True), (500, True), (500, False)]
+    # A priced Claude stops at its max_cost: two turns at $1, and the third request never goes out.
+    before = len(server.requests)
+    priced = _run(daemon, "claude-work", max_cost="2")
+    assert priced["state"] == "budget_exceeded" and priced["cost"]["amount"] == "2", priced
+    assert len(server.requests) - before == 2
+    assert KEY not in daemon.log_text()
+
+
+def test_approval_safety_is_refused_at_submit_for_the_anthropic_api(claude_daemon, xvfb) -> None:
+    daemon, server = claude_daemon(xvfb.display)
+    with pytest.raises(CudError) as caught:
+        daemon.call("submit", prompt="x", model="claude-work")  # the daemon's default approval: safety
+    assert "'safety'" in caught.value.message and "'actions'" in caught.value.message
+    assert "'claude-work'" in caught.value.message
+    with pytest.raises(CudError, match="no task with id 1"):
+        daemon.task(1)  # nothing was queued
+    assert server.requests == []
+    # With approval "actions" it runs, and asks before its first action; a cancel then ends it cleanly.
+    task_id = daemon.call("submit", prompt="x", model="claude-work", approval="actions")["id"]
+    approval = daemon.wait_approval(task_id)
+    assert approval["kind"] == "action" and approval["actions"] == [
+        {"type": "click", "x": 200, "y": 150, "button": "left"}]
+    daemon.call("cancel", id=task_id)
+    cancelled = daemon.wait_state(task_id, "cancelled")
+    assert cancelled["error"] is None and cancelled["final_message"] is None
+
+
+def test_a_missing_api_key_is_named_at_start_up(tmp_path: Path) -> None:
+    config = tmp_path / "cud.toml"
+    config.write_text('[models.claude]\napi = "anthropic"\napi_key_env = "CUD_TEST_UNSET_KEY"\n')
+    env = {k: v for k, v in os.environ.items() if k != "CUD_TEST_UNSET_KEY"}
+    result = subprocess.run(
+        [sys.executable, "-m", "cud.daemon.main", "run", "--config", str(config), "--display", ":99",
+         "--socket", str(tmp_path / "s"), "--state-dir", str(tmp_path / "state")],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**env, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-x"},
+    )
+    assert result.returncode == 2, result.stderr
+    assert "CUD_TEST_UNSET_KEY" in result.stderr and "'claude'" in result.stderr
