@@ -47,8 +47,8 @@ from cud.daemon.fleet.config import FLEET_KEYS
 from cud.daemon.hooks.config import EVENTS, HOOK_KEYS
 from cud.daemon.main import build_parser as build_daemon_parser
 from cud.daemon.model.history import HISTORY_KEYS
-from cud.daemon.model.table import MODEL_KEYS
 from cud.daemon.model.request_params import LOOP_OWNED
+from cud.daemon.model.table import MODEL_KEYS
 from cud.daemon.seats.config import SEAT_KEYS
 from cud.daemon.session.config import SESSIONS_KEYS
 from cud.daemon.targets.rules import RULE_KEYS

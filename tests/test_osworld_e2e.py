@@ -29,8 +29,8 @@ installable here (offline) and the seat's python has none, so that step becomes 
 The scripted model plays one scenario for every task of a run: ``right`` (types the right value, says it
 is done) and ``wrong`` (a value one off, a confident answer) over the Calc/os/infeasible index,
 ``declares`` (types the right value, then declares the task infeasible: the infeasible task passes, the
-Calc task fails whatever its check says) over Calc's and the infeasible one, ``centre`` over Writer's, ``page-1`` over Impress's, and ``idle`` (looks, does
-nothing) over both. One daemon, one seat and one server for the module.
+Calc task fails whatever its check says) over Calc's and the infeasible one, ``centre`` over Writer's,
+``page-1`` over Impress's, and ``idle`` (looks, does nothing) over both. One daemon, one seat and one server for the module.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ import sys
 import threading
 
 from cud.errors import ConfigError
-from cud.scripted.scenario import bundled_names, scenario_folder
 from cud.scripted.messages import ScriptedMessages
+from cud.scripted.scenario import bundled_names, scenario_folder
 from cud.scripted.server import ScriptedModel
 
 __all__ = ()
