@@ -17,35 +17,16 @@ from cud.osworld.chrome import PROFILE, PROFILE_GETTERS, program
 from cud.osworld.convert import convert_osworld
 from cud.osworld.seat import SYSTEM_PYTHON
 from cud.spec import parse_spec
-from tests.support.osworld_reference import reference, reference_getter
+from tests.support.osworld_reference import FakeVm, reference, reference_getter
 
 GETTERS = sorted(PROFILE_GETTERS)
 
 
-class _Controller:
-    """What OSWorld's getters ask of the VM: where Preferences is (the answer the same whatever the platform's
-    branch asks), and its bytes (None when there is none, as PythonController.get_file gives)."""
-
-    def __init__(self, content: bytes | None) -> None:
-        self.content = content
-
-    def execute_python_command(self, command: str) -> dict[str, str]:
-        return {"output": "/home/user/.config/google-chrome/Default/Preferences\n"}
-
-    def get_file(self, path: str) -> bytes | None:
-        return self.content
-
-
-class _Env:
-    vm_platform = "Linux"
-    vm_machine = "x86_64"
-
-    def __init__(self, content: bytes | None) -> None:
-        self.controller = _Controller(content)
-
+#: Where OSWorld's getters find Chrome's Preferences in the VM.
+PREFERENCES_PATH = "/home/user/.config/google-chrome/Default/Preferences"
 
 def theirs(name: str, content: bytes | None) -> Any:
-    return reference_getter("chrome", f"get_{name}")(_Env(content), {})
+    return reference_getter("chrome", f"get_{name}")(FakeVm(content=content, asked=PREFERENCES_PATH), {})
 
 
 def ours(tmp: Path, content: bytes | None) -> Path:

@@ -16,29 +16,18 @@ from hypothesis import strategies as st
 from cud.osworld.chrome_tabs import url_parse
 from cud.osworld.metrics import metric
 from tests.support.osworld_outcomes import outcome
-from tests.support.osworld_reference import reference, reference_getter
+from tests.support.osworld_reference import FakeVm, reference, reference_getter
 
 KEYS = ["q", "city", "n", "fuel_slugs[]", "modelList", ""]
 
 
-class _Controller:
-    def __init__(self, url: str) -> None:
-        self.url = url
 
-    def get_accessibility_tree(self) -> str:
-        root = lxml.etree.Element("desktop-frame")
-        app = lxml.etree.SubElement(root, "application", name="Google Chrome")
-        lxml.etree.SubElement(app, "entry", name="Address and search bar").text = self.url
-        return lxml.etree.tostring(root, encoding="unicode")
-
-
-class _Env:
-    vm_machine = "x86_64"
-
-    def __init__(self, url: str) -> None:
-        self.controller = _Controller(url)
-
-
+def address_bar(url: str) -> str:
+    """The accessibility tree OSWorld's getter reads Chrome's address bar from, holding ``url``."""
+    root = lxml.etree.Element("desktop-frame")
+    app = lxml.etree.SubElement(root, "application", name="Google Chrome")
+    lxml.etree.SubElement(app, "entry", name="Address and search bar").text = url
+    return lxml.etree.tostring(root, encoding="unicode")
 
 value = st.text(st.characters(codec="utf-8", exclude_categories=("Cc", "Cs")), max_size=6)
 query = st.lists(st.tuples(st.sampled_from(KEYS), value | st.just("a,b,,c")), max_size=5).map(urllib.parse.urlencode)
@@ -64,7 +53,7 @@ def config(draw: st.DrawFn) -> dict[str, Any]:
                                                              "split_list": True})
 @example("https://www.example.com/s?q=a&q=b", {"parse_keys": ["q", "z"]})
 def test_url_parse_reads_the_query_as_osworld(address: str, conf: dict[str, Any]) -> None:
-    found = reference_getter("chrome", "get_active_tab_url_parse")(_Env(address), {**conf, "goto_prefix": ""})
+    found = reference_getter("chrome", "get_active_tab_url_parse")(FakeVm(tree=address_bar(address)), {**conf, "goto_prefix": ""})
     ours = url_parse(address, conf)
     assert ours == found
     # What the program prints, as check_direct_json_object reads it (every ' turned into "), is the same object.

@@ -26,7 +26,7 @@ from cud.osworld.judge import MAX_REQUEST_BYTES, _argument, judge
 from cud.spec import parse_spec
 from tests.support.osworld_books import Book, Sheet, book_pairs, table_rules, write_book
 from tests.support.osworld_outcomes import collect, outcome
-from tests.support.osworld_reference import reference, reference_getter
+from tests.support.osworld_reference import FakeVm, reference, reference_getter
 
 
 def run_judge(request: bytes | dict[str, Any]) -> dict[str, Any]:
@@ -152,16 +152,6 @@ def test_paths_are_a_list_to_the_metric_with_none_for_a_missing_file(tmp_path: P
     assert f"(result: {one}; expected: {one}, {two})" in str(answer.get("error")), answer
 
 
-class _Controller:
-    """OSWorld's VM controller as get_vm_file uses it: the bytes of a file, None for one the VM lacks."""
-
-    def __init__(self, files: dict[str, bytes]) -> None:
-        self.files = files
-
-    def get_file(self, path: str) -> bytes | None:
-        return self.files.get(path)
-
-
 @settings(max_examples=150, deadline=None)
 @given(st.integers(2, 5).flatmap(lambda n: st.tuples(
     st.just(n), st.lists(st.integers(-1, n + 1), min_size=1, max_size=6), st.sets(st.integers(0, n - 1)))))
@@ -174,8 +164,7 @@ def test_a_multi_vm_file_reaches_the_metric_as_osworlds_get_vm_file_returns_it(
     dests = [f"d{i}.txt" for i in range(n)]
     getter = {"type": "vm_file", "path": paths, "dest": dests, "multi": True, "gives": gives}
     with tempfile.TemporaryDirectory() as cache:
-        env = type("Env", (), {"cache_dir": cache, "controller": _Controller(
-            {p: b"x" for i, p in enumerate(paths) if i not in missing})})()
+        env = FakeVm(files={p: b"x" for i, p in enumerate(paths) if i not in missing}, cache_dir=cache)
         theirs = reference_getter("file", "get_vm_file")(env, getter)
     task = {"id": "t", "instruction": "i", "config": [],
             "evaluator": {"func": "compare_csv", "result": getter, "expected": {"type": "rule", "rules": {}}}}

@@ -15,34 +15,19 @@ from hypothesis import strategies as st
 
 from cud.osworld.metrics import metric
 from tests.support.osworld_outcomes import outcome
-from tests.support.osworld_reference import reference, reference_getter
+from tests.support.osworld_reference import FakeVm, reference, reference_getter
 
 URLS = ["https://jalammar.github.io/illustrated-transformer/", "https://blog.eleuther.ai/rotary-embeddings/",
         "https://a.example/"]
 NAMES = ["Favorites", "Liked Authors", "Work"]
 
 
-class _Controller:
-    def __init__(self, content: bytes | None) -> None:
-        self.content = content
-
-    def execute_python_command(self, command: str) -> dict[str, str]:
-        return {"output": "/home/user/.config/google-chrome/Default/Bookmarks\n"}
-
-    def get_file(self, path: str) -> bytes | None:
-        return self.content
-
-
-class _Env:
-    vm_platform = "Linux"
-
-    def __init__(self, content: bytes | None) -> None:
-        self.controller = _Controller(content)
-
+#: Where OSWorld's getter finds Chrome's Bookmarks in the VM.
+BOOKMARKS_PATH = "/home/user/.config/google-chrome/Default/Bookmarks"
 
 def theirs(content: bytes | None, rule: dict[str, Any]) -> Any:
     def run() -> float:
-        found = reference_getter("chrome", "get_bookmarks")(_Env(content), {})
+        found = reference_getter("chrome", "get_bookmarks")(FakeVm(content=content, asked=BOOKMARKS_PATH), {})
         score: float = reference("is_expected_bookmarks")(found, rule)
         return score
     return outcome(run)

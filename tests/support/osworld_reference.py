@@ -140,3 +140,27 @@ def reference_getter(module: str, name: str) -> Callable[..., Any]:
         loaded = importlib.import_module(f"{GETTERS}.{module}")
     function: Callable[..., Any] = getattr(loaded, name)
     return function
+
+
+class FakeVm:
+    """OSWorld's ``env`` as its getters use it, answered from what a test gives: the platform, ``cache_dir``,
+    and the controller's ``get_file`` (a file's bytes by path, None for one the VM lacks; ``content`` answers
+    every path), ``execute_python_command`` (the path a getter asks the VM for, e.g. Chrome's profile file)
+    and ``get_accessibility_tree``."""
+
+    vm_platform = "Linux"
+    vm_machine = "x86_64"
+
+    def __init__(self, *, files: dict[str, bytes] | None = None, content: bytes | None = None, asked: str = "",
+                 tree: str = "", cache_dir: str = "") -> None:
+        self.controller = self  # the getters call env.controller.…
+        self.files, self.content, self.asked, self.tree, self.cache_dir = files, content, asked, tree, cache_dir
+
+    def get_file(self, path: str) -> bytes | None:
+        return self.files.get(path) if self.files is not None else self.content
+
+    def execute_python_command(self, command: str) -> dict[str, str]:
+        return {"output": self.asked + "\n"}
+
+    def get_accessibility_tree(self) -> str:
+        return self.tree
