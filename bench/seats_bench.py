@@ -1,11 +1,13 @@
-"""Seats (issue 11): aggregate steps per second, and memory, as one daemon drives 1, 2, 4 and 8 displays.
+"""Seats (issue 11): aggregate steps per second, daemon CPU per step, and memory, as one daemon drives
+1 to 50 displays.
 
-Every seat is a private 1280x800 Xvfb showing the benchmarks' busy scene (a
-photo-like half and a text half, ``bench/scene.py``) with a focused one-line Tk
-entry over it. A task is ``TURNS`` model turns of the scripted model: look, then
-``TURNS - 2`` turns that each click into the entry and type one letter (so every
-screenshot differs a little from the last, as in a real task), then the final
-answer. One daemon per seat count (``--seat s0=:N ...``):
+Every seat is a private 1280x800 Xvfb showing a focused one-line Tk entry: over the
+benchmarks' busy scene (a photo-like half and a text half, ``bench/scene.py``) when
+the run has at most 8 seats, alone on the bare screen (the light scene, ``--scene``)
+when it has more, so that 50 X servers and their windows fit in memory. A task is
+``TURNS`` model turns of the scripted model: look, then ``TURNS - 2`` turns that
+each click into the entry and type one letter (so every screenshot differs a little
+from the last, as in a real task), then the final answer. One daemon per seat count (``--seat s0=:N ...``):
 
 1. warm-up: one task pinned to each seat, so every seat has grabbed, encoded and
    allocated its buffers before anything is measured (not counted);
@@ -18,8 +20,10 @@ Steps per second = the steps the daemon recorded for the round's tasks (its
 ``steps`` column: one per model turn; checked against the scripted model's count
 of requests) / (the last task's ``finished_at`` - the first task's ``created_at``),
 both the daemon's own timestamps (millisecond resolution), so polling adds nothing.
-CPU per step is read from /proc for the daemon, the benchmark process (the
-scripted model's HTTP threads) and the X side (every Xvfb and Tk window).
+CPU per step is read from /proc (utime + stime) for the daemon, the benchmark process
+(the scripted model's HTTP threads) and the X side (every Xvfb and Tk window). The
+bench asks the daemon whether a round has ended only every POLL_SECONDS, one ``show``
+of one task at a time, so the daemon's CPU is the steps', not the bench's polling.
 
 Run alone: ``.venv/bin/python -m bench.seats_bench [--seats 1,2 --tasks 1 --turns 4]``;
 ``--daemon-env MALLOC_ARENA_MAX=1`` and the like try the daemon under other settings.
@@ -50,10 +54,15 @@ from bench.stats import table
 from cud.cuctl.client import Client
 from cud.scripted import ScriptedModel
 from tests.support.daemon import Daemon
-from tests.support.recorder import wait_until
 from tests.support.xserver import XServer, start_xvfb, stop_process
 
-SEAT_COUNTS = (1, 2, 4, 8)
+SEAT_COUNTS = (1, 2, 4, 8, 16, 50)
+#: The most seats a run shows the busy scene on; past it every seat gets the light one (its own
+#: Python, PIL and Tk for the scene are what would not fit 50 times).
+BUSY_SCENE_SEATS = 8
+#: How often a round's end is looked for: rarely, so the bench's requests are no part of the daemon's CPU.
+POLL_SECONDS = 2.0
+ROUND_TIMEOUT = 1800.0
 LATENCIES = (0.0, 1.0)
 TASKS_PER_SEAT = 3
 TURNS = 40  # issue 20: long enough that a history replayed whole would show
@@ -82,8 +91,9 @@ class Screen:
 
 
 @contextlib.contextmanager
-def screens(count: int) -> Iterator[list[Screen]]:
-    """``count`` private Xvfbs, each with the scene and the entry; everything stopped by pid after."""
+def screens(count: int, busy: bool = True) -> Iterator[list[Screen]]:
+    """``count`` private Xvfbs, each with the entry, over the busy scene if ``busy``; everything stopped by pid
+    after."""
     made: list[Screen] = []
     workdir = Path(tempfile.mkdtemp(prefix="cud-bench-seats-"))
     try:
@@ -92,7 +102,8 @@ def screens(count: int) -> Iterator[list[Screen]]:
             log_dir.mkdir()
             screen = Screen(start_xvfb(log_dir, WIDTH, HEIGHT), [])
             made.append(screen)
-            screen.apps.append(show_busy_scene(screen.xvfb.display, WIDTH, HEIGHT))
+            if busy:
+                screen.apps.append(show_busy_scene(screen.xvfb.display, WIDTH, HEIGHT))
             screen.apps.append(show_entry(screen.xvfb.display, f"400x36+{_ENTRY_X}+{_ENTRY_Y}"))
         yield made
     finally:
@@ -138,13 +149,21 @@ def _submit(daemon: Daemon, count: int, seats: list[str] | None = None) -> list[
 
 
 def _finish(daemon: Daemon, ids: list[int], turns: int) -> list[dict[str, object]]:
-    def done() -> list[dict[str, object]] | None:
-        if daemon.proc is None or daemon.proc.poll() is not None:
-            raise RuntimeError(f"the daemon exited; log:\n{daemon.log_text()[-3000:]}")
-        tasks = {t["id"]: t for t in daemon.call("list")}
-        return [tasks[i] for i in ids] if all(tasks[i]["state"] in _DONE for i in ids) else None
-
-    tasks = wait_until(done, 900, f"{len(ids)} tasks to end")
+    """Wait for the tasks ``ids`` to end, asking for one task every POLL_SECONDS (oldest first: once it
+    has ended the next is asked at once); then each one, checked."""
+    deadline = time.monotonic() + ROUND_TIMEOUT
+    pending = sorted(ids)
+    with Client(daemon.socket) as client:
+        while pending:
+            if daemon.proc is None or daemon.proc.poll() is not None:
+                raise RuntimeError(f"the daemon exited; log:\n{daemon.log_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(pending)} of {len(ids)} tasks had not ended after {ROUND_TIMEOUT:g} s")
+            while pending and client.call("show", id=pending[0])["state"] in _DONE:
+                pending.pop(0)
+            if pending:
+                time.sleep(POLL_SECONDS)
+        tasks = [client.call("show", id=task_id) for task_id in ids]
     bad = [t for t in tasks if t["state"] != "succeeded" or t["steps"] != turns]
     if bad:
         raise RuntimeError(f"{len(bad)} tasks did not succeed in {turns} steps, e.g. {bad[0]}")
@@ -206,11 +225,13 @@ def measure_seats(shown: list[Screen], model: ScriptedModel, url: str, tasks: in
 
 
 def measure(counts: tuple[int, ...] = SEAT_COUNTS, tasks: int = TASKS_PER_SEAT, turns: int = TURNS,
-            latencies: tuple[float, ...] = LATENCIES, env: dict[str, str] | None = None) -> list[SeatCount]:
+            latencies: tuple[float, ...] = LATENCIES, env: dict[str, str] | None = None,
+            busy: bool | None = None) -> list[SeatCount]:
+    """Each seat count in turn; ``busy``: the scene (None: busy up to BUSY_SCENE_SEATS seats, else light)."""
     model = ScriptedModel(scenario(turns), record=False)
     url = model.start()
     try:
-        with screens(max(counts)) as shown:
+        with screens(max(counts), max(counts) <= BUSY_SCENE_SEATS if busy is None else busy) as shown:
             results = []
             for count in counts:
                 print(f"  seats: {count} ...", file=sys.stderr, flush=True)
@@ -220,18 +241,18 @@ def measure(counts: tuple[int, ...] = SEAT_COUNTS, tasks: int = TASKS_PER_SEAT, 
         model.stop()
 
 
-def report(results: list[SeatCount], tasks: int, turns: int) -> str:
+def report(results: list[SeatCount], tasks: int, turns: int, busy: bool) -> str:
     base = {r.latency: r for r in results[0].rounds} if results[0].seats == 1 else {}
     rows: list[tuple[object, ...]] = []
     for result in results:
         for r in result.rounds:
             one = base.get(r.latency)
             scaling = f"{r.rate / one.rate:.2f}x" if one is not None else "-"
-            cpu = " / ".join(f"{1000 * c / r.steps:.0f}" for c in r.cpu)
+            others = " / ".join(f"{1000 * c / r.steps:.0f}" for c in r.cpu[1:])
             rows.append((r.seats, f"{r.latency:g} s", f"{r.tasks} x {turns}", f"{r.spread[0]}-{r.spread[1]}",
-                         f"{r.wall:.1f} s", f"{r.rate:.2f}", scaling, cpu))
+                         f"{r.wall:.1f} s", f"{r.rate:.2f}", scaling, f"{1000 * r.cpu[0] / r.steps:.1f}", others))
     speed = table(("seats", "model latency", "tasks x turns", "tasks per seat", "wall", "steps/s",
-                   "vs 1 seat", "CPU ms per step: daemon / model / X"), rows)
+                   "vs 1 seat", "daemon CPU ms per step", "CPU ms per step: model / X"), rows)
 
     idle1 = results[0].idle.rss if results[0].seats == 1 else None
     after1 = results[0].after.rss if results[0].seats == 1 else None
@@ -240,13 +261,14 @@ def report(results: list[SeatCount], tasks: int, turns: int) -> str:
         over_idle = f"{(result.after.rss - idle1) / 1024 / result.seats:.1f} MiB" if idle1 is not None else "-"
         slope = (f"{(result.after.rss - after1) / 1024 / (result.seats - 1):.1f} MiB"
                  if after1 is not None and result.seats > 1 else "-")
-        busy = max(r.peak_rss for r in result.rounds)
-        mem_rows.append((result.seats, _mib(result.idle.rss), _mib(busy), _mib(result.after.rss),
+        peak = max(r.peak_rss for r in result.rounds)
+        mem_rows.append((result.seats, _mib(result.idle.rss), _mib(peak), _mib(result.after.rss),
                          _mib(result.after.anon), _mib(result.after.shmem), result.after.threads, over_idle, slope))
     mem = table(("seats", "RSS idle", "RSS peak, every seat busy", "RSS after work", "of it anon", "of it shmem",
                  "threads", "(RSS after - RSS idle 1 seat) / seats",
                  "per added seat: (RSS after - RSS after, 1 seat) / (seats - 1)"), mem_rows)
-    return (f"### Seats (one daemon, N private {WIDTH}x{HEIGHT} Xvfbs, busy scene + Tk entry, scripted model)\n\n"
+    scene = "busy scene + Tk entry" if busy else "light scene: a Tk entry on the bare screen"
+    return (f"### Seats (one daemon, N private {WIDTH}x{HEIGHT} Xvfbs, {scene}, scripted model)\n\n"
             f"{tasks} tasks per seat of {turns} turns each, submitted at once unpinned (after a pinned warm-up task "
             "per seat); steps/s = steps recorded / (last finished_at - first created_at).\n\n"
             + speed + "\n\n" + mem + "\n\n" + verdict(results))
@@ -279,7 +301,7 @@ def _mib(kib: int) -> str:
 
 def run() -> str:
     """The seats section of ``make bench`` (markdown)."""
-    return report(measure(), TASKS_PER_SEAT, TURNS)
+    return report(measure(), TASKS_PER_SEAT, TURNS, max(SEAT_COUNTS) <= BUSY_SCENE_SEATS)
 
 
 def main() -> int:
@@ -288,6 +310,8 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=TASKS_PER_SEAT, help="tasks per seat in each round")
     parser.add_argument("--turns", type=int, default=TURNS, help="model turns per task (at least 3)")
     parser.add_argument("--latencies", default=",".join(f"{x:g}" for x in LATENCIES), help="model latencies, s")
+    parser.add_argument("--scene", choices=("busy", "light"),
+                        help=f"every seat's scene (default: busy up to {BUSY_SCENE_SEATS} seats, light past it)")
     parser.add_argument("--daemon-env", action="append", default=[], metavar="KEY=VALUE",
                         help="an environment variable for the daemon (repeatable)")
     args = parser.parse_args()
@@ -295,7 +319,8 @@ def main() -> int:
     latencies = tuple(float(x) for x in args.latencies.split(","))
     env = dict(item.split("=", 1) for item in args.daemon_env)
     turns = max(3, args.turns)
-    print(report(measure(counts, args.tasks, turns, latencies, env), args.tasks, turns))
+    busy = max(counts) <= BUSY_SCENE_SEATS if args.scene is None else args.scene == "busy"
+    print(report(measure(counts, args.tasks, turns, latencies, env, busy), args.tasks, turns, busy))
     return 0
 
 

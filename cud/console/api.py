@@ -134,7 +134,7 @@ async def state(request: web.Request) -> web.Response:
     """Who the console acts as, the seats, the tasks (with what each live one does now), pending approvals."""
     link, watch = request.app[LINK], request.app[WATCH]
     me = await link.call("ping")  # unreachable or refused: the whole page says so
-    parts = await asyncio.gather(link.call("seats"), link.call("list"), link.call("approvals"),
+    parts = await asyncio.gather(link.call("seats"), link.call("list", limit=MAX_TASKS), link.call("approvals"),
                                  return_exceptions=True)
     out: dict[str, Any] = {"me": me}
     for name, part in zip(("seats", "tasks", "approvals"), parts, strict=True):

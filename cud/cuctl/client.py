@@ -11,6 +11,7 @@ import cud
 from cud.cuctl.dial import Dialer, UnixDialer
 from cud.errors import AccessDenied, ConnectionFailed, CudError, ProtocolError
 from cud.protocol import (
+    MAX_LIST_PAGE,
     MAX_MESSAGE_BYTES,
     PROTOCOL_VERSION,
     DaemonMessage,
@@ -23,7 +24,7 @@ from cud.protocol import (
     request,
 )
 
-__all__ = ("Client", "RemoteError", "check_own_task", "parse_reply", "result_of")
+__all__ = ("Client", "RemoteError", "all_tasks", "check_own_task", "parse_reply", "result_of")
 
 
 class RemoteError(CudError):
@@ -113,6 +114,36 @@ class Client:
             raise ConnectionFailed(f"the daemon at {self.where} did not answer within {self.timeout:g} s") from None
         except OSError as exc:
             raise self._conn.lost(f"dropped the connection: {exc.strerror or exc}") from None
+
+
+def all_tasks(client: Client, last: int | None = None, *, page: int = MAX_LIST_PAGE,
+              **filters: Any) -> list[TaskView]:
+    """The tasks ``list`` matches with ``filters`` (key, key_prefix), oldest first: every one, or the newest
+    ``last``. ``list`` answers a page at a time, so this walks back a page (up to ``page`` tasks) at a
+    time, each ``before`` the oldest seen, until an empty one (a page may hold fewer than asked when
+    its tasks' views would not fit one message). A task submitted meanwhile is newer than the first
+    page and is not met; none is met twice.
+
+    A daemon from before pages refuses the field ``limit``: its one answer, every task, is taken whole.
+    """
+    pages: list[list[TaskView]] = []
+    before: int | None = None
+    wanted = last
+    while wanted is None or wanted > 0:
+        size = page if wanted is None else min(page, wanted)
+        try:
+            got: list[TaskView] = client.call("list", limit=size, before=before, **filters)
+        except RemoteError as exc:
+            if pages or exc.kind != "protocol" or exc.details.get("field") != "limit":
+                raise
+            every: list[TaskView] = client.call("list", **filters)
+            return every if last is None else every[-last:]
+        if not got:
+            break
+        pages.append(got)
+        before = got[0]["id"]
+        wanted = None if wanted is None else wanted - len(got)
+    return [task for got in reversed(pages) for task in got]
 
 
 def check_own_task(reply: Mapping[str, Any], key: str, uid: int) -> TaskView:

@@ -158,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("list", "tasks:list_tasks", "list tasks")
     p.add_argument("--key", metavar="KEY", help="only the task submitted with this idempotency key")
     p.add_argument("--key-prefix", metavar="PREFIX", help="only the tasks whose idempotency key starts with PREFIX")
+    p.add_argument("--last", type=int, metavar="N", help="only the newest N tasks (default: every one)")
     add("show", "tasks:show", "show one task").add_argument("id", type=int, metavar="ID")
     add("follow", "progress:follow", "show a task's progress until it ends").add_argument("id", type=int, metavar="ID")
     add("cancel", "tasks:cancel", "cancel a task").add_argument("id", type=int, metavar="ID")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from cud.budget import describe_budgets, describe_cost, describe_price, describe_step_cost, unknown_cost
-from cud.cuctl.client import Client, check_own_task
+from cud.cuctl.client import Client, all_tasks, check_own_task
 from cud.cuctl.output import emit_json, printable, short, table, warn
 from cud.errors import ConfigError
 from cud.osworld.convert import load_osworld, seats_screen, sees_home_user
@@ -93,7 +93,9 @@ def _rules(given: list[str] | None) -> list[Any] | None:
 
 
 def list_tasks(client: Client, args: argparse.Namespace) -> int:
-    tasks = client.call("list", key=args.key, key_prefix=args.key_prefix)
+    if args.last is not None and args.last < 1:
+        raise ConfigError(f"--last must be 1 or more, got {args.last}", key="last", value=args.last)
+    tasks = all_tasks(client, args.last, key=args.key, key_prefix=args.key_prefix)
     if args.json:
         emit_json(tasks)
         return 0
@@ -155,11 +157,11 @@ def show(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def _seat(task: dict[str, Any]) -> str:
+def _seat(task: Mapping[str, Any]) -> str:
     """The task's seat; a queued unpinned task has none yet ("*": any), a pinned one says so."""
     if task["seat"] is None:
         return "*"
-    return f"{task['seat']} (pinned)" if task["pinned"] and task["state"] == "queued" else task["seat"]
+    return f"{task['seat']} (pinned)" if task["pinned"] and task["state"] == "queued" else str(task["seat"])
 
 
 def follow(client: Client, args: argparse.Namespace) -> int:

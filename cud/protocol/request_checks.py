@@ -30,6 +30,8 @@ __all__ = [
     "MAX_EXEC_SECONDS",
     "MAX_FILE_LIMIT",
     "MAX_ID",
+    "LIST_PAGE",
+    "MAX_LIST_PAGE",
     "MAX_PATH_TEXT",
     "MAX_REPEAT_LIMIT",
     "MAX_STEPS_LIMIT",
@@ -63,6 +65,11 @@ MAX_EXEC_SECONDS = 24 * 3600
 #: Longest prompt or reason accepted; the message cap bounds it anyway, this keeps records sane.
 MAX_TEXT = 64 * 1024
 MAX_ID = (1 << 63) - 1
+#: ``list`` answers one page: the newest ``limit`` tasks (this many when not given), at most
+#: MAX_LIST_PAGE, so a request costs what it returns whatever the table holds, and a page of task
+#: views stays well under the message cap.
+LIST_PAGE = 200
+MAX_LIST_PAGE = 1000
 #: Upper bound a submitter may ask for; the daemon's config caps it further.
 MAX_STEPS_LIMIT = 10_000
 #: The longest wall-clock limit a task may have, in seconds (a week).
@@ -247,7 +254,8 @@ _REQUEST_FIELDS: dict[str, dict[str, tuple[_FieldCheck, bool]]] = {
         "files": (_spec_files, False),
         "key": (_key, False),
     },
-    "list": {"key": (_key, False), "key_prefix": (_key, False)},
+    "list": {"key": (_key, False), "key_prefix": (_key, False), "limit": (_integer(1, MAX_LIST_PAGE), False),
+             "before": (_ID, False)},
     "show": {"id": (_ID, True)},
     "follow": {"id": (_ID, True)},
     "cancel": {"id": (_ID, True)},

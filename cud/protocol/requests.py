@@ -87,6 +87,10 @@ class ListRequest(TypedDict):
     #: Only the task with this idempotency key / the tasks whose key starts with this.
     key: NotRequired[str]
     key_prefix: NotRequired[str]
+    #: One page: the newest ``limit`` tasks (LIST_PAGE if not given) whose id is below ``before``
+    #: (any, if not given), oldest first; the next page is ``before`` the first one's id.
+    limit: NotRequired[int]
+    before: NotRequired[int]
 
 
 class ShowRequest(TypedDict):

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from cud.cuctl.client import Client
+from cud.cuctl.client import Client, all_tasks
 from cud.daemon.fleet.config import FleetConfig
 from cud.errors import ConfigError, CudError
 from cud.fleet.labels import NODE_ENV, SOCKET_ENV, node_resources, seat_resources
@@ -144,7 +144,7 @@ class Agent:
         """Interrupt every open fleet task here: the Ray task that followed it died with the node and is retried."""
         try:
             with Client(self.socket) as client:
-                for task in client.call("list"):
+                for task in all_tasks(client):  # every page: an orphan may be older than the newest
                     key = task.get("key") or ""
                     if task["state"] in OPEN_STATES and FLEET_KEY.fullmatch(key):
                         number = int(key.rsplit("/a", 1)[1])

@@ -47,6 +47,32 @@ __all__ = ()
 _APPROVALS = "SELECT approvals.*, tasks.seat AS seat FROM approvals JOIN tasks ON tasks.id = approvals.task_id"
 
 
+def _page_query(uid: int | None, key: str | None, key_prefix: str | None, limit: int | None,
+                before: int | None) -> tuple[str, list[Any]]:
+    """:meth:`Store.tasks`'s SQL, built from the filters given: a ``?1 IS NULL OR ...`` term would keep
+    SQLite from any index, so each filter is a term only when it is there."""
+    terms: list[str] = []
+    args: list[Any] = []
+    if key is not None or key_prefix is not None:
+        terms.append("submitter_uid = ?")
+        args.append(uid)
+    if key is not None:
+        terms.append("idempotency_key = ?")
+        args.append(key)
+    if key_prefix is not None:
+        # A range over tasks_by_key: every key that starts with the prefix sorts between it and the
+        # prefix followed by the highest code point. substr keeps it exact (not LIKE: '_' is a key
+        # character and LIKE's wildcard).
+        terms.append("idempotency_key >= ? AND idempotency_key < ? AND substr(idempotency_key, 1, ?) = ?")
+        args += [key_prefix, key_prefix + "\U0010ffff", len(key_prefix), key_prefix]
+    if before is not None:
+        terms.append("id < ?")
+        args.append(before)
+    where = f" WHERE {' AND '.join(terms)}" if terms else ""
+    page = "" if limit is None else " LIMIT ?"
+    return f"SELECT * FROM tasks{where} ORDER BY id DESC{page}", args + ([] if limit is None else [limit])
+
+
 class Store(CountRows, SpendRows):
     """The daemon's durable state: its tasks and approvals here, what they spend and what the metrics count in
     the rows it inherits, all over one connection (:class:`StoreConnection`). Used from the event loop's
@@ -118,19 +144,20 @@ class Store(CountRows, SpendRows):
             raise NotFound(f"no task with id {task_id}", id=task_id)
         return task_view(row)
 
-    def tasks(self, *, uid: int | None = None, key: str | None = None,
-              key_prefix: str | None = None) -> list[TaskView]:
-        """Every task, oldest first; only the one with idempotency key ``key`` / those whose key starts
-        with ``key_prefix``, if given, and then only among those ``uid`` submitted (a key is its submitter's:
-        the same key of another uid names another task)."""
+    def tasks(self, *, uid: int | None = None, key: str | None = None, key_prefix: str | None = None,
+              limit: int | None = None, before: int | None = None) -> list[TaskView]:
+        """One page of tasks, oldest first: the newest ``limit`` (every one if None) whose id is below
+        ``before`` (any if None); only the one with idempotency key ``key`` / those whose key starts
+        with ``key_prefix``, if given, and then only among those ``uid`` submitted (a key is its
+        submitter's: the same key of another uid names another task).
+
+        Each shape of filter reads an index, so a page costs what it returns, never the table: the
+        id's own b-tree without a key, ``tasks_by_key`` with one (a prefix reads the keys under it)."""
         if (key is not None or key_prefix is not None) and uid is None:
             raise ValueError("a key names a task only for its submitter: tasks(key=...) needs uid")
-        # substr, not LIKE: '_' is a key character and LIKE's wildcard.
-        rows = self._db.execute(
-            "SELECT * FROM tasks WHERE (?1 IS NULL OR idempotency_key = ?1)"
-            " AND (?2 IS NULL OR substr(idempotency_key, 1, length(?2)) = ?2)"
-            " AND ((?1 IS NULL AND ?2 IS NULL) OR submitter_uid = ?3) ORDER BY id", (key, key_prefix, uid))
-        return [task_view(row) for row in rows]
+        sql, args = _page_query(uid, key, key_prefix, limit, before)
+        rows = self._db.execute(sql, args).fetchall()
+        return [task_view(row) for row in reversed(rows)]
 
     def next_queued(self, seat: str | None = None, *, session: bool = True,
                     meets: Callable[[SeatNeeds], bool] = lambda needs: True) -> TaskView | None:

@@ -12,6 +12,7 @@ store looks the key up again in the transaction that would insert (``Store.submi
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from cud.budget import BUDGET_TASK_KEYS, format_amount, parse_amount
@@ -24,6 +25,8 @@ from cud.errors import AccessDenied, ConfigError, ProtocolError, SpecError, Stor
 from cud.protocol import (
     APPROVAL_MODE_STRICTNESS,
     FINAL_STATES,
+    LIST_PAGE,
+    MAX_MESSAGE_BYTES,
     CancelRequest,
     EventView,
     FollowRequest,
@@ -39,6 +42,9 @@ from cud.spec import Spec
 from cud.spec.wire import spec_from_request
 
 __all__ = ()
+
+#: What an ``ok`` reply adds around its result: ``{"v":2,"ok":true,"result":}`` and the newline, with room to spare.
+_ENVELOPE_BYTES = 64
 
 
 def _at_most(request: SubmitRequest, field: str, limit: int, unit: str) -> int:
@@ -185,10 +191,27 @@ def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, 
 
 
 async def list_tasks(ctx: Context, request: ListRequest) -> list[TaskView]:
-    """Every task; with ``key``/``key_prefix``, only the peer's own (a key names a task only for its submitter)."""
+    """One page of tasks, the newest ``limit`` below ``before``, oldest first (a request without them, as
+    clients from before paging send, gets the newest LIST_PAGE); with ``key``/``key_prefix``, only the
+    peer's own (a key names a task only for its submitter)."""
     peer, rights = ctx.peer, ctx.daemon.access_rights
-    tasks = ctx.daemon.store.tasks(uid=peer.uid, key=request.get("key"), key_prefix=request.get("key_prefix"))
-    return [rights.task_for(peer, task) for task in tasks]
+    tasks = ctx.daemon.store.tasks(uid=peer.uid, key=request.get("key"), key_prefix=request.get("key_prefix"),
+                                   limit=request.get("limit", LIST_PAGE), before=request.get("before"))
+    return _fitting([rights.task_for(peer, task) for task in tasks])
+
+
+def _fitting(tasks: list[TaskView]) -> list[TaskView]:
+    """The newest of ``tasks`` whose views fit one reply (a prompt alone may be 64 KiB): the client's next
+    page, ``before`` the first of them, starts where this one stopped. The newest alone if none fits, so
+    that the reply's own error says how big it is rather than an empty page saying there is no more."""
+    room = MAX_MESSAGE_BYTES - _ENVELOPE_BYTES
+    kept = 0
+    for task in reversed(tasks):
+        room -= len(json.dumps(task, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()) + 1
+        if room < 0:
+            break
+        kept += 1
+    return tasks[len(tasks) - max(kept, 1):] if tasks else tasks
 
 
 async def show(ctx: Context, request: ShowRequest) -> TaskView:
