@@ -10,8 +10,8 @@
 #   sandbox/deps.sh --check  exit 0 if all are installed, else name the missing
 #
 # `--profile NAME` (before the others) adds a profile's packages to the list:
-#   test      what the test suite runs besides: the office and media players the
-#             OSWorld seat's tests start (`.ci/run` and `quickstart.sh test` use it)
+#   test      what the test suite runs besides: the office and media players and
+#             GIMP the OSWorld seat's tests start (`.ci/run` and `quickstart.sh test` use it)
 #   osworld   the applications of OSWorld's VM image, for seats that run its tasks
 #             (docs/osworld.md, "The OSWorld seat")
 # The default list stays the daemon's, the sandbox's and the demo's.
@@ -103,8 +103,10 @@ xdg-utils
 # The test profile: tests/test_osworld_seat.py opens real documents in LibreOffice Calc and
 # Writer (with the GTK 3 backend the OSWorld seat uses) and starts VLC, to prove the seat's
 # profile keeps every first-start dialog away; tests/test_osworld_e2e.py runs OSWorld's Calc,
-# Writer and Impress tasks, whose ``open`` step activates the document's window with wmctrl.
+# Writer and Impress tasks, whose ``open`` step activates the document's window with wmctrl;
+# tests/test_osworld_e2e_gimp.py runs a GIMP task, its model going through GIMP's menus.
 test_packages="
+gimp
 libreoffice-calc
 libreoffice-impress
 libreoffice-writer

@@ -101,7 +101,8 @@ def test_deps_lists_the_debian_packages_one_a_line() -> None:
 def test_deps_profiles_add_their_packages_to_the_default_list_once() -> None:
     default = ok(subprocess.run([str(SANDBOX / "deps.sh"), "--list"], capture_output=True, text=True)).split()
     assert "libreoffice-calc" not in default and "vlc" not in default  # the demo stays light
-    for profile, added in (("test", {"libreoffice-calc", "libreoffice-impress", "libreoffice-writer", "vlc", "wmctrl"}),
+    for profile, added in (("test", {"gimp", "libreoffice-calc", "libreoffice-impress", "libreoffice-writer", "vlc",
+                                     "wmctrl"}),
                            ("osworld", {"libreoffice-calc", "libreoffice-impress", "libreoffice-writer", "gimp",
                                         "vlc", "thunderbird", "wmctrl", "socat", "python-is-python3"})):
         listed = ok(subprocess.run([str(SANDBOX / "deps.sh"), "--profile", profile, "--list"],
