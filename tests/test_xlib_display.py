@@ -6,6 +6,9 @@ connection died with "'BadRRModeError' object has no attribute 'sequence_number'
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from Xlib import error as xerror
 from Xlib.protocol import request as xrequest
 
@@ -25,3 +28,27 @@ def test_a_bad_value_is_an_x_error_the_caller_can_handle(xvfb: XServer) -> None:
         assert conn.screen().width_in_pixels > 0  # the connection still works
     finally:
         conn.close()
+
+
+def test_seats_opening_their_displays_at_once_never_import_an_extension_half_way(xvfb: XServer) -> None:
+    """A fresh interpreter, as the daemon starts: once cud's module is imported, every extension module
+    python-xlib would import inside ``Display()`` is already complete; then 16 threads open the display at once."""
+    program = (
+        "import sys, threading\n"
+        "import cud.drivers.xlib_display as x\n"
+        "from Xlib import ext\n"
+        "missing = [m for _, m in ext.__extensions__ if not hasattr(ext, m)]\n"
+        "assert not missing, missing\n"
+        "errors = []\n"
+        "def one():\n"
+        "    try:\n"
+        "        x.open_display(sys.argv[1]).close()\n"
+        "    except Exception as exc:\n"
+        "        errors.append(repr(exc))\n"
+        "threads = [threading.Thread(target=one) for _ in range(16)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "assert not errors, errors\n")
+    done = subprocess.run([sys.executable, "-c", program, xvfb.display], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
