@@ -102,12 +102,16 @@ xdg-utils
 
 # The test profile: tests/test_osworld_seat.py opens real documents in LibreOffice Calc and
 # Writer (with the GTK 3 backend the OSWorld seat uses) and starts VLC, to prove the seat's
-# profile keeps every first-start dialog away.
+# profile keeps every first-start dialog away. tests/test_osworld_e2e_apps.py starts Thunderbird
+# on the seat's profile (its thunderbird task), and its tasks' activate_window and close_window
+# steps and window waits run wmctrl.
 test_packages="
 libreoffice-calc
 libreoffice-writer
 libreoffice-gtk3
 vlc
+thunderbird
+wmctrl
 "
 # The osworld profile: what OSWorld's VM image installs for its tasks' applications
 # (desktop_env/server/README.md of OSWorld), as Debian names them:
