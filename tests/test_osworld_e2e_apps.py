@@ -17,6 +17,15 @@ The tasks are shaped like OSWorld's own:
   stands in for its ``sleep``. ``check_thunderbird_prefs`` reads the ``vm_file``. The wrong model picks Wide
   View (1).
 
+* vlc (like fba2c100…): a clip made here with ffmpeg (three seconds of one scene, three of another, lossless)
+  is downloaded to the Desktop and launched in VLC with OSWorld's flags (``--start-time``, ``--stop-time``,
+  ``--play-and-pause``: it stops on a frame of the first scene); the model takes a snapshot with VLC's
+  Shift+S (Video > Take Snapshot). ``compare_images`` judges the ``vm_file`` against a ``cloud_file`` gold
+  drawn here, which VLC's snapshot matches pixel for pixel (black and white only survive YUV). OSWorld's
+  model moves the snapshot from VLC's folder to the Desktop with a terminal; here the launch names the
+  snapshot's file (``--snapshot-path``, a file rather than a folder), so the model acts in VLC alone. The
+  wrong model first presses C (crop to 16:10), and its snapshot is the cropped picture.
+
 OSWorld's tasks start an application and let the model act at once (its agents take seconds to answer); the
 scripted model answers at once, so after each ``launch`` an ``execute`` waits until the application's window
 is up.
@@ -24,12 +33,17 @@ is up.
 
 from __future__ import annotations
 
+import functools
+import io
 import json
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image, ImageDraw
 
 from cud.daemon.session.user import SeatUser
 from cud.osworld.seat import template_files
@@ -43,6 +57,35 @@ FIRST = b"alpha\nbeta\ngamma\n"
 SECOND = b"-one\n-two\n-three\n"
 GOLD_CSV = b"alpha-one\nbeta-two\ngamma-three\n"
 PROFILE = "/home/user/.thunderbird/cud.default-release"
+CLIP = "/home/user/Desktop/scenes.mp4"
+SIZE = (320, 240)
+
+
+def scene(left: int) -> Image.Image:
+    """A white box at ``left`` on black: two scenes of the clip that differ in grey at every scale."""
+    picture = Image.new("RGB", SIZE, (0, 0, 0))
+    ImageDraw.Draw(picture).rectangle([left, 64, left + 95, 175], fill=(255, 255, 255))
+    return picture
+
+
+def png(picture: Image.Image) -> bytes:
+    out = io.BytesIO()
+    picture.save(out, format="PNG")
+    return out.getvalue()
+
+
+@functools.cache
+def clip() -> bytes:
+    """Three seconds of scene(32), then three of scene(192), at 10 frames a second: H.264, lossless."""
+    with tempfile.TemporaryDirectory(prefix="cud-clip-") as folder:
+        first, second, out = Path(folder, "a.png"), Path(folder, "b.png"), Path(folder, "scenes.mp4")
+        first.write_bytes(png(scene(32)))
+        second.write_bytes(png(scene(192)))
+        subprocess.run(["ffmpeg", "-loglevel", "error", "-nostdin", "-y", "-loop", "1", "-t", "3", "-r", "10",
+                        "-i", str(first), "-loop", "1", "-t", "3", "-r", "10", "-i", str(second),
+                        "-filter_complex", "[0][1]concat=n=2:v=1", "-c:v", "libx264", "-qp", "0",
+                        "-pix_fmt", "yuv420p", "-g", "10", str(out)], check=True, timeout=120)
+        return out.read_bytes()
 
 
 def _keys(*keys: str) -> dict[str, Any]:
@@ -83,11 +126,27 @@ def layout(item: int) -> list[dict[str, Any]]:
     ]
 
 
+def snapshot(*before: str) -> list[dict[str, Any]]:
+    """VLC's keys ``before``, then its snapshot key, twice: the first may come before VLC shows a picture (it then
+    saves nothing), the second writes the same picture again."""
+    return [
+        {"actions": [{"type": "screenshot"}]},
+        *[_keys(key) for key in before],
+        _keys("SHIFT", "s"),
+        {"actions": [{"type": "wait"}]},
+        _keys("SHIFT", "s"),
+        {"actions": [{"type": "wait"}]},
+        {"message": "Done: the snapshot is on the Desktop."},
+    ]
+
+
 SCENARIOS = {
     "multi_apps-right": {"name": "multi_apps-right", "steps": merging("\\0")},
     "multi_apps-wrong": {"name": "multi_apps-wrong", "steps": merging(" ")},
     "thunderbird-right": {"name": "thunderbird-right", "steps": layout(0)},
     "thunderbird-wrong": {"name": "thunderbird-wrong", "steps": layout(1)},
+    "vlc-right": {"name": "vlc-right", "steps": snapshot()},
+    "vlc-wrong": {"name": "vlc-wrong", "steps": snapshot("c")},
 }
 
 
@@ -97,11 +156,11 @@ def task(snapshot: str, instruction: str, config: list[dict[str, Any]], evaluato
             "trajectory": "trajectories/", "related_apps": apps, "evaluator": evaluator, "proxy": False}
 
 
-def window_up(wm_class: str) -> dict[str, Any]:
-    """An ``execute`` that waits (up to two minutes) until a window whose class starts with ``wm_class`` is mapped."""
+def window_up(text: str) -> dict[str, Any]:
+    """An ``execute`` that waits (up to two minutes) until a window whose class or title holds ``text`` is mapped."""
     return {"type": "execute", "parameters": {"command": [
-        "/bin/sh", "-c", "for i in $(seq 240); do wmctrl -lx | awk '{print $3}' | grep -q \"^$1\" && exit 0; "
-        "sleep 0.5; done; exit 1", "window_up", wm_class]}}
+        "/bin/sh", "-c", 'for i in $(seq 240); do wmctrl -lx | grep -qF -- "$1" && exit 0; sleep 0.5; done; exit 1',
+        "window_up", text]}}
 
 
 def multi_apps_task(base: str) -> dict[str, Any]:
@@ -150,6 +209,22 @@ def thunderbird_task() -> dict[str, Any]:
         ["thunderbird"])
 
 
+def vlc_task(base: str) -> dict[str, Any]:
+    return task(
+        "base_setup", "Snap a photo of the scene the video stopped on and keep it on the Desktop as scene.png.",
+        [{"type": "download", "parameters": {"files": [{"url": f"{base}/vlc/scenes.mp4", "path": CLIP}]}},
+         {"type": "launch", "parameters": {
+             "command": "VLC_VERBOSE=-1 vlc --no-audio --no-video-title-show --start-time=1 --stop-time=2 "
+                        f"--play-and-pause --snapshot-path=/home/user/Desktop/scene.png '{CLIP}'",
+             "shell": True}},
+         window_up("scenes.mp4 - VLC media player"),
+         {"type": "activate_window", "parameters": {"window_name": "scenes.mp4 - VLC media player"}}],
+        {"func": "compare_images",
+         "expected": {"type": "cloud_file", "path": f"{base}/vlc/scene_gold.png", "dest": "scene_gold.png"},
+         "result": {"type": "vm_file", "path": "/home/user/Desktop/scene.png", "dest": "scene.png"}},
+        ["vlc"])
+
+
 def write_index(root: Path, domain: str, by_id: dict[str, dict[str, Any]]) -> Path:
     (root / "examples" / domain).mkdir(parents=True, exist_ok=True)
     for task_id, body in by_id.items():
@@ -162,7 +237,8 @@ def write_index(root: Path, domain: str, by_id: dict[str, dict[str, Any]]) -> Pa
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
     with serve_files({"/multi/first.txt": FIRST, "/multi/second.txt": SECOND,
-                      "/multi/output_gold.csv": GOLD_CSV}) as s:
+                      "/multi/output_gold.csv": GOLD_CSV, "/vlc/scenes.mp4": clip(),
+                      "/vlc/scene_gold.png": png(scene(32))}) as s:
         yield s
 
 
@@ -185,6 +261,7 @@ def indexes(tmp_path_factory: pytest.TempPathFactory, served: Served) -> dict[st
     return {
         "multi_apps": write_index(root, "multi_apps", {"merge-columns": multi_apps_task(served.base)}),
         "thunderbird": write_index(root, "thunderbird", {"classic-layout": thunderbird_task()}),
+        "vlc": write_index(root, "vlc", {"scene-snapshot": vlc_task(served.base)}),
     }
 
 
@@ -230,3 +307,18 @@ def test_thunderbird_wide_view_fails_on_the_pref(seat: SpecSeat, indexes: dict[s
     assert (layout["state"], layout["outcome"]) == ("succeeded", "failed"), json.dumps(layout, indent=1)
     outcome, why = checks(layout)["check_thunderbird_prefs on vm_file"]
     assert outcome == "failed" and "OSWorld's check_thunderbird_prefs scored 0" in why, why
+
+
+def test_vlc_snapshot_of_the_scene_passes(seat: SpecSeat, indexes: dict[str, Path], served: Served,
+                                          tmp_path: Path) -> None:
+    shot = run(seat, indexes["vlc"], tmp_path / "out", "scripted:vlc-right")["vlc/scene-snapshot"]
+    assert (shot["state"], shot["outcome"]) == ("succeeded", "passed"), json.dumps(shot, indent=1)
+    assert "/vlc/scenes.mp4" in served.requested and "/vlc/scene_gold.png" in served.requested
+
+
+def test_vlc_snapshot_of_a_cropped_picture_fails_on_compare_images(
+        seat: SpecSeat, indexes: dict[str, Path], tmp_path: Path) -> None:
+    shot = run(seat, indexes["vlc"], tmp_path / "out", "scripted:vlc-wrong")["vlc/scene-snapshot"]
+    assert (shot["state"], shot["outcome"]) == ("succeeded", "failed"), json.dumps(shot, indent=1)
+    outcome, why = checks(shot)["compare_images on vm_file"]
+    assert outcome == "failed" and "OSWorld's compare_images scored 0." in why, why
