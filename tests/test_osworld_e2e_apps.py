@@ -11,8 +11,8 @@ The tasks are shaped like OSWorld's own:
   started from a terminal?) and ``compare_csv`` against a ``cloud_file`` gold judge it, ``conj = "and"``. The
   wrong model joins the columns with a space.
 * thunderbird (like f201fbc3…, 10a730d5…): Thunderbird is launched on the seat's profile; the model switches
-  the mail layout from Vertical View (the default) to Classic View through the View menu (Alt+V, L, then a click on
-  the view), which Thunderbird stores in ``prefs.js`` as ``mail.pane_config.dynamic`` = 0. OSWorld's
+  the mail layout from Vertical View (the default) to Classic View through the View menu (Alt for the menu bar, a
+  click on View, L for Layout, a click on the view), which Thunderbird stores in ``prefs.js`` as ``mail.pane_config.dynamic`` = 0. OSWorld's
   postconfig closes the window by class; a wait until Thunderbird has exited (prefs.js written and closed)
   stands in for its ``sleep``. ``check_thunderbird_prefs`` reads the ``vm_file``. The wrong model picks Wide
   View (1).
@@ -107,17 +107,20 @@ def merging(separator: str) -> list[dict[str, Any]]:
     ]
 
 
-#: Where the first item (Classic View) of View > Layout is once Alt+V, L have opened it in Thunderbird's main
-#: window (maximized by openbox on the seat's 1280x800 screen); its items are 25 pixels apart.
-LAYOUT_FIRST, MENU_ITEM = (421, 132), 25
+#: Where the View menu is in the menu bar Alt shows, and the first item (Classic View) of View > Layout once L has
+#: opened it, in Thunderbird's main window (maximized by openbox on the seat's 1280x800 screen); the items are
+#: 25 pixels apart.
+VIEW_MENU, LAYOUT_FIRST, MENU_ITEM = (141, 77), (421, 132), 25
 
 
 def layout(item: int) -> list[dict[str, Any]]:
-    """Thunderbird's View menu (Alt+V), its Layout submenu (L), and that submenu's ``item`` (0 Classic, 1 Wide,
-    2 Vertical View) clicked. A click on Layout itself can land as its hover opens it, and close the menu."""
+    """The menu bar (Alt), a click on its View menu, the Layout submenu (L), and that submenu's ``item`` (0 Classic,
+    1 Wide, 2 Vertical View) clicked. Not Alt+V: Thunderbird sometimes takes that chord for Alt alone (the menu
+    bar shows, no menu opens); nor a click on Layout, which can land as its hover opens it and close the menu."""
     return [
         {"actions": [{"type": "screenshot"}]},
-        _keys("ALT", "v"),
+        _keys("ALT"),
+        {"actions": [{"type": "click", "button": "left", "x": VIEW_MENU[0], "y": VIEW_MENU[1]}]},
         _keys("l"),
         {"actions": [{"type": "click", "button": "left", "x": LAYOUT_FIRST[0],
                       "y": LAYOUT_FIRST[1] + item * MENU_ITEM}]},
