@@ -12,7 +12,8 @@ The tasks are shaped like OSWorld's own:
   wrong model joins the columns with a space.
 * thunderbird (like f201fbc3…, 10a730d5…): Thunderbird is launched on the seat's profile; the model switches
   the mail layout from Vertical View (the default) to Classic View through the View menu (Alt for the menu bar, a
-  click on View, L for Layout, a click on the view), which Thunderbird stores in ``prefs.js`` as ``mail.pane_config.dynamic`` = 0. OSWorld's
+  click on View, L for Layout, a click on the view), which Thunderbird stores in ``prefs.js`` as
+  ``mail.pane_config.dynamic`` = 0. OSWorld's
   postconfig closes the window by class; a wait until Thunderbird has exited (prefs.js written and closed)
   stands in for its ``sleep``. ``check_thunderbird_prefs`` reads the ``vm_file``. The wrong model picks Wide
   View (1).
