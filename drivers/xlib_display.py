@@ -23,7 +23,7 @@ from Xlib.display import Display
 
 __all__ = ("open_display",)
 
-for _name, _module in ext.__extensions__:
+for _name, _module in ext.__extensions__:  # type: ignore[attr-defined]  # python-xlib declares no types for it
     importlib.import_module(f"Xlib.ext.{_module}")
 
 

@@ -104,7 +104,8 @@ xdg-utils
 # Writer (with the GTK 3 backend the OSWorld seat uses) and starts VLC, to prove the seat's
 # profile keeps every first-start dialog away; tests/test_osworld_e2e.py runs OSWorld's Calc,
 # Writer and Impress tasks, whose ``open`` step activates the document's window with wmctrl;
-# tests/test_osworld_e2e_gimp.py runs a GIMP task, its model going through GIMP's menus.
+# tests/test_osworld_e2e_gimp.py runs a GIMP task, its model going through GIMP's menus;
+# tests/test_osworld_e2e_apps.py a VLC and a multi_apps task, with wmctrl's window waits.
 test_packages="
 gimp
 libreoffice-calc
