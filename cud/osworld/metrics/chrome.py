@@ -130,43 +130,30 @@ def are_lists_equal(list1: list[Any], list2: list[Any], comparison_func: Any) ->
     return True
 
 
+def _urls(active_tab_info: Any, rule: dict[str, Any]) -> tuple[Any, Any] | None:
+    """The rule's URL and the active tab's (``active_tab_info`` itself, or its ``url``), as both of OSWorld's
+    is_expected_active_tab metrics read them; None (a score of 0) without a tab or for a rule not of ``url``."""
+    if not active_tab_info or rule['type'] != "url":
+        return None
+    actual = active_tab_info.get('url', None) if isinstance(active_tab_info, dict) else active_tab_info
+    return rule['url'], actual
+
+
 def is_expected_active_tab(active_tab_info: Any, rule: dict[str, Any]) -> float:
     """``active_tab_info``: the active tab's URL, empty text when no browser answered (OSWorld's None)."""
-    if not active_tab_info:
-        return 0.
-    match_type = rule['type']
-    if match_type == "url":
-        expected_url = rule['url']
-        if isinstance(active_tab_info, dict):
-            actual_url = active_tab_info.get('url', None)
-        else:
-            actual_url = active_tab_info
-        return 1 if compare_urls(expected_url, actual_url) else 0
-    else:
-        return 0
+    urls = _urls(active_tab_info, rule)
+    return 0 if urls is None else 1 if compare_urls(*urls) else 0
 
 
 def is_expected_active_tab_approximate(active_tab_info: Any, rule: dict[str, Any]) -> float:
     """is_expected_active_tab with both URLs' queries dropped, and no other normalising."""
-    if not active_tab_info:
-        return 0.
-    match_type = rule['type']
-    if match_type == "url":
-        expected_url = rule['url']
-        if isinstance(active_tab_info, dict):
-            actual_url = active_tab_info.get('url', None)
-        else:
-            actual_url = active_tab_info
-
-        def strip_query(url: Any) -> Any:
-            parsed = urlparse(url)
-            return urlunparse(parsed._replace(query=""))
-        if strip_query(expected_url) == strip_query(actual_url):
-            return 1
-        else:
-            return 0
-    else:
+    urls = _urls(active_tab_info, rule)
+    if urls is None:
         return 0
+
+    def strip_query(url: Any) -> Any:
+        return urlunparse(urlparse(url)._replace(query=""))
+    return 1 if strip_query(urls[0]) == strip_query(urls[1]) else 0
 
 
 def is_expected_url_pattern_match(result: Any, rules: dict[str, Any]) -> float:
