@@ -48,13 +48,11 @@ import pytest
 from pptx.dml.color import RGBColor
 
 from cud.daemon.session.user import SeatUser
-from cud.osworld.seat import template_files
-from tests.support.daemon import cuctl
 from tests.support.http_files import Served, serve_files
-from tests.support.judge_python import judge_python
 from tests.support.libreoffice import A5, UNITS, saved_by_libreoffice, units_workbook, window_title
+from tests.support.osworld_e2e import osworld_seat, outcomes, run, task, write_index
 from tests.support.seat_users import SeatUsers
-from tests.support.spec_seat import SpecSeat, spec_seat
+from tests.support.spec_seat import SpecSeat
 
 BOOK = "sales.xlsx"
 RIGHT, WRONG = str(sum(UNITS)), str(sum(UNITS) + 1)
@@ -98,8 +96,8 @@ def slides(contents: list[str]) -> bytes:
     for line in contents[1:]:
         body.add_paragraph().text = line
     for paragraph in body.paragraphs:
-        for run in paragraph.runs:
-            run.font.color.rgb = RGBColor.from_string(CONTENT.lstrip("#"))
+        for text_run in paragraph.runs:
+            text_run.font.color.rgb = RGBColor.from_string(CONTENT.lstrip("#"))
     out = io.BytesIO()
     deck.save(out)
     return out.getvalue()
@@ -146,11 +144,6 @@ SCENARIOS = {
         {"message": "Slide 2 now says Page 1."}]},
     "idle": {"name": "idle", "steps": steps(final="Done.")},
 }
-
-
-def task(domain: str, instruction: str, config: list[dict[str, Any]], evaluator: dict[str, Any]) -> dict[str, Any]:
-    return {"id": "", "snapshot": domain, "instruction": instruction, "source": "cud tests", "config": config,
-            "trajectory": "trajectories/", "related_apps": [domain], "evaluator": evaluator, "proxy": False}
 
 
 def tasks(base: str) -> dict[str, dict[str, dict[str, Any]]]:
@@ -215,16 +208,6 @@ def upstream(domain: str, task_id: str) -> dict[str, Any]:
     return task
 
 
-def write_index(root: Path, by_domain: dict[str, dict[str, dict[str, Any]]], name: str = "e2e") -> Path:
-    for domain, by_id in by_domain.items():
-        (root / "examples" / domain).mkdir(parents=True, exist_ok=True)
-        for task_id, body in by_id.items():
-            (root / "examples" / domain / f"{task_id}.json").write_text(json.dumps({**body, "id": task_id}, indent=1))
-    index = root / f"test_{name}.json"
-    index.write_text(json.dumps({domain: list(by_id) for domain, by_id in by_domain.items()}, indent=2))
-    return index
-
-
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
     files = {f"/start/{BOOK}": units_workbook(None), f"/gold/{BOOK}": units_workbook(int(RIGHT)),
@@ -240,9 +223,7 @@ def judge(seat_users: SeatUsers) -> SeatUser:
 
 @pytest.fixture(scope="module")
 def seat(seat_users: SeatUsers, judge: SeatUser) -> Iterator[SpecSeat]:
-    with judge_python(judge) as python, \
-            spec_seat(seat_users, SCENARIOS["wrong"], config=f'[sessions]\njudge_user = "{judge.name}"\n',
-                      template_files=template_files(), scenarios=SCENARIOS, python=python) as s:
+    with osworld_seat(seat_users, judge, SCENARIOS, "wrong") as s:
         yield s
 
 
@@ -253,24 +234,12 @@ def examples(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def index(examples: Path, served: Served) -> Path:
-    return write_index(examples, tasks(served.base))
+    return write_index(examples, tasks(served.base), "e2e")
 
 
 def office(served: Served, *which: tuple[str, str]) -> dict[str, dict[str, dict[str, Any]]]:
     """The upstream tasks ``which`` (domain, id), offline, by domain."""
     return {domain: {task_id: offline(upstream(domain, task_id), served.base)} for domain, task_id in which}
-
-
-def run(seat: SpecSeat, index: Path, out: Path, model: str) -> dict[str, dict[str, Any]]:
-    done = cuctl(seat.daemon.socket, "eval", "--from-osworld", str(index), "--skip-unconvertible",
-                 "--model", model, "--out", str(out), timeout=900)
-    assert "Traceback" not in done.stderr, done.stderr
-    data = json.loads((out / "results.json").read_text())
-    return {r["spec"]: r for r in data["runs"]}
-
-
-def outcomes(runs: dict[str, dict[str, Any]]) -> dict[str, tuple[str, str]]:
-    return {name: (r["state"], r["outcome"]) for name, r in runs.items()}
 
 
 def test_the_right_model_passes_every_feasible_task_but_the_one_whose_check_can_never_hold(

@@ -42,12 +42,10 @@ import pytest
 from PIL import Image, ImageDraw
 
 from cud.daemon.session.user import SeatUser
-from cud.osworld.seat import template_files
-from tests.support.daemon import cuctl
 from tests.support.http_files import Served, serve_files
-from tests.support.judge_python import judge_python
+from tests.support.osworld_e2e import osworld_seat, run, task, write_index
 from tests.support.seat_users import SeatUsers
-from tests.support.spec_seat import SpecSeat, spec_seat
+from tests.support.spec_seat import SpecSeat
 
 FIRST = b"alpha\nbeta\ngamma\n"
 SECOND = b"-one\n-two\n-three\n"
@@ -124,12 +122,6 @@ SCENARIOS = {
 }
 
 
-def task(snapshot: str, instruction: str, config: list[dict[str, Any]], evaluator: dict[str, Any],
-         apps: list[str]) -> dict[str, Any]:
-    return {"id": "", "snapshot": snapshot, "instruction": instruction, "source": "cud tests", "config": config,
-            "trajectory": "trajectories/", "related_apps": apps, "evaluator": evaluator, "proxy": False}
-
-
 def window_up(text: str) -> dict[str, Any]:
     """An ``execute`` that waits (up to two minutes) until a window whose class or title holds ``text`` is mapped."""
     return {"type": "execute", "parameters": {"command": [
@@ -179,15 +171,6 @@ def vlc_task(base: str) -> dict[str, Any]:
         ["vlc"])
 
 
-def write_index(root: Path, domain: str, by_id: dict[str, dict[str, Any]]) -> Path:
-    (root / "examples" / domain).mkdir(parents=True, exist_ok=True)
-    for task_id, body in by_id.items():
-        (root / "examples" / domain / f"{task_id}.json").write_text(json.dumps({**body, "id": task_id}, indent=1))
-    index = root / f"test_{domain}.json"
-    index.write_text(json.dumps({domain: list(by_id)}, indent=2))
-    return index
-
-
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
     with serve_files({"/multi/first.txt": FIRST, "/multi/second.txt": SECOND,
@@ -203,9 +186,7 @@ def judge(seat_users: SeatUsers) -> SeatUser:
 
 @pytest.fixture(scope="module")
 def seat(seat_users: SeatUsers, judge: SeatUser) -> Iterator[SpecSeat]:
-    with judge_python(judge) as python, \
-            spec_seat(seat_users, SCENARIOS["multi_apps-wrong"], config=f'[sessions]\njudge_user = "{judge.name}"\n',
-                      template_files=template_files(), scenarios=SCENARIOS, python=python) as s:
+    with osworld_seat(seat_users, judge, SCENARIOS, "multi_apps-wrong") as s:
         yield s
 
 
@@ -213,17 +194,9 @@ def seat(seat_users: SeatUsers, judge: SeatUser) -> Iterator[SpecSeat]:
 def indexes(tmp_path_factory: pytest.TempPathFactory, served: Served) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("osworld") / "evaluation_examples"
     return {
-        "multi_apps": write_index(root, "multi_apps", {"merge-columns": multi_apps_task(served.base)}),
-        "vlc": write_index(root, "vlc", {"scene-snapshot": vlc_task(served.base)}),
+        "multi_apps": write_index(root, {"multi_apps": {"merge-columns": multi_apps_task(served.base)}}, "multi_apps"),
+        "vlc": write_index(root, {"vlc": {"scene-snapshot": vlc_task(served.base)}}, "vlc"),
     }
-
-
-def run(seat: SpecSeat, index: Path, out: Path, model: str) -> dict[str, dict[str, Any]]:
-    done = cuctl(seat.daemon.socket, "eval", "--from-osworld", str(index), "--model", model, "--out", str(out),
-                 timeout=600)
-    assert "Traceback" not in done.stderr, done.stderr
-    data = json.loads((out / "results.json").read_text())
-    return {r["spec"]: r for r in data["runs"]}
 
 
 def checks(run: dict[str, Any]) -> dict[str, tuple[str, str]]:

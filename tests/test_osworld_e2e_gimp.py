@@ -27,12 +27,10 @@ import pytest
 from PIL import Image
 
 from cud.daemon.session.user import SeatUser
-from cud.osworld.seat import template_files
 from tests.support.http_files import Served, serve_files
-from tests.support.judge_python import judge_python
+from tests.support.osworld_e2e import osworld_seat, outcomes, run, task, write_index
 from tests.support.seat_users import SeatUsers
-from tests.support.spec_seat import SpecSeat, spec_seat
-from tests.test_osworld_e2e import outcomes, run, task, write_index
+from tests.support.spec_seat import SpecSeat
 
 TASK = ("gimp", "mirror-berry")
 PICTURE = "/home/user/Desktop/berry.png"
@@ -104,10 +102,7 @@ def judge(seat_users: SeatUsers) -> SeatUser:
 @pytest.fixture(scope="module")
 def seat(seat_users: SeatUsers, judge: SeatUser) -> Iterator[SpecSeat]:
     # A run is 7 turns once GIMP shows, besides the looks while it starts.
-    config = f'max_steps = {LOOKS + 20}\n[sessions]\njudge_user = "{judge.name}"\n'
-    with judge_python(judge) as python, \
-            spec_seat(seat_users, SCENARIOS["mirror"], config=config, template_files=template_files(),
-                      scenarios=SCENARIOS, python=python) as s:
+    with osworld_seat(seat_users, judge, SCENARIOS, "mirror", config=f"max_steps = {LOOKS + 20}\n") as s:
         yield s
 
 
