@@ -1,0 +1,85 @@
+"""Open models served OpenAI-style (chat completions): each model family's prompt and action grammar.
+
+A *format* is one module of this package, named in a ``[models.NAME]`` entry's ``format``. Each
+format module follows its model's own repository (its published prompt, its output parser, its
+coordinate space) and exposes the names of :class:`ChatFormat`; the daemon's chat adapter and the
+scripted chat server use nothing else of it, so a new format is a module beside the others plus a
+line in :data:`FORMATS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Sequence
+from typing import Any, Protocol, cast
+
+from cud.model_api.scaling import ScreenScale
+
+__all__ = ("FORMATS", "ChatFormat", "Reply", "Turn", "format_for")
+
+#: Each format's module (a config's ``format`` must name one of these).
+FORMATS = {
+    "ui-tars": "cud.model_api.chat.uitars",
+    "opencua": "cud.model_api.chat.opencua",
+    "qwen-vl": "cud.model_api.chat.qwenvl",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Turn:
+    """One past step of a run, as the format puts it back into the next request."""
+
+    #: The screenshot the model was shown at that step (PNG, as sent), or None if it was not kept.
+    screenshot: bytes | None
+    #: The model's answer at that step, verbatim.
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """One parsed answer of the model.
+
+    ``actions`` are the protocol's action dicts (``click``, ``double_click``, ``drag``, ``keypress``,
+    ``move``, ``scroll``, ``type``, ``wait``) at native pixels, every coordinate already mapped with
+    :meth:`ScreenScale.to_screen` (which refused any point off the model's screen) and every key
+    checked against :mod:`cud.drivers.keys`. ``final`` is the model's final message when it says it
+    is done (the loop ends); ``call_user`` its question when it asks the user (an approval).
+    """
+
+    actions: list[dict[str, Any]]
+    thought: str | None = None
+    final: str | None = None
+    call_user: str | None = None
+
+
+class ChatFormat(Protocol):
+    #: The format's name, a key of :data:`FORMATS`.
+    NAME: str
+    #: At most this many past turns go back into a request (bounded: a step's cost does not grow with the run).
+    HISTORY: int
+
+    def space(self, width: int, height: int) -> ScreenScale:
+        """The coordinate space the model answers in, for a native ``width`` x ``height`` screen."""
+
+    def image(self, png: bytes, space: ScreenScale) -> bytes:
+        """The screenshot as the request carries it (PNG)."""
+
+    def request(self, instruction: str, past: Sequence[Turn], screenshot: bytes,
+                space: ScreenScale) -> list[dict[str, Any]]:
+        """The chat ``messages`` of one request: the format's prompt with the task's ``instruction``,
+        the ``past`` turns the format keeps, and the current ``screenshot`` (from :meth:`image`)."""
+
+    def parse(self, text: str, space: ScreenScale) -> Reply:
+        """The model's answer ``text`` as a :class:`Reply`; ComputerUseFailed quoting ``text`` if it does
+        not parse (never a guessed action), OutOfBounds or UnknownKey naming the bad coordinate or key."""
+
+    def render(self, actions: Sequence[dict[str, Any]], thought: str = "", final: str | None = None,
+               call_user: str | None = None) -> str:
+        """What the model would answer for protocol ``actions`` whose coordinates are in the model's
+        space (the scripted chat server's answers): :meth:`parse` of it gives them back at native pixels."""
+
+
+def format_for(name: str) -> ChatFormat:
+    """The format module named ``name`` (the config refused any other name at the daemon's start)."""
+    return cast("ChatFormat", importlib.import_module(FORMATS[name]))
