@@ -4,7 +4,9 @@
 The converter tests take OSWorld's own chrome task 7a5a7856-f1b6-42a4-ade9-1ca81ca0f263 (its config and
 postconfig as OSWorld's evaluation_examples has them). The seat test runs a task in OSWorld's format through
 ``cuctl eval --from-osworld`` on a real daemon and seat: the converted setup starts the seat's Chromium and opens
-two pages a loopback server of this module serves; checks over the browser's own DevTools list pass and fail.
+two pages a web server on the seat's own loopback serves; checks over the browser's own DevTools list pass and fail.
+The seat has ``network = "none"``: cud opens a browser's DevTools port on no other seat (anyone on a shared
+loopback could drive the browser), so the seat's pages are served inside its session too.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from cud.osworld.seat import SYSTEM_PYTHON, template_files
 from cud.spec import parse_spec
 from cud.spec import values as v
 from tests.support.daemon import cuctl, scenario
-from tests.support.http_files import Served, serve_files
+from tests.support.http_files import Served
 from tests.support.judge_python import judge_python
+from tests.support.netns import own_network
 from tests.support.seat_users import SeatUsers
 from tests.support.spec_seat import SpecSeat, spec_seat
 
@@ -227,34 +230,52 @@ SEARCH = "/search.html?city=O%27Hare&n=1,2&q=x"
 PAGES = {"/one.html": b"<!doctype html><title>Page one</title><p>one</p>",
          "/two.html": b"<!doctype html><title>Page two</title><p>two</p>",
          SEARCH: b"<!doctype html><title>Search</title><p>found</p>"}
-#: Prints the URLs of the browser's pages, sorted, from its DevTools list (the port from its profile).
+#: PAGES as the seat's template holds them, for its server.
+PAGE_FILES = {f"pages{path.split('?')[0]}": body.decode() for path, body in PAGES.items()}
+#: Prints the URL and title of each of the browser's pages, sorted, from its DevTools list (the port from its
+#: profile): a page's title is there once the page came from the server.
 LIST_PAGES = ("import json, urllib.request\n"
               "port = open('/home/user/.config/chromium/DevToolsActivePort').readline().strip()\n"
               "pages = json.load(urllib.request.urlopen('http://127.0.0.1:' + port + '/json/list'))\n"
-              "print(' '.join(sorted(p['url'] for p in pages if p['type'] == 'page')))\n")
+              "print(' | '.join(sorted(p['url'] + ' ' + p['title'] for p in pages if p['type'] == 'page')))\n")
+#: The port of the seat's web server, on the seat's own loopback.
+PORT = 8765
+#: Serves the home's pages/ (from the seat's template) on the seat's loopback, then waits until it answers.
+SERVE = [{"type": "launch", "parameters": {"command": ["python3", "-m", "http.server", str(PORT), "--bind", "127.0.0.1",
+                                                       "--directory", "pages"]}},
+         {"type": "execute", "parameters": {"command": [
+             "python3", "-c", "import socket, time\n"
+             "for _ in range(600):\n"
+             "    try:\n"
+             f"        socket.create_connection(('127.0.0.1', {PORT}), timeout=1).close(); break\n"
+             "    except OSError: time.sleep(0.1)\n"
+             "else: raise SystemExit('the page server did not start')\n"]}}]
 
 
 def chrome_task(task_id: str, base: str, evaluator: dict[str, Any]) -> dict[str, Any]:
     return {"id": task_id, "snapshot": "chrome", "instruction": "Look at the pages.", "source": "cud tests",
-            "config": [*BOOKMARK_TASK["config"][:2],
+            "config": [*SERVE, *BOOKMARK_TASK["config"][:2],
                        {"type": "chrome_open_tabs", "parameters": {"urls_to_open": [f"{base}/one.html",
                                                                                     f"{base}/two.html"]}}],
             "trajectory": "trajectories/", "related_apps": ["chrome"], "evaluator": evaluator, "proxy": False}
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[Served]:
-    with serve_files(PAGES) as s:
-        yield s
+def served() -> Served:
+    """Where the seat's tasks find :data:`PAGES`: the server :data:`SERVE` starts in the seat (its requests are not
+    seen here)."""
+    return Served(f"http://127.0.0.1:{PORT}")
 
 
 @pytest.fixture(scope="module")
 def seat(seat_users: SeatUsers) -> Iterator[SpecSeat]:
     done = scenario({"message": "done"}, look_first=False)
     judge = seat_users.make()
-    with judge_python(judge) as python, \
+    # The seat's network is tested: everything (the daemon, the model) in a namespace of this module's own.
+    with own_network(), judge_python(judge) as python, \
             spec_seat(seat_users, done, config=f'[sessions]\njudge_user = "{judge.name}"\n',
-                      template_files=template_files(), scenarios={"done": done}, python=python) as s:
+                      template_files={**template_files(), **PAGE_FILES}, scenarios={"done": done}, python=python,
+                      seat_config='network = "none"\n') as s:
         yield s
 
 
@@ -276,7 +297,7 @@ def evaluate(seat: SpecSeat, tasks: dict[str, dict[str, Any]], out: Path) -> dic
 def test_the_converted_setup_opens_the_tabs_in_the_seats_chromium_and_closes_its_first_page(
         seat: SpecSeat, served: Served, tmp_path: Path) -> None:
     listed = {"type": "vm_command_line", "command": ["python3", "-c", LIST_PAGES]}
-    both = f"{served.base}/one.html {served.base}/two.html\n"
+    both = f"{served.base}/one.html Page one | {served.base}/two.html Page two\n"
     tasks = {
         "tabs-open": chrome_task("tabs-open", served.base, {
             "func": "exact_match", "result": listed, "expected": {"type": "rule", "rules": {"expected": both}}}),
@@ -288,7 +309,6 @@ def test_the_converted_setup_opens_the_tabs_in_the_seats_chromium_and_closes_its
         "chrome/tabs-open": ("succeeded", "passed"),
         "chrome/new-tab-kept": ("succeeded", "failed"),  # OSWorld closes the page the browser started with
     }
-    assert served.requested.count("/one.html") >= 2 and served.requested.count("/two.html") >= 2
 
 
 #: OSWorld's chrome/030eeff7 (Do Not Track), its config led by a command that sets the preference as the

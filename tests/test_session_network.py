@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cud.cuctl.client import Client
+from cud.cuctl.client import Client, RemoteError
+from cud.daemon.session.processes import DEBUGGER_FLAGS
 from tests.support.netns import CONNECT, own_network
 from tests.support.seat_users import SeatUsers, reachable_dir
 from tests.support.session_seat import SEAT, SessionSeat, seat_parts, session_seat
@@ -135,3 +136,17 @@ def test_the_daemons_model_requests_work_for_a_seat_with_an_allow_list(everythin
     with Client(seat.daemon.socket, timeout=60) as client:
         task = client.call("submit", prompt="say done", seat=ALLOWING)
     assert seat.daemon.wait_state(task["id"], "succeeded", "failed", "error")["state"] == "succeeded"
+
+
+def test_a_browsers_debugging_port_opens_only_where_the_loopback_is_the_seats_own(everything: Place) -> None:
+    """Whoever reaches a DevTools port drives the browser: on the allow-list seat (the machine's loopback) no command
+    cud runs may open one, not even inside a shell's text; on the seat with a loopback of its own it runs."""
+    seat = everything.seat
+    with Client(seat.daemon.socket, timeout=60) as client:
+        for flag in DEBUGGER_FLAGS:
+            argv = ["/bin/sh", "-c", f"echo chromium {flag}=0"]
+            done = client.call("exec", seat=SEAT, argv=argv, timeout=30)
+            assert base64.b64decode(done["stdout"]).decode().strip() == f"chromium {flag}=0"
+            with pytest.raises(RemoteError) as caught:
+                client.call("exec", seat=ALLOWING, argv=argv, timeout=30)
+            assert flag in caught.value.message and "'allow'" in caught.value.message, caught.value.message

@@ -70,6 +70,11 @@ class Isolation:
         return self.private_tmp or self.home_path is not None or self.network == "none"
 
     @property
+    def private_loopback(self) -> bool:
+        """Whether the session's loopback is its own: a port it listens on there is reachable from it alone."""
+        return self.network == "none"
+
+    @property
     def asked(self) -> bool:
         """Whether the seat asks for anything of this (which needs a daemon run as root: cud.daemon.seats.config)."""
         return self.namespaced or self.network != "host"

@@ -63,6 +63,11 @@ class SessionPlaces:
     isolation: Isolation = Isolation()
 
 
+#: The flags by which Chromium, and Firefox or Thunderbird (its remote agent, its debugger server), open a debugging
+#: endpoint on a TCP port.
+DEBUGGER_FLAGS = ("--remote-debugging-port", "--remote-debugging-address", "--start-debugger-server")
+
+
 class SeatSession:
     """One per seat that has ``user`` and ``home``: what runs there, and its files."""
 
@@ -181,7 +186,23 @@ class SeatSession:
             raise SessionError(f"command {items[0]!r} has a NUL character in an argument", argv=items[:1])
         if sum(len(os.fsencode(a)) + 1 for a in items) > MAX_ARGV_BYTES:
             raise SessionError(f"command {items[0][:80]!r} is over {MAX_ARGV_BYTES} bytes long", argv=items[:1])
+        if not self.places.isolation.private_loopback:
+            self._refuse_debugger_port(items)
         return items
+
+    def _refuse_debugger_port(self, items: list[str]) -> None:
+        """A browser's DevTools endpoint has no password: whoever reaches its port drives the browser (runs script
+        in its pages, reads its cookies). On a loopback the machine's other users share, the seats' users
+        included, cud never opens one; the seat's own loopback (``network = "none"``) keeps it to the session.
+        Any argument is looked into, so a shell's text (``sh -c "chromium --remote-debugging-port=0"``) is too."""
+        for arg in items:
+            flag = next((f for f in DEBUGGER_FLAGS if f in arg), None)
+            if flag is not None:
+                raise SessionError(
+                    f"command {items[0][:80]!r} opens a browser's DevTools port ({flag}) on seat {self.seat!r}, whose "
+                    f"network is {self.places.isolation.network!r}: every local user could reach that port and drive "
+                    f"the browser; only a seat with network = \"none\" (a loopback of its own) may open one",
+                    argv=items[:1], seat=self.seat, flag=flag, network=self.places.isolation.network)
 
     @contextlib.contextmanager
     def _cwd(self, cwd: str | None) -> typing.Iterator[_Cwd]:

@@ -63,10 +63,12 @@ class SpecSeat:
 @contextlib.contextmanager
 def spec_seat(seat_users: SeatUsers, scenario: dict[str, Any], *, config: str = "",
               template_files: dict[str, str] | None = None, seats: int = 1,
-              scenarios: dict[str, dict[str, Any]] | None = None, python: str | None = None) -> Iterator[SpecSeat]:
+              scenarios: dict[str, dict[str, Any]] | None = None, python: str | None = None,
+              seat_config: str = "") -> Iterator[SpecSeat]:
     """``seats`` seats s1, s2, … (each its own display, user, home and template; the fields are the first's) in
     one daemon; ``scenarios`` are what models named ``scripted:NAME`` play (``ScriptedModel(scenarios=…)``);
-    ``python`` is the daemon's interpreter (default: the tests')."""
+    ``python`` is the daemon's interpreter (default: the tests'); ``seat_config``: more keys of every
+    ``[[seats]]`` table (``network = "none"\n``)."""
     workdir = Path(tempfile.mkdtemp(prefix="cud-spec-", dir="/tmp"))
     workdir.chmod(0o755)  # the seat's user reaches its home and template through it
     users: list[str] = []
@@ -96,7 +98,7 @@ def spec_seat(seat_users: SeatUsers, scenario: dict[str, Any], *, config: str = 
             stack.callback(model.stop)
             seat_tables = "".join(
                 f'[[seats]]\nname = "s{n}"\ndisplay = "{d.display}"\nsession_bus = "{b.address}"\n'
-                f'user = "{u.name}"\nhome = "{h}"\nhome_template = "{t}"\n'
+                f'user = "{u.name}"\nhome = "{h}"\nhome_template = "{t}"\n{seat_config}'
                 for n, (d, b, u, h, t) in enumerate(made, start=1))
             # The test's own keys first: a top-level key after [[seats]] would be the seat's.
             daemon = Daemon(made[0][0].display, url, config=config + "\n" + seat_tables, seats={}, python=python)
