@@ -21,7 +21,17 @@ from hypothesis import strategies as st
 
 from cud.cuctl.client import Client, all_tasks
 from cud.daemon.store.database import Store, _page_query
-from cud.protocol import LIST_PAGE, MAX_LIST_PAGE, PROTOCOL_VERSION, decode, encode
+from cud.protocol import (
+    LIST_PAGE,
+    MAX_LIST_PAGE,
+    PROTOCOL_VERSION,
+    EncodedItems,
+    decode,
+    encode,
+    encode_json,
+    encode_ok,
+    ok_reply,
+)
 from cud.scripted import ScriptedModel
 from tests.support.daemon import Daemon, cuctl, json_out, scenario
 from tests.support.xserver import start_xvfb
@@ -189,3 +199,18 @@ def test_list_over_the_socket_pages_and_cuctl_walks_every_page(daemon: Daemon) -
     listed = json_out(cuctl(daemon.socket, "list", "--last", "3", "--json"))
     assert [t["id"] for t in listed] == [newest - 2, newest - 1, newest]
     assert "--last must be 1 or more, got 0" in cuctl(daemon.socket, "list", "--last", "0").stderr
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                           | st.text(), lambda inner: st.lists(inner, max_size=4)
+                           | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=st.lists(json_values, max_size=6))
+def test_a_reply_of_items_encoded_once_is_the_bytes_of_encoding_it_whole(items: list[Any]) -> None:
+    """``list`` measures each view to fit the cap by encoding it, and sends those bytes: the reply is the same
+    line the whole result encoded at once would be."""
+    once = encode_ok(EncodedItems([encode_json(item) for item in items]))
+    assert once == encode(dict(ok_reply(items)))
+    assert decode(once)["result"] == items

@@ -35,6 +35,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "ChunkMessage",
     "DaemonMessage",
+    "EncodedItems",
     "ErrorReply",
     "EventMessage",
     "FileMessage",
@@ -45,6 +46,8 @@ __all__ = [
     "chunk_message",
     "decode",
     "encode",
+    "encode_json",
+    "encode_ok",
     "error_reply",
     "event_message",
     "file_message",
@@ -113,7 +116,7 @@ DaemonMessage = OkReply | ErrorReply | EventMessage | ChunkMessage | FileMessage
 # -- framing ---------------------------------------------------------------------------------
 def encode(message: dict[str, Any]) -> bytes:
     """One line of JSON for ``message``; raises ProtocolError if it exceeds the cap."""
-    line = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+    line = encode_json(message) + b"\n"
     if len(line) > MAX_MESSAGE_BYTES:
         raise ProtocolError(
             f"message of {len(line)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
@@ -121,6 +124,32 @@ def encode(message: dict[str, Any]) -> bytes:
             limit=MAX_MESSAGE_BYTES,
         )
     return line
+
+
+class EncodedItems:
+    """A result that is a JSON array whose items are encoded already (each as :func:`encode` writes JSON):
+    a reply that measured its items to fit the cap sends those bytes, never encodes them twice."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[bytes]) -> None:
+        self.items = items
+
+
+def encode_ok(result: Any) -> bytes:
+    """:func:`encode` of ``ok_reply(result)``, the same bytes; an :class:`EncodedItems` result is spliced in."""
+    if not isinstance(result, EncodedItems):
+        return encode(dict(ok_reply(result)))
+    line = b"".join((b'{"v":%d,"ok":true,"result":[' % PROTOCOL_VERSION, b",".join(result.items), b"]}\n"))
+    if len(line) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"message of {len(line)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
+                            size=len(line), limit=MAX_MESSAGE_BYTES)
+    return line
+
+
+def encode_json(value: Any) -> bytes:
+    """``value`` as the protocol writes JSON (compact, UTF-8, no NaN)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _reject_constant(name: str) -> None:

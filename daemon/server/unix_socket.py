@@ -41,8 +41,8 @@ from cud.protocol import (
     VersionMismatch,
     decode,
     encode,
+    encode_ok,
     error_reply,
-    ok_reply,
     parse_request,
     parse_upload_chunk,
     version_mismatch_reply,
@@ -242,7 +242,7 @@ class Server:
             failed = True
             try:
                 result = await self.handle_request(peer, dict(request), send, receive)
-                reply = encode(dict(ok_reply(result)))
+                reply = encode_ok(result)
                 failed = False
             except CudError as exc:
                 reply = encode(dict(error_reply(exc.to_dict())))

@@ -12,7 +12,6 @@ store looks the key up again in the transaction that would insert (``Store.submi
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from cud.budget import BUDGET_TASK_KEYS, format_amount, parse_amount
@@ -28,6 +27,7 @@ from cud.protocol import (
     LIST_PAGE,
     MAX_MESSAGE_BYTES,
     CancelRequest,
+    EncodedItems,
     EventView,
     FollowRequest,
     InterruptRequest,
@@ -35,6 +35,7 @@ from cud.protocol import (
     ShowRequest,
     SubmitRequest,
     TaskView,
+    encode_json,
     event_message,
 )
 from cud.seat_needs import SeatNeeds
@@ -190,7 +191,7 @@ def _spec(ctx: Context, request: SubmitRequest) -> tuple[Spec | None, dict[str, 
     return spec, files
 
 
-async def list_tasks(ctx: Context, request: ListRequest) -> list[TaskView]:
+async def list_tasks(ctx: Context, request: ListRequest) -> EncodedItems:
     """One page of tasks, the newest ``limit`` below ``before``, oldest first (a request without them, as
     clients from before paging send, gets the newest LIST_PAGE); with ``key``/``key_prefix``, only the
     peer's own (a key names a task only for its submitter)."""
@@ -200,18 +201,21 @@ async def list_tasks(ctx: Context, request: ListRequest) -> list[TaskView]:
     return _fitting([rights.task_for(peer, task) for task in tasks])
 
 
-def _fitting(tasks: list[TaskView]) -> list[TaskView]:
+def _fitting(tasks: list[TaskView]) -> EncodedItems:
     """The newest of ``tasks`` whose views fit one reply (a prompt alone may be 64 KiB): the client's next
     page, ``before`` the first of them, starts where this one stopped. The newest alone if none fits, so
-    that the reply's own error says how big it is rather than an empty page saying there is no more."""
+    that the reply's own error says how big it is rather than an empty page saying there is no more.
+    Each view is encoded once: the bytes measured are the bytes sent."""
     room = MAX_MESSAGE_BYTES - _ENVELOPE_BYTES
-    kept = 0
+    kept: list[bytes] = []
     for task in reversed(tasks):
-        room -= len(json.dumps(task, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()) + 1
-        if room < 0:
+        item = encode_json(task)
+        room -= len(item) + 1
+        if room < 0 and kept:
             break
-        kept += 1
-    return tasks[len(tasks) - max(kept, 1):] if tasks else tasks
+        kept.append(item)
+    kept.reverse()
+    return EncodedItems(kept)
 
 
 async def show(ctx: Context, request: ShowRequest) -> TaskView:
