@@ -19,8 +19,14 @@ The tasks are shaped like OSWorld's own:
   snapshot's file (``--snapshot-path``, a file rather than a folder), so the model acts in VLC alone. The
   wrong model first presses C (crop to 16:10), and its snapshot is the cropped picture.
 
-Thunderbird has no case here yet: driven through its menus (Alt, View, Layout), the menu sometimes did not
-open, under load, and the run failed for that, not for its check.
+* thunderbird (like f201fbc3…, 10a730d5…: a setting judged in ``prefs.js``): Thunderbird is launched on the
+  seat's profile; the model opens Settings (the button at the foot of the spaces bar), its Appearance pane, and
+  picks the message list's "Table view", which Thunderbird keeps as ``mail.threadpane.listview`` = 1. OSWorld's
+  postconfig closes the window by class; a wait until Thunderbird has exited (prefs.js written and closed)
+  stands in for its ``sleep``. ``check_thunderbird_prefs`` reads the ``vm_file``. The wrong model ticks "Auto
+  hide tab bar" beside it instead. Clicks only: keys sent as Gecko opens a menu (View > Layout) were sometimes
+  lost under load, so the task goes through the settings page, where each step waits (``until``) for a colour
+  of what it clicks on.
 
 OSWorld's tasks start an application and let the model act at once (its agents take seconds to answer); the
 scripted model answers at once, so after each ``launch`` an ``execute`` waits until the application's window
@@ -51,6 +57,7 @@ FIRST = b"alpha\nbeta\ngamma\n"
 SECOND = b"-one\n-two\n-three\n"
 GOLD_CSV = b"alpha-one\nbeta-two\ngamma-three\n"
 CLIP = "/home/user/Desktop/scenes.mp4"
+PROFILE = "/home/user/.thunderbird/cud.default-release"
 SIZE = (320, 240)
 
 
@@ -114,11 +121,40 @@ def snapshot(*before: str) -> list[dict[str, Any]]:
     ]
 
 
+#: In Thunderbird's main window, maximized by openbox on the seat's 1280x800 screen: the Settings button at the foot
+#: of the spaces bar, the Appearance pane's entry, and two choices of that pane: the message list's "Table view"
+#: and "Auto hide tab bar".
+SETTINGS, APPEARANCE, TABLE_VIEW, AUTO_HIDE_TABS = (22, 733), (133, 243), (574, 689), (345, 430)
+#: What shows once each click's target is drawn: the selected space's blue (the spaces bar), the selected settings
+#: category's grey (the Settings tab), the selected view style's pale blue (the Appearance pane).
+SPACES_DRAWN, SETTINGS_DRAWN, APPEARANCE_DRAWN = "#3584e4", "#e4e4e7", "#eef5fd"
+
+
+def _click(at: tuple[int, int], drawn: str) -> dict[str, Any]:
+    """A click at ``at`` once the screen shows ``drawn`` (the scripted model waits up to 60 looks for it)."""
+    return {"actions": [{"type": "click", "button": "left", "x": at[0], "y": at[1]}],
+            "until": {"color": drawn, "looks": 60}}
+
+
+def setting(choice: tuple[int, int]) -> list[dict[str, Any]]:
+    """Thunderbird's Settings, its Appearance pane, and a click on ``choice`` there."""
+    return [
+        {"actions": [{"type": "screenshot"}]},
+        _click(SETTINGS, SPACES_DRAWN),
+        _click(APPEARANCE, SETTINGS_DRAWN),
+        _click(choice, APPEARANCE_DRAWN),
+        {"actions": [{"type": "wait"}]},
+        {"message": "Done: the message list is a table now."},
+    ]
+
+
 SCENARIOS = {
     "multi_apps-right": {"name": "multi_apps-right", "steps": merging("\\0")},
     "multi_apps-wrong": {"name": "multi_apps-wrong", "steps": merging(" ")},
     "vlc-right": {"name": "vlc-right", "steps": snapshot()},
     "vlc-wrong": {"name": "vlc-wrong", "steps": snapshot("c")},
+    "thunderbird-right": {"name": "thunderbird-right", "steps": setting(TABLE_VIEW)},
+    "thunderbird-wrong": {"name": "thunderbird-wrong", "steps": setting(AUTO_HIDE_TABS)},
 }
 
 
@@ -171,6 +207,27 @@ def vlc_task(base: str) -> dict[str, Any]:
         ["vlc"])
 
 
+def thunderbird_task() -> dict[str, Any]:
+    return task(
+        "thunderbird",
+        "In Thunderbird, list my messages as a table, one line each, not as cards.",
+        # The window's first title is the bare "Mozilla Thunderbird"; its tab's name comes first once the tab is up.
+        [{"type": "launch", "parameters": {"command": ["/usr/bin/thunderbird"]}}, window_up(" - Mozilla Thunderbird")],
+        {"postconfig": [
+            # Not strict, unlike OSWorld's: Debian's Thunderbird's class is Mail.thunderbird-default.
+            {"type": "close_window", "parameters": {"window_name": "Mail.thunderbird", "strict": False,
+                                                    "by_class": True}},
+            # OSWorld sleeps 0.5 s here; Thunderbird writes prefs.js as it exits, so wait for the exit.
+            {"type": "execute", "parameters": {"command": [
+                "/bin/sh", "-c",
+                "for i in $(seq 120); do pgrep -u \"$(id -u)\" thunderbird >/dev/null || exit 0; sleep 0.5; done"]}}],
+         "func": "check_thunderbird_prefs",
+         "result": {"type": "vm_file", "path": f"{PROFILE}/prefs.js", "dest": "thunder-prefs.js"},
+         "expected": {"type": "rule", "rules": {"expect": {
+             "mail.threadpane.listview": {"method": "eq", "ref": 1}}}}},
+        ["thunderbird"])
+
+
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
     with serve_files({"/multi/first.txt": FIRST, "/multi/second.txt": SECOND,
@@ -196,6 +253,7 @@ def indexes(tmp_path_factory: pytest.TempPathFactory, served: Served) -> dict[st
     return {
         "multi_apps": write_index(root, {"multi_apps": {"merge-columns": multi_apps_task(served.base)}}, "multi_apps"),
         "vlc": write_index(root, {"vlc": {"scene-snapshot": vlc_task(served.base)}}, "vlc"),
+        "thunderbird": write_index(root, {"thunderbird": {"table-view": thunderbird_task()}}, "thunderbird"),
     }
 
 
@@ -235,3 +293,16 @@ def test_vlc_snapshot_of_a_cropped_picture_fails_on_compare_images(
     assert (shot["state"], shot["outcome"]) == ("succeeded", "failed"), json.dumps(shot, indent=1)
     outcome, why = checks(shot)["compare_images on vm_file"]
     assert outcome == "failed" and "OSWorld's compare_images scored 0." in why, why
+
+
+def test_thunderbird_table_view_passes_on_its_prefs(seat: SpecSeat, indexes: dict[str, Path], tmp_path: Path) -> None:
+    table = run(seat, indexes["thunderbird"], tmp_path / "out", "scripted:thunderbird-right")["thunderbird/table-view"]
+    assert (table["state"], table["outcome"]) == ("succeeded", "passed"), json.dumps(table, indent=1)
+
+
+def test_thunderbird_another_setting_fails_on_check_thunderbird_prefs(
+        seat: SpecSeat, indexes: dict[str, Path], tmp_path: Path) -> None:
+    table = run(seat, indexes["thunderbird"], tmp_path / "out", "scripted:thunderbird-wrong")["thunderbird/table-view"]
+    assert (table["state"], table["outcome"]) == ("succeeded", "failed"), json.dumps(table, indent=1)
+    outcome, why = checks(table)["check_thunderbird_prefs on vm_file"]
+    assert outcome == "failed" and "OSWorld's check_thunderbird_prefs scored 0" in why, why
