@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 SECTIONS = ("bench.screenshot_bench", "bench.x11_bench", "bench.vnc_bench", "bench.apps_bench", "bench.targets_bench",
-            "bench.daemon_bench", "bench.long_task_bench", "bench.seats_bench", "bench.video_bench",
-            "bench.reliability_bench", "bench.session_bench", "bench.suite_bench",
+            "bench.daemon_bench", "bench.step_parts_bench", "bench.long_task_bench", "bench.seats_bench",
+            "bench.video_bench", "bench.reliability_bench", "bench.session_bench", "bench.suite_bench",
             "bench.fleet_bench")
 
 
