@@ -263,7 +263,9 @@ def _actions(name: str, args: dict[str, str], space: ScreenScale, call_text: str
 
 
 def render(actions: Sequence[dict[str, Any]], thought: str = "", final: str | None = None,
-           call_user: str | None = None) -> str:
+           call_user: str | None = None, gave_up: bool = False) -> str:
+    if gave_up:
+        raise ValueError("UI-TARS has no way to say the task failed (it calls the user instead)")
     calls = [_render(action) for action in actions]
     if final is not None:
         calls.append(f"finished(content='{_escape(final)}')" if final else "finished()")
