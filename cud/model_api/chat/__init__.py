@@ -43,9 +43,11 @@ class Reply:
     ``actions`` are the protocol's action dicts (``click``, ``double_click``, ``drag``, ``keypress``,
     ``move``, ``scroll``, ``type``, ``wait``) at native pixels, every coordinate already mapped with
     :meth:`ScreenScale.to_screen` (which refused any point off the model's screen) and every key
-    checked against :mod:`cud.drivers.keys`; one exception: a ``scroll`` without ``x`` and ``y`` (pyautogui's
-    ``scroll(n)`` alone) scrolls where the pointer is, and the adapter puts in the native point it last
-    sent the pointer to (refusing it if there is none). ``final`` is the model's final message when it says it
+    checked against :mod:`cud.drivers.keys`. Where a grammar acts where the pointer is (pyautogui's
+    ``scroll(n)``, a Qwen click without ``coordinate``), the action has no point: a ``click``,
+    ``double_click`` or ``scroll`` without ``x``/``y``, a ``drag`` whose ``path`` is its end alone; the
+    adapter puts in the native point it last sent the pointer to (and refuses the action if there is
+    none). ``final`` is the model's final message when it says it
     is done (the loop ends); ``gave_up`` is true when it ends saying the task failed (OpenCUA's and
     Qwen's ``terminate`` with status failure; ``final`` then holds its words); ``call_user`` its
     question when it asks the user (an approval).
