@@ -178,3 +178,18 @@ def test_the_request_keeps_the_agents_history() -> None:
     images = [part for m in messages if m["role"] == "user" for part in m["content"] if part["type"] == "image_url"]
     assert len(images) == opencua.IMAGES + 1
     assert messages[-1]["content"][1]["text"] == reference.INSTRUTION_TEMPLATE.format(instruction="rename {x}")
+
+
+# pyautogui's KEY_NAMES less the media, browser and input-method keys X has no core keysym for.
+PYAUTOGUI_KEYS = (
+    "alt altleft altright apps backspace capslock clear ctrl ctrlleft ctrlright del delete down end enter esc escape "
+    "execute help home insert left modechange numlock pagedown pageup pause pgdn pgup print printscreen prntscrn "
+    "prtsc prtscr return right scrolllock select shift shiftleft shiftright space tab up win winleft winright "
+    "command option optionleft optionright add subtract multiply divide decimal separator "
+    + " ".join(f"f{n}" for n in range(1, 25)) + " " + " ".join(f"num{n}" for n in range(10))).split()
+
+
+@pytest.mark.parametrize("key", PYAUTOGUI_KEYS)
+def test_pyautogui_key_names_are_keys(key: str) -> None:
+    [action] = opencua.parse(_answer(f"pyautogui.press({key!r})"), opencua.space(1920, 1080)).actions
+    assert action == {"type": "keypress", "keys": [key]}
