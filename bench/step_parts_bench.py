@@ -24,6 +24,7 @@ steps, in CPU milliseconds; read them against each other, not against another ma
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import tempfile
@@ -37,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.scene import show_busy_scene, show_entry
 from bench.stats import table
-from cud.daemon.model.history import History, shaper_for
+from cud.daemon.model.history import History, HistoryShaper, shaper_for
 from cud.daemon.server.handlers.tasks import _fitting
 from cud.daemon.store.database import Store
 from cud.daemon.store.trajectory import Trajectories
@@ -57,6 +58,27 @@ def cpu_ms(part: Callable[[], Any]) -> tuple[float, Any]:
     started = time.process_time()
     value = part()
     return (time.process_time() - started) * 1000, value
+
+
+def look(guard: StuckGuard, driver: X11Driver, action: dict[str, Any]) -> None:
+    """The stuck guard's part of a step: the frame's fingerprint, then the action checked against what it saw."""
+    guard.see(driver.fingerprint())
+    guard.act(action)
+
+
+def record(store: Store, trajectories: Trajectories, task_id: int, number: int, image_url: str) -> None:
+    """The step's screenshot file and its ``step`` event, with the task's usage so far."""
+    trajectories.save_screenshot(task_id, number, image_url)
+    store.add_event(task_id, "step", {"number": number, "model_ms": 500.0, "driver_ms": 20.0}, steps=number,
+                    usage={"input_tokens": 1000 * number, "output_tokens": 20 * number})
+
+
+def request(shaper: HistoryShaper, items: list[Any], response_id: str) -> bytes:
+    """The request body the SDK sends for the loop's ``items``, the response to it taken as answered."""
+    sent, extra = shaper.request(items)
+    body = encode_json({"model": "m", "input": sent, "tools": [{"type": "computer"}], **extra})
+    shaper.accepted(items, type("Response", (), {"id": response_id, "output": []})())
+    return body
 
 
 def measure(steps: int = STEPS) -> dict[str, list[float]]:
@@ -79,29 +101,18 @@ def measure(steps: int = STEPS) -> dict[str, list[float]]:
             driver.screenshot()  # buffers allocated, the first full encode done
             for step in range(steps):
                 action = {"type": "type", "text": "abcdefghijklmnopqrstuvwxyz"[step % 26]}
-                ms, _ = cpu_ms(lambda action=action: driver.type(action))  # type: ignore[misc]
-                costs["act"].append(ms)
+                costs["act"].append(cpu_ms(functools.partial(driver.type, action))[0])
                 ms, shot = cpu_ms(driver.screenshot)
                 costs["screenshot"].append(ms)
                 conn = driver._conn  # the driver's own connection: the grab alone, as bench.screenshot_bench does
                 assert conn is not None
                 costs["grab"].append(cpu_ms(conn.grab)[0])
-                costs["guard"].append(cpu_ms(lambda action=action: (  # type: ignore[misc]
-                    guard.see(driver.fingerprint()), guard.act(action)))[0])
+                costs["guard"].append(cpu_ms(functools.partial(look, guard, driver, action))[0])
                 items += [{"type": "computer_call", "call_id": f"c{step}", "actions": [action]},
                           {"type": "computer_call_output", "call_id": f"c{step}", "output": shot}]
-
-                def request() -> bytes:
-                    sent, extra = shaper.request(items)
-                    body = encode_json({"model": "m", "input": sent, "tools": [{"type": "computer"}], **extra})
-                    shaper.accepted(items, type("Response", (), {"id": f"r{step}", "output": []})())
-                    return body
-
-                costs["request"].append(cpu_ms(request)[0])
-                costs["recording"].append(cpu_ms(lambda step=step, shot=shot: (  # type: ignore[misc]
-                    trajectories.save_screenshot(task["id"], step + 1, shot["image_url"]),
-                    store.add_event(task["id"], "step", {"number": step + 1, "model_ms": 500.0, "driver_ms": 20.0},
-                                    steps=step + 1, usage={"input_tokens": 1000 * step, "output_tokens": 20 * step})))[0])
+                costs["request"].append(cpu_ms(functools.partial(request, shaper, items, f"r{step}"))[0])
+                costs["recording"].append(cpu_ms(functools.partial(record, store, trajectories, task["id"], step + 1,
+                                                                   shot["image_url"]))[0])
                 costs["list"].append(cpu_ms(lambda: encode_ok(_fitting(store.tasks(limit=PAGE))))[0])
                 costs["show"].append(cpu_ms(lambda: encode_ok(store.task(task["id"])))[0])
         finally:

@@ -241,6 +241,12 @@ class PngEncoder:
         self.settings = settings or PngSettings()
         #: Bands re-encoded for the last frame (0: the whole PNG was reused).
         self.changed_bands = 0
+        #: The number of the last frame encoded (each :meth:`encode` counts one, whether it ends well or not).
+        self.serial = 0
+        #: The row ranges ``(first, end)`` of the last frame that may differ from the frame encoded before it
+        #: (numbered ``serial - 1``); None when that frame is unknown (the first, after :meth:`forget`, or
+        #: ``reuse`` off). Outside them the two frames are the same pixels: a fingerprint need not look again.
+        self.stale_rows: list[tuple[int, int]] | None = None
         self.forget()
 
     def forget(self) -> None:
@@ -284,8 +290,13 @@ class PngEncoder:
         previous = self._previous if settings.reuse else None
         self._previous = None  # until every band is done: a band that failed midway has no known frame
         pool = _pool(settings.threads or os.cpu_count() or 1)
+        self.serial += 1
+        self.stale_rows = None
         jobs = [pool.submit(band.encode, pixels, previous, channels, settings, band is bands[-1]) for band in bands]
-        self.changed_bands = sum(job.result() for job in jobs)
+        changed = [job.result() for job in jobs]
+        self.changed_bands = sum(changed)
+        if previous is not None:
+            self.stale_rows = [(band.first, band.end) for band, again in zip(bands, changed, strict=True) if again]
         if settings.reuse:
             self._previous = pixels if frozen else pixels.copy()
         if self.changed_bands == 0 and self._png:

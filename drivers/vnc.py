@@ -38,7 +38,7 @@ from cud.errors import ActionRejected, ConfigError, DisplayUnavailable, DriverEr
 from . import actions as A
 from .base import Driver
 from .drag_motion import drag_motion
-from .frames import Fingerprinter, patch, settle
+from .frames import ScreenPrints, patch, settle
 from .png import PngEncoder, PngSettings
 from .vnc_client import RAWMODE, Address, Connection, Event
 from .vnc_keyboard import SHIFT_L, SHIFTS, Batch, VncKeyboard
@@ -103,7 +103,7 @@ class VNCDriver(Driver):
         self._conn: Connection | None = None
         self._encoder = PngEncoder(png)
         self._last_frame: np.ndarray | None = None
-        self._fingerprinter = Fingerprinter()
+        self._prints = ScreenPrints()
         self._acted = False
         #: Last pointer position sent (RFB pointer events always carry one).
         self._pointer: tuple[int, int] | None = None
@@ -291,6 +291,7 @@ class VNCDriver(Driver):
         self._last_frame = frame
         height, width = frame.shape[:2]
         url = self._encoder.data_url(frame.reshape(-1), width, height, RAWMODE, frozen=True)  # a copy of the fb
+        self._prints.shot(self._encoder.serial, self._encoder.stale_rows)
         return {"type": "computer_screenshot", "image_url": url}
 
     # -- what the daemon needs besides ------------------------------------------
@@ -331,7 +332,7 @@ class VNCDriver(Driver):
         if frame is None:
             raise DriverError("no screenshot has been taken on this driver yet", server=self.server)
         height, width = frame.shape[:2]
-        return self._fingerprinter(frame.reshape(-1), width, height)
+        return self._prints.of(frame.reshape(-1), width, height)
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

@@ -30,7 +30,7 @@ from . import actions as A
 from .base import Driver
 from .deadline import Deadline, probe_x_server, shut_down_fd
 from .drag_motion import drag_motion
-from .frames import Fingerprinter, patch, settle
+from .frames import ScreenPrints, patch, settle
 from .keys import KEYMAP_SETTLE_SECONDS
 from .png import PngEncoder, PngSettings
 from .x11_keyboard import Keyboard
@@ -179,7 +179,7 @@ class X11Driver(Driver):
         self._conn: _Connection | None = None
         self._encoder = PngEncoder(png)
         self._last_frame: Any = None
-        self._fingerprinter = Fingerprinter()
+        self._prints = ScreenPrints()
         # Input was sent since the last screenshot: the next one waits for the screen to
         # settle. True at first too: we do not know what happened before we came.
         self._acted = True
@@ -353,6 +353,7 @@ class X11Driver(Driver):
                 frame = conn.grab()
             self._last_frame = frame
             url = self._encoder.data_url(frame.raw, *frame.size, frozen=True)  # mss grabs into a new buffer
+            self._prints.shot(self._encoder.serial, self._encoder.stale_rows)
         return {"type": "computer_screenshot", "image_url": url}
 
     # -- what the daemon needs besides ------------------------------------------
@@ -398,7 +399,7 @@ class X11Driver(Driver):
         frame = self._last_frame
         if frame is None:
             raise DriverError("no screenshot has been taken on this driver yet", display=self.display)
-        return self._fingerprinter(frame.raw, *frame.size)
+        return self._prints.of(frame.raw, *frame.size)
 
     def close(self) -> None:
         if self._conn is not None:
