@@ -22,7 +22,8 @@ error does). A request that throws (a selector the page rejects) finds nothing, 
 helpers and its ``except`` give. Playwright's CSS engine also looks inside open shadow roots; ``querySelectorAll``
 does not (docs/osworld.md, "Chrome").
 
-Without a browser the value is ``null`` (the getter's None); a ``'`` is written ``\\u0027``, since
+Without a browser the value is ``null`` (the getter's None), ``{}`` when the front page's socket fails (the
+getter's value when it finds no page); a ``'`` is written ``\\u0027``, since
 check_direct_json_object turns every ``'`` of a text into ``"`` before reading it as JSON.
 
 The standard library only, so the system's ``python3`` runs it.
@@ -131,18 +132,18 @@ def html_parse(url: str, config: dict[str, Any], found: Callable[[str, str], lis
     return return_json
 
 
-def page_answers(socket_url: str | None, requests: list[list[str]]) -> list[Any]:
-    """The front page's answer to each request; nothing found for any when its socket fails (or another DevTools
-    client holds it, and the list gives no socket)."""
+def page_answers(socket_url: str | None, requests: list[list[str]]) -> list[Any] | None:
+    """The front page's answer to each request; None when its socket fails, or another DevTools client holds it
+    (the list gives no socket)."""
+    if not socket_url:
+        return None
     try:
-        with connected(socket_url or "", LOAD_SECONDS + 10) as sock:
-            answers = evaluate(sock, upgrade(sock, socket_url or ""), 1, "(" + SCRIPT + ")(JSON.parse("
+        with connected(socket_url, LOAD_SECONDS + 10) as sock:
+            answers = evaluate(sock, upgrade(sock, socket_url), 1, "(" + SCRIPT + ")(JSON.parse("
                                + json.dumps(json.dumps(requests)) + "))")
     except (OSError, ValueError):
-        answers = None
-    if not isinstance(answers, list) or len(answers) != len(requests):
-        return [None] * len(requests)
-    return answers
+        return None
+    return answers if isinstance(answers, list) and len(answers) == len(requests) else None
 
 
 def main(argv: list[str]) -> int:
@@ -151,7 +152,7 @@ def main(argv: list[str]) -> int:
         front = [t for t in call(endpoint(profile), "/json/list") if t.get("type") == "page"][:1]
     except (OSError, ValueError):
         front = []
-    out = None
+    out = None  # no browser: the getter's None
     if front:
         url, requests = front[0]["url"], []
 
@@ -161,8 +162,10 @@ def main(argv: list[str]) -> int:
 
         html_parse(url, config, asked)
         answers = page_answers(front[0].get("webSocketDebuggerUrl"), requests)
-        found = {(kind, selector): answer for (kind, selector), answer in zip(requests, answers, strict=True)}
-        out = html_parse(url, config, lambda kind, selector: found.get((kind, selector)) or [])
+        out = {}  # a page it cannot read: the getter's {} for a page it does not find
+        if answers is not None:
+            found = {(kind, selector): answer for (kind, selector), answer in zip(requests, answers, strict=True)}
+            out = html_parse(url, config, lambda kind, selector: found.get((kind, selector)) or [])
     sys.stdout.buffer.write(json.dumps(out).replace("'", "\\u0027").encode("utf-8", "replace"))
     return 0
 
