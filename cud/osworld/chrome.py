@@ -14,8 +14,9 @@ Debian's ``chromium``, and cud's steps run inside the seat, so:
 * the getters of :data:`PROFILE_GETTERS` become ``command`` getters running :mod:`cud.osworld.chrome_profile`,
   which reads the profile's Preferences as the seat's user, as the getters read the VM's file.
 * the getters of :data:`TAB_GETTERS` become ``command`` getters running :mod:`cud.osworld.chrome_tabs`, which
-  reads the live browser's tabs from its DevTools list as the seat's user; each is taken only by the metrics
-  of :data:`TAB_METRICS`, which read of its value no more than the program gives.
+  reads the live browser's tabs from its DevTools list as the seat's user (``active_tab_html_parse``:
+  :mod:`cud.osworld.chrome_html`, which reads the front tab's DOM by the rules, :data:`HTML_CATEGORIES`); each
+  is taken only by the metrics of :data:`TAB_METRICS`, which read of its value no more than the program gives.
 
 Google Chrome's profile, ``~/.config/google-chrome``, is Chromium's ``~/.config/chromium`` (:data:`PROFILE`).
 """
@@ -38,8 +39,8 @@ from cud.osworld.context import Context
 from cud.osworld.seat import SYSTEM_PYTHON
 from cud.spec import values as v
 
-__all__ = ("BOOKMARKS", "BROWSER", "OSWORLD_PROFILE", "PROFILE", "PROFILE_GETTERS", "TAB_GETTERS", "TAB_METRICS",
-           "open_tabs", "profile_getter", "program", "seat_command", "tab_getter")
+__all__ = ("BOOKMARKS", "BROWSER", "HTML_CATEGORIES", "OSWORLD_PROFILE", "PROFILE", "PROFILE_GETTERS", "TAB_GETTERS",
+           "TAB_METRICS", "open_tabs", "profile_getter", "program", "seat_command", "tab_getter")
 
 #: The seat's browser, as the session's PATH finds it (Debian's package).
 BROWSER = "chromium"
@@ -166,7 +167,7 @@ def profile_getter(name: str) -> dict[str, Any]:
 
 def tab_getter(ctx: Context, key: str, name: str, g: Mapping[str, Any]) -> dict[str, Any]:
     """One of :data:`TAB_GETTERS` as a metric check's ``command`` argument: the value as its output; the
-    url_parse getter's config is an argument, as JSON."""
+    url_parse and html_parse getters' config is an argument, as JSON."""
     config: list[str] = []
     if TAB_GETTERS[name] == "html_parse":
         config = [json.dumps(_html_parse_config(ctx, key, g))]
