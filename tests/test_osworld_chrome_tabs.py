@@ -9,25 +9,18 @@ import json
 import urllib.parse
 from typing import Any
 
-import lxml.etree
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cud.osworld.chrome_tabs import url_parse
 from cud.osworld.metrics import metric
 from tests.support.osworld_outcomes import outcome
-from tests.support.osworld_reference import FakeVm, reference, reference_getter
+from tests.support.osworld_reference import FakeVm, address_bar, reference, reference_getter
 
 KEYS = ["q", "city", "n", "fuel_slugs[]", "modelList", ""]
 
 
 
-def address_bar(url: str) -> str:
-    """The accessibility tree OSWorld's getter reads Chrome's address bar from, holding ``url``."""
-    root = lxml.etree.Element("desktop-frame")
-    app = lxml.etree.SubElement(root, "application", name="Google Chrome")
-    lxml.etree.SubElement(app, "entry", name="Address and search bar").text = url
-    return lxml.etree.tostring(root, encoding="unicode")
 
 value = st.text(st.characters(codec="utf-8", exclude_categories=("Cc", "Cs")), max_size=6)
 query = st.lists(st.tuples(st.sampled_from(KEYS), value | st.just("a,b,,c")), max_size=5).map(urllib.parse.urlencode)

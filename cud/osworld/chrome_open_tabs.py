@@ -86,28 +86,45 @@ def receive(stream: BinaryIO) -> bytes:
             return data
 
 
+def upgrade(sock: socket.socket, socket_url: str) -> BinaryIO:
+    """The reader of a page's DevTools socket, ``sock`` connected to it, after its upgrade to a websocket."""
+    parts = urllib.parse.urlsplit(socket_url)
+    key = base64.b64encode(os.urandom(16)).decode("ascii")
+    sock.sendall(f"GET {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
+                 f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                 .encode("ascii"))
+    stream = sock.makefile("rb")
+    if b" 101 " not in stream.readline():
+        raise OSError(f"{socket_url!r} refused the upgrade")
+    while stream.readline() not in (b"\r\n", b""):
+        pass
+    return stream
+
+
+def connected(socket_url: str, seconds: float) -> socket.socket:
+    parts = urllib.parse.urlsplit(socket_url)
+    return socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=seconds)
+
+
+def evaluate(sock: socket.socket, stream: BinaryIO, asked: int, expression: str) -> Any:
+    """``Runtime.evaluate`` of ``expression`` in the page, as request ``asked``: its value (a promise's, once
+    settled), None when it threw."""
+    send(sock, json.dumps({"id": asked, "method": "Runtime.evaluate", "params": {
+        "expression": expression, "returnByValue": True, "awaitPromise": True}}))
+    while (answer := json.loads(receive(stream))).get("id") != asked:
+        pass
+    return answer.get("result", {}).get("result", {}).get("value")
+
+
 def wait_loaded(socket_url: str, seconds: float) -> bool:
     """Whether the page's document, past its first about:blank, reached readyState ``complete`` in time."""
     deadline = time.monotonic() + seconds
-    parts = urllib.parse.urlsplit(socket_url)
-    key = base64.b64encode(os.urandom(16)).decode("ascii")
-    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=seconds) as sock:
-        sock.sendall(f"GET {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
-                     f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-                     .encode("ascii"))
-        stream = sock.makefile("rb")
-        if b" 101 " not in stream.readline():
-            raise OSError(f"{socket_url!r} refused the upgrade")
-        while stream.readline() not in (b"\r\n", b""):
-            pass
+    with connected(socket_url, seconds) as sock:
+        stream = upgrade(sock, socket_url)
         asked = 0
         while time.monotonic() < deadline:
             asked += 1
-            send(sock, json.dumps({"id": asked, "method": "Runtime.evaluate", "params": {
-                "expression": "[document.readyState, location.href]", "returnByValue": True}}))
-            while (answer := json.loads(receive(stream))).get("id") != asked:
-                pass
-            state = answer.get("result", {}).get("result", {}).get("value")
+            state = evaluate(sock, stream, asked, "[document.readyState, location.href]")
             if isinstance(state, list) and state[0] == "complete" and state[1] != "about:blank":
                 return True
             time.sleep(0.2)

@@ -72,6 +72,8 @@ GETTERS: dict[str, frozenset[str]] = {
     "active_tab_info": frozenset({"type", "goto_prefix"}),
     "open_tabs_info": frozenset({"type"}),
     "active_tab_url_parse": frozenset({"type", "goto_prefix", "parse_keys", "replace", "split_list"}),
+    "active_tab_html_parse": frozenset({"type", "goto_prefix", "category", "labelObject",
+                                        *(k for keys in chrome.HTML_CATEGORIES.values() for k in keys)}),
 }
 #: gimp.py get_gimp_config_file's folder: ``~/.config/GIMP/2.10``, expanded in the VM user's home.
 GIMP_CONFIG = "~/.config/GIMP/2.10"

@@ -28,7 +28,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ("STUBBED", "reference", "reference_getter", "reference_modules")
+import lxml.etree
+
+__all__ = ("STUBBED", "FakeVm", "address_bar", "reference", "reference_getter", "reference_modules")
 
 PACKAGE = "desktop_env.evaluators.metrics"
 GETTERS = "desktop_env.evaluators.getters"
@@ -140,6 +142,14 @@ def reference_getter(module: str, name: str) -> Callable[..., Any]:
         loaded = importlib.import_module(f"{GETTERS}.{module}")
     function: Callable[..., Any] = getattr(loaded, name)
     return function
+
+
+def address_bar(url: str) -> str:
+    """The accessibility tree OSWorld's Chrome getters read the address bar from, holding ``url``."""
+    root = lxml.etree.Element("desktop-frame")
+    app = lxml.etree.SubElement(root, "application", name="Google Chrome")
+    lxml.etree.SubElement(app, "entry", name="Address and search bar").text = url
+    return lxml.etree.tostring(root, encoding="unicode")
 
 
 class FakeVm:
