@@ -129,6 +129,8 @@ def test_a_task_clicks_drags_types_presses_a_chord_scrolls_and_finishes(claude_d
     last = sent[-1]["messages"][-1]
     assert last["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert [b["type"] for b in last["content"][-1]["content"]] == ["image"]
+    # One breakpoint per request: the marker moves on from each earlier turn (the API allows four).
+    assert [sum("cache_control" in b for m in r["messages"] for b in m["content"]) for r in sent] == [1] * 6
     events = daemon.events(task["id"])
     steps = [e["data"] for e in events if e["kind"] == "step"]
     assert [a["action"]["type"] for s in steps for a in s["actions"]] == [
