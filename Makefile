@@ -16,6 +16,7 @@ help:
 	@echo "make console-example remake docs/console-example.png: the console during a pending approval"
 	@echo "make sandbox-up     start Xvfb (or SANDBOX=xvnc), openbox, x11vnc, a demo app and cud (SEATS=N: N displays; CONFIG=my.toml SCENARIOS=dir/: docs/sandbox.md)"
 	@echo "make demo           run the demo task in the sandbox (real model with OPENAI_API_KEY, else scripted)"
+	@echo "make demo MODEL=claude  the demo task through Anthropic's Messages API (Claude with ANTHROPIC_API_KEY, else scripted)"
 	@echo "make sandbox-status say what the sandbox runs"
 	@echo "make sandbox-down   stop exactly what sandbox-up started"
 	@echo "make install        install cud, its systemd units and config under PREFIX/DESTDIR (EXTRAS=fleet: with Ray)"

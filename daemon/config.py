@@ -384,8 +384,10 @@ def _daemon_home() -> str | None:
         return None
 
 
-def resolve_api_key(config: Config, env: Mapping[str, str] | None = None) -> str:
-    """The API key from the key file, the systemd credential, or OPENAI_API_KEY (in that order)."""
+def resolve_api_key(config: Config, env: Mapping[str, str] | None = None) -> str | None:
+    """The API key from the key file, the systemd credential, or OPENAI_API_KEY (in that order); None
+    if none is set (the daemon starts, and refuses the tasks whose model needs it). A file or credential
+    the config names but that cannot be read is a ConfigError."""
     env = os.environ if env is None else env
     if config.api_key_file is not None:
         return read_secret_file(config.api_key_file, "api_key_file")
@@ -398,9 +400,4 @@ def resolve_api_key(config: Config, env: Mapping[str, str] | None = None) -> str
                 key="api_key_credential",
             )
         return read_secret_file(Path(directory) / config.api_key_credential, "api_key_credential")
-    key = env.get("OPENAI_API_KEY", "").strip()
-    if not key:
-        raise ConfigError(
-            "no API key: set OPENAI_API_KEY, or api_key_file / api_key_credential in the config", key="api_key_file"
-        )
-    return key
+    return env.get("OPENAI_API_KEY", "").strip() or None

@@ -87,8 +87,10 @@ class Daemon:
             log.warning("tasks %s were running when the daemon last stopped; marked interrupted", recovered)
         self.approvals = Approvals(self.store)
         # One client for every seat: its connection pool serves their requests side by side.
-        self.client = make_client(api_key, config.base_url, config.max_retries)
-        self.clients = clients = ModelClients(self.client, config.models, model_keys, config.max_retries)
+        # None without a key of its own: the models that need it are refused at submit (ModelClients.check).
+        self.client = None if api_key is None else make_client(api_key, config.base_url, config.max_retries)
+        self.clients = clients = ModelClients(self.client, config.base_url, config.models, model_keys,
+                                              config.max_retries)
         parts = SeatParts(config, self.store, self.approvals, self.trajectories, clients, api_key,
                           on_health=self.notifications.seat_changed)
         self.seats = Seats(parts)
@@ -138,8 +140,9 @@ class Daemon:
         self._watchdog.cancel()
         if self._textfile is not None:
             self._textfile.cancel()
-        with contextlib.suppress(Exception):
-            await self.client.close()
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                await self.client.close()
         with contextlib.suppress(Exception):
             await self.clients.close()
         with contextlib.suppress(Exception):

@@ -9,6 +9,13 @@ succeeded (and, with the scripted model, the demo app received the exact text).
 Without OPENAI_API_KEY the sandbox's daemon talks to the bundled scripted
 model; that is said plainly, before and after.
 
+With ``MODEL=claude`` (given to sandbox-up, which ``make demo MODEL=claude``
+runs first) the task names the daemon's ``[models.claude]`` entry: Anthropic's
+Messages API with ANTHROPIC_API_KEY, else the scripted Messages server. That API
+sends no safety checks, so the task is submitted with approval ``actions`` and
+the demo approves each action; the example suite, whose scripted models speak
+the Responses API, is left to ``make demo`` without MODEL.
+
 With several seats (``SEATS=N``) the task is pinned to the first seat
 (``cuctl submit --seat seat1``): the one the summary lists first, whose
 viewer a person watching the demo has open, and whose demo app the result
@@ -25,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from parts import Settings
+from parts import CLAUDE_ENTRY, KEY_ENV, Settings
 from procs import SandboxError, load, state_of
 
 from cud.daemon.config import DEFAULT_MODEL
@@ -80,12 +87,27 @@ def run(settings: Settings) -> int:
     if daemon is None or state_of(daemon) != "running":
         raise SandboxError("the sandbox's daemon does not run: `make sandbox-up` first (make demo does it)")
     scripted = daemon.info.get("model") == "scripted"
-    if scripted:
+    claude = daemon.info.get("api") == "messages"
+    key = KEY_ENV["messages" if claude else "responses"]
+    if scripted and claude:
+        say("MODEL=claude and ANTHROPIC_API_KEY is not set: the model is SCRIPTED. A bundled scenario plays "
+            "Claude's part over the real anthropic SDK and Anthropic's Messages API (screenshots, a click, typing, "
+            "a final message);")
+        say("everything else is the real thing. Set ANTHROPIC_API_KEY and run `make demo MODEL=claude` again for "
+            "Claude.")
+    elif scripted:
         say("OPENAI_API_KEY is not set: the model is SCRIPTED. A bundled scenario plays the model's part over "
             "the real openai SDK (screenshots, a click, typing, an approval, a final message);")
         say("everything else is the real thing. Set OPENAI_API_KEY and run `make demo` again for a real model.")
+    elif claude:
+        say(f"using Anthropic's Messages API (MODEL=claude, ANTHROPIC_API_KEY is set: the daemon's "
+            f"[models.{CLAUDE_ENTRY}] entry); the model sees the sandbox's screen")
     else:
         say("using the OpenAI API (OPENAI_API_KEY is set); the model sees the sandbox's screen")
+    # Anthropic's API sends no safety checks: the default approval, safety, would never ask (docs/models.md).
+    model = ["--model", CLAUDE_ENTRY, "--approval", "actions"] if claude else []
+    if claude:
+        say("its API sends no safety checks, so the task asks approval for every action (--approval actions)")
     cuctl = Cuctl(settings)
     # "seat1=:5,seat2=:6" when the sandbox runs several seats; one seat has no such entry.
     seats = [entry.partition("=") for entry in daemon.info["seats"].split(",")] if daemon.info.get("seats") else []
@@ -99,7 +121,7 @@ def run(settings: Settings) -> int:
         say(f"the sandbox has {len(seats)} seats; the task is pinned to the first, {seat} ({place}; "
             f"watch it on localhost::{port}). `{cuctl.shown} seats` lists them all.")
     before = len(received(settings, prefix))
-    task = cuctl.json("submit", *pin, PROMPT)["id"]
+    task = cuctl.json("submit", *pin, *model, PROMPT)["id"]
     say(f"submitted task {task}{f' to seat {pin[1]}' if pin else ''}: {PROMPT}")
     follow = subprocess.Popen([*cuctl.argv, "follow", str(task)])
     approved: set[int] = set()
@@ -140,10 +162,14 @@ def run(settings: Settings) -> int:
     say(f"the task's record: {cuctl.shown} show {task}  (events: {cuctl.shown} follow {task});")
     say(f"  the screenshots the model saw: {_show(settings.path('state') / 'trajectories' / str(task))}/")
     if scripted:
-        say("reminder: the model was SCRIPTED (no OPENAI_API_KEY)")
+        say(f"reminder: the model was SCRIPTED (no {key})")
     ok = result["state"] == "succeeded" and (not scripted or TEXT in got)
     if result["state"] == "succeeded" and not ok:
         say(f"but the demo app did not receive {TEXT!r}: the demo failed")
+    if claude:
+        say("the example suite (examples/suite) plays its scripted models over the Responses API: "
+            "`make demo` without MODEL runs it after its task")
+        return 0 if ok else 1
     return 0 if ok and suite(settings, cuctl, scripted) else 1
 
 

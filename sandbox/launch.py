@@ -12,7 +12,7 @@ from pathlib import Path
 
 from buses import LAUNCHER, a11y_argv, app_env, session_argv
 from credentials import ensure_vnc_password, share_xauthorities, write_xauthority
-from parts import SEAT_PARTS, Seat, Settings, kind_of, prefix_of, seat_place, seat_spec
+from parts import CLAUDE_ENTRY, CLAUDE_MODEL, SEAT_PARTS, Seat, Settings, kind_of, prefix_of, seat_place, seat_spec
 from probes import answers
 from procs import Record, SandboxError, spawn, state_of, wait_for
 from seat_sessions import seat_session
@@ -166,7 +166,7 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
         port_file = settings.path("model.port")
         port_file.unlink(missing_ok=True)
         # The example suite's specs ask for scripted:NAME: make demo runs it after the demo task.
-        argv = [settings.python, "-m", "cud.scripted", "--scenario", "demo", "--scenarios",
+        argv = [settings.python, "-m", "cud.scripted", "--api", settings.api, "--scenario", "demo", "--scenarios",
                 str(settings.root / "examples" / "suite" / "scenarios"), "--port-file", str(port_file)]
         if settings.scenarios is not None:  # SCENARIOS=dir/: the user's too, theirs on a name in both
             argv[-2:-2] = ["--scenarios", str(settings.scenarios)]
@@ -183,12 +183,15 @@ def start(settings: Settings, name: str, records: dict[str, Record]) -> Record:
         state.mkdir(mode=0o700, exist_ok=True)
         argv = [str(settings.venv / "bin" / "cud"), "run", "--socket", str(settings.socket), "--state-dir", str(state)]
         spec = seat_spec(settings, records)
-        argv += _config_file(settings, seat_lines(settings, records))
-        if settings.model == "scripted":
+        argv += _config_file(settings, seat_lines(settings, records), model_lines(settings, records))
+        if settings.model == "scripted" and settings.api == "responses":
             env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{records['model'].info['port']}/v1"
             env["OPENAI_API_KEY"] = SCRIPTED_KEY
+        elif settings.model == "scripted":  # the entry's key; the daemon needs no OpenAI key for its tasks
+            env["ANTHROPIC_API_KEY"] = SCRIPTED_KEY
         proc, record = spawn(name, argv, log, env)
         record.info["model"] = settings.model
+        record.info["api"] = settings.api
         record.info["socket"] = str(settings.socket)
         if spec is not None:
             record.info["seats"] = spec
@@ -245,10 +248,23 @@ def seat_lines(settings: Settings, records: dict[str, Record]) -> list[str]:
     return lines
 
 
-def _config_file(settings: Settings, lines: list[str]) -> list[str]:
+def model_lines(settings: Settings, records: dict[str, Record]) -> list[str]:
+    """MODEL=claude: the [models] entry the demo's task names, at the scripted Messages server without
+    ANTHROPIC_API_KEY; nothing for the Responses API (the daemon's own model)."""
+    if settings.api != "messages":
+        return []
+    lines = ["", "# MODEL=claude: the demo's model, through Anthropic's Messages API (docs/models.md).",
+             f"[models.{CLAUDE_ENTRY}]", 'api = "anthropic"', f"model = {json.dumps(CLAUDE_MODEL)}"]
+    if settings.model == "scripted":
+        lines.append(f"base_url = \"http://127.0.0.1:{records['model'].info['port']}\"  # the scripted model")
+    return lines
+
+
+def _config_file(settings: Settings, lines: list[str], models: list[str]) -> list[str]:
     """The daemon's config, rewritten at every start: ``lines`` (top-level keys for one seat, ``[[seats]]``
-    tables for several) merged with the user's CONFIG (user_config.py)."""
-    text = merged_config(settings, lines if settings.seats == 1 else [], [] if settings.seats == 1 else lines)
+    tables for several) and ``models`` (tables) merged with the user's CONFIG (user_config.py)."""
+    tables = ([] if settings.seats == 1 else lines) + models
+    text = merged_config(settings, lines if settings.seats == 1 else [], tables)
     config = settings.path("cud.toml")
     fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:

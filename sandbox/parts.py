@@ -23,10 +23,15 @@ from pathlib import Path
 from procs import Record, SandboxError
 
 __all__ = (
-    "MAX_SEATS", "NEEDS", "PARTS", "SEAT_PARTS", "Seat", "Settings", "is_part_name", "kind_of", "needs",
-    "prefix_of", "seat_count", "seat_place", "seat_spec", "show_order", "stop_order", "wanted_parts",
+    "CLAUDE_ENTRY", "CLAUDE_MODEL", "KEY_ENV", "MAX_SEATS", "NEEDS", "PARTS", "SEAT_PARTS", "Seat", "Settings",
+    "is_part_name", "kind_of", "needs", "prefix_of", "seat_count", "seat_place", "seat_spec", "show_order",
+    "stop_order", "wanted_parts",
 )
 
+#: The variable holding each API's key, by the API ``MODEL`` picks.
+KEY_ENV = {"responses": "OPENAI_API_KEY", "messages": "ANTHROPIC_API_KEY"}
+#: The [models] entry the sandbox's daemon drives Claude through (MODEL=claude), and its model id.
+CLAUDE_ENTRY, CLAUDE_MODEL = "claude", "claude-sonnet-4-5"
 #: The kinds of part, in the order they start.
 PARTS = ("xserver", "session-bus", "a11y-bus", "openbox", "x11vnc", "demo-app", "model", "daemon")
 #: The kinds every seat has one of; the rest (model, daemon) exist once.
@@ -107,7 +112,7 @@ class Settings:
     venv: Path
     dir: Path
     xserver: str  # "xvfb" or "xvnc"
-    model: str  # "scripted" or "openai"
+    model: str  # "scripted", "openai" or "anthropic": scripted when the API's key is not set
     driver: str  # "x11" or "vnc"
     geometry: str = "1280x800"
     seats: int = 1
@@ -115,6 +120,8 @@ class Settings:
     config: Path | None = None
     #: ``SCENARIOS``: a folder of the user's scenarios the scripted model plays as ``scripted:NAME`` too.
     scenarios: Path | None = None
+    #: ``MODEL``: the API the demo's model is driven through, "responses" (empty) or "messages" (``claude``).
+    api: str = "responses"
 
     @classmethod
     def from_env(cls, root: Path, *, seats: bool = True) -> Settings:
@@ -136,18 +143,30 @@ class Settings:
         # that only offers VNC is driven), once the VNC driver exists.
         has_vnc_driver = (root / "drivers" / "vnc.py").exists()
         driver = "vnc" if xserver == "xvnc" and has_vnc_driver else "x11"
+        choice = env.get("MODEL", "").strip()
+        if choice not in ("", "claude"):
+            raise SandboxError(f"MODEL must be empty (OpenAI's Responses API) or 'claude' (Anthropic's Messages API), "
+                               f"got {choice!r}")
+        api = "messages" if choice == "claude" else "responses"
+        real = "anthropic" if api == "messages" else "openai"
         return cls(
             root=root,
             venv=venv if venv.is_absolute() else root / venv,
             dir=Path(env.get("SANDBOX_DIR", "") or root / ".sandbox").absolute(),
             xserver=xserver,
-            model="openai" if env.get("OPENAI_API_KEY", "").strip() else "scripted",
+            model=real if env.get(KEY_ENV[api], "").strip() else "scripted",
             driver=driver,
             geometry=geometry,
             seats=seat_count(env.get("SEATS")) if seats else 1,
             config=Path(env["CONFIG"]).absolute() if env.get("CONFIG", "").strip() else None,
             scenarios=Path(env["SCENARIOS"]).absolute() if env.get("SCENARIOS", "").strip() else None,
+            api=api,
         )
+
+    @property
+    def key_env(self) -> str:
+        """The variable holding the key of the demo's API (unset: the scripted model plays its part)."""
+        return KEY_ENV[self.api]
 
     def path(self, name: str) -> Path:
         return self.dir / name
@@ -173,7 +192,7 @@ class Settings:
 def wanted_parts(settings: Settings) -> list[str]:
     """Every part this configuration runs, in start order: seat by seat, then the model and the daemon."""
     unused = {"x11vnc"} if settings.xserver == "xvnc" else set()  # Xvnc serves VNC itself
-    if settings.model == "openai":
+    if settings.model != "scripted":
         unused.add("model")
     names = [seat.part(kind) for seat in settings.seat_list for kind in SEAT_PARTS if kind not in unused]
     return names + [kind for kind in ("model", "daemon") if kind not in unused]

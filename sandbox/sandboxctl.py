@@ -24,7 +24,19 @@ from pathlib import Path
 from buses import A11Y_ENV, check_socket_paths
 from launch import start
 from leftovers import remove_run_dirs
-from parts import SEAT_PARTS, Settings, is_part_name, kind_of, needs, seat_spec, show_order, stop_order, wanted_parts
+from parts import (
+    CLAUDE_ENTRY,
+    CLAUDE_MODEL,
+    SEAT_PARTS,
+    Settings,
+    is_part_name,
+    kind_of,
+    needs,
+    seat_spec,
+    show_order,
+    stop_order,
+    wanted_parts,
+)
 from probes import answers
 from procs import Record, SandboxError, forget, load, save, state_of, stop
 from seat_sessions import remove_seat_users
@@ -101,7 +113,7 @@ def up(settings: Settings) -> int:
         records = _records(settings)
         wanted = wanted_parts(settings)
         config = {"xserver": settings.xserver, "driver": settings.driver, "model": settings.model,
-                  "seats": settings.seats, **fingerprint(settings)}
+                  "api": settings.api, "seats": settings.seats, **fingerprint(settings)}
         try:
             previous = json.loads(_config_path(settings).read_text())
         except (FileNotFoundError, ValueError):
@@ -115,9 +127,9 @@ def up(settings: Settings) -> int:
                 # seat's parts have other names than seat1's, so 1 <-> N starts afresh.
                 say(f"the sandbox ran {previous.get('seats', 1)} seat(s); SEATS={settings.seats} now: "
                     "starting or stopping displays to match, and restarting the daemon")
-            if records and previous.get("model") != settings.model:
-                now = "OPENAI_API_KEY is set" if settings.model == "openai" else "OPENAI_API_KEY is not set"
-                say(f"{now} now: restarting the model and the daemon")
+            if records and (previous.get("model"), previous.get("api", "responses")) != (settings.model, settings.api):
+                now = f"{settings.key_env} is {'not set' if settings.model == 'scripted' else 'set'}"
+                say(f"{'MODEL=claude, ' if settings.api == 'messages' else ''}{now} now: restarting the model and the daemon")
                 _stop_parts(settings, records, ["model", "daemon"])
             for key, parts in (("scenarios", ["model", "daemon"]), ("config", ["daemon"])):
                 if records and previous.get(key) != config[key]:
@@ -253,6 +265,12 @@ def _user_lines(settings: Settings) -> list[str]:
 
 
 def _model_lines(settings: Settings) -> list[str]:
+    if settings.api == "messages":
+        entry = f"[models.{CLAUDE_ENTRY}] ({CLAUDE_MODEL}, cuctl submit --model {CLAUDE_ENTRY} --approval actions)"
+        if settings.model == "scripted":
+            return [(f"model    SCRIPTED over Anthropic's Messages API (MODEL=claude): ANTHROPIC_API_KEY is not set, "
+                     f"so a bundled script (cud/scripted/scenarios/demo.json) plays {entry}; set the key for Claude")]
+        return [f"model    Anthropic's Messages API (MODEL=claude, ANTHROPIC_API_KEY is set): {entry}"]
     if settings.model == "scripted":
         return [("model    SCRIPTED: OPENAI_API_KEY is not set, so a bundled script (cud/scripted/scenarios/"
                  "demo.json) plays the model's part; set the key for the real one")]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from cud.daemon.config import DEFAULT_MODEL
 from cud.errors import CudError
 from cud.scripted.messages import ScriptedMessages
 from tests.support.daemon import ROOT, Daemon
@@ -129,6 +130,8 @@ def test_a_task_clicks_drags_types_presses_a_chord_scrolls_and_finishes(claude_d
     last = sent[-1]["messages"][-1]
     assert last["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert [b["type"] for b in last["content"][-1]["content"]] == ["image"]
+    # One breakpoint per request: the marker moves on from each earlier turn (the API allows four).
+    assert [sum("cache_control" in b for m in r["messages"] for b in m["content"]) for r in sent] == [1] * 6
     events = daemon.events(task["id"])
     steps = [e["data"] for e in events if e["kind"] == "step"]
     assert [a["action"]["type"] for s in steps for a in s["actions"]] == [
@@ -221,3 +224,70 @@ def test_a_missing_api_key_is_named_at_start_up(tmp_path: Path) -> None:
     )
     assert result.returncode == 2, result.stderr
     assert "CUD_TEST_UNSET_KEY" in result.stderr and "'claude'" in result.stderr
+
+
+def _needs_the_openai_key(message: str, model: str) -> None:
+    """The error names the model and every place the daemon's own key is read from."""
+    assert f"{model!r}" in message and "the daemon has none" in message, message
+    assert all(place in message for place in ("OPENAI_API_KEY", "'api_key_file'", "'api_key_credential'")), message
+
+
+def test_a_daemon_without_an_openai_key_runs_claude_and_refuses_the_models_that_need_it(xvfb, recorder) -> None:
+    server = ScriptedMessages(SCENARIOS["work"], scenarios=SCENARIOS)
+    url = server.start()
+    # A responses entry with a base_url but no key of its own needs the daemon's key too.
+    config = _config(url) + '[models.gpt-eu]\nbase_url = "http://127.0.0.1:9/v1"\n'
+    daemon = Daemon(xvfb.display, "http://127.0.0.1:9/v1", config=config, extra_env={KEY_ENV: KEY},
+                    approval="actions")
+    del daemon.env["OPENAI_API_KEY"]  # no api_key_file, no api_key_credential either
+    try:
+        daemon.start()
+        for model in ("gpt-eu", "computer-use-preview", None):  # None: the daemon's default model
+            fields = {} if model is None else {"model": model}
+            with pytest.raises(CudError) as caught:
+                daemon.call("submit", prompt="x", **fields)
+            assert caught.value.kind == "config"
+            _needs_the_openai_key(caught.value.message, model or DEFAULT_MODEL)
+        with pytest.raises(CudError, match="no task with id 1"):
+            daemon.task(1)  # nothing was queued
+        task = _run(daemon, "claude-work")
+        assert task["state"] == "succeeded", task["error"]
+        recorder.wait_text(TEXT + "\n")
+    finally:
+        daemon.cleanup()
+        server.stop()
+
+
+def test_a_task_queued_before_a_restart_without_the_key_fails_naming_it(xvfb, tmp_path: Path) -> None:
+    server = ScriptedMessages(SCENARIOS["work"], scenarios=SCENARIOS)
+    url = server.start()
+    daemon = Daemon(xvfb.display, "http://127.0.0.1:9/v1", workdir=tmp_path, config=_config(url),
+                    extra_env={KEY_ENV: KEY}, approval="actions")
+    try:
+        daemon.start()
+        busy = daemon.call("submit", prompt="x", model="claude-loop")["id"]
+        daemon.wait_approval(busy)  # the seat is taken: the next task waits in the queue
+        queued = daemon.call("submit", prompt="y", model="computer-use-preview")["id"]
+        assert daemon.task(queued)["state"] == "queued"
+        daemon.stop()
+        del daemon.env["OPENAI_API_KEY"]
+        daemon.start()
+        failed = daemon.wait_state(queued, "failed", "succeeded", timeout=120)
+        assert failed["state"] == "failed" and failed["error"]["kind"] == "config", failed
+        _needs_the_openai_key(failed["error"]["message"], "computer-use-preview")
+    finally:
+        daemon.cleanup()
+        server.stop()
+
+
+def test_a_key_file_the_config_names_but_cannot_be_read_still_stops_the_start(tmp_path: Path) -> None:
+    config = tmp_path / "cud.toml"
+    config.write_text(f'api_key_file = "{tmp_path / "missing-key"}"\n')
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    result = subprocess.run(
+        [sys.executable, "-m", "cud.daemon.main", "run", "--config", str(config), "--display", ":99",
+         "--socket", str(tmp_path / "s"), "--state-dir", str(tmp_path / "state")],
+        capture_output=True, text=True, timeout=60, check=False, env={**env, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 2, result.stderr
+    assert "api_key_file" in result.stderr and "missing-key" in result.stderr, result.stderr

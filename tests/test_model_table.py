@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from cud.daemon.config import load_config
 from cud.daemon.model.table import resolve_model_keys
 from cud.daemon.tasks.anthropic_actions import Pointer, translate
-from cud.daemon.tasks.anthropic_computer import DROP_CHUNK, _shaped
 from cud.errors import ComputerUseFailed, ConfigError, OutOfBounds, UnknownKey
 from cud.model_api.scaling import MAX_LONG_EDGE, MAX_PIXELS, ScreenScale
 
@@ -189,30 +188,3 @@ def test_a_bad_call_is_refused_quoting_it(call: dict[str, object], error: type[E
     with pytest.raises(error) as caught:
         _run(call)
     assert said in str(caught.value)
-
-
-# -- what a long task sends ------------------------------------------------------------------------
-def _turns(count: int) -> list[dict[str, object]]:
-    """A conversation of ``count`` tool turns, each answered with one screenshot."""
-    messages: list[dict[str, object]] = [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
-    for n in range(count):
-        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": "computer",
-                                                           "input": {"action": "screenshot"}}]})
-        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": [
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": f"img{n}"}}]}]})
-    return messages
-
-
-@settings(deadline=None)
-@given(st.integers(0, 40), st.integers(1, 12))
-def test_old_screenshots_are_dropped_in_chunks_and_the_last_turn_is_cached(turns: int, keep: int) -> None:
-    messages = _turns(turns)
-    sent = _shaped(messages, keep)
-    images = [b["source"]["data"] for m in sent if m["role"] == "user" for r in m["content"]
-              if r["type"] == "tool_result" for b in r["content"] if b["type"] == "image"]
-    # The newest ones, never fewer than keep, fewer than keep + a chunk; in order, none altered.
-    assert images == [f"img{n}" for n in range(turns - len(images), turns)]
-    assert min(turns, keep) <= len(images) < keep + DROP_CHUNK or len(images) == turns
-    assert sent[-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
-    assert sum("cache_control" in b for m in sent for b in m["content"]) == 1
-    assert messages == _turns(turns)  # the loop's own history is untouched

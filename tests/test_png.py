@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import io
 import os
 import re
@@ -11,9 +12,11 @@ import zlib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
-from cud.drivers.png import BAND_ROWS, PngEncoder, PngSettings, parse_data_url, to_data_url
+from cud.drivers.png import BAND_ROWS, PngEncoder, PngSettings, parse_data_url, split_data_url, to_data_url
 from cud.drivers.png_filters import AVERAGE, PAETH, SUB, UP
 
 
@@ -55,6 +58,23 @@ def test_data_urls_parse_back_and_bad_ones_are_named() -> None:
         parse_data_url("http://example.invalid/x.png")
     with pytest.raises(ValueError, match="not valid base64"):
         parse_data_url("data:image/png;base64,@@@")
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.text(alphabet="AB+/z09=@ \n", max_size=12))
+def test_split_data_url_takes_exactly_what_the_strict_decoder_takes(text: str) -> None:
+    """The check without decoding (an adapter passes the driver's base64 on as is) agrees with
+    ``b64decode(validate=True)``, which :func:`parse_data_url` used before."""
+    try:
+        base64.b64decode(text, validate=True)
+        valid = True
+    except (binascii.Error, ValueError):
+        valid = False
+    if valid:
+        assert split_data_url("data:image/png;base64," + text) == ("image/png", text)
+    else:
+        with pytest.raises(ValueError, match="not valid base64"):
+            split_data_url("data:image/png;base64," + text)
 
 
 # -- the encoder's settings, its band classes and its reuse of unchanged bands --------------------------------

@@ -48,7 +48,7 @@ class Sandbox:
         self.dir = directory
         # As root the seats' users (sandbox/seat_sessions.py) must reach their homes and buses under it.
         directory.parent.chmod(0o711)
-        unset = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SANDBOX", "SEATS")
+        unset = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "MODEL", "SANDBOX", "SEATS")
         self.env = {k: v for k, v in os.environ.items() if k not in unset}
         self.env.update(SANDBOX_DIR=str(directory), VENV=str(VENV), **env)
 
@@ -238,6 +238,36 @@ def test_a_model_change_restarts_the_daemon_on_the_real_api(sandbox: Sandbox) ->
     assert after["xserver"].pid == before["xserver"].pid
     daemon_env = Path(f"/proc/{after['daemon'].pid}/environ").read_bytes().split(b"\0")
     assert b"OPENAI_BASE_URL=" not in b"\n".join(daemon_env)  # the scripted model's URL is gone
+
+
+def test_model_claude_runs_the_demo_through_the_scripted_messages_api_without_an_openai_key(short_tmp: Path) -> None:
+    box = Sandbox(short_tmp / "sb", MODEL="claude")
+    try:
+        out = ok(box.run("up.sh"))
+        assert "SCRIPTED over Anthropic's Messages API (MODEL=claude)" in out, out
+        records = box.records()
+        assert records["daemon"].info["api"] == "messages" and "--api messages" in " ".join(records["model"].cmdline)
+        config = tomllib.loads((box.dir / "cud.toml").read_text())
+        port = records["model"].info["port"]
+        assert config["models"] == {"claude": {"api": "anthropic", "model": "claude-sonnet-4-5",
+                                               "base_url": f"http://127.0.0.1:{port}"}}
+        daemon_env = Path(f"/proc/{records['daemon'].pid}/environ").read_bytes().split(b"\0")
+        assert not any(v.startswith((b"OPENAI_API_KEY=", b"OPENAI_BASE_URL=")) for v in daemon_env)  # none needed
+        demo = ok(box.run("demo.sh"))
+        assert "MODEL=claude and ANTHROPIC_API_KEY is not set: the model is SCRIPTED" in demo, demo
+        assert "(--approval actions)" in demo and "asks for approval" in demo, demo
+        assert "the demo app received: 'Hello from cud — ✓ ü €'" in demo, demo
+        assert "succeeded" in demo and "reminder: the model was SCRIPTED (no ANTHROPIC_API_KEY)" in demo, demo
+        (task,) = json.loads(subprocess.run([str(VENV / "bin" / "cuctl"), "--socket", str(box.dir / "cud.sock"),
+                                             "list", "--json"], capture_output=True, text=True, timeout=60).stdout)
+        assert task["model"] == "claude" and task["state"] == "succeeded", task
+        # Without MODEL the next up goes back to the Responses API's scripted model.
+        del box.env["MODEL"]
+        again = ok(box.run("up.sh"))
+        assert "restarting the model and the daemon" in again and box.records()["daemon"].info["api"] == "responses"
+    finally:
+        box.run("down.sh")
+        box.kill_leftovers()
 
 
 def test_xvnc_sandbox(short_tmp: Path) -> None:

@@ -76,7 +76,7 @@ class SeatParts:
     trajectories: Trajectories
     #: The model clients, picked per task by its model (cud.daemon.model.clients).
     client: ModelClients
-    api_key: str
+    api_key: str | None
     #: Told (name, where, up, error) when a display stops answering or answers again ([[notify]]).
     on_health: Callable[[str, str, bool, str | None], None] | None = None
 

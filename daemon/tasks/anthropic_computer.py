@@ -16,12 +16,14 @@ called (the daemon refuses approval ``safety`` for these tasks at submit).
 
 Long tasks do not resend every screenshot: only the newest ``history.keep_screenshots`` images are
 sent, older ones replaced by a line of text, dropped in chunks so the cached prefix (``cache_control``
-on the last user turn, as the prompt-caching docs show) stays the same between chunks.
+on the last user turn, as the prompt-caching docs show) stays the same between chunks
+(:mod:`.anthropic_history`, which holds the conversation as the list sent, O(1) per step). A
+screenshot that needs no scaling is sent as the driver's base64 text, never decoded.
 """
 
 from __future__ import annotations
 
-import copy
+import base64
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,8 +32,9 @@ import anthropic
 
 from cud.daemon.model.client import Sent, metering
 from cud.daemon.tasks.anthropic_actions import Pointer, translate
+from cud.daemon.tasks.anthropic_history import History
 from cud.daemon.tasks.recording import RecordingDriver
-from cud.drivers.png import parse_data_url
+from cud.drivers.png import split_data_url
 from cud.errors import ComputerUseFailed, ModelApiError
 from cud.model_api.scaling import ScreenScale, crop_fit, png_base64
 
@@ -44,9 +47,6 @@ __all__ = ("API_ERRORS", "error_of", "run_model")
 
 #: The longest answer asked for per request (the Messages API needs a bound).
 MAX_TOKENS = 4096
-#: Old screenshots are dropped this many at a time, so the cached prefix changes only every few turns.
-DROP_CHUNK = 4
-_DROPPED = "(an earlier screenshot, no longer sent)"
 #: The stop reasons of every ordinary turn: not worth an event.
 _ROUTINE = ("tool_use", "end_turn")
 
@@ -69,13 +69,12 @@ async def run_model(run: TaskRun, checkpoint: Checkpoint, client: anthropic.Asyn
             "display_height_px": scale.model_height}
     if entry.tool == "computer_20251124":
         tool["enable_zoom"] = True
-    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": task["prompt"]}]}]
+    history = History(task["prompt"], seat.config.history.keep_screenshots)
     max_retries = seat.config.max_retries
     for _ in range(task["max_steps"]):
         await checkpoint.before_request()
-        send = _shaped(messages, seat.config.history.keep_screenshots)
-        images, image_bytes = _image_stats(send)
-        sent = Sent(images=images, image_bytes=image_bytes,
+        send = history.shaped()
+        sent = Sent(images=history.images, image_bytes=history.image_bytes,
                     on_retry=lambda status, attempt: checkpoint.model_retried(status, attempt, attempt <= max_retries))
         checkpoint.model_started()
         started, response = time.monotonic(), None
@@ -92,11 +91,11 @@ async def run_model(run: TaskRun, checkpoint: Checkpoint, client: anthropic.Asyn
         if response.stop_reason not in _ROUTINE:  # cut short (max_tokens), a refusal, a pause: worth an event
             checkpoint.diagnostic({"reason": response.stop_reason, "api": "anthropic", "message_id": response.id})
         content = [block.model_dump(exclude_none=True) for block in response.content]
-        messages.append({"role": "assistant", "content": content})
+        history.add_assistant(content)
         calls = [block for block in content if block["type"] == "tool_use"]
         if not calls:
             return "\n".join(texts or [])
-        messages.append({"role": "user", "content": await loop.answer(calls)})
+        history.add_results(await loop.answer(calls))
     raise ComputerUseFailed(f"the model did not finish within the task's max_steps ({task['max_steps']} requests)",
                             max_steps=task["max_steps"])
 
@@ -133,44 +132,11 @@ class _Loop:
     async def _image(self, region: tuple[int, int, int, int] | None) -> dict[str, Any]:
         await self._admit({"type": "screenshot"})
         shot = await self._driver.screenshot(self._run.is_cancelled)
-        _, png = parse_data_url(shot["image_url"])
-        data = self._scale.image(png) if region is None else crop_fit(png, region)
-        return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png_base64(data)}}
-
-
-def _shaped(messages: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:
-    """What is sent: the newest ``keep`` screenshots (older ones dropped ``DROP_CHUNK`` at a time), and
-    the last user turn marked as the end of the cached prefix."""
-    send = copy.deepcopy(messages)
-    images = [(part, index) for message in send for part in _parts(message)
-              for index, block in enumerate(part) if block.get("type") == "image"]
-    drop = max(0, len(images) - keep)
-    drop -= drop % DROP_CHUNK
-    for part, index in images[:drop]:
-        part[index] = {"type": "text", "text": _DROPPED}
-    last = send[-1]["content"][-1]
-    last["cache_control"] = {"type": "ephemeral"}
-    return send
-
-
-def _parts(message: dict[str, Any]) -> list[list[dict[str, Any]]]:
-    """The content lists of a message that may hold images: its tool results'."""
-    content = message.get("content")
-    if message.get("role") != "user" or not isinstance(content, list):
-        return []
-    return [block["content"] for block in content
-            if block.get("type") == "tool_result" and isinstance(block.get("content"), list)]
-
-
-def _image_stats(messages: list[dict[str, Any]]) -> tuple[int, int]:
-    count = size = 0
-    for message in messages:
-        for part in _parts(message):
-            for block in part:
-                if block.get("type") == "image":
-                    count += 1
-                    size += len(block["source"]["data"]) * 3 // 4
-    return count, size
+        _, text = split_data_url(shot["image_url"])
+        if region is not None or self._scale.scaled:
+            png = base64.b64decode(text)
+            text = png_base64(self._scale.image(png) if region is None else crop_fit(png, region))
+        return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": text}}
 
 
 def _tokens(usage: Any) -> dict[str, int]:

@@ -147,11 +147,15 @@ class TaskRun:
         self.ledger.begin()
         self.start_clock()
         self.seat.targets.warm_soon()  # connecting is no action's lookup; the task does not wait for it
-        use = clients.for_model(self.task["model"])
-        adapter = adapter_for(use.entry.api)
-        self.job = asyncio.create_task(adapter.run_model(self, self.checkpoint, use.client, use.entry))
         state, final, error = "failed", None, None
+        adapter = None
+        api_errors: tuple[type[BaseException], ...] = ()  # until the model's API is known: none of its errors
         try:
+            # ConfigError if the model needs the daemon's key and it has none (a task queued before a restart)
+            use = clients.for_model(self.task["model"])
+            adapter = adapter_for(use.entry.api)
+            api_errors = adapter.API_ERRORS
+            self.job = asyncio.create_task(adapter.run_model(self, self.checkpoint, use.client, use.entry))
             final = await self.job
             state = "succeeded"
         except asyncio.CancelledError:
@@ -162,7 +166,8 @@ class TaskRun:
         except CudError as exc:
             error = exc.to_dict()
             error["message"] = self.seat.redact(error["message"])
-        except adapter.API_ERRORS as exc:
+        except api_errors as exc:
+            assert adapter is not None  # api_errors is empty until it is known
             error = adapter.error_of(exc, self.is_cancelled(), self.seat.redact)
         except Exception as exc:  # a bug or an unexpected library error: keep the daemon, fail the task
             log.exception("task %d failed unexpectedly", self.task["id"])

@@ -117,6 +117,7 @@ async def submit(ctx: Context, request: SubmitRequest) -> dict[str, Any]:
     max_duration = _at_most(request, "max_duration", config.max_duration, " s")
     model = request.get("model", config.model)
     _check_approval_for_api(config, model, approval)
+    daemon.clients.check(model)  # a model that needs the daemon's own key, when it started without one
     seat = request.get("seat")
     if seat is not None:
         daemon.seats.get(seat)  # NotFound names the seats there are; an unavailable one is fine: it waits
