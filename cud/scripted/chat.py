@@ -130,7 +130,10 @@ class ScriptedChat(ScriptedModel):
             raise ApiError(400, f"step {step.index}: chat completions have no safety checks or waiting steps")
         # aim() reads the screen from a computer call's output: the request's last image, dressed as one.
         shot = [{"type": "computer_call_output", "output": {"image_url": urls[-1]}}] if urls else []
-        return self._fmt.render(aim(step, shot), thought=step.message or "")
+        try:
+            return self._fmt.render(aim(step, shot), thought=step.message or "")
+        except ValueError as exc:  # an action the format's grammar cannot say: the scenario's mistake
+            raise ApiError(400, f"step {step.index}: {exc} (format {self.format!r})", code="not_in_format") from None
 
 
 def _validate(body: object) -> list[dict[str, Any]]:
