@@ -45,6 +45,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "loop": {"name": "loop", "steps": [*[{"actions": [{"type": "click", "button": "left", "x": 640, "y": 400}]}] * 6,
                                        {"message": "never"}]},
     "garbled": {"name": "garbled", "steps": [{"text": "I would click the OK button now, I think."}]},
+    # An answer the server cut at its token limit that still parses: it runs, and the cut is an event.
+    "cut": {"name": "cut", "steps": [{"text": "Thought: the box\nAction: click(point='<point>20 30</point>')",
+                                      "finish_reason": "length"}, {"message": "done"}]},
     "off": {"name": "off", "steps": [{"actions": [{"type": "click", "button": "left", "x": 5000, "y": 5}]}]},
     "ask": {"name": "ask", "steps": [{"call_user": "Which of the two files should I keep?"},
                                      {"actions": [{"type": "click", "button": "left", "x": 10, "y": 10}]},
@@ -136,7 +139,8 @@ def _native(x: int, y: int, seen: tuple[int, int], screen: tuple[int, int]) -> t
 def test_a_task_clicks_drags_types_presses_a_chord_scrolls_and_finishes(chat_daemon, xvfb, recorder) -> None:
     daemon, server = chat_daemon(xvfb.display)
     mark = recorder.mark()
-    task = _run(daemon, "chat-work")
+    decided: list[dict[str, Any]] = []
+    task = _run(daemon, "chat-work", decided=decided)
     assert task["state"] == "succeeded", task["error"]
     assert task["final_message"] == "All done." and task["model"] == "chat-work"
     recorder.wait_text(TEXT + "\n")
@@ -150,6 +154,9 @@ def test_a_task_clicks_drags_types_presses_a_chord_scrolls_and_finishes(chat_dae
     assert presses(recorder.events(mark), "ButtonRelease")[:2] == [(1, *at(200, 150)), (1, *at(300, 200))]
     keys = [(e["keysym"], e["state"] & 4) for e in recorder.events(mark) if e["type"] == "KeyPress"]
     assert ("s", 4) in keys and keys[-1] == ("Return", 0)  # ctrl held for s, not for Return
+    # Every action passed the checkpoint before it ran: approval "actions" asked about each one.
+    assert [a["kind"] for a in decided] == ["action"] * 6
+    assert [a["actions"][0]["type"] for a in decided] == ["click", "drag", "type", "keypress", "keypress", "scroll"]
     assert [r["model"] for r in sent] == ["scripted:work"] * 5
     # Every request carries the task's prompt and ends with the screen; the past answers go back verbatim.
     assert all("do it" in str(r["messages"][0]["content"]) for r in sent)
@@ -216,6 +223,11 @@ def test_bad_input_and_api_errors_end_the_task_with_a_clear_error(chat_daemon, x
     assert loop["state"] == "stuck" and loop["error"]["kind"] == "stuck", loop["error"]
     seen = _image_size(server.requests[-1])
     assert presses(recorder.events(mark)) == [(1, *_native(640, 400, seen, (1280, 800)))] * 2  # the third never ran
+
+    cut = _run(daemon, "chat-cut")
+    assert cut["state"] == "succeeded", cut["error"]
+    diagnostics = [e["data"] for e in daemon.events(cut["id"]) if e["kind"] == "diagnostic"]
+    assert [(d["reason"], d["api"]) for d in diagnostics] == [("length", "chat")]
 
     bad = _run(daemon, "chat-bad")
     assert bad["state"] == "failed" and bad["error"]["kind"] == "api" and bad["error"]["details"] == {"status": 400}

@@ -5,7 +5,7 @@ written in one chat format's grammar (:mod:`cud.model_api.chat`, ``ScriptedChat(
 a step's actions, as the protocol writes them, go through the format's ``render`` with its
 ``message`` as the model's thought; a final ``message`` is the format's way of saying it is done;
 a ``call_user`` step its way of asking the user. A ``text`` step is sent verbatim, for answers the
-format cannot parse. Colour targets aim at the last image of the request, which the format sends
+format cannot parse, with its ``finish_reason`` (an answer cut short: ``length``). Colour targets aim at the last image of the request, which the format sends
 in its own coordinate space, so the point found is already in the model's space, as ``render``
 wants it.
 
@@ -112,7 +112,7 @@ class ScriptedChat(ScriptedModel):
             "id": new_id("chatcmpl"), "object": "chat.completion", "created": int(time.time()),
             "model": body["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": "stop", "logprobs": None}],
+                         "finish_reason": step.finish_reason, "logprobs": None}],
             "usage": {"prompt_tokens": tokens_in, "completion_tokens": ANSWER_TOKENS,
                       "total_tokens": tokens_in + ANSWER_TOKENS},
         }

@@ -35,9 +35,10 @@ A call step may wait for what it aims at: ``"until": {"color": "#RRGGBB", "looks
 
 Two kinds only the chat server (:mod:`cud.scripted.chat`) plays, as an open model writes them:
 
-``{"text": str, "delay"?: s}``
+``{"text": str, "finish_reason"?: str, "delay"?: s}``
     The model's answer, sent verbatim (not rendered in the format's grammar): a malformed or
-    unparseable answer.
+    unparseable answer; ``finish_reason`` (default ``stop``) as the server reports it, such as
+    ``length`` for an answer cut short.
 ``{"call_user": str, "delay"?: s}``
     The model asks the user this question (the format's ``call_user``).
 
@@ -67,7 +68,7 @@ _KEYS = {
     "call": {"actions", "safety_checks", "message", "expect_screenshot", "delay", "until"},
     "final": {"message", "delay"},
     "error": {"http_error", "body", "headers", "times", "delay"},
-    "text": {"text", "delay"},
+    "text": {"text", "finish_reason", "delay"},
     "call_user": {"call_user", "delay"},
 }
 #: The step kinds only the chat server plays (an open model's own text).
@@ -92,6 +93,7 @@ class Step:
     delay: float = 0.0
     until: tuple[str, int] | None = None  # a call's colour to wait for, and how many screenshots it may take
     text: str | None = None  # a text step's answer, or a call_user step's question
+    finish_reason: str = "stop"  # a text step's, as the chat server reports it
 
 
 @dataclass(frozen=True)
@@ -228,7 +230,10 @@ def _step(source: str, index: int, raw: object) -> Step:
         return Step(index, kind, message=raw["message"], delay=delay)
     if kind in CHAT_ONLY:
         check(kind, isinstance(raw[kind], str), "must be a string")
-        return Step(index, kind, text=raw[kind], delay=delay)
+        if "finish_reason" in raw:
+            check("finish_reason", isinstance(raw["finish_reason"], str) and raw["finish_reason"] != "",
+                  "must be a non-empty string")
+        return Step(index, kind, text=raw[kind], finish_reason=raw.get("finish_reason", "stop"), delay=delay)
     actions, checks = raw["actions"], raw.get("safety_checks", [])
     check("actions", isinstance(actions, list), "must be a list of actions")
     for number, action in enumerate(actions):
