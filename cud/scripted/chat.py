@@ -5,9 +5,9 @@ written in one chat format's grammar (:mod:`cud.model_api.chat`, ``ScriptedChat(
 a step's actions, as the protocol writes them, go through the format's ``render`` with its
 ``message`` as the model's thought; a final ``message`` is the format's way of saying it is done;
 a ``call_user`` step its way of asking the user. A ``text`` step is sent verbatim, for answers the
-format cannot parse, with its ``finish_reason`` (an answer cut short: ``length``). Colour targets aim at the last image of the request, which the format sends
-in its own coordinate space, so the point found is already in the model's space, as ``render``
-wants it.
+format cannot parse, with its ``finish_reason`` (an answer cut short: ``length``). Colour targets
+aim at the last image of the request, which the format sends in its own coordinate space, so the
+point found is already in the model's space, as ``render`` wants it.
 
 **Which turn a request asks for.** A format sends back only its last ``HISTORY`` turns, so counting
 the assistant messages of a request stops working once a run is longer than that. The server
