@@ -42,6 +42,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         {"actions": [SCROLL]},
         {"message": "All done."},
     ]},
+    # Longer than any format's history: its requests stop growing, and the server still counts its turns.
+    "long": {"name": "long", "steps": [*({"actions": [{"type": "click", "button": "left", "x": 20 + 60 * n, "y": 40}]}
+                                         for n in range(9)), {"message": "long done"}]},
     "loop": {"name": "loop", "steps": [*[{"actions": [{"type": "click", "button": "left", "x": 640, "y": 400}]}] * 6,
                                        {"message": "never"}]},
     "garbled": {"name": "garbled", "steps": [{"text": "I would click the OK button now, I think."}]},
@@ -175,6 +178,21 @@ def test_a_task_clicks_drags_types_presses_a_chord_scrolls_and_finishes(chat_dae
     keyed = _run(daemon, "chat-keyed")
     assert keyed["state"] == "succeeded", keyed["error"]
     assert KEY not in daemon.log_text() and KEY not in str(daemon.events(keyed["id"]))
+
+
+def test_a_long_run_sends_only_the_formats_last_turns(chat_daemon, xvfb, recorder) -> None:
+    daemon, server = chat_daemon(xvfb.display)
+    mark = recorder.mark()
+    task = _run(daemon, "chat-long")
+    assert task["state"] == "succeeded" and task["final_message"] == "long done", task["error"]
+    seen = _image_size(server.requests[0])
+    assert presses(recorder.events(mark)) == [(1, *_native(20 + 60 * n, 40, seen, (1280, 800))) for n in range(9)]
+    history = format_for(server.format).HISTORY
+    answers = [sum(m["role"] == "assistant" for m in r["messages"]) for r in server.requests]
+    assert answers == [min(n, history) for n in range(10)]
+    # The last answers go back verbatim, the newest last.
+    said = [s["messages"][0] for s in (e["data"] for e in daemon.events(task["id"]) if e["kind"] == "step")]
+    assert [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "assistant"] == said[9 - history:9]
 
 
 @pytest.mark.parametrize("size", [(1920, 1080), (1001, 667)])
