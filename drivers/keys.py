@@ -79,6 +79,13 @@ _ALIASES: dict[str, str] = {
     "menu": "Menu",
     "contextmenu": "Menu",
     **{f"f{n}": f"F{n}" for n in range(1, 25)},
+    # pyautogui's names (its KEY_NAMES) that X calls otherwise, for the models answering in pyautogui.
+    "ctrlleft": "Control_L", "ctrlright": "Control_R", "altleft": "Alt_L", "altright": "Alt_R",
+    "shiftleft": "Shift_L", "shiftright": "Shift_R", "winleft": "Super_L", "winright": "Super_R",
+    "optionleft": "Alt_L", "optionright": "Alt_R", "prntscrn": "Print", "prtsc": "Print", "prtscr": "Print",
+    "apps": "Menu", "modechange": "Mode_switch", "add": "KP_Add", "subtract": "KP_Subtract",
+    "multiply": "KP_Multiply", "divide": "KP_Divide", "decimal": "KP_Decimal", "separator": "KP_Separator",
+    **{f"num{n}": f"KP_{n}" for n in range(10)},
 }
 
 MODIFIER_KEYSYMS = frozenset(

@@ -17,10 +17,11 @@ from cud.drivers.actions import SCROLL_PIXELS_PER_NOTCH
 from cud.errors import ComputerUseFailed, OutOfBounds, UnknownKey
 from cud.model_api.chat import Turn, format_for, uitars
 from cud.model_api.chat.resize import smart_resize
+from tests.support import chat_formats
+from tests.support.chat_formats import near
 
-SCREENS = [(1920, 1080), (1366, 768), (1279, 801), (3840, 2160)]
-screens = st.sampled_from(SCREENS)
-KEYS = ["ctrl", "shift", "alt", "enter", "a", "c", "v", "tab", "pagedown", "f5", "esc", "win", "backspace", "up"]
+screens = st.sampled_from(chat_formats.SCREENS)
+KEYS = chat_formats.KEYS
 
 
 def test_the_format_table_names_this_module() -> None:
@@ -53,12 +54,6 @@ def _reference_points(text: str, width: int, height: int) -> list[tuple[str, flo
             for name, x, y in re.findall(r"pyautogui\.(\w+)\((?:-?5, x=)?([-\d.]+),? (?:y=)?([-\d.]+)", code)]
 
 
-def _near(ours: int, theirs: float, scale: float) -> bool:
-    # cud maps a model pixel to the native pixel under its centre, the reference to its top-left
-    # corner (a float): they differ by less than one model pixel's width on the screen.
-    return abs(ours - theirs) < max(1.0, scale) + 0.01
-
-
 box_forms = st.sampled_from(["start_box='({x},{y})'", "start_box='<|box_start|>({x},{y})<|box_end|>'",
                              "point='<point>{x} {y}</point>'", "start_box='({x},{y},{x2},{y2})'"])
 
@@ -81,8 +76,8 @@ def test_clicks_land_where_the_reference_puts_them(screen: tuple[int, int], data
     assert function == {"left_double": "doubleClick"}.get(name, "click")
     if name != "left_double":
         assert action["button"] == ("right" if name == "right_single" else "left")
-    assert _near(action["x"], ref_x, width / space.model_width), (action, ref_x)
-    assert _near(action["y"], ref_y, height / space.model_height), (action, ref_y)
+    assert near(action["x"], ref_x, width / space.model_width), (action, ref_x)
+    assert near(action["y"], ref_y, height / space.model_height), (action, ref_y)
     assert reply.thought == "go"
 
 
@@ -103,8 +98,8 @@ def test_scrolls_match_the_reference(screen: tuple[int, int], data: st.DataObjec
     assert action["scroll_y"] == -notches * SCROLL_PIXELS_PER_NOTCH and action["scroll_x"] == 0
     # The reference writes a scroll's point as the fraction of the screen it parsed (it scales only
     # clicks and drags to the screen).
-    assert _near(action["x"], ref_x * width, width / space.model_width)
-    assert _near(action["y"], ref_y * height, height / space.model_height)
+    assert near(action["x"], ref_x * width, width / space.model_width)
+    assert near(action["y"], ref_y * height, height / space.model_height)
 
 
 @settings(max_examples=200, deadline=None)
@@ -141,8 +136,8 @@ def test_drag_and_finished_and_the_reference() -> None:
     assert action["type"] == "drag"
     [first, last] = action["path"]
     for ours, theirs in ((first, start), (last, end)):
-        assert _near(ours["x"], theirs[0], 1366 / space.model_width)
-        assert _near(ours["y"], theirs[1], 768 / space.model_height)
+        assert near(ours["x"], theirs[0], 1366 / space.model_width)
+        assert near(ours["y"], theirs[1], 768 / space.model_height)
     done = uitars.parse("Thought: all set\nAction: finished(content='It\\'s done')", space)
     assert (done.actions, done.final, done.call_user) == ([], "It's done", None)
     asked = uitars.parse("Thought: which file?\nAction: call_user()", space)
@@ -159,42 +154,7 @@ def test_a_known_point_maps_to_the_pixel_under_its_centre() -> None:
     assert (action["x"], action["y"]) == space.to_screen(12, 0, "floor")
 
 
-actions_in_space = st.one_of(
-    st.builds(lambda x, y, b: {"type": "click", "x": x, "y": y, "button": b},
-              st.integers(0, 10**4), st.integers(0, 10**4), st.sampled_from(["left", "right"])),
-    st.builds(lambda x, y: {"type": "double_click", "x": x, "y": y}, st.integers(0, 10**4), st.integers(0, 10**4)),
-    st.builds(lambda x, y: {"type": "move", "x": x, "y": y}, st.integers(0, 10**4), st.integers(0, 10**4)),
-    st.builds(lambda a, b, c, d: {"type": "drag", "path": [{"x": a, "y": b}, {"x": c, "y": d}]},
-              st.integers(0, 10**4), st.integers(0, 10**4), st.integers(0, 10**4), st.integers(0, 10**4)),
-    st.builds(lambda x, y, d: {"type": "scroll", "x": x, "y": y, "scroll_x": d[0], "scroll_y": d[1]},
-              st.integers(0, 10**4), st.integers(0, 10**4),
-              st.sampled_from([(0, 500), (0, -500), (500, 0), (-500, 0)])),
-    st.builds(lambda k: {"type": "keypress", "keys": k}, st.lists(st.sampled_from(KEYS), min_size=1, max_size=3)),
-    st.builds(lambda t: {"type": "type", "text": t}, st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)),
-    st.just({"type": "wait"}),
-)
-
-
-def _clamp(action: dict, space) -> dict:  # type: ignore[no-untyped-def]
-    """``action`` with its generated coordinates folded into the model's space."""
-    def fold(x: int, y: int) -> tuple[int, int]:
-        return x % space.model_width, y % space.model_height
-    if "path" in action:
-        return {**action, "path": [dict(zip("xy", fold(p["x"], p["y"]), strict=True)) for p in action["path"]]}
-    if "x" in action:
-        x, y = fold(action["x"], action["y"])
-        return {**action, "x": x, "y": y}
-    return action
-
-
-def _native(action: dict, space) -> dict:  # type: ignore[no-untyped-def]
-    if "path" in action:
-        return {**action, "path": [dict(zip("xy", space.to_screen(p["x"], p["y"], "p"), strict=True))
-                                   for p in action["path"]]}
-    if "x" in action:
-        x, y = space.to_screen(action["x"], action["y"], "p")
-        return {**action, "x": x, "y": y}
-    return action
+actions_in_space = chat_formats.actions(scroll_steps=[(0, 500), (0, -500), (500, 0), (-500, 0)])
 
 
 @settings(max_examples=200, deadline=None)
@@ -205,9 +165,9 @@ def test_parse_gives_back_what_render_wrote(screen: tuple[int, int], actions: li
     space = uitars.space(*screen)
     assume(not any("Action:" in a.get("text", "") for a in actions) and "Action:" not in thought)
     assume(final is None or "Action:" not in final)
-    in_space = [_clamp(action, space) for action in actions]
+    in_space = [chat_formats.in_space(action, space) for action in actions]
     reply = uitars.parse(uitars.render(in_space, thought=thought, final=final), space)
-    assert reply.actions == [_native(action, space) for action in in_space]
+    assert reply.actions == [chat_formats.native(action, space) for action in in_space]
     assert reply.final == final
     assert reply.thought == (thought.strip() or None)
 
@@ -246,15 +206,9 @@ def test_what_cud_cannot_do_is_refused_with_the_reason(answer: str, match: str |
         uitars.parse(answer, uitars.space(1920, 1080))
 
 
-def _png(width: int, height: int) -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", (width, height), "white").save(out, format="PNG")
-    return out.getvalue()
-
-
 def test_the_request_carries_the_prompt_the_history_and_the_smart_resized_screenshot() -> None:
     space = uitars.space(1279, 801)
-    shot = uitars.image(_png(1279, 801), space)
+    shot = uitars.image(chat_formats.png(1279, 801), space)
     with Image.open(io.BytesIO(shot)) as sent:
         assert sent.size == (space.model_width, space.model_height)
     past = [Turn(shot, f"Thought: {n}\nAction: wait()") for n in range(uitars.HISTORY + 3)]

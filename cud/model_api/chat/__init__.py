@@ -43,14 +43,21 @@ class Reply:
     ``actions`` are the protocol's action dicts (``click``, ``double_click``, ``drag``, ``keypress``,
     ``move``, ``scroll``, ``type``, ``wait``) at native pixels, every coordinate already mapped with
     :meth:`ScreenScale.to_screen` (which refused any point off the model's screen) and every key
-    checked against :mod:`cud.drivers.keys`. ``final`` is the model's final message when it says it
-    is done (the loop ends); ``call_user`` its question when it asks the user (an approval).
+    checked against :mod:`cud.drivers.keys`. Where a grammar acts where the pointer is (pyautogui's
+    ``scroll(n)``, a Qwen click without ``coordinate``), the action has no point: a ``click``,
+    ``double_click`` or ``scroll`` without ``x``/``y``, a ``drag`` whose ``path`` is its end alone; the
+    adapter puts in the native point it last sent the pointer to (and refuses the action if there is
+    none). ``final`` is the model's final message when it says it
+    is done (the loop ends); ``gave_up`` is true when it ends saying the task failed (OpenCUA's and
+    Qwen's ``terminate`` with status failure; ``final`` then holds its words); ``call_user`` its
+    question when it asks the user (an approval).
     """
 
     actions: list[dict[str, Any]]
     thought: str | None = None
     final: str | None = None
     call_user: str | None = None
+    gave_up: bool = False
 
 
 class ChatFormat(Protocol):
@@ -75,9 +82,11 @@ class ChatFormat(Protocol):
         not parse (never a guessed action), OutOfBounds or UnknownKey naming the bad coordinate or key."""
 
     def render(self, actions: Sequence[dict[str, Any]], thought: str = "", final: str | None = None,
-               call_user: str | None = None) -> str:
+               call_user: str | None = None, gave_up: bool = False) -> str:
         """What the model would answer for protocol ``actions`` whose coordinates are in the model's
-        space (the scripted chat server's answers): :meth:`parse` of it gives them back at native pixels."""
+        space (the scripted chat server's answers): :meth:`parse` of it gives them back at native pixels.
+        ValueError for what the format cannot say (an action it has no call for, ``gave_up`` or
+        ``call_user`` in a format without them)."""
 
 
 def format_for(name: str) -> ChatFormat:

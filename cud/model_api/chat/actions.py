@@ -22,7 +22,7 @@ from cud.errors import ComputerUseFailed, OutOfBounds, UnknownKey
 from cud.model_api.scaling import ScreenScale, png_base64
 
 __all__ = ("DIRECTIONS", "QUOTE_CHARS", "click", "double_click", "drag", "image_part", "keypress", "model_point",
-           "move", "quote", "scroll", "text_part", "type_text", "unparsed", "wait")
+           "move", "out_of_bounds", "quote", "scroll", "text_part", "type_text", "unparsed", "wait")
 
 #: How much of the model's text an error quotes (its start and its end when longer).
 QUOTE_CHARS = 400

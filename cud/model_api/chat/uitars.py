@@ -38,6 +38,7 @@ in ``<|box_start|>...<|box_end|>``; the newer ``point='<point>x y</point>'`` (an
 ``start_point``/``end_point``) means the same. Coordinates are pixels of the screenshot after
 Qwen2.5-VL's ``smart_resize`` (the parser divides them by the smart-resized size; UI-TARS-1.5
 is Qwen2.5-VL based): the space is that size, and :meth:`image` sends the screenshot at it.
+UI-TARS 1.0 (Qwen2-VL based, relative coordinates in 0..1000) is not this format.
 
 Refused, with the reason: ``keydown``/``keyup``/``release``/``mouse_down``/``mouse_up`` (a key
 or button held across steps has no action in cud's drivers), the mobile actions
@@ -263,7 +264,9 @@ def _actions(name: str, args: dict[str, str], space: ScreenScale, call_text: str
 
 
 def render(actions: Sequence[dict[str, Any]], thought: str = "", final: str | None = None,
-           call_user: str | None = None) -> str:
+           call_user: str | None = None, gave_up: bool = False) -> str:
+    if gave_up:
+        raise ValueError("UI-TARS has no way to say the task failed (it calls the user instead)")
     calls = [_render(action) for action in actions]
     if final is not None:
         calls.append(f"finished(content='{_escape(final)}')" if final else "finished()")
