@@ -18,14 +18,18 @@ import pytest
 from PIL import Image
 
 from cud.errors import CudError
+from cud.model_api.chat import FORMATS as ALL_FORMATS
 from cud.model_api.chat import ChatFormat, format_for
 from cud.scripted.chat import ScriptedChat
 from tests.support.daemon import ROOT, Daemon
 from tests.support.recorder import Recorder, presses
 from tests.support.xserver import start_xvfb
 
-#: The formats tested end to end (each module of cud.model_api.chat once it is there).
-FORMATS = ["ui-tars"]
+#: The formats tested end to end: every one of cud.model_api.chat.
+FORMATS = list(ALL_FORMATS)
+#: The formats whose models can ask the user, and those that can say they failed.
+ASKING = [name for name in FORMATS if name == "ui-tars"]
+GIVING_UP = [name for name in FORMATS if name != "ui-tars"]
 KEY_ENV = "CUD_TEST_CHAT_KEY"
 KEY = "sk-chat-test-cud-secret-0123456789"
 TEXT = "Grüße — ✓ ü € 東京"
@@ -48,9 +52,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "loop": {"name": "loop", "steps": [*[{"actions": [{"type": "click", "button": "left", "x": 640, "y": 400}]}] * 6,
                                        {"message": "never"}]},
     "garbled": {"name": "garbled", "steps": [{"text": "I would click the OK button now, I think."}]},
-    # An answer the server cut at its token limit that still parses: it runs, and the cut is an event.
-    "cut": {"name": "cut", "steps": [{"text": "Thought: the box\nAction: click(point='<point>20 30</point>')",
-                                      "finish_reason": "length"}, {"message": "done"}]},
+    "gave": {"name": "gave", "steps": [{"gave_up": "I could not find the file anywhere"}]},
+    # Where the pointer is: a scroll with no point before the pointer went anywhere, and one after a move.
+    "nowhere": {"name": "nowhere", "steps": [{"actions": [{"type": "scroll", "scroll_x": 0, "scroll_y": 300}]}]},
+    "pointed": {"name": "pointed", "steps": [
+        {"actions": [{"type": "move", "x": 300, "y": 200}, {"type": "scroll", "scroll_x": 0, "scroll_y": 300}]},
+        {"message": "scrolled"}]},
     "off": {"name": "off", "steps": [{"actions": [{"type": "click", "button": "left", "x": 5000, "y": 5}]}]},
     "ask": {"name": "ask", "steps": [{"call_user": "Which of the two files should I keep?"},
                                      {"actions": [{"type": "click", "button": "left", "x": 10, "y": 10}]},
@@ -83,7 +90,7 @@ def chat_daemon(request: pytest.FixtureRequest) -> Iterator[Callable[..., tuple[
 
     def start(display: str, extra: Callable[[ChatFormat], dict[str, Any]] | None = None,
               ) -> tuple[Daemon, ScriptedChat]:
-        scenarios = {**SCENARIOS, **(extra(format_for(fmt)) if extra is not None else {})}
+        scenarios = {**SCENARIOS, **_by_format(format_for(fmt)), **(extra(format_for(fmt)) if extra is not None else {})}
         server = ScriptedChat(SCENARIOS["work"], format=fmt, scenarios=scenarios)
         url = server.start()
         daemon = Daemon(display, url, config=_config(url, fmt, list(scenarios)), extra_env={KEY_ENV: KEY})
@@ -94,6 +101,13 @@ def chat_daemon(request: pytest.FixtureRequest) -> Iterator[Callable[..., tuple[
     for daemon, server in reversed(made):
         daemon.cleanup()
         server.stop()
+
+
+def _by_format(fmt: ChatFormat) -> dict[str, Any]:
+    """The scenarios written in the format's own text."""
+    click = fmt.render([{"type": "click", "button": "left", "x": 20, "y": 30}], thought="the box")
+    # An answer the server cut at its token limit that still parses: it runs, and the cut is an event.
+    return {"cut": {"name": "cut", "steps": [{"text": click, "finish_reason": "length"}, {"message": "done"}]}}
 
 
 def _run(daemon: Daemon, model: str, prompt: str = "do it", deny: Callable[[dict[str, Any]], bool] = lambda a: False,
@@ -161,11 +175,10 @@ def test_a_task_clicks_drags_types_presses_a_chord_scrolls_and_finishes(chat_dae
     assert [a["kind"] for a in decided] == ["action"] * 6
     assert [a["actions"][0]["type"] for a in decided] == ["click", "drag", "type", "keypress", "keypress", "scroll"]
     assert [r["model"] for r in sent] == ["scripted:work"] * 5
-    # Every request carries the task's prompt and ends with the screen; the past answers go back verbatim.
-    assert all("do it" in str(r["messages"][0]["content"]) for r in sent)
+    # Every request carries the task's prompt and ends with the screen; at most the format's last turns.
+    assert all(any("do it" in str(m["content"]) for m in r["messages"] if m["role"] != "assistant") for r in sent)
     assert all(r["messages"][-1]["role"] == "user" for r in sent)
-    answers = [m["content"] for m in sent[-1]["messages"] if m["role"] == "assistant"]
-    assert len(answers) == 4 and "the field first" in answers[0]
+    assert sum(m["role"] == "assistant" for m in sent[-1]["messages"]) == min(4, format_for(server.format).HISTORY)
     events = daemon.events(task["id"])
     steps = [e["data"] for e in events if e["kind"] == "step"]
     assert [a["action"]["type"] for s in steps for a in s["actions"]] == [
@@ -173,7 +186,7 @@ def test_a_task_clicks_drags_types_presses_a_chord_scrolls_and_finishes(chat_dae
     assert len(steps) == 5 and all(s["output_tokens"] == 20 and s["input_tokens"] > 0 for s in steps)
     # Each step saw the screen its request carried: the first one's too (kept apart from the one after its actions).
     assert [s["saw"] for s in steps] == ["step-0001-seen.png", *(f"step-{n:04d}.png" for n in range(1, 5))]
-    assert steps[0]["messages"][0].startswith("Thought: the field first")
+    assert "the field first" in steps[0]["messages"][0]  # the model's answer, as it wrote it
     # An entry with its own key sends it (the server wants one) and never shows it.
     keyed = _run(daemon, "chat-keyed")
     assert keyed["state"] == "succeeded", keyed["error"]
@@ -190,9 +203,6 @@ def test_a_long_run_sends_only_the_formats_last_turns(chat_daemon, xvfb, recorde
     history = format_for(server.format).HISTORY
     answers = [sum(m["role"] == "assistant" for m in r["messages"]) for r in server.requests]
     assert answers == [min(n, history) for n in range(10)]
-    # The last answers go back verbatim, the newest last.
-    said = [s["messages"][0] for s in (e["data"] for e in daemon.events(task["id"]) if e["kind"] == "step")]
-    assert [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "assistant"] == said[9 - history:9]
 
 
 @pytest.mark.parametrize("size", [(1920, 1080), (1001, 667)])
@@ -269,6 +279,7 @@ def _asks_the_user(approval: dict[str, Any]) -> bool:
     return approval["kind"] == "safety" and [c["code"] for c in approval["checks"]] == ["call_user"]
 
 
+@pytest.mark.parametrize("chat_daemon", ASKING, indirect=True)
 def test_a_question_to_the_user_is_an_approval(chat_daemon, xvfb, recorder) -> None:
     daemon, server = chat_daemon(xvfb.display)
     mark = recorder.mark()
@@ -286,6 +297,24 @@ def test_a_question_to_the_user_is_an_approval(chat_daemon, xvfb, recorder) -> N
     assert denied["state"] == "failed" and denied["error"]["kind"] == "approval", denied
     assert "denied" in denied["error"]["message"]
     assert [e for e in recorder.fenced(mark) if e["type"] == "ButtonPress"] == []
+
+
+@pytest.mark.parametrize("chat_daemon", GIVING_UP, indirect=True)
+def test_a_model_that_gives_up_fails_the_task_and_one_acting_where_the_pointer_is_acts_there(
+        chat_daemon, xvfb, recorder) -> None:
+    daemon, server = chat_daemon(xvfb.display)
+    gave = _run(daemon, "chat-gave")
+    assert gave["state"] == "failed" and gave["error"]["kind"] == "computer_use", gave
+    assert "gave up" in gave["error"]["message"] and "I could not find the file anywhere" in gave["error"]["message"]
+    mark = recorder.mark()
+    nowhere = _run(daemon, "chat-nowhere")
+    assert nowhere["state"] == "failed" and "pointer has not been sent anywhere" in nowhere["error"]["message"], nowhere
+    assert [e for e in recorder.fenced(mark) if e["type"] == "ButtonPress"] == []
+    mark = recorder.mark()
+    pointed = _run(daemon, "chat-pointed")
+    assert pointed["state"] == "succeeded", pointed["error"]
+    seen = _image_size(server.requests[-1])
+    assert presses(recorder.events(mark)) == [(5, *_native(300, 200, seen, (1280, 800)))] * 3
 
 
 def test_approval_safety_is_refused_at_submit_for_a_chat_model(chat_daemon, xvfb) -> None:

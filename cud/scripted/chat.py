@@ -4,18 +4,20 @@ The same scenarios as the Responses server (:mod:`cud.scripted.scenario`) play h
 written in one chat format's grammar (:mod:`cud.model_api.chat`, ``ScriptedChat(..., format=NAME)``):
 a step's actions, as the protocol writes them, go through the format's ``render`` with its
 ``message`` as the model's thought; a final ``message`` is the format's way of saying it is done;
-a ``call_user`` step its way of asking the user. A ``text`` step is sent verbatim, for answers the
-format cannot parse, with its ``finish_reason`` (an answer cut short: ``length``). Colour targets
-aim at the last image of the request, which the format sends in its own coordinate space, so the
-point found is already in the model's space, as ``render`` wants it.
+a ``call_user`` step its way of asking the user, a ``gave_up`` step its way of saying it failed
+(a step the format cannot say is answered with HTTP 400 ``not_in_format``). A ``text`` step is
+sent verbatim, for answers the format cannot parse, with its ``finish_reason`` (an answer cut
+short: ``length``). Colour targets aim at the last image of the request, which the format sends in
+its own coordinate space, so the point found is already in the model's space, as ``render`` wants it.
 
 **Which turn a request asks for.** A format sends back only its last ``HISTORY`` turns, so counting
 the assistant messages of a request stops working once a run is longer than that. The server
 keeps, per run, how many turns it has answered: a run is named by the request's model and the
-text of its messages up to its first user message (the format's prompt with the task's
-instruction, the same in every request of a run); a request with no assistant message starts that
-run over at turn 0. Two runs with the same model and instruction at once on one server would share
-their count: give concurrent runs their own scenario (``scripted:NAME``) or prompt.
+text of its system and user messages (the format's prompt and the task's instruction, the same in
+every request of a run: the past turns a format sends back are screenshots and the model's
+answers); a request with no assistant message starts that run over at turn 0. Two runs with the
+same model and instruction at once on one server would share their count: give concurrent runs
+their own scenario (``scripted:NAME``) or prompt.
 
 Chat completions have no safety checks and no waiting steps: a step with ``safety_checks`` or
 ``until`` is refused (HTTP 400).
@@ -122,18 +124,22 @@ class ScriptedChat(ScriptedModel):
         if step.kind == "text":
             assert step.text is not None
             return step.text
-        if step.kind == "call_user":
-            return self._fmt.render([], call_user=step.text)
-        if step.kind == "final":
-            return self._fmt.render([], final=step.message)
         if step.safety_checks or step.until is not None:
             raise ApiError(400, f"step {step.index}: chat completions have no safety checks or waiting steps")
-        # aim() reads the screen from a computer call's output: the request's last image, dressed as one.
-        shot = [{"type": "computer_call_output", "output": {"image_url": urls[-1]}}] if urls else []
         try:
+            if step.kind == "call_user":
+                return self._fmt.render([], call_user=step.text)
+            if step.kind in ("final", "gave_up"):
+                # The words as the thought too: a format whose model says its last words as its thought
+                # (Qwen) wants them there.
+                words = step.message if step.kind == "final" else step.text
+                return self._fmt.render([], thought=words or "", final=words, gave_up=step.kind == "gave_up")
+            # aim() reads the screen from a computer call's output: the request's last image, dressed as one.
+            shot = [{"type": "computer_call_output", "output": {"image_url": urls[-1]}}] if urls else []
             return self._fmt.render(aim(step, shot), thought=step.message or "")
-        except ValueError as exc:  # an action the format's grammar cannot say: the scenario's mistake
-            raise ApiError(400, f"step {step.index}: {exc} (format {self.format!r})", code="not_in_format") from None
+        except (ValueError, KeyError) as exc:  # what the format's grammar cannot say: the scenario's mistake
+            raise ApiError(400, f"step {step.index}: format {self.format!r} cannot say it: {exc}",
+                           code="not_in_format") from None
 
 
 def _validate(body: object) -> list[dict[str, Any]]:
@@ -155,14 +161,14 @@ def _validate(body: object) -> list[dict[str, Any]]:
 
 
 def _run_text(messages: list[dict[str, Any]]) -> str:
-    """The text of the messages up to the first user message: the same in every request of a run."""
+    """The text of the system and user messages: the same in every request of a run."""
     texts: list[str] = []
     for message in messages:
         content = message.get("content")
+        if message.get("role") == "assistant":
+            continue
         if isinstance(content, str):
             texts.append(content)
         elif isinstance(content, list):
             texts.extend(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-        if message.get("role") == "user":
-            break
     return "\n".join(texts)

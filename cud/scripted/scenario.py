@@ -41,6 +41,9 @@ Two kinds only the chat server (:mod:`cud.scripted.chat`) plays, as an open mode
     ``length`` for an answer cut short.
 ``{"call_user": str, "delay"?: s}``
     The model asks the user this question (the format's ``call_user``).
+``{"gave_up": str, "delay"?: s}``
+    The model ends the run saying it failed, with these words (the format's ``terminate`` with
+    status failure).
 
 ``delay`` (seconds) holds the answer back. A request past the last step, a target
 whose colour is not on the screenshot, or a missing screenshot gets an HTTP 400
@@ -70,18 +73,19 @@ _KEYS = {
     "error": {"http_error", "body", "headers", "times", "delay"},
     "text": {"text", "finish_reason", "delay"},
     "call_user": {"call_user", "delay"},
+    "gave_up": {"gave_up", "delay"},
 }
 #: The step kinds only the chat server plays (an open model's own text).
-CHAT_ONLY = ("text", "call_user")
+CHAT_ONLY = ("text", "call_user", "gave_up")
 #: The key that makes a step of each kind, the first present deciding.
 _KIND_KEYS = (("http_error", "error"), ("actions", "call"), ("text", "text"), ("call_user", "call_user"),
-              ("message", "final"))
+              ("gave_up", "gave_up"), ("message", "final"))
 
 
 @dataclass(frozen=True)
 class Step:
     index: int  # position in the file, for messages
-    kind: str  # "call", "final", "error", or (chat only) "text" or "call_user"
+    kind: str  # "call", "final", "error", or (chat only) "text", "call_user" or "gave_up"
     actions: list[Any] | None = None
     safety_checks: tuple[dict[str, str], ...] = ()
     message: str | None = None
@@ -92,7 +96,7 @@ class Step:
     times: int | None = None
     delay: float = 0.0
     until: tuple[str, int] | None = None  # a call's colour to wait for, and how many screenshots it may take
-    text: str | None = None  # a text step's answer, or a call_user step's question
+    text: str | None = None  # a text step's answer, a call_user step's question, a gave_up step's words
     finish_reason: str = "stop"  # a text step's, as the chat server reports it
 
 

@@ -17,7 +17,10 @@ Approval ``safety`` would never ask about the actions themselves (these APIs fla
 daemon refuses it at submit for these tasks, as for Anthropic's.
 
 An answer the format cannot parse ends the task with its ``computer_use`` error quoting the
-answer, before any of its actions runs: a guessed action is worse than none.
+answer, before any of its actions runs: a guessed action is worse than none. An answer that ends
+the task saying it failed (``gave_up``: OpenCUA's and Qwen's ``terminate`` with status failure)
+fails the task with the model's words. Where the model acts where the pointer is (an action with
+no point), the loop puts in the native point it last sent the pointer to.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ __all__ = ("API_ERRORS", "error_of", "run_model")
 _CUT_SHORT = ("length", "content_filter")
 #: The approval check a model's question to the user becomes.
 CALL_USER = "call_user"
+#: The actions a format may leave without a point when the model acts where the pointer is.
+_AT_POINTER = ("click", "double_click", "scroll", "move")
 
 
 class Cancelled(Exception):
@@ -78,6 +83,8 @@ async def run_model(run: TaskRun, checkpoint: Checkpoint, client: AsyncOpenAI, e
         # Kept once parsed: what the format puts back must be an answer it understood.
         past.append(Turn(screenshot=screen, text=text))
         await loop.act(reply)
+        if reply.gave_up:  # the model ended the task saying it failed: not a success with its words
+            raise ComputerUseFailed(f"the model gave up on the task: {reply.final!r}", final=reply.final)
         if reply.final is not None:
             return reply.final
     raise ComputerUseFailed(f"the model did not finish within the task's max_steps ({task['max_steps']} requests)",
@@ -90,6 +97,8 @@ class _Loop:
     def __init__(self, run: TaskRun, checkpoint: Checkpoint, fmt: ChatFormat, space: ScreenScale) -> None:
         self._run, self._checkpoint, self._fmt, self.space = run, checkpoint, fmt, space
         self._driver = RecordingDriver(run.seat.driver, checkpoint)
+        #: The native point the pointer was last sent to (None: not yet in this task).
+        self._pointer: tuple[int, int] | None = None
 
     async def screen(self) -> bytes:
         """The screen as the format sends it (admitted first: a pause lands here)."""
@@ -125,7 +134,9 @@ class _Loop:
 
     async def act(self, reply: Reply) -> None:
         """Run the reply's actions in order, each admitted first; then put its question to a person."""
-        for action in reply.actions:
+        # Every action placed before any runs: one that cannot be is refused with nothing of the reply run.
+        placed, self._pointer = _placed(reply.actions, self._pointer)
+        for action in placed:
             await self._admit(action)
             await self._driver.act(action, self._run.is_cancelled)
         if reply.call_user is not None:
@@ -136,6 +147,29 @@ class _Loop:
     async def _admit(self, action: dict[str, Any]) -> None:
         if not await self._checkpoint.admit(action):
             raise Cancelled("the task was cancelled")
+
+
+def _placed(actions: list[dict[str, Any]], pointer: tuple[int, int] | None,
+            ) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+    """The actions with a point wherever the model acted where the pointer is (a click or scroll without
+    x/y, a drag whose path is its end alone: see :class:`Reply`), and where the pointer is after them."""
+    placed = []
+    for action in actions:
+        kind = action["type"]
+        needs = kind == "drag" and len(action["path"]) == 1 or kind in _AT_POINTER and "x" not in action
+        if needs:
+            if pointer is None:
+                raise ComputerUseFailed(f"the model's {kind} acts where the pointer is, and the pointer has not "
+                                        f"been sent anywhere in this task yet: {action!r}", action=kind)
+            x, y = pointer
+            action = ({**action, "path": [{"x": x, "y": y}, *action["path"]]} if kind == "drag"
+                      else {**action, "x": x, "y": y})
+        if kind == "drag":
+            pointer = (action["path"][-1]["x"], action["path"][-1]["y"])
+        elif "x" in action:
+            pointer = (action["x"], action["y"])
+        placed.append(action)
+    return placed, pointer
 
 
 def _text(response: Any) -> str:
