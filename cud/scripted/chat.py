@@ -5,7 +5,8 @@ written in one chat format's grammar (:mod:`cud.model_api.chat`, ``ScriptedChat(
 a step's actions, as the protocol writes them, go through the format's ``render`` with its
 ``message`` as the model's thought; a final ``message`` is the format's way of saying it is done;
 a ``call_user`` step its way of asking the user, a ``gave_up`` step its way of saying it failed
-(a step the format cannot say is answered with HTTP 400 ``not_in_format``). A ``text`` step is
+(a step the format cannot say is answered with HTTP 400 ``not_in_format``; ``screenshot`` actions
+are left out, since every request carries the screen, and a step of nothing else is a ``wait``). A ``text`` step is
 sent verbatim, for answers the format cannot parse, with its ``finish_reason`` (an answer cut
 short: ``length``). Colour targets aim at the last image of the request, which the format sends in
 its own coordinate space, so the point found is already in the model's space, as ``render`` wants it.
@@ -136,7 +137,10 @@ class ScriptedChat(ScriptedModel):
                 return self._fmt.render([], thought=words or "", final=words, gave_up=step.kind == "gave_up")
             # aim() reads the screen from a computer call's output: the request's last image, dressed as one.
             shot = [{"type": "computer_call_output", "output": {"image_url": urls[-1]}}] if urls else []
-            return self._fmt.render(aim(step, shot), thought=step.message or "")
+            # Every request carries the screen, so a look is no call of these grammars: a step that only
+            # looks (a scenario written for the computer tools) waits a step instead.
+            actions = [a for a in aim(step, shot) if not (isinstance(a, dict) and a.get("type") == "screenshot")]
+            return self._fmt.render(actions or [{"type": "wait"}], thought=step.message or "")
         except (ValueError, KeyError) as exc:  # what the format's grammar cannot say: the scenario's mistake
             raise ApiError(400, f"step {step.index}: format {self.format!r} cannot say it: {exc}",
                            code="not_in_format") from None
