@@ -3,7 +3,6 @@ format's history, colour targets in the model's space, and what it refuses."""
 
 from __future__ import annotations
 
-import base64
 import io
 from typing import Any
 
@@ -86,7 +85,7 @@ def test_a_look_only_step_waits_and_what_a_format_cannot_say_is_a_400() -> None:
         assert format_for("opencua").parse(first, space).actions == [{"type": "wait"}]
     asking = {"name": "ask", "steps": [{"call_user": "which one?"}]}
     with ScriptedChat(asking, format="qwen-vl") as server:
-        with pytest.raises(openai.BadRequestError, match="not_in_format|cannot say it"):
+        with pytest.raises(openai.BadRequestError, match="cannot say it"):
             _ask(_client(server), "qwen-vl", "go", [], _screen())
     with pytest.raises(Exception, match="no chat format 'cogagent'"):
         ScriptedChat(asking, format="cogagent")
