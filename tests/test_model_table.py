@@ -1,4 +1,4 @@
-"""The [models] table, the screen scaling of the anthropic API and its actions' translation."""
+"""The [models] table (its chat entries too), the screen scaling of the anthropic API and its actions' translation."""
 
 from __future__ import annotations
 
@@ -34,8 +34,28 @@ def test_an_entry_defaults_its_model_id_and_tool(tmp_path: Path) -> None:
     assert (mine.api, mine.model, mine.base_url, mine.api_key_env) == ("responses", "gpt-x", "http://127.0.0.1:1/v1", None)
 
 
+def test_a_chat_entry_has_its_format_and_needs_no_key(tmp_path: Path) -> None:
+    config = _config(tmp_path, '[models.tars]\napi = "chat"\nmodel = "UI-TARS-1.5-7B"\nbase_url = "http://h:8000/v1"\n'
+                               'format = "ui-tars"\n[models.cua]\napi = "chat"\nbase_url = "http://h/v1"\n'
+                               'format = "opencua"\napi_key_env = "CUA_KEY"\n')
+    tars, cua = config.models["tars"], config.models["cua"]  # type: ignore[attr-defined]
+    assert (tars.api, tars.model, tars.base_url, tars.format, tars.api_key_env) == (
+        "chat", "UI-TARS-1.5-7B", "http://h:8000/v1", "ui-tars", None)
+    assert (cua.format, cua.api_key_env) == ("opencua", "CUA_KEY")
+    # Without api_key_env a chat entry needs no key (a placeholder is sent); with one, the variable must be set.
+    assert resolve_model_keys({"tars": tars}, {}) == {}
+    with pytest.raises(ConfigError, match="CUA_KEY"):
+        resolve_model_keys({"cua": cua}, {})
+
+
 @pytest.mark.parametrize(("text", "said"), [
-    ('[models.v]\napi = "chat"\n', "config key 'models.v.api' is 'chat': that API is not supported yet"),
+    ('[models.v]\napi = "chat"\nformat = "ui-tars"\n', "config key 'models.v.base_url' is required for api = \"chat\""),
+    ('[models.v]\napi = "chat"\nbase_url = "http://h/v1"\n', "'models.v.format' is required for api = \"chat\": one of "
+                                                             "'ui-tars', 'opencua', 'qwen-vl'"),
+    ('[models.v]\napi = "chat"\nbase_url = "http://h/v1"\nformat = "cogagent"\n',
+     "config key 'models.v.format' must be 'ui-tars' or 'opencua' or 'qwen-vl', got 'cogagent'"),
+    ('[models.v]\nformat = "ui-tars"\n', "'models.v.format' is only for api = \"chat\""),
+    ('[models.v]\napi = "anthropic"\nformat = "ui-tars"\n', "'models.v.format' is only for api = \"chat\""),
     ('[models.v]\napi = "gemini"\n', "models.v.api"),
     ('[models.v]\napi = "anthropic"\ntool = "computer_2024"\n', "models.v.tool"),
     ('[models.v]\ntool = "computer_20250124"\n', "only for api = \"anthropic\""),

@@ -7,6 +7,7 @@ The specs are cheap: answers, files, commands, and xterm, which the model types 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -23,6 +24,8 @@ import pytest
 from junitparser import Failure, JUnitXml, Skipped
 
 from cud.scripted import scenario_folder
+from cud.scripted.chat import ScriptedChat
+from cud.scripted.messages import ScriptedMessages
 from tests.support.daemon import ROOT, cuctl
 from tests.support.recorder import wait_until
 from tests.support.seat_users import SeatUsers
@@ -73,11 +76,38 @@ AS_NOBODY = ["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}", 
 JSON_SPEC = {"prompt": "Say done.", "model": "scripted:say-done", "checks": [{"answer": "re:^done$"}]}
 
 
+#: The same part played over the other two APIs: Claude's Messages API and an open model's chat completions.
+OTHER_APIS = ["claude-done", "tars-done"]
+#: Specs every API can run: approval "actions" (the anthropic and chat APIs refuse "safety"), no action asked about.
+API_SPECS: dict[str, tuple[str, bool]] = {
+    "answer-pass": ('approval = "actions"\n[[checks]]\nanswer = "done"\n', True),
+    "answer-fail": ('approval = "actions"\n[[checks]]\nname = "says finished"\nanswer = "re:finished"\n', False),
+}
+
+
 @pytest.fixture(scope="module")
 def seats(seat_users: SeatUsers) -> Iterator[SpecSeat]:
     scenarios = {**SCENARIOS, **scenario_folder(EXAMPLES / "scenarios")}
-    with spec_seat(seat_users, {"name": "none", "steps": [{"message": "unused"}]}, seats=3,
-                   scenarios=scenarios, config=f'[access]\nsubmit_users = ["{NOBODY.pw_name}"]\n') as s:
+    with contextlib.ExitStack() as stack:
+        claude = ScriptedMessages(SCENARIOS["say-done"], record=False)
+        tars = ScriptedChat(SCENARIOS["say-done"], format="ui-tars", record=False)
+        for server in (claude, tars):
+            server.start()
+            stack.callback(server.stop)
+        models = (f'[models.claude-done]\napi = "anthropic"\nbase_url = "{claude.base_url}"\n'
+                  f'api_key_env = "CUD_TEST_SUITE_CLAUDE_KEY"\n'
+                  f'[models.tars-done]\napi = "chat"\nbase_url = "{tars.base_url}"\nformat = "ui-tars"\n')
+        yield stack.enter_context(_seats(seat_users, scenarios, models))
+
+
+@contextlib.contextmanager
+def _seats(seat_users: SeatUsers, scenarios: dict[str, Any], models: str) -> Iterator[SpecSeat]:
+    with spec_seat(seat_users, {"name": "none", "steps": [{"message": "unused"}]}, seats=3, scenarios=scenarios,
+                   config=f'[access]\nsubmit_users = ["{NOBODY.pw_name}"]\n' + models,
+                   extra_env={"CUD_TEST_SUITE_CLAUDE_KEY": "sk-ant-any"}) as s:
+        (s.specs / "apis").mkdir()
+        for name, (text, _) in API_SPECS.items():
+            s.write(f"apis/{name}.toml", f'prompt = "The {name} task on any API."\n' + text)
         for name, (text, _) in SPECS.items():
             if name == "json-spec":
                 s.write("suite/json-spec.json", json.dumps(JSON_SPEC))
@@ -191,6 +221,25 @@ def test_a_suite_of_two_models_runs_every_spec_on_each_and_groups_by_model(seats
     assert len(resumed) == 6 and resumed[:5] == [r for r in data["runs"] if r is not lost]
     assert (resumed[-1]["model"], resumed[-1]["task_id"], resumed[-1]["outcome"]) == (two[1], lost["task_id"],
                                                                                        "passed")
+
+
+def test_a_suite_of_three_apis_has_a_row_per_model_per_spec(seats: SpecSeat, tmp_path: Path) -> None:
+    """One suite on the Responses API, Anthropic's Messages API and an open model's chat completions."""
+    out = tmp_path / "out"
+    three = ["scripted:say-done", *OTHER_APIS]
+    names = list(API_SPECS)
+    done = eval_(seats, *(str(seats.specs / "apis" / f"{n}.toml") for n in names), "--model", ",".join(three),
+                 "--out", str(out))
+    assert done.returncode == 1, done.stderr  # answer-fail fails on each
+    data = results(out)
+    verdicts = {(Path(r["spec"]).stem, r["model"]): r["outcome"] for r in data["runs"]}
+    assert verdicts == {(n, m): "passed" if API_SPECS[n][1] else "failed" for n in names for m in three}, data["runs"]
+    for r in data["runs"]:  # each task ran on its model, through that model's API
+        assert seats.daemon.task(r["task_id"])["model"] == r["model"]
+    rows = [line.split() for line in done.stdout.splitlines() if line.split() and line.split()[0] in (*three, "all")]
+    assert [(r[0], Path(r[1]).stem) for r in rows] == [(m, n) for m in three for n in [*names, "total"]] + [
+        ("all", "total")]
+    assert [r[2:5] for r in rows if Path(r[1]).stem == "answer-pass"] == [["1", "1", "0"]] * 3
 
 
 def test_a_suite_over_ssh_sends_the_specs_and_fetches_the_reports(seats: SpecSeat, sshd: Sshd, tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ MAX_IMAGE_BYTES = 50_000_000
 
 
 def image_urls(items: Iterable[Any]) -> Iterator[str]:
-    """Every image URL the input items carry: computer screenshots and ``input_image`` parts."""
+    """Every image URL the input items carry: computer screenshots and ``input_image`` parts (and, in a chat
+    completion's messages, ``image_url`` parts)."""
     for item in items:
         if not isinstance(item, dict):
             continue
@@ -29,8 +30,14 @@ def image_urls(items: Iterable[Any]) -> Iterator[str]:
         content = item.get("content")
         if isinstance(content, list):
             for part in content:
-                if isinstance(part, dict) and part.get("type") == "input_image" and isinstance(part.get("image_url"), str):
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "input_image" and isinstance(part.get("image_url"), str):
                     yield part["image_url"]
+                elif part.get("type") == "image_url" and isinstance(part.get("image_url"), dict):
+                    url = part["image_url"].get("url")
+                    if isinstance(url, str):
+                        yield url
 
 
 def image_bytes(url: str) -> int:

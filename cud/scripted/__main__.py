@@ -1,8 +1,10 @@
-"""``python -m cud.scripted --scenario FILE|NAME [--api messages]``: serve a scenario until SIGTERM or SIGINT.
+"""``python -m cud.scripted --scenario FILE|NAME [--api messages|chat]``: serve a scenario until SIGTERM or SIGINT.
 
 ``--api responses`` (the default) answers ``POST /v1/responses``; ``--api messages`` answers
 Anthropic's ``POST /v1/messages`` (:mod:`cud.scripted.messages`), for a ``[models]`` entry with
-``api = "anthropic"`` whose ``base_url`` is the printed URL.
+``api = "anthropic"`` whose ``base_url`` is the printed URL; ``--api chat --format NAME`` answers
+``POST /v1/chat/completions`` in that chat format's grammar (:mod:`cud.scripted.chat`), for an entry
+with ``api = "chat"`` and the same ``format``.
 
 Prints the base URL on stdout once it accepts connections; ``--port-file`` also
 writes the port there (atomically, so a poller never reads half a number).
@@ -19,6 +21,8 @@ import sys
 import threading
 
 from cud.errors import ConfigError
+from cud.model_api.chat import FORMATS
+from cud.scripted.chat import ScriptedChat
 from cud.scripted.messages import ScriptedMessages
 from cud.scripted.scenario import bundled_names, scenario_folder
 from cud.scripted.server import ScriptedModel
@@ -48,8 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", metavar="DIR", action="append", default=[],
                         help="a folder of scenario files: a request whose model is scripted:NAME plays NAME.json "
                              "from it (the others play --scenario); repeated, a later folder's NAME.json wins")
-    parser.add_argument("--api", choices=("responses", "messages"), default="responses",
-                        help="the API served: OpenAI's Responses API (default) or Anthropic's Messages API")
+    parser.add_argument("--api", choices=("responses", "messages", "chat"), default="responses",
+                        help="the API served: OpenAI's Responses API (default), Anthropic's Messages API, or "
+                             "OpenAI-compatible chat completions (an open model's, vLLM's shape)")
+    parser.add_argument("--format", choices=tuple(FORMATS), default="ui-tars",
+                        help="with --api chat: the chat format the answers are written in (default: ui-tars)")
     parser.add_argument("--port", type=_port, default=0, help="TCP port on 127.0.0.1 (default: any free one)")
     parser.add_argument("--port-file", help="write the port to this file when ready")
     parser.add_argument("--latency", type=_seconds, default=0.0, help="seconds added before every answer")
@@ -59,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         named = {name: scenario for folder in args.scenarios for name, scenario in scenario_folder(folder).items()}
-        serve = ScriptedMessages if args.api == "messages" else ScriptedModel
-        model = serve(args.scenario, scenarios=named, latency=args.latency, record=False)
+        model: ScriptedModel
+        if args.api == "chat":
+            model = ScriptedChat(args.scenario, format=args.format, scenarios=named, latency=args.latency, record=False)
+        else:
+            serve = ScriptedMessages if args.api == "messages" else ScriptedModel
+            model = serve(args.scenario, scenarios=named, latency=args.latency, record=False)
         url = model.start(args.port)
     except ConfigError as exc:
         print(f"cud.scripted: {exc}", file=sys.stderr)

@@ -11,7 +11,7 @@ from typing import Any
 
 from PIL import Image
 
-from cud.scripted.scenario import Step
+from cud.scripted.scenario import CHAT_ONLY, Step
 from cud.scripted.vision import decode_screenshot, find_colour, parse_colour
 
 __all__ = ()
@@ -90,6 +90,13 @@ def pick(transient: tuple[Step, ...], step: Step, attempt: int) -> Step:
             return error
         attempt -= error.times
     return step
+
+
+def not_chat_only(step: Step) -> None:
+    """Refuse a step only the chat server plays (an open model's own text) on a server with a computer tool."""
+    if step.kind in CHAT_ONLY:
+        raise ApiError(400, f"step {step.index} is a {step.kind!r} step, which only the chat server plays "
+                            "(python -m cud.scripted --api chat)", code="chat_only_step")
 
 
 def _screenshot(step: Step, items: list[dict[str, Any]], why: str) -> Image.Image:

@@ -30,7 +30,7 @@ from PIL import Image
 
 from cud.drivers.actions import SCROLL_PIXELS_PER_NOTCH
 from cud.model_api.scaling import MAX_LONG_EDGE, MAX_PIXELS
-from cud.scripted.answer import ApiError, aim, attempt_number, new_id, pick
+from cud.scripted.answer import ApiError, aim, attempt_number, new_id, not_chat_only, pick
 from cud.scripted.server import ScriptedModel
 
 __all__ = ["ScriptedMessages", "to_computer_calls"]
@@ -88,6 +88,7 @@ class ScriptedMessages(ScriptedModel):
         turn = scenario.turns[turn_number]
         step = pick(turn.transient, turn.step, attempt_number(headers.get("x-stainless-retry-count")))
         log.info("messages turn %d: step %d (%s)", turn_number, step.index, step.kind)
+        not_chat_only(step)
         self._stopping.wait(step.delay)
         if step.kind == "error":
             assert step.http_error is not None

@@ -33,6 +33,18 @@ A call step may wait for what it aims at: ``"until": {"color": "#RRGGBB", "looks
     and the next step answers the turn after that. A header such as
     ``{"retry-after-ms": "10"}`` keeps the SDK's back-off short.
 
+Two kinds only the chat server (:mod:`cud.scripted.chat`) plays, as an open model writes them:
+
+``{"text": str, "finish_reason"?: str, "delay"?: s}``
+    The model's answer, sent verbatim (not rendered in the format's grammar): a malformed or
+    unparseable answer; ``finish_reason`` (default ``stop``) as the server reports it, such as
+    ``length`` for an answer cut short.
+``{"call_user": str, "delay"?: s}``
+    The model asks the user this question (the format's ``call_user``).
+``{"gave_up": str, "delay"?: s}``
+    The model ends the run saying it failed, with these words (the format's ``terminate`` with
+    status failure).
+
 ``delay`` (seconds) holds the answer back. A request past the last step, a target
 whose colour is not on the screenshot, or a missing screenshot gets an HTTP 400
 error naming the problem (never a made-up final message, so a diverging run fails
@@ -59,13 +71,21 @@ _KEYS = {
     "call": {"actions", "safety_checks", "message", "expect_screenshot", "delay", "until"},
     "final": {"message", "delay"},
     "error": {"http_error", "body", "headers", "times", "delay"},
+    "text": {"text", "finish_reason", "delay"},
+    "call_user": {"call_user", "delay"},
+    "gave_up": {"gave_up", "delay"},
 }
+#: The step kinds only the chat server plays (an open model's own text).
+CHAT_ONLY = ("text", "call_user", "gave_up")
+#: The key that makes a step of each kind, the first present deciding.
+_KIND_KEYS = (("http_error", "error"), ("actions", "call"), ("text", "text"), ("call_user", "call_user"),
+              ("gave_up", "gave_up"), ("message", "final"))
 
 
 @dataclass(frozen=True)
 class Step:
     index: int  # position in the file, for messages
-    kind: str  # "call", "final" or "error"
+    kind: str  # "call", "final", "error", or (chat only) "text", "call_user" or "gave_up"
     actions: list[Any] | None = None
     safety_checks: tuple[dict[str, str], ...] = ()
     message: str | None = None
@@ -76,6 +96,8 @@ class Step:
     times: int | None = None
     delay: float = 0.0
     until: tuple[str, int] | None = None  # a call's colour to wait for, and how many screenshots it may take
+    text: str | None = None  # a text step's answer, a call_user step's question, a gave_up step's words
+    finish_reason: str = "stop"  # a text step's, as the chat server reports it
 
 
 @dataclass(frozen=True)
@@ -177,9 +199,9 @@ def _fail(source: str, step: int | None, field: str, value: object, problem: str
 def _step(source: str, index: int, raw: object) -> Step:
     if not isinstance(raw, dict):
         _fail(source, index, "step", raw, "must be an object")
-    kind = "error" if "http_error" in raw else "call" if "actions" in raw else "final" if "message" in raw else None
+    kind = next((kind for key, kind in _KIND_KEYS if key in raw), None)
     if kind is None:
-        _fail(source, index, "step", raw, "has none of 'actions', 'message', 'http_error'")
+        _fail(source, index, "step", raw, "has none of " + ", ".join(repr(key) for key, _ in _KIND_KEYS))
     unknown = sorted(set(raw) - _KEYS[kind])
     if unknown:
         allowed = ", ".join(sorted(_KEYS[kind]))
@@ -210,6 +232,12 @@ def _step(source: str, index: int, raw: object) -> Step:
         return Step(index, kind, http_error=status, body=body, headers=tuple(headers.items()), times=times, delay=delay)
     if kind == "final":
         return Step(index, kind, message=raw["message"], delay=delay)
+    if kind in CHAT_ONLY:
+        check(kind, isinstance(raw[kind], str), "must be a string")
+        if "finish_reason" in raw:
+            check("finish_reason", isinstance(raw["finish_reason"], str) and raw["finish_reason"] != "",
+                  "must be a non-empty string")
+        return Step(index, kind, text=raw[kind], finish_reason=raw.get("finish_reason", "stop"), delay=delay)
     actions, checks = raw["actions"], raw.get("safety_checks", [])
     check("actions", isinstance(actions, list), "must be a list of actions")
     for number, action in enumerate(actions):

@@ -39,6 +39,7 @@ from cud.scripted.answer import (
     computer_call,
     message_item,
     new_id,
+    not_chat_only,
     pick,
     validate,
     waiting,
@@ -242,6 +243,7 @@ class ScriptedModel:
             raise ApiError(400, message, code="scenario_exhausted")
         step = pick(turns[turn_number].transient, turns[turn_number].step, attempt)
         log.info("turn %d attempt %d: step %d (%s)", turn_number, attempt, step.index, step.kind)
+        not_chat_only(step)
         self._stopping.wait(step.delay)
         if step.kind == "error":
             assert step.http_error is not None

@@ -19,7 +19,11 @@ from cud.daemon.model.client import make_client
 from cud.daemon.model.table import ModelEntry
 from cud.errors import ConfigError
 
-__all__ = ("ModelClients", "ModelUse")
+__all__ = ("CHAT_PLACEHOLDER_KEY", "ModelClients", "ModelUse")
+
+#: The key a ``chat`` entry without ``api_key_env`` sends: the SDK needs one, and a vLLM server started
+#: without ``--api-key`` accepts any (its docs' examples send this word).
+CHAT_PLACEHOLDER_KEY = "EMPTY"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +36,8 @@ class ModelUse:
 
 class ModelClients:
     """``responses``: the daemon's client, or the entry's own for an entry with a base_url or key of its own.
-    ``anthropic``: an ``anthropic.AsyncAnthropic`` per entry (the ``cud[anthropic]`` extra)."""
+    ``anthropic``: an ``anthropic.AsyncAnthropic`` per entry (the ``cud[anthropic]`` extra).
+    ``chat``: an ``openai.AsyncOpenAI`` per entry, at its base_url, metered as the daemon's is."""
 
     def __init__(self, default: Any | None, base_url: str | None, models: Mapping[str, ModelEntry],
                  keys: Mapping[str, str], max_retries: int) -> None:
@@ -48,6 +53,9 @@ class ModelClients:
             if entry.api == "anthropic":
                 assert key is not None  # resolve_model_keys gave every anthropic entry its key
                 self._clients[name] = _anthropic_client(name, key, entry.base_url, max_retries)
+            elif entry.api == "chat":
+                # Never the daemon's client or key: an open model's server is another party.
+                self._clients[name] = make_client(key or CHAT_PLACEHOLDER_KEY, entry.base_url, max_retries)
             elif key is not None:
                 self._clients[name] = make_client(key, entry.base_url or base_url, max_retries)
             elif default is not None and entry.base_url is not None:

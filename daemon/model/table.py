@@ -3,11 +3,17 @@
 ::
 
     [models.claude]
-    api = "anthropic"                  # "responses" (the default) or "anthropic"; "chat" is not supported yet
+    api = "anthropic"                  # "responses" (the default), "anthropic" or "chat"
     model = "claude-sonnet-4-5"        # the provider's model id; default: the entry's name
     base_url = "https://api.anthropic.com"
     api_key_env = "ANTHROPIC_API_KEY"  # the environment variable holding the key
     tool = "computer_20250124"         # anthropic only: the computer tool's version (default: the model's)
+
+    [models.uitars]
+    api = "chat"                       # an open model served OpenAI-style (vLLM): chat completions
+    model = "ByteDance-Seed/UI-TARS-1.5-7B"
+    base_url = "http://127.0.0.1:8000/v1"  # required for chat
+    format = "ui-tars"                 # chat only, required: its prompt and action grammar (cud.model_api.chat)
 
 A task's ``model`` names an entry; a model no entry names is driven as before the table: the
 Responses API with the daemon's own client, key and ``base_url``. Keys are read at the daemon's
@@ -25,14 +31,13 @@ from collections.abc import Mapping
 from cud.daemon.config_values import bad, string
 from cud.daemon.config_values import table as checked_table
 from cud.errors import ConfigError
+from cud.model_api.chat import FORMATS
 
 __all__ = ("APIS", "MODEL_KEYS", "TOOL_VERSIONS", "ModelEntry", "load_models", "resolve_model_keys")
 
 #: The APIs the daemon drives models through.
-APIS = ("responses", "anthropic")
-#: Named in the docs, refused with its own message until it is built.
-_NOT_YET = ("chat",)
-MODEL_KEYS = frozenset({"api", "model", "base_url", "api_key_env", "tool"})
+APIS = ("responses", "anthropic", "chat")
+MODEL_KEYS = frozenset({"api", "model", "base_url", "api_key_env", "tool", "format"})
 #: The computer tool's versions (Anthropic's docs): the 2025-11-24 one adds ``zoom``.
 TOOL_VERSIONS = ("computer_20250124", "computer_20251124")
 #: Model ids whose docs name the 2025-11-24 tool; every other id gets the 2025-01-24 one.
@@ -51,6 +56,8 @@ class ModelEntry:
     api_key_env: str | None = None
     #: anthropic: the computer tool's version.
     tool: str = "computer_20250124"
+    #: chat: the model family's prompt and action grammar, a key of cud.model_api.chat.FORMATS.
+    format: str | None = None
 
     @property
     def beta(self) -> str:
@@ -73,9 +80,6 @@ def _entry(name: str, raw: object) -> ModelEntry:
     where = f"models.{name}"
     table = checked_table(where, raw, MODEL_KEYS)
     api = table.get("api", "responses")
-    if api in _NOT_YET:
-        raise ConfigError(f"config key '{where}.api' is {api!r}: that API is not supported yet; use one of "
-                          + ", ".join(repr(a) for a in APIS), key=f"{where}.api", value=repr(api))
     if api not in APIS:
         raise bad(f"{where}.api", api, " or ".join(repr(a) for a in APIS))
     model = string(f"{where}.model", table.get("model", name))
@@ -101,11 +105,32 @@ def _entry(name: str, raw: object) -> ModelEntry:
         values["tool"] = table["tool"]
     elif _NEWER_TOOL.match(model):
         values["tool"] = TOOL_VERSIONS[1]
+    if api == "chat":
+        values["format"] = _chat_format(where, table)
+    elif "format" in table:
+        raise ConfigError(f"config key '{where}.format' is only for api = \"chat\" (this entry's api is {api!r})",
+                          key=f"{where}.format")
     return ModelEntry(**values)  # type: ignore[arg-type]  # each value checked above
 
 
+def _chat_format(where: str, table: Mapping[str, object]) -> str:
+    """A chat entry's format; its base_url is required too (an open model's server has no default address)."""
+    if "base_url" not in table:
+        raise ConfigError(f"config key '{where}.base_url' is required for api = \"chat\": the URL of the model's "
+                          "OpenAI-compatible server, such as \"http://127.0.0.1:8000/v1\" for vLLM",
+                          key=f"{where}.base_url")
+    if "format" not in table:
+        raise ConfigError(f"config key '{where}.format' is required for api = \"chat\": one of "
+                          + ", ".join(repr(f) for f in FORMATS), key=f"{where}.format")
+    name = table["format"]
+    if name not in FORMATS:
+        raise bad(f"{where}.format", name, " or ".join(repr(f) for f in FORMATS))
+    return str(name)
+
+
 def resolve_model_keys(models: Mapping[str, ModelEntry], env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Each entry's key from its ``api_key_env`` (a ``responses`` entry without one uses the daemon's key).
+    """Each entry's key from its ``api_key_env`` (a ``responses`` entry without one uses the daemon's key; a
+    ``chat`` entry without one sends a placeholder, as a vLLM server started without ``--api-key`` wants none).
 
     A variable that is unset or empty is a ConfigError naming it and the entry, at the daemon's start,
     not at the first task that needs it.

@@ -28,6 +28,7 @@ __all__ = ("ADAPTERS", "Adapter", "adapter_for")
 ADAPTERS = {
     "responses": "cud.daemon.tasks.openai_computer",
     "anthropic": "cud.daemon.tasks.anthropic_computer",
+    "chat": "cud.daemon.tasks.chat_computer",
 }
 
 

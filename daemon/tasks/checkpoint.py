@@ -11,14 +11,16 @@ After: the step ledger (:class:`~cud.daemon.tasks.ledger.StepLedger`) records it
 **An API adapter** is one module beside this one that drives its API's loop for one task
 (:mod:`.openai_computer` for OpenAI's computer tool, through the SDK's
 ``AsyncComputerToolset``, which alone dispatches that tool's actions; :mod:`.anthropic_computer`
-for Anthropic's, over the Messages API; :mod:`.adapters` picks one by the task's model). It
+for Anthropic's, over the Messages API; :mod:`.chat_computer` for open models over chat
+completions, their text parsed by a format; :mod:`.adapters` picks one by the task's model). It
 translates its API's calls into these, and calls them in this order:
 
 1. Before each request to the model, :meth:`before_request` (the budget line: it may wait for
    a person, or raise ``BudgetExceeded``); as the request goes out :meth:`model_started`; when
    it comes back, or fails, :meth:`model_answered`; an answer the client retries,
    :meth:`model_retried`.
-2. A batch of actions the API itself flags for a person (OpenAI's pending safety checks):
+2. A batch of actions the API itself flags for a person (OpenAI's pending safety checks), or a
+   model's question to the user (a chat model's ``call_user``, with no actions):
    :meth:`approve_batch`, before the batch's first action.
 3. Before each action, and before the screenshot that ends a batch: :meth:`admit`. False: the
    task was cancelled; the adapter ends its loop without running the action. It raises (the

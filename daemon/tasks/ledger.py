@@ -91,12 +91,22 @@ class StepLedger:
                            data={"action": action, "ms": round(ms, 3)})
 
     def screenshot_taken(self, image_url: str, ms: float) -> None:
-        """The screenshot the model is about to receive, taken in ``ms``: kept as the step's file."""
-        assert self.step is not None
-        self.step.driver_ms += ms
+        """The screenshot the model is about to receive, taken in ``ms``: kept as the step's file.
+
+        One taken before the step's request (a chat model is sent the screen with its first request,
+        where the other APIs' models ask for it) is what the step's model sees: kept as its own file,
+        as the step's ``saw``, so the screenshot after the step's actions does not overwrite it."""
+        step = self.step
+        assert step is not None
+        step.driver_ms += ms
+        before = not (step.model_ms or step.actions or step.usage["requests"])
         # Writing the file is the daemon's own cost, so it stays out of driver_ms.
-        name = self.trajectories.save_screenshot(self.task_id, self.step.number, image_url)
-        self.step.screenshot = self.last_screenshot = name
+        name = self.trajectories.save_screenshot(self.task_id, step.number, image_url, "-seen" if before else "")
+        self.last_screenshot = name
+        if before:
+            step.saw = name
+        else:
+            step.screenshot = name
 
     def approver_screenshot(self, image_url: str) -> None:
         """The screen shown to an approver when the model has not looked yet: the file approvals bind to."""

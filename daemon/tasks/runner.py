@@ -6,8 +6,8 @@ in between is another module's each:
 
 * the model's loop is an API adapter's, picked by the task's model entry
   (:mod:`cud.daemon.tasks.adapters`: the SDK's ``AsyncComputerToolset`` for OpenAI's computer
-  tool, the Messages API's computer tool for Anthropic's): it only translates between its API
-  and the checkpoint;
+  tool, the Messages API's computer tool for Anthropic's, chat completions for open models): it
+  only translates between its API and the checkpoint;
 * every action passes :class:`~cud.daemon.tasks.checkpoint.Checkpoint` (approvals, screen
   binding, rules, the stuck guard, the budget line) and is recorded in the step ledger
   (:class:`~cud.daemon.tasks.ledger.StepLedger`);

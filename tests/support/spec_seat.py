@@ -64,11 +64,11 @@ class SpecSeat:
 def spec_seat(seat_users: SeatUsers, scenario: dict[str, Any], *, config: str = "",
               template_files: dict[str, str] | None = None, seats: int = 1,
               scenarios: dict[str, dict[str, Any]] | None = None, python: str | None = None,
-              seat_config: str = "") -> Iterator[SpecSeat]:
+              seat_config: str = "", extra_env: dict[str, str] | None = None) -> Iterator[SpecSeat]:
     """``seats`` seats s1, s2, … (each its own display, user, home and template; the fields are the first's) in
     one daemon; ``scenarios`` are what models named ``scripted:NAME`` play (``ScriptedModel(scenarios=…)``);
     ``python`` is the daemon's interpreter (default: the tests'); ``seat_config``: more keys of every
-    ``[[seats]]`` table (``network = "none"\n``)."""
+    ``[[seats]]`` table (``network = "none"\n``); ``extra_env`` is added to the daemon's environment."""
     workdir = Path(tempfile.mkdtemp(prefix="cud-spec-", dir="/tmp"))
     workdir.chmod(0o755)  # the seat's user reaches its home and template through it
     users: list[str] = []
@@ -101,7 +101,8 @@ def spec_seat(seat_users: SeatUsers, scenario: dict[str, Any], *, config: str = 
                 f'user = "{u.name}"\nhome = "{h}"\nhome_template = "{t}"\n{seat_config}'
                 for n, (d, b, u, h, t) in enumerate(made, start=1))
             # The test's own keys first: a top-level key after [[seats]] would be the seat's.
-            daemon = Daemon(made[0][0].display, url, config=config + "\n" + seat_tables, seats={}, python=python)
+            daemon = Daemon(made[0][0].display, url, config=config + "\n" + seat_tables, seats={}, python=python,
+                            extra_env=extra_env)
             stack.callback(daemon.cleanup)
             daemon.start()
             desktop, bus, user, home, template = made[0]
