@@ -26,7 +26,6 @@ Chat completions have no safety checks and no waiting steps: a step with ``safet
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -68,21 +67,9 @@ class ScriptedChat(ScriptedModel):
         self._runs_lock = threading.Lock()
 
     def _answer(self, raw: bytes, headers: Any) -> dict[str, Any]:
-        with self._lock:
-            self._sizes.append(len(raw))
-        auth = headers.get("Authorization") or ""
-        if not auth.startswith("Bearer ") or not auth[7:].strip():
-            # vLLM without --api-key takes any key, but the openai SDK always sends one: a request without
-            # one did not come through it.
-            raise ApiError(401, "Missing bearer Authorization header; any API key will do.", code="invalid_api_key")
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise ApiError(400, "We could not parse the JSON body of your request.") from None
-        if self.record:
-            with self._lock:
-                self._requests.append(body)
-        self._stopping.wait(self.latency)
+        # vLLM without --api-key takes any key, but the openai SDK always sends one: a request without one did
+        # not come through it.
+        body = self._received(raw, headers)
         messages = _validate(body)
         images, image_data = image_stats(messages)
         with self._lock:

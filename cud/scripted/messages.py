@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import copy
 import io
-import json
 import logging
 import math
 from typing import Any
@@ -63,19 +62,7 @@ class ScriptedMessages(ScriptedModel):
             raise
 
     def _message(self, raw: bytes, headers: Any) -> dict[str, Any]:
-        with self._lock:
-            self._sizes.append(len(raw))
-        bearer = (headers.get("Authorization") or "").removeprefix("Bearer ")
-        if not ((headers.get("x-api-key") or "").strip() or bearer.strip()):
-            raise ApiError(401, "an x-api-key (or Authorization: Bearer) header is required; any key will do.")
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise ApiError(400, "The request body is not valid JSON.") from None
-        if self.record:
-            with self._lock:
-                self._requests.append(body)
-        self._stopping.wait(self.latency)
+        body = self._received(raw, headers, x_api_key=True)
         messages = _validate(body)
         images = _images(messages)
         with self._lock:

@@ -213,12 +213,17 @@ class ScriptedModel:
             self._connections.discard(connection)
 
     # -- answering ---------------------------------------------------------------------
-    def _answer(self, raw: bytes, headers: Any) -> dict[str, Any]:
+    def _received(self, raw: bytes, headers: Any, *, x_api_key: bool = False) -> Any:
+        """How every API served here takes a request: its size counted; without a key (a bearer token, or with
+        ``x_api_key`` Anthropic's header too; any key will do) an HTTP 401; its JSON body parsed and recorded;
+        then held back by the server's latency. The key itself is never kept."""
         with self._lock:
             self._sizes.append(len(raw))
         auth = headers.get("Authorization") or ""
-        if not auth.startswith("Bearer ") or not auth[7:].strip():
-            raise ApiError(401, "Missing bearer Authorization header; any API key will do.", code="invalid_api_key")
+        keyed = (auth.startswith("Bearer ") and auth[7:].strip()) or (x_api_key and (headers.get("x-api-key") or "").strip())
+        if not keyed:
+            needed = "an x-api-key or a bearer Authorization header" if x_api_key else "a bearer Authorization header"
+            raise ApiError(401, f"Missing {needed}; any API key will do.", code="invalid_api_key")
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
@@ -227,6 +232,10 @@ class ScriptedModel:
             with self._lock:
                 self._requests.append(body)
         self._stopping.wait(self.latency)
+        return body
+
+    def _answer(self, raw: bytes, headers: Any) -> dict[str, Any]:
+        body = self._received(raw, headers)
         items = validate(body)
         try:
             context = self._chains.context(body.get("previous_response_id"))
