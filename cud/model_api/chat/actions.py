@@ -19,6 +19,7 @@ from typing import Any
 from cud.drivers.actions import SCROLL_PIXELS_PER_NOTCH
 from cud.drivers.keys import keysym_for_name
 from cud.errors import ComputerUseFailed, OutOfBounds, UnknownKey
+from cud.model_api.chat import Turn
 from cud.model_api.scaling import ScreenScale, png_base64
 
 __all__ = ("DIRECTIONS", "QUOTE_CHARS", "click", "double_click", "drag", "image_part", "keypress", "model_point",
@@ -114,6 +115,17 @@ def text_part(text: str) -> dict[str, Any]:
 def image_part(png: bytes) -> dict[str, Any]:
     """A screenshot as an OpenAI chat message part (a PNG data URL)."""
     return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + png_base64(png)}}
+
+
+def past_turns(past: Sequence[Turn], history: int) -> list[dict[str, Any]]:
+    """The last ``history`` turns as messages: each one's screenshot, when kept, as the user's, then its answer as
+    the assistant's (UI-TARS's and Qwen's agents both replay their runs so)."""
+    messages: list[dict[str, Any]] = []
+    for turn in past[-history:] if history else ():
+        if turn.screenshot is not None:
+            messages.append({"role": "user", "content": [image_part(turn.screenshot)]})
+        messages.append({"role": "assistant", "content": turn.text})
+    return messages
 
 
 def out_of_bounds(what: str, value: object) -> OutOfBounds:

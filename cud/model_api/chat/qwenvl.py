@@ -56,6 +56,7 @@ from cud.model_api.chat.actions import (
     keypress,
     model_point,
     move,
+    past_turns,
     text_part,
     type_text,
     unparsed,
@@ -162,10 +163,7 @@ def image(png: bytes, space: ScreenScale) -> bytes:
 def request(instruction: str, past: Sequence[Turn], screenshot: bytes, space: ScreenScale) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(space)},
                                       {"role": "user", "content": [text_part(instruction)]}]
-    for turn in past[-HISTORY:] if HISTORY else ():
-        if turn.screenshot is not None:
-            messages.append({"role": "user", "content": [image_part(turn.screenshot)]})
-        messages.append({"role": "assistant", "content": turn.text})
+    messages += past_turns(past, HISTORY)
     messages.append({"role": "user", "content": [image_part(screenshot)]})
     return messages
 

@@ -67,6 +67,7 @@ from cud.model_api.chat.actions import (
     keypress,
     move,
     out_of_bounds,
+    past_turns,
     scroll,
     text_part,
     type_text,
@@ -142,10 +143,7 @@ def request(instruction: str, past: Sequence[Turn], screenshot: bytes, space: Sc
     # str.replace, not str.format: the task's text is data and may hold braces.
     prompt = PROMPT.replace("{language}", "English").replace("{instruction}", instruction)
     messages: list[dict[str, Any]] = [{"role": "user", "content": [text_part(prompt)]}]
-    for turn in past[-HISTORY:] if HISTORY else ():
-        if turn.screenshot is not None:
-            messages.append({"role": "user", "content": [image_part(turn.screenshot)]})
-        messages.append({"role": "assistant", "content": turn.text})
+    messages += past_turns(past, HISTORY)
     messages.append({"role": "user", "content": [image_part(screenshot)]})
     return messages
 
