@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from cud.daemon.config import DEFAULT_MODEL
 from cud.errors import CudError
 from cud.scripted.messages import ScriptedMessages
 from tests.support.daemon import ROOT, Daemon
+from tests.support.model_runs import check_api_errors, check_max_cost, run_approving
 from tests.support.recorder import Recorder
 from tests.support.xserver import start_xvfb
 
@@ -82,30 +82,6 @@ def claude_daemon(tmp_path: Path) -> Iterator[Callable[..., tuple[Daemon, Script
         server.stop()
 
 
-def _run(daemon: Daemon, model: str, prompt: str = "do it", **fields: Any) -> dict[str, Any]:
-    """Submit a task (approval "actions") and approve every action it asks about until it ends."""
-    task_id = daemon.call("submit", prompt=prompt, model=model, approval="actions", **fields)["id"]
-    done = threading.Event()
-
-    def approve() -> None:
-        while not done.is_set():
-            for pending in daemon.call("approvals"):
-                if pending["task_id"] == task_id:
-                    try:
-                        daemon.call("approve", id=pending["id"])
-                    except CudError:
-                        pass  # taken meanwhile
-            done.wait(0.05)
-
-    approver = threading.Thread(target=approve, daemon=True)
-    approver.start()
-    try:
-        return daemon.wait_state(task_id, "succeeded", "failed", "stuck", "budget_exceeded", timeout=120)
-    finally:
-        done.set()
-        approver.join(10)
-
-
 def _presses(recorder: Recorder, mark: int, kind: str = "ButtonPress") -> list[tuple[int, int, int]]:
     return [(e["button"], e["x"], e["y"]) for e in recorder.events(mark) if e["type"] == kind]
 
@@ -113,7 +89,7 @@ def _presses(recorder: Recorder, mark: int, kind: str = "ButtonPress") -> list[t
 def test_a_task_clicks_drags_types_presses_a_chord_scrolls_and_finishes(claude_daemon, xvfb, recorder) -> None:
     daemon, server = claude_daemon(xvfb.display)
     mark = recorder.mark()
-    task = _run(daemon, "claude-work")
+    task = run_approving(daemon, "claude-work")
     assert task["state"] == "succeeded", task["error"]
     assert task["final_message"] == "All done." and task["model"] == "claude-work"
     recorder.wait_text(TEXT + "\n")
@@ -146,7 +122,7 @@ def test_a_scaled_screen_lands_each_click_on_the_native_pixel_meant(claude_daemo
     try:
         daemon, server = claude_daemon(big.display)
         mark = recorder.mark()
-        assert _run(daemon, "claude-corners")["state"] == "succeeded"
+        assert run_approving(daemon, "claude-corners")["state"] == "succeeded"
         # 1920x1080 fits 1568 px and 1.15 MP at 1429x804: model pixel (x, y) covers native
         # [x*1920/1429, (x+1)*1920/1429): (700, 400) covers x 940.5..941.8, y 537.3..538.6, centre (941, 537).
         assert _presses(recorder, mark) == [(1, 1919, 1079), (1, 0, 0), (1, 941, 537)]
@@ -160,36 +136,23 @@ def test_a_scaled_screen_lands_each_click_on_the_native_pixel_meant(claude_daemo
 def test_bad_input_and_api_errors_end_the_task_with_a_clear_error(claude_daemon, xvfb, recorder) -> None:
     daemon, server = claude_daemon(xvfb.display)
     mark = recorder.mark()
-    off = _run(daemon, "claude-off")
+    off = run_approving(daemon, "claude-off")
     assert off["state"] == "failed" and off["error"]["kind"] == "out_of_bounds", off
     assert "(1280, 5)" in off["error"]["message"] and "1280x800" in off["error"]["message"]
-    unknown = _run(daemon, "claude-unknown")
+    unknown = run_approving(daemon, "claude-unknown")
     assert unknown["state"] == "failed" and unknown["error"]["kind"] == "computer_use", unknown
     assert "unknown computer action 'teleport'" in unknown["error"]["message"]
     assert [e for e in recorder.fenced(mark) if e["type"] in ("ButtonPress", "KeyPress")] == []
 
     # The stuck guard holds for Claude too: the same click on an unchanged screen, stopped at repeat_limit.
     mark = recorder.mark()
-    loop = _run(daemon, "claude-loop", repeat_limit=3, on_stuck="fail")
+    loop = run_approving(daemon, "claude-loop", repeat_limit=3, on_stuck="fail")
     assert loop["state"] == "stuck" and loop["error"]["kind"] == "stuck", loop["error"]
     assert _presses(recorder, mark) == [(1, 640, 400)] * 2  # the third, the one stopped, never ran
 
-    bad = _run(daemon, "claude-bad")
-    assert bad["state"] == "failed" and bad["error"]["kind"] == "api" and bad["error"]["details"] == {"status": 400}
-    assert "bad request here" in bad["error"]["message"]
-    busy = _run(daemon, "claude-busy")
-    assert busy["state"] == "succeeded" and busy["final_message"] == "after the retry"
-    retries = [e["data"] for e in daemon.events(busy["id"]) if e["kind"] == "model_retry"]
-    assert [(r["status"], r["retrying"]) for r in retries] == [(429, True)]
-    down = _run(daemon, "claude-down")
-    assert down["state"] == "failed" and down["error"]["details"] == {"status": 500}
-    retries = [e["data"] for e in daemon.events(down["id"]) if e["kind"] == "model_retry"]
-    assert [(r["status"], r["retrying"]) for r in retries] == [(500, True), (500, True), (500, False)]
+    check_api_errors(daemon, "claude")
     # A priced Claude stops at its max_cost: two turns at $1, and the third request never goes out.
-    before = len(server.requests)
-    priced = _run(daemon, "claude-work", max_cost="2")
-    assert priced["state"] == "budget_exceeded" and priced["cost"]["amount"] == "2", priced
-    assert len(server.requests) - before == 2
+    check_max_cost(daemon, lambda: len(server.requests), "claude-work")
     assert KEY not in daemon.log_text()
 
 
@@ -250,7 +213,7 @@ def test_a_daemon_without_an_openai_key_runs_claude_and_refuses_the_models_that_
             _needs_the_openai_key(caught.value.message, model or DEFAULT_MODEL)
         with pytest.raises(CudError, match="no task with id 1"):
             daemon.task(1)  # nothing was queued
-        task = _run(daemon, "claude-work")
+        task = run_approving(daemon, "claude-work")
         assert task["state"] == "succeeded", task["error"]
         recorder.wait_text(TEXT + "\n")
     finally:

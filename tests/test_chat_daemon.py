@@ -9,7 +9,6 @@ import io
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from cud.model_api.chat import FORMATS as ALL_FORMATS
 from cud.model_api.chat import ChatFormat, format_for
 from cud.scripted.chat import ScriptedChat
 from tests.support.daemon import ROOT, Daemon
+from tests.support.model_runs import check_api_errors, check_max_cost, run_approving
 from tests.support.recorder import Recorder, presses
 from tests.support.xserver import start_xvfb
 
@@ -110,34 +110,6 @@ def _by_format(fmt: ChatFormat) -> dict[str, Any]:
     return {"cut": {"name": "cut", "steps": [{"text": click, "finish_reason": "length"}, {"message": "done"}]}}
 
 
-def _run(daemon: Daemon, model: str, prompt: str = "do it", deny: Callable[[dict[str, Any]], bool] = lambda a: False,
-         decided: list[dict[str, Any]] | None = None, **fields: Any) -> dict[str, Any]:
-    """Submit a task (approval "actions") and approve every approval it asks for until it ends, but
-    deny those ``deny`` picks; each approval decided is added to ``decided``."""
-    task_id = daemon.call("submit", prompt=prompt, model=model, approval="actions", **fields)["id"]
-    done = threading.Event()
-
-    def decide() -> None:
-        while not done.is_set():
-            for pending in daemon.call("approvals"):
-                if pending["task_id"] == task_id:
-                    try:
-                        daemon.call("deny" if deny(pending) else "approve", id=pending["id"])
-                    except CudError:
-                        continue  # taken meanwhile
-                    if decided is not None:
-                        decided.append(pending)
-            done.wait(0.05)
-
-    approver = threading.Thread(target=decide, daemon=True)
-    approver.start()
-    try:
-        return daemon.wait_state(task_id, "succeeded", "failed", "stuck", "budget_exceeded", timeout=120)
-    finally:
-        done.set()
-        approver.join(10)
-
-
 def _image_size(request: dict[str, Any]) -> tuple[int, int]:
     """The size of the last image a request carried: the model's space, as the model saw it."""
     parts = [p for m in request["messages"] if isinstance(m["content"], list) for p in m["content"]
@@ -157,7 +129,7 @@ def test_a_task_clicks_drags_types_presses_a_chord_scrolls_and_finishes(chat_dae
     daemon, server = chat_daemon(xvfb.display)
     mark = recorder.mark()
     decided: list[dict[str, Any]] = []
-    task = _run(daemon, "chat-work", decided=decided)
+    task = run_approving(daemon, "chat-work", decided=decided)
     assert task["state"] == "succeeded", task["error"]
     assert task["final_message"] == "All done." and task["model"] == "chat-work"
     recorder.wait_text(TEXT + "\n")
@@ -188,7 +160,7 @@ def test_a_task_clicks_drags_types_presses_a_chord_scrolls_and_finishes(chat_dae
     assert [s["saw"] for s in steps] == ["step-0001-seen.png", *(f"step-{n:04d}.png" for n in range(1, 5))]
     assert "the field first" in steps[0]["messages"][0]  # the model's answer, as it wrote it
     # An entry with its own key sends it (the server wants one) and never shows it.
-    keyed = _run(daemon, "chat-keyed")
+    keyed = run_approving(daemon, "chat-keyed")
     assert keyed["state"] == "succeeded", keyed["error"]
     assert KEY not in daemon.log_text() and KEY not in str(daemon.events(keyed["id"]))
 
@@ -196,7 +168,7 @@ def test_a_task_clicks_drags_types_presses_a_chord_scrolls_and_finishes(chat_dae
 def test_a_long_run_sends_only_the_formats_last_turns(chat_daemon, xvfb, recorder) -> None:
     daemon, server = chat_daemon(xvfb.display)
     mark = recorder.mark()
-    task = _run(daemon, "chat-long")
+    task = run_approving(daemon, "chat-long")
     assert task["state"] == "succeeded" and task["final_message"] == "long done", task["error"]
     seen = _image_size(server.requests[0])
     assert presses(recorder.events(mark)) == [(1, *_native(20 + 60 * n, 40, seen, (1280, 800))) for n in range(9)]
@@ -221,7 +193,7 @@ def test_a_resized_screen_lands_each_click_on_the_native_pixel_meant(chat_daemon
     try:
         daemon, server = chat_daemon(screen.display, corners)
         mark = recorder.mark()
-        task = _run(daemon, "chat-corners")
+        task = run_approving(daemon, "chat-corners")
         assert task["state"] == "succeeded", task["error"]
         # Where the model's pixels land is checked against the image it was actually shown.
         seen = _image_size(server.requests[0])
@@ -237,42 +209,29 @@ def test_a_resized_screen_lands_each_click_on_the_native_pixel_meant(chat_daemon
 def test_bad_input_and_api_errors_end_the_task_with_a_clear_error(chat_daemon, xvfb, recorder) -> None:
     daemon, server = chat_daemon(xvfb.display)
     mark = recorder.mark()
-    garbled = _run(daemon, "chat-garbled")
+    garbled = run_approving(daemon, "chat-garbled")
     assert garbled["state"] == "failed" and garbled["error"]["kind"] == "computer_use", garbled
     assert "I would click the OK button now, I think." in garbled["error"]["message"]
-    off = _run(daemon, "chat-off")
+    off = run_approving(daemon, "chat-off")
     assert off["state"] == "failed" and off["error"]["kind"] == "out_of_bounds", off
     assert "5000" in off["error"]["message"]
     assert [e for e in recorder.fenced(mark) if e["type"] in ("ButtonPress", "KeyPress")] == []
 
     # The stuck guard holds here too: the same click on an unchanged screen, stopped at repeat_limit.
     mark = recorder.mark()
-    loop = _run(daemon, "chat-loop", repeat_limit=3, on_stuck="fail")
+    loop = run_approving(daemon, "chat-loop", repeat_limit=3, on_stuck="fail")
     assert loop["state"] == "stuck" and loop["error"]["kind"] == "stuck", loop["error"]
     seen = _image_size(server.requests[-1])
     assert presses(recorder.events(mark)) == [(1, *_native(640, 400, seen, (1280, 800)))] * 2  # the third never ran
 
-    cut = _run(daemon, "chat-cut")
+    cut = run_approving(daemon, "chat-cut")
     assert cut["state"] == "succeeded", cut["error"]
     diagnostics = [e["data"] for e in daemon.events(cut["id"]) if e["kind"] == "diagnostic"]
     assert [(d["reason"], d["api"]) for d in diagnostics] == [("length", "chat")]
 
-    bad = _run(daemon, "chat-bad")
-    assert bad["state"] == "failed" and bad["error"]["kind"] == "api" and bad["error"]["details"] == {"status": 400}
-    assert "bad request here" in bad["error"]["message"]
-    busy = _run(daemon, "chat-busy")
-    assert busy["state"] == "succeeded" and busy["final_message"] == "after the retry"
-    retries = [e["data"] for e in daemon.events(busy["id"]) if e["kind"] == "model_retry"]
-    assert [(r["status"], r["retrying"]) for r in retries] == [(429, True)]
-    down = _run(daemon, "chat-down")
-    assert down["state"] == "failed" and down["error"]["details"] == {"status": 500}
-    retries = [e["data"] for e in daemon.events(down["id"]) if e["kind"] == "model_retry"]
-    assert [(r["status"], r["retrying"]) for r in retries] == [(500, True), (500, True), (500, False)]
+    check_api_errors(daemon, "chat")
     # A priced chat model stops at its max_cost: two answers at $1, and the third request never goes out.
-    before = len(server.requests)
-    priced = _run(daemon, "chat-work", max_cost="2")
-    assert priced["state"] == "budget_exceeded" and priced["cost"]["amount"] == "2", priced
-    assert len(server.requests) - before == 2
+    check_max_cost(daemon, lambda: len(server.requests), "chat-work")
 
 
 def _asks_the_user(approval: dict[str, Any]) -> bool:
@@ -284,7 +243,7 @@ def test_a_question_to_the_user_is_an_approval(chat_daemon, xvfb, recorder) -> N
     daemon, server = chat_daemon(xvfb.display)
     mark = recorder.mark()
     decided: list[dict[str, Any]] = []
-    approved = _run(daemon, "chat-ask", decided=decided)
+    approved = run_approving(daemon, "chat-ask", decided=decided)
     assert approved["state"] == "succeeded" and approved["final_message"] == "kept it", approved["error"]
     asked = [a for a in decided if _asks_the_user(a)]
     assert len(asked) == 1 and "Which of the two files should I keep?" in asked[0]["checks"][0]["message"]
@@ -293,7 +252,7 @@ def test_a_question_to_the_user_is_an_approval(chat_daemon, xvfb, recorder) -> N
     assert presses(recorder.events(mark)) == [(1, *_native(10, 10, seen, (1280, 800)))]
     # Denied, the task ends as a denied approval ends it; the click after the question never runs.
     mark = recorder.mark()
-    denied = _run(daemon, "chat-ask", deny=_asks_the_user)
+    denied = run_approving(daemon, "chat-ask", deny=_asks_the_user)
     assert denied["state"] == "failed" and denied["error"]["kind"] == "approval", denied
     assert "denied" in denied["error"]["message"]
     assert [e for e in recorder.fenced(mark) if e["type"] == "ButtonPress"] == []
@@ -303,15 +262,15 @@ def test_a_question_to_the_user_is_an_approval(chat_daemon, xvfb, recorder) -> N
 def test_a_model_that_gives_up_fails_the_task_and_one_acting_where_the_pointer_is_acts_there(
         chat_daemon, xvfb, recorder) -> None:
     daemon, server = chat_daemon(xvfb.display)
-    gave = _run(daemon, "chat-gave")
+    gave = run_approving(daemon, "chat-gave")
     assert gave["state"] == "failed" and gave["error"]["kind"] == "computer_use", gave
     assert "gave up" in gave["error"]["message"] and "I could not find the file anywhere" in gave["error"]["message"]
     mark = recorder.mark()
-    nowhere = _run(daemon, "chat-nowhere")
+    nowhere = run_approving(daemon, "chat-nowhere")
     assert nowhere["state"] == "failed" and "pointer has not been sent anywhere" in nowhere["error"]["message"], nowhere
     assert [e for e in recorder.fenced(mark) if e["type"] == "ButtonPress"] == []
     mark = recorder.mark()
-    pointed = _run(daemon, "chat-pointed")
+    pointed = run_approving(daemon, "chat-pointed")
     assert pointed["state"] == "succeeded", pointed["error"]
     seen = _image_size(server.requests[-1])
     assert presses(recorder.events(mark)) == [(5, *_native(300, 200, seen, (1280, 800)))] * 3
