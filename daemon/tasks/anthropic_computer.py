@@ -33,6 +33,7 @@ import anthropic
 from cud.daemon.model.client import Sent, metering
 from cud.daemon.tasks.anthropic_actions import Pointer, translate
 from cud.daemon.tasks.anthropic_history import History
+from cud.daemon.tasks.checkpoint import Cancelled, Checkpoint
 from cud.daemon.tasks.recording import RecordingDriver
 from cud.drivers.png import split_data_url
 from cud.errors import ComputerUseFailed, ModelApiError
@@ -40,7 +41,6 @@ from cud.model_api.scaling import ScreenScale, crop_fit, png_base64
 
 if TYPE_CHECKING:
     from cud.daemon.model.table import ModelEntry
-    from cud.daemon.tasks.checkpoint import Checkpoint
     from cud.daemon.tasks.runner import TaskRun
 
 __all__ = ("API_ERRORS", "error_of", "run_model")
@@ -49,10 +49,6 @@ __all__ = ("API_ERRORS", "error_of", "run_model")
 MAX_TOKENS = 4096
 #: The stop reasons of every ordinary turn: not worth an event.
 _ROUTINE = ("tool_use", "end_turn")
-
-
-class Cancelled(Exception):
-    """The task was cancelled at the checkpoint: the loop ends, the run records the cancel."""
 
 
 #: What this API raises that ends a task with an error of its own (:func:`error_of`).
@@ -117,7 +113,7 @@ class _Loop:
                                         tool=repr(call.get("name")))
             done = translate(call.get("input"), self._scale, self._pointer, self._tool)
             for action in done.actions:
-                await self._admit(action)
+                await self._checkpoint.admit_or_cancel(action)
                 await self._driver.act(action, self._run.is_cancelled)
             content: list[dict[str, Any]] = [{"type": "text", "text": done.text}] if done.text else []
             if done.screenshot or done.region is not None or index == len(calls) - 1:
@@ -125,12 +121,8 @@ class _Loop:
             results.append({"type": "tool_result", "tool_use_id": call["id"], "content": content or "done"})
         return results
 
-    async def _admit(self, action: dict[str, Any]) -> None:
-        if not await self._checkpoint.admit(action):
-            raise Cancelled("the task was cancelled")
-
     async def _image(self, region: tuple[int, int, int, int] | None) -> dict[str, Any]:
-        await self._admit({"type": "screenshot"})
+        await self._checkpoint.admit_or_cancel({"type": "screenshot"})
         shot = await self._driver.screenshot(self._run.is_cancelled)
         _, text = split_data_url(shot["image_url"])
         if region is not None or self._scale.scaled:

@@ -35,6 +35,7 @@ from openai import AsyncOpenAI
 
 from cud.daemon.model.client import Sent, metering
 from cud.daemon.tasks import openai_computer
+from cud.daemon.tasks.checkpoint import Cancelled, Checkpoint
 from cud.daemon.tasks.recording import RecordingDriver
 from cud.drivers.png import parse_data_url
 from cud.errors import ComputerUseFailed
@@ -43,7 +44,6 @@ from cud.model_api.image_limits import image_stats
 
 if TYPE_CHECKING:
     from cud.daemon.model.table import ModelEntry
-    from cud.daemon.tasks.checkpoint import Checkpoint
     from cud.daemon.tasks.runner import TaskRun
     from cud.model_api.chat import ChatFormat
     from cud.model_api.scaling import ScreenScale
@@ -56,10 +56,6 @@ _CUT_SHORT = ("length", "content_filter")
 CALL_USER = "call_user"
 #: The actions a format may leave without a point when the model acts where the pointer is.
 _AT_POINTER = ("click", "double_click", "scroll", "move")
-
-
-class Cancelled(Exception):
-    """The task was cancelled at the checkpoint: the loop ends, the run records the cancel."""
 
 
 #: What this API raises that ends a task with an error of its own (:func:`error_of`).
@@ -102,7 +98,7 @@ class _Loop:
 
     async def screen(self) -> bytes:
         """The screen as the format sends it (admitted first: a pause lands here)."""
-        await self._admit({"type": "screenshot"})
+        await self._checkpoint.admit_or_cancel({"type": "screenshot"})
         shot = await self._driver.screenshot(self._run.is_cancelled)
         _, png = parse_data_url(shot["image_url"])
         return self._fmt.image(png, self.space)
@@ -137,16 +133,12 @@ class _Loop:
         # Every action placed before any runs: one that cannot be is refused with nothing of the reply run.
         placed, self._pointer = _placed(reply.actions, self._pointer)
         for action in placed:
-            await self._admit(action)
+            await self._checkpoint.admit_or_cancel(action)
             await self._driver.act(action, self._run.is_cancelled)
         if reply.call_user is not None:
             check = {"id": CALL_USER, "code": CALL_USER, "message": f"the model asks: {reply.call_user}"}
             if not await self._checkpoint.approve_batch([], [check]):
                 raise Cancelled("the task was cancelled")
-
-    async def _admit(self, action: dict[str, Any]) -> None:
-        if not await self._checkpoint.admit(action):
-            raise Cancelled("the task was cancelled")
 
 
 def _placed(actions: list[dict[str, Any]], pointer: tuple[int, int] | None,

@@ -55,12 +55,16 @@ if TYPE_CHECKING:
     from cud.daemon.tasks.ledger import StepLedger
     from cud.daemon.tasks.runner import TaskRun
 
-__all__ = ("BINDING_RADIUS", "Checkpoint")
+__all__ = ("BINDING_RADIUS", "Cancelled", "Checkpoint")
 
 #: Half-width of the square compared to bind an approval to the screen the approver saw.
 BINDING_RADIUS = 16
 #: Actions the ``actions`` approval mode lets through without asking: they change nothing on the screen.
 _HARMLESS = {"screenshot", "wait"}
+
+
+class Cancelled(Exception):
+    """The task was cancelled at the checkpoint: an API's own loop ends, and the run records the cancel."""
 
 
 class Checkpoint:
@@ -115,6 +119,11 @@ class Checkpoint:
         return True
 
     # -- 3. each action -------------------------------------------------------------------------
+    async def admit_or_cancel(self, action: dict[str, Any]) -> None:
+        """:meth:`admit`, for the loops cud runs itself (not the SDK's toolset): Cancelled where it says no."""
+        if not await self.admit(action):
+            raise Cancelled("the task was cancelled")
+
     async def admit(self, action: dict[str, Any]) -> bool:
         """Whether ``action`` may run: False if the task was cancelled (or meanwhile); raises to end it."""
         run = self._run
