@@ -175,6 +175,8 @@ PLACES: dict[str, str] = {
     "cud.protocol.*": "shared",
     "cud.phrases.*": "shared",
     "cud.model_api.*": "shared",
+    # Open models' formats: their answers become the drivers' actions, checked against the drivers' key table.
+    "cud.model_api.chat.*": "formats",
     "cud.spec.*": "shared",
     # The metrics' catalog: the names a spec's metric check may use (light; cud.spec reads it).
     "cud.osworld.catalog": "shared",
@@ -214,10 +216,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "base": frozenset({"base"}),
     "drivers": frozenset({"base", "drivers"}),
     "shared": frozenset({"base", "shared"}),
+    "formats": frozenset({"base", "drivers", "shared", "formats"}),
     "osworld": frozenset({"base", "shared", "osworld"}),
-    "daemon": frozenset({"base", "drivers", "shared", "osworld", "daemon"}),
-    "clients": frozenset({"base", "drivers", "shared", "osworld", "clients"}),
-    "commands": frozenset({"base", "drivers", "shared", "osworld", "daemon", "clients", "commands"}),
+    "daemon": frozenset({"base", "drivers", "shared", "formats", "osworld", "daemon"}),
+    "clients": frozenset({"base", "drivers", "shared", "formats", "osworld", "clients"}),
+    "commands": frozenset({"base", "drivers", "shared", "formats", "osworld", "daemon", "clients", "commands"}),
 }
 
 
