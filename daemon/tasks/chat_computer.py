@@ -41,6 +41,7 @@ from cud.drivers.png import parse_data_url
 from cud.errors import ComputerUseFailed
 from cud.model_api.chat import Reply, Turn, format_for
 from cud.model_api.image_limits import image_stats
+from cud.protocol import AT_POINT_ACTIONS
 
 if TYPE_CHECKING:
     from cud.daemon.model.table import ModelEntry
@@ -54,8 +55,6 @@ __all__ = ("API_ERRORS", "error_of", "run_model")
 _CUT_SHORT = ("length", "content_filter")
 #: The approval check a model's question to the user becomes.
 CALL_USER = "call_user"
-#: The actions a format may leave without a point when the model acts where the pointer is.
-_AT_POINTER = ("click", "double_click", "scroll", "move")
 
 
 #: What this API raises that ends a task with an error of its own (:func:`error_of`).
@@ -148,7 +147,7 @@ def _placed(actions: list[dict[str, Any]], pointer: tuple[int, int] | None,
     placed = []
     for action in actions:
         kind = action["type"]
-        needs = kind == "drag" and len(action["path"]) == 1 or kind in _AT_POINTER and "x" not in action
+        needs = kind == "drag" and len(action["path"]) == 1 or kind in AT_POINT_ACTIONS and "x" not in action
         if needs:
             if pointer is None:
                 raise ComputerUseFailed(f"the model's {kind} acts where the pointer is, and the pointer has not "

@@ -25,7 +25,9 @@ translates its API's calls into these, and calls them in this order:
 3. Before each action, and before the screenshot that ends a batch: :meth:`admit`. False: the
    task was cancelled; the adapter ends its loop without running the action. It raises (the
    adapter lets it end the task): ``PolicyDenied`` (a deny rule), ``ApprovalError`` (denied, timed
-   out, or the screen or element changed since it was approved), ``TaskStuck``.
+   out, or the screen or element changed since it was approved), ``TaskStuck``. A loop cud runs
+   itself (not the SDK's toolset) calls :meth:`admit_or_cancel` instead: ``Cancelled`` where
+   :meth:`admit` says False, which ends its loop and which its ``error_of`` takes for the cancel.
 4. Once an action ran, :meth:`action_done`; once a screenshot the model is about to receive
    was taken, :meth:`screenshot_taken`. Anything the API reports of interest, :meth:`diagnostic`.
 5. When the adapter's loop has ended, however it ended, the runner (not the adapter) calls
