@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from cud.model_api.scaling import ScreenScale
+if TYPE_CHECKING:  # the config names formats without Pillow, which a format's module needs (cud[...] extras)
+    from cud.model_api.scaling import ScreenScale
 
 __all__ = ("FORMATS", "ChatFormat", "Reply", "Turn", "format_for")
 
