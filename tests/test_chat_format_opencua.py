@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from cud.drivers.actions import SCROLL_PIXELS_PER_NOTCH
 from cud.errors import ComputerUseFailed, OutOfBounds, UnknownKey
 from cud.model_api.chat import Turn, format_for, opencua
-from cud.model_api.chat.resize import smart_resize
+from cud.model_api.chat.resize import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, smart_resize
 from tests.support import chat_formats
 from tests.support import opencua_reference as reference
 from tests.support.chat_formats import near
@@ -33,7 +33,7 @@ def test_the_prompts_are_the_published_ones() -> None:
 def test_smart_resize_is_the_agents(height: int, width: int) -> None:
     # The agent's copy rounds its minimum-size branch differently (below 3136 pixels, no screen).
     assume(max(height, width) / min(height, width) <= 200)
-    ours = smart_resize(height, width, min_pixels=opencua.MIN_PIXELS, max_pixels=opencua.MAX_PIXELS)
+    ours = smart_resize(height, width, min_pixels=QWEN_MIN_PIXELS, max_pixels=QWEN_MAX_PIXELS)
     assert ours[::-1] == reference.smart_resize_qwen25(width, height)
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from cud.drivers.actions import SCROLL_PIXELS_PER_NOTCH
 from cud.errors import ComputerUseFailed, OutOfBounds, UnknownKey
 from cud.model_api.chat import Turn, format_for, qwenvl
-from cud.model_api.chat.resize import smart_resize
+from cud.model_api.chat.resize import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, smart_resize
 from tests.support import chat_formats
 from tests.support import qwen_reference as reference
 
@@ -38,7 +38,7 @@ def test_the_tool_is_the_cookbooks_at_the_smart_resized_size() -> None:
 @given(st.integers(1, 8000), st.integers(1, 8000))
 def test_smart_resize_is_qwens(height: int, width: int) -> None:
     assume(max(height, width) / min(height, width) <= 200)
-    ours = smart_resize(height, width, min_pixels=qwenvl.MIN_PIXELS, max_pixels=qwenvl.MAX_PIXELS)
+    ours = smart_resize(height, width, min_pixels=QWEN_MIN_PIXELS, max_pixels=QWEN_MAX_PIXELS)
     assert ours == reference.smart_resize(height, width)
 
 

@@ -38,7 +38,7 @@ from typing import Any
 from cud.model_api.chat import Reply, Turn
 from cud.model_api.chat import pyautogui as grammar
 from cud.model_api.chat.actions import double_click, image_part, text_part, unparsed, wait
-from cud.model_api.chat.resize import smart_space
+from cud.model_api.chat.resize import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, image, smart_space
 from cud.model_api.scaling import ScreenScale
 
 __all__ = ("HISTORY", "IMAGES", "INSTRUCTION", "NAME", "SYSTEM_PROMPT", "image", "parse", "render", "request",
@@ -49,9 +49,6 @@ NAME = "opencua"
 HISTORY = 10
 #: The agent's default "image_3": the current screenshot and the last two steps'.
 IMAGES = 2
-#: model/README.md's smart_resize arguments for OpenCUA-7B/-32B.
-MIN_PIXELS = 3136
-MAX_PIXELS = 12845056
 
 #: The agent's L2 system prompt, verbatim (split only to keep the source's lines short).
 SYSTEM_PROMPT = "\n".join((
@@ -125,11 +122,7 @@ def _section(text: str, name: str) -> str | None:
 
 
 def space(width: int, height: int) -> ScreenScale:
-    return smart_space(width, height, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
-
-
-def image(png: bytes, space: ScreenScale) -> bytes:
-    return space.image(png)
+    return smart_space(width, height, min_pixels=QWEN_MIN_PIXELS, max_pixels=QWEN_MAX_PIXELS)
 
 
 def request(instruction: str, past: Sequence[Turn], screenshot: bytes, space: ScreenScale) -> list[dict[str, Any]]:

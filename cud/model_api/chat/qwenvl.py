@@ -62,7 +62,7 @@ from cud.model_api.chat.actions import (
     unparsed,
     wait,
 )
-from cud.model_api.chat.resize import smart_space
+from cud.model_api.chat.resize import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, image, smart_space
 from cud.model_api.scaling import ScreenScale
 
 __all__ = ("DESCRIPTION", "HISTORY", "NAME", "PARAMETERS", "image", "parse", "render", "request", "space",
@@ -71,9 +71,6 @@ __all__ = ("DESCRIPTION", "HISTORY", "NAME", "PARAMETERS", "image", "parse", "re
 NAME = "qwen-vl"
 #: Past steps (their screenshot and answer) a request carries.
 HISTORY = 4
-#: Qwen2.5-VL's processor limits (preprocessor_config.json; qwen-vl-utils' MIN_PIXELS / MAX_PIXELS).
-MIN_PIXELS = 3136
-MAX_PIXELS = 12845056
 TOOL = "computer_use"
 
 DESCRIPTION = "\n".join((
@@ -153,11 +150,7 @@ def system_prompt(space: ScreenScale) -> str:
 
 
 def space(width: int, height: int) -> ScreenScale:
-    return smart_space(width, height, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
-
-
-def image(png: bytes, space: ScreenScale) -> bytes:
-    return space.image(png)
+    return smart_space(width, height, min_pixels=QWEN_MIN_PIXELS, max_pixels=QWEN_MAX_PIXELS)
 
 
 def request(instruction: str, past: Sequence[Turn], screenshot: bytes, space: ScreenScale) -> list[dict[str, Any]]:

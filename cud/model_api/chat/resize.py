@@ -18,12 +18,16 @@ import math
 
 from cud.model_api.scaling import ScreenScale
 
-__all__ = ("FACTOR", "MAX_RATIO", "smart_resize", "smart_space")
+__all__ = ("FACTOR", "MAX_RATIO", "QWEN_MAX_PIXELS", "QWEN_MIN_PIXELS", "image", "smart_resize", "smart_space")
 
 #: Both sides of the resized image are multiples of this (patch 14, merged 2x2).
 FACTOR = 28
 #: The processor refuses an image whose long side is more than this many times its short side.
 MAX_RATIO = 200
+#: Qwen2.5-VL's processor limits (its preprocessor_config.json; qwen-vl-utils' MIN_PIXELS / MAX_PIXELS), which
+#: OpenCUA-7B/-32B keep (its model/README.md's smart_resize arguments).
+QWEN_MIN_PIXELS = 3136
+QWEN_MAX_PIXELS = 12845056
 
 
 def smart_resize(height: int, width: int, *, min_pixels: int, max_pixels: int,
@@ -52,3 +56,9 @@ def smart_space(width: int, height: int, *, min_pixels: int, max_pixels: int) ->
     """A native ``width`` x ``height`` screen as a model with this processor sees it."""
     model_height, model_width = smart_resize(height, width, min_pixels=min_pixels, max_pixels=max_pixels)
     return ScreenScale(width, height, model_width, model_height)
+
+
+def image(png: bytes, space: ScreenScale) -> bytes:
+    """The screenshot ``png`` as every format so far sends it: at the smart-resized size of ``space``, which the
+    processor then leaves as it is."""
+    return space.image(png)

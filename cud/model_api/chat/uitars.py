@@ -74,7 +74,7 @@ from cud.model_api.chat.actions import (
     unparsed,
     wait,
 )
-from cud.model_api.chat.resize import smart_space
+from cud.model_api.chat.resize import image, smart_space
 from cud.model_api.scaling import ScreenScale
 
 __all__ = ("HISTORY", "NAME", "PROMPT", "SCROLL_NOTCHES", "image", "parse", "render", "request", "space")
@@ -133,10 +133,6 @@ _TYPE = re.compile(r"type\(\s*content\s*=\s*'(.*)'\s*\)\s*$", re.DOTALL)
 
 def space(width: int, height: int) -> ScreenScale:
     return smart_space(width, height, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
-
-
-def image(png: bytes, space: ScreenScale) -> bytes:
-    return space.image(png)
 
 
 def request(instruction: str, past: Sequence[Turn], screenshot: bytes, space: ScreenScale) -> list[dict[str, Any]]:
