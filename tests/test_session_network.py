@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -16,13 +17,17 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cud.cuctl.client import Client, RemoteError
-from cud.daemon.session.processes import DEBUGGER_FLAGS
+from cud.daemon.session.processes import debugger_flag
 from tests.support.netns import CONNECT, own_network
 from tests.support.seat_users import SeatUsers, reachable_dir
 from tests.support.session_seat import SEAT, SessionSeat, seat_parts, session_seat
 
+#: The switches that open a debugging port, as Chromium and Firefox name them (without the dash or two before).
+SWITCHES = ("remote-debugging-port", "remote-debugging-address", "start-debugger-server")
 #: The second seat: the machine's network, to what its allow-list names only.
 ALLOWING = "s2"
 
@@ -143,10 +148,29 @@ def test_a_browsers_debugging_port_opens_only_where_the_loopback_is_the_seats_ow
     cud runs may open one, not even inside a shell's text; on the seat with a loopback of its own it runs."""
     seat = everything.seat
     with Client(seat.daemon.socket, timeout=60) as client:
-        for flag in DEBUGGER_FLAGS:
-            argv = ["/bin/sh", "-c", f"echo chromium {flag}=0"]
+        for flag, dashes in itertools.product(SWITCHES, ("-", "--")):
+            argv = ["/bin/sh", "-c", f"echo chromium {dashes}{flag}=0"]
             done = client.call("exec", seat=SEAT, argv=argv, timeout=30)
-            assert base64.b64decode(done["stdout"]).decode().strip() == f"chromium {flag}=0"
+            assert base64.b64decode(done["stdout"]).decode().strip() == f"chromium {dashes}{flag}=0"
             with pytest.raises(RemoteError) as caught:
                 client.call("exec", seat=ALLOWING, argv=argv, timeout=30)
             assert flag in caught.value.message and "'allow'" in caught.value.message, caught.value.message
+
+
+#: Text around a switch in an argument: anything, a shell's quoting and separators included.
+_around = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=20)
+
+
+@given(before=st.lists(_around, max_size=4), after=st.lists(_around, max_size=4), flag=st.sampled_from(SWITCHES),
+       dashes=st.sampled_from(["-", "--"]), left=_around, right=_around)
+def test_a_debugging_switch_is_found_wherever_it_is_written(before: list[str], after: list[str], flag: str, dashes: str,
+                                                          left: str, right: str) -> None:
+    """Chromium and Firefox take a switch after one dash as after two, alone or inside a shell's text."""
+    found = debugger_flag([*before, f"{left}{dashes}{flag}{right}", *after])
+    assert found is not None and found in f"{left}{dashes}{flag}{right}" + "".join(before + after)
+
+
+@given(argv=st.lists(_around.filter(lambda a: not any(f in a for f in SWITCHES)), max_size=6))
+def test_a_command_without_one_runs(argv: list[str]) -> None:
+    assert debugger_flag(argv) is None
+    assert debugger_flag(["chromium", "--remote-debugging-pipe", "--remote-allow-origins=*"]) is None

@@ -63,9 +63,14 @@ class SessionPlaces:
     isolation: Isolation = Isolation()
 
 
-#: The flags by which Chromium, and Firefox or Thunderbird (its remote agent, its debugger server), open a debugging
-#: endpoint on a TCP port.
-DEBUGGER_FLAGS = ("--remote-debugging-port", "--remote-debugging-address", "--start-debugger-server")
+#: The switches by which Chromium, and Firefox or Thunderbird (its remote agent, its debugger server), open a
+#: debugging endpoint on a TCP port, without their dashes: both take a switch after one dash as after two.
+DEBUGGER_FLAGS = ("remote-debugging-port", "remote-debugging-address", "start-debugger-server")
+
+
+def debugger_flag(argv: Sequence[str]) -> str | None:
+    """The first of :data:`DEBUGGER_FLAGS` anywhere in ``argv`` (inside a shell's text too), or None."""
+    return next((flag for arg in argv for flag in DEBUGGER_FLAGS if flag in arg), None)
 
 
 class SeatSession:
@@ -195,14 +200,13 @@ class SeatSession:
         in its pages, reads its cookies). On a loopback the machine's other users share, the seats' users
         included, cud never opens one; the seat's own loopback (``network = "none"``) keeps it to the session.
         Any argument is looked into, so a shell's text (``sh -c "chromium --remote-debugging-port=0"``) is too."""
-        for arg in items:
-            flag = next((f for f in DEBUGGER_FLAGS if f in arg), None)
-            if flag is not None:
-                raise SessionError(
-                    f"command {items[0][:80]!r} opens a browser's DevTools port ({flag}) on seat {self.seat!r}, whose "
-                    f"network is {self.places.isolation.network!r}: every local user could reach that port and drive "
-                    f"the browser; only a seat with network = \"none\" (a loopback of its own) may open one",
-                    argv=items[:1], seat=self.seat, flag=flag, network=self.places.isolation.network)
+        flag = debugger_flag(items)
+        if flag is not None:
+            raise SessionError(
+                f"command {items[0][:80]!r} opens a browser's DevTools port ({flag}) on seat {self.seat!r}, whose "
+                f"network is {self.places.isolation.network!r}: every local user could reach that port and drive "
+                f"the browser; only a seat with network = \"none\" (a loopback of its own) may open one",
+                argv=items[:1], seat=self.seat, flag=flag, network=self.places.isolation.network)
 
     @contextlib.contextmanager
     def _cwd(self, cwd: str | None) -> typing.Iterator[_Cwd]:
