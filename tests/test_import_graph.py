@@ -166,9 +166,10 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 #: The layer of each module of the package: an exact name, or ``pkg.*`` for a package and everything
 #: under it; the most specific entry wins. A module that matches none fails the test: place it.
 PLACES: dict[str, str] = {
-    # What every layer uses: the package's version and the error hierarchy.
+    # What every layer uses: the package's version, the error hierarchy, giving a heap's freed memory back.
     "cud": "base",
     "cud.errors": "base",
+    "cud.heap": "base",
     # The displays (X11, VNC): they know nothing of tasks, sockets or clients.
     "cud.drivers.*": "drivers",
     # The shared library: the words daemon and clients both speak.

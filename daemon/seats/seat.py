@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cud import heap
 from cud.daemon.config import Config
 from cud.daemon.model.clients import ModelClients
 from cud.daemon.seats.config import SeatConfig
@@ -51,19 +51,6 @@ HEALTH_INTERVAL = 2.0
 NOT_CHECKED = "not checked yet"
 #: Seconds the seat waits before trying again when the disk was too full to record a task.
 FULL_DISK_RETRY = 5.0
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return None
-
-
-#: A task's requests carry every screenshot so far (the SDK replays its history), so the
-#: heap peaks at the task's end; glibc keeps such freed memory in each thread's arena
-#: unless asked (the seats bench measured ~15 MiB a seat kept that way).
-_TRIM = _malloc_trim()
 
 
 @dataclass(frozen=True)
@@ -160,6 +147,7 @@ class Seat:
             "private_tmp": self.seat_config.isolation.private_tmp,
             "home_path": self.seat_config.isolation.home_path,
             "error": self.error,
+            "driver_pid": self.driver.pid,
         }
 
     def meets(self, needs: SeatNeeds) -> bool:
@@ -330,8 +318,7 @@ class Seat:
                 self.state = "idle"  # check() takes it back if the display does not answer; it is
             await self.health_check()  # not free while checking, and starts checking before any await
             self._prune()
-            if _TRIM is not None:
-                _TRIM(0)
+            heap.trim()
             self._on_free()
 
     async def _pause(self, seconds: float) -> bool:
