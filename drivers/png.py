@@ -123,16 +123,18 @@ def _adler_combine(first: int, second: int, second_len: int) -> int:
     return (b << 16) | a
 
 
-_WORK = threading.local()
+#: Each thread's buffers for filtering a band, by thread: see ``_work_buffers``.
+_WORK: dict[int, dict[tuple[int, int], Any]] = {}
 
 
 def _work_buffers(n: int, stride: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """This thread's buffers for filtering a band of ``n`` rows: needed only while it is encoded.
 
-    Kept per worker of the shared pool, not per band of every display: each seat of
-    a daemon would otherwise hold ~12 MiB of them at 1280x800 (issue 11's bench).
+    Kept per thread of the encoders' pool, not per band of every display: each seat of a daemon would
+    otherwise hold ~12 MiB of them at 1280x800 (the seats bench). ``PngEncoder.forget`` lets them go:
+    between tasks a seat's driver process keeps none.
     """
-    cache: dict[tuple[int, int], Any] = _WORK.__dict__.setdefault("buffers", {})
+    cache = _WORK.setdefault(threading.get_ident(), {})
     buffers = cache.get((n, stride))
     if buffers is None:
         #: RGB rows preceded by the row above; filter-type byte + filtered row, twice (the cheap choice and
@@ -250,7 +252,9 @@ class PngEncoder:
         self.forget()
 
     def forget(self) -> None:
-        """Drop the last frame and everything made from it (the next frame is encoded whole)."""
+        """Drop the last frame and everything made from it (the next frame is encoded whole), and the pool's
+        filter buffers (a band being encoded keeps its own until it is done)."""
+        _WORK.clear()
         self._key: tuple[int, int, str] = (0, 0, "")
         self._bands: list[_Band] = []
         #: The frame the bands' parts were made from (H x W x 4), to tell unchanged bands by.

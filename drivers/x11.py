@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -62,15 +63,19 @@ def _grabber_fd(grabber: mss.MSS) -> int | None:
     impl = getattr(grabber, "_impl", None)
     conn = getattr(impl, "conn", None)
     if conn is not None:
-        xcb = ctypes.CDLL(ctypes.util.find_library("xcb") or "libxcb.so.1")
-        xcb.xcb_get_file_descriptor.argtypes = [ctypes.c_void_p]
-        return int(xcb.xcb_get_file_descriptor(_address(conn)))
+        return int(_library("xcb", "libxcb.so.1", "xcb_get_file_descriptor").xcb_get_file_descriptor(_address(conn)))
     display = getattr(getattr(impl, "_handles", None), "display", None)
     if display:
-        xlib = ctypes.CDLL(ctypes.util.find_library("X11") or "libX11.so.6")
-        xlib.XConnectionNumber.argtypes = [ctypes.c_void_p]
-        return int(xlib.XConnectionNumber(_address(display)))
+        return int(_library("X11", "libX11.so.6", "XConnectionNumber").XConnectionNumber(_address(display)))
     return None
+
+
+@functools.cache
+def _library(name: str, fallback: str, function: str) -> ctypes.CDLL:
+    """The C library ``name`` with ``function`` taking a pointer; found once (find_library runs ldconfig)."""
+    library = ctypes.CDLL(ctypes.util.find_library(name) or fallback)
+    getattr(library, function).argtypes = [ctypes.c_void_p]
+    return library
 
 
 def _address(handle: Any) -> ctypes.c_void_p:
@@ -107,8 +112,11 @@ class _Connection:
             geometry = self.root.get_geometry()
             self.size = (geometry.width, geometry.height)
             self.buttons = len(self.dpy.get_pointer_mapping())
-            self.grabber = _grabber(name)
-            self.grabber_fd = _grabber_fd(self.grabber)
+            self.name = name
+            #: mss, with its own X connection and shared memory the size of the screen: made at the first
+            #: grab, let go of between tasks (``drop_grabber``).
+            self.grabber: mss.MSS | None = None
+            self.grabber_fd: int | None = None
             self.keyboard = Keyboard(self.dpy, self.wait_for_clients)
         except BaseException:
             self.dpy.close()
@@ -134,6 +142,9 @@ class _Connection:
 
     def grab(self) -> Any:
         width, height = self.size
+        if self.grabber is None:
+            self.grabber = _grabber(self.name)
+            self.grabber_fd = _grabber_fd(self.grabber)
         try:
             frame = self.grabber.grab({"left": 0, "top": 0, "width": width, "height": height})
         except AssertionError as exc:  # mss asserts on a reply its dead XCB connection never gave
@@ -151,9 +162,14 @@ class _Connection:
         if self.grabber_fd is not None:
             shut_down_fd(self.grabber_fd)
 
+    def drop_grabber(self) -> None:
+        grabber, self.grabber, self.grabber_fd = self.grabber, None, None
+        if grabber is not None:
+            with contextlib.suppress(Exception):
+                grabber.close()
+
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.grabber.close()
+        self.drop_grabber()
         with contextlib.suppress(Exception):
             self.dpy.close()
 
@@ -371,6 +387,8 @@ class X11Driver(Driver):
     def rest(self) -> None:
         self._last_frame = None
         self._encoder.forget()
+        if self._conn is not None:  # its shared memory is a frame's worth, and a task's first grab makes it again
+            self._conn.drop_grabber()
 
     def release_all(self) -> None:
         with self._session("release_all") as conn:
