@@ -30,6 +30,11 @@ class AsyncDriver:
         self.driver = driver
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cud-driver")
 
+    @property
+    def pid(self) -> int | None:
+        """The driver's own process, if it has one (:class:`cud.drivers.worker.WorkerDriver`)."""
+        return self.driver.pid
+
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Run ``driver.method(*args, **kwargs)`` on the driver's thread."""
         return await self._run(getattr(self.driver, method), *args, **kwargs)

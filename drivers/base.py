@@ -94,6 +94,11 @@ class Driver(abc.ABC):
         """Between tasks: let go of what only a task needs — the last screenshot's frame (approvals
         bind to it) and the encoder's copy of it. The next screenshot makes them again."""
 
+    @property
+    def pid(self) -> int | None:
+        """The process that talks to the display when it is not this one (:mod:`cud.drivers.worker`), else None."""
+        return None
+
     @abc.abstractmethod
     def release_all(self) -> None:
         """Release every key and mouse button held on the display (start-up after a crash)."""

@@ -35,6 +35,7 @@ from cud.drivers import open_driver
 from cud.drivers.drag_motion import drag_motion
 from cud.drivers.vnc import VNCDriver
 from cud.drivers.vnc_client import Connection
+from cud.drivers.worker import WorkerDriver
 from cud.errors import (
     ActionRejected,
     AuthenticationFailed,
@@ -129,10 +130,13 @@ def seat(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Seat]:
     s.stop()
 
 
-@pytest.fixture
-def driver(seat: Seat) -> Iterator[VNCDriver]:
-    drv = VNCDriver(seat.vnc.server, seat.vnc.password, wait_seconds=0.05, timeout=10.0)
-    yield drv
+@pytest.fixture(params=["in-process", "worker"])
+def driver(seat: Seat, request: pytest.FixtureRequest) -> Iterator[VNCDriver]:
+    """The driver in the test's process, and the same driver in a worker process as the daemon runs it."""
+    drv = (VNCDriver(seat.vnc.server, seat.vnc.password, wait_seconds=0.05, timeout=10.0)
+           if request.param == "in-process"
+           else WorkerDriver(vnc=seat.vnc.server, vnc_password=seat.vnc.password, wait_seconds=0.05, timeout=10.0))
+    yield drv  # type: ignore[misc]  # a WorkerDriver has the VNCDriver's calls
     drv.close()
 
 
@@ -486,7 +490,7 @@ def test_more_borrowed_characters_than_the_server_holds_are_refused_up_front(dri
 
 def test_release_all_releases_modifiers_a_dead_client_left_held(driver: VNCDriver, seat: Seat) -> None:
     # A client that pressed keys and died without releasing them (cud crashing half-way).
-    crashed = Connection(driver.address, seat.vnc.password, 10.0)
+    crashed = Connection(VNCDriver(seat.vnc.server).address, seat.vnc.password, 10.0)
     crashed.send([("key", 0xFFE1, True), ("key", 0xFFE3, True)])  # Shift_L, Control_L down
     wait_until(lambda: held_state(seat.display)[0], 5, "keys held")
     crashed._abort()

@@ -22,6 +22,7 @@ from Xlib.display import Display
 from cud.drivers.aio import AsyncDriver
 from cud.drivers.deadline import Deadline
 from cud.drivers.drag_motion import drag_motion
+from cud.drivers.worker import WorkerDriver
 from cud.drivers.x11 import X11Driver
 from cud.drivers.x11_keyboard import _COMMAND_KEYSYMS
 from cud.errors import ActionRejected, DisplayUnavailable, DriverTimeout, OutOfBounds, UnknownKey
@@ -39,10 +40,12 @@ from tests.support.xserver import XServer, start_xvfb, stop_process
 SHIFT, CONTROL = X.ShiftMask, X.ControlMask
 
 
-@pytest.fixture
-def driver(xvfb: XServer) -> Iterator[X11Driver]:
-    drv = X11Driver(xvfb.display, wait_seconds=0.05)
-    yield drv
+@pytest.fixture(params=["in-process", "worker"])
+def driver(xvfb: XServer, request: pytest.FixtureRequest) -> Iterator[X11Driver]:
+    """The driver in the test's process, and the same driver in a worker process as the daemon runs it."""
+    drv = (X11Driver(xvfb.display, wait_seconds=0.05) if request.param == "in-process"
+           else WorkerDriver(display=xvfb.display, wait_seconds=0.05))
+    yield drv  # type: ignore[misc]  # a WorkerDriver has the X11Driver's calls (and its display)
     drv.close()
 
 
@@ -207,21 +210,25 @@ def test_rejected_actions_send_nothing_at_all(driver: X11Driver, recorder: Recor
     assert_nothing_held(driver.display)
 
 
-def test_an_action_failing_half_way_leaves_nothing_held(driver: X11Driver, recorder: Recorder,
+def test_an_action_failing_half_way_leaves_nothing_held(xvfb: XServer, recorder: Recorder,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    driver.screenshot()  # connect
-    keyboard = driver._conn.keyboard  # type: ignore[union-attr]
-    real_type = keyboard.type
+    driver = X11Driver(xvfb.display)  # in this process: the failure is injected into its keyboard
+    try:
+        driver.screenshot()  # connect
+        keyboard = driver._conn.keyboard  # type: ignore[union-attr]
+        real_type = keyboard.type
 
-    def type_then_fail(keysyms: tuple[int, ...], *, caps_lock: bool) -> None:
-        keyboard.press_keysym(XK.XK_Shift_L)
-        real_type(keysyms, caps_lock=caps_lock)
-        raise RuntimeError("injected failure half-way")
+        def type_then_fail(keysyms: tuple[int, ...], *, caps_lock: bool) -> None:
+            keyboard.press_keysym(XK.XK_Shift_L)
+            real_type(keysyms, caps_lock=caps_lock)
+            raise RuntimeError("injected failure half-way")
 
-    monkeypatch.setattr(keyboard, "type", type_then_fail)
-    with pytest.raises(RuntimeError, match="injected"):
-        driver.type({"type": "type", "text": "abc"})
-    assert_nothing_held(driver.display)
+        monkeypatch.setattr(keyboard, "type", type_then_fail)
+        with pytest.raises(RuntimeError, match="injected"):
+            driver.type({"type": "type", "text": "abc"})
+        assert_nothing_held(driver.display)
+    finally:
+        driver.close()
 
 
 def test_release_all_releases_what_another_client_left_held(driver: X11Driver, xvfb: XServer) -> None:
