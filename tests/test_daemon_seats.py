@@ -9,7 +9,9 @@ running for as long as a test needs, without timing anything.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +22,9 @@ import pytest
 from cud.protocol import PROTOCOL_VERSION
 from cud.scripted import ScriptedModel
 from tests.support.daemon import Daemon, cuctl, json_out, scenario
+from tests.support.rawx import held_state
 from tests.support.recorder import Recorder, wait_until
+from tests.support.sockets import unread_messages
 from tests.support.xserver import XServer, restart_xvfb, start_xvfb
 
 NAMES = ("a", "b", "c")
@@ -190,6 +194,41 @@ def test_a_killed_x_server_fails_its_task_its_seat_waits_and_comes_back(seats: S
     assert daemon.wait_state(pinned, "succeeded")["seat"] == "b"
     seats.recorders["b"].wait_text("?")
     wait_until(lambda: seats.seat("b")["state"] == "idle", 30, "seat b idle again")
+
+
+def test_a_driver_process_killed_mid_step_fails_only_its_seats_task_and_the_seat_comes_back(seats: Seats) -> None:
+    daemon = seats.daemon
+    ids = {name: daemon.call("submit", prompt=f"on {name}", seat=name)["id"] for name in NAMES}
+    wait_until(lambda: set(ids.values()) <= _pending_tasks(daemon), 30, "a task waiting on every seat")
+    pids = {name: seats.seat(name)["driver_pid"] for name in NAMES}
+    assert len(set(pids.values())) == 3 and daemon.proc is not None and daemon.proc.pid not in pids.values()
+    victim = pids["b"]
+    os.kill(victim, signal.SIGSTOP)
+    _approve(daemon, ids["b"])  # the step goes on: the daemon's next call waits on the stopped process
+    wait_until(lambda: unread_messages(victim) > 0, 30, "b's step waiting in its driver process")
+    os.kill(victim, signal.SIGKILL)
+    failed = daemon.wait_state(ids["b"], "failed")
+    assert failed["error"]["kind"] == "display_unavailable", failed["error"]
+    assert failed["error"]["message"].startswith(f"the driver process (pid {victim}) of {seats.servers['b'].display} "
+                                                 "ended during "), failed["error"]
+    # The other seats' tasks go on, on their own driver processes.
+    for name in ("a", "c"):
+        _approve(daemon, ids[name])
+        assert daemon.wait_state(ids[name], "succeeded")["seat"] == name
+        assert seats.seat(name)["driver_pid"] == pids[name]
+    # Seat b comes back with a new driver process and runs its next task there.
+    wait_until(lambda: seats.seat("b")["state"] == "idle", 30, "seat b idle again")
+    again = daemon.call("submit", prompt="on b again", seat="b")["id"]
+    _approve(daemon, again)
+    assert daemon.wait_state(again, "succeeded")["seat"] == "b"
+    seats.recorders["b"].wait_text("?")
+    assert seats.seat("b")["driver_pid"] not in (None, victim)
+    assert held_state(seats.servers["b"].display) == ([], 0)
+    # The driver processes end with the daemon.
+    alive = [seats.seat(name)["driver_pid"] for name in NAMES]
+    daemon.stop()
+    for pid in alive:
+        wait_until(lambda pid=pid: not Path(f"/proc/{pid}").exists(), 30, f"driver process {pid} gone")
 
 
 def test_a_seat_whose_display_is_gone_at_start_up_does_not_hold_the_daemon_back(short_tmp: Path) -> None:

@@ -362,6 +362,9 @@ class SeatView(TypedDict):
     home_path: str | None
     #: Why the seat is unavailable; null otherwise.
     error: str | None
+    #: The process id of the seat's driver process (it grabs, encodes and sends input for this seat alone);
+    #: null while none runs. A new one starts when the seat next needs its display.
+    driver_pid: int | None
 
 
 class RecordResult(TypedDict):

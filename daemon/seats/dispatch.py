@@ -33,15 +33,16 @@ log = logging.getLogger("cud.seats")
 
 
 def _open_driver(seat_config: SeatConfig, parts: SeatParts) -> object:
-    from cud.drivers import open_driver  # imported here so a config error never needs X libraries
-    from cud.drivers.aio import AsyncDriver
+    from cud.drivers.aio import AsyncDriver  # imported here so a config error never needs X libraries
+    from cud.drivers.worker import WorkerDriver
 
     config = parts.config
     password = None
     if seat_config.vnc_password_file is not None:
         password = read_secret_file(seat_config.vnc_password_file, "vnc_password_file")
-    # Drivers connect on their first call: opening one never waits on its display.
-    driver = open_driver(
+    # The driver runs in a process of its own (cud.drivers.worker), started on its first call, as the
+    # display is connected: opening one never waits on either.
+    driver = WorkerDriver(
         display=seat_config.display,
         vnc=seat_config.vnc,
         vnc_password=password,
@@ -188,3 +189,6 @@ class Seats:
             await seat.targets.close()
             if seat.session is not None:
                 seat.session.close()  # its runtime directory (sockets, the X cookie copy) goes with the daemon
+        from cud.drivers.worker import FORKER
+
+        await asyncio.to_thread(FORKER.close)
