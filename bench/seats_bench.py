@@ -48,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # also runnable as a file, like the other benchmarks
 
-from bench.procstat import Memory, cpu_seconds, memory
+from bench.procstat import Memory, children, cpu_seconds, descendants, memory, summed_memory
 from bench.scene import show_busy_scene, show_entry
 from bench.stats import table
 from cud.cuctl.client import Client
@@ -67,9 +67,12 @@ LATENCIES = (0.0, 1.0)
 TASKS_PER_SEAT = 3
 TURNS = 40  # issue 20: long enough that a history replayed whole would show
 WIDTH, HEIGHT = 1280, 800
-#: Issue 11's targets: 8 seats at least 7x one seat's steps/s with a 1 s model; at most 10 MiB per seat.
+#: The targets: 8 seats at least 7x one seat's steps/s with a 1 s model, 50 seats at least 40x; at most
+#: 10 MiB per added seat; at most 25 ms of the daemon's CPU (its process and its driver processes) per step.
 TARGET_SCALING = 7.0
+TARGET_SCALING_50 = 40.0
 TARGET_MIB_PER_SEAT = 10.0
+TARGET_CPU_MS = 25.0
 _ENTRY_X, _ENTRY_Y = 40, HEIGHT - 80
 _DONE = ("succeeded", "failed", "cancelled", "interrupted")
 
@@ -122,8 +125,10 @@ class Round:
     steps: int
     wall: float  # seconds, first created_at to last finished_at
     spread: tuple[int, int]  # fewest and most tasks one seat ran
-    cpu: tuple[float, float, float]  # CPU seconds of the daemon, the scripted model, the X side
-    peak_rss: int  # KiB: the most the daemon held while the round ran (sampled every 0.2 s)
+    #: CPU seconds of the daemon's process, its driver processes (the fork server and one per seat), the
+    #: scripted model, the X side
+    cpu: tuple[float, float, float, float]
+    peak_pss: int  # KiB: the most the daemon and its driver processes held while the round ran (every 0.2 s)
 
     @property
     def rate(self) -> float:
@@ -133,9 +138,18 @@ class Round:
 @dataclass(frozen=True)
 class SeatCount:
     seats: int
-    idle: Memory  # right after start-up, before any task
+    #: The daemon and its driver processes, summed: right after start-up, before any task
+    idle: Memory
     after: Memory  # after the warm-up and every round, all seats idle again
+    after_daemon: Memory  # of which the daemon's own process
     rounds: list[Round]
+
+
+def driver_processes(daemon: int) -> list[int]:
+    """The daemon's fork server and the driver processes it forked (cud.drivers.forker), not its other
+    children (a video recording's ffmpeg)."""
+    servers = [pid for pid in children(daemon) if b"cud.drivers.forker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    return [*servers, *(pid for server in servers for pid in descendants(server))]
 
 
 def _epoch(stamp: str) -> float:
@@ -175,12 +189,19 @@ def run_round(daemon: Daemon, model: ScriptedModel, seats: int, tasks: int, turn
     assert daemon.proc is not None
     model.latency = latency  # read before every answer
     requests = len(model.request_bytes)
-    cpu_before = (cpu_seconds(daemon.proc.pid), time.process_time(), sum(map(cpu_seconds, x_pids)))
+    drivers = driver_processes(daemon.proc.pid)  # every seat has had its driver process since the warm-up
+
+    def cpu_now() -> tuple[float, float, float, float]:
+        assert daemon.proc is not None
+        return (cpu_seconds(daemon.proc.pid), sum(map(cpu_seconds, drivers)), time.process_time(),
+                sum(map(cpu_seconds, x_pids)))
+
+    cpu_before = cpu_now()
     peak, running = [0], threading.Event()
 
     def sample(pid: int = daemon.proc.pid) -> None:
         while not running.wait(0.2):
-            peak[0] = max(peak[0], memory(pid).rss)
+            peak[0] = max(peak[0], summed_memory([pid, *drivers]).pss)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -189,7 +210,9 @@ def run_round(daemon: Daemon, model: ScriptedModel, seats: int, tasks: int, turn
     finally:
         running.set()
         sampler.join()
-    cpu_after = (cpu_seconds(daemon.proc.pid), time.process_time(), sum(map(cpu_seconds, x_pids)))
+    cpu_after = cpu_now()
+    if sorted(driver_processes(daemon.proc.pid)) != sorted(drivers):
+        raise RuntimeError("the daemon's driver processes changed during the round: their CPU would be lost")
     steps = sum(int(t["steps"]) for t in done)  # type: ignore[call-overload]
     if len(model.request_bytes) - requests != steps:
         raise RuntimeError(f"the model answered {len(model.request_bytes) - requests} requests for {steps} steps")
@@ -213,13 +236,14 @@ def measure_seats(shown: list[Screen], model: ScriptedModel, url: str, tasks: in
         if [v["name"] for v in views] != names or any(v["state"] != "idle" for v in views):
             raise RuntimeError(f"the daemon's seats are not all idle: {views}")
         time.sleep(1.0)  # start-up's last allocations and checks
-        idle = memory(daemon.proc.pid)
+        idle = summed_memory([daemon.proc.pid, *driver_processes(daemon.proc.pid)])
         model.latency = 0.0
         _finish(daemon, _submit(daemon, len(names), names), turns)  # warm-up: one task pinned to each seat
         x_pids = [pid for screen in shown for pid in screen.pids()]
         rounds = [run_round(daemon, model, len(names), tasks, turns, latency, x_pids) for latency in latencies]
         time.sleep(2.0)  # past the seats' health checks after their last task
-        return SeatCount(len(names), idle, memory(daemon.proc.pid), rounds)
+        after = summed_memory([daemon.proc.pid, *driver_processes(daemon.proc.pid)])
+        return SeatCount(len(names), idle, after, memory(daemon.proc.pid), rounds)
     finally:
         daemon.cleanup()
 
@@ -248,50 +272,62 @@ def report(results: list[SeatCount], tasks: int, turns: int, busy: bool) -> str:
         for r in result.rounds:
             one = base.get(r.latency)
             scaling = f"{r.rate / one.rate:.2f}x" if one is not None else "-"
-            others = " / ".join(f"{1000 * c / r.steps:.0f}" for c in r.cpu[1:])
+            ms = [1000 * c / r.steps for c in r.cpu]
             rows.append((r.seats, f"{r.latency:g} s", f"{r.tasks} x {turns}", f"{r.spread[0]}-{r.spread[1]}",
-                         f"{r.wall:.1f} s", f"{r.rate:.2f}", scaling, f"{1000 * r.cpu[0] / r.steps:.1f}", others))
-    speed = table(("seats", "model latency", "tasks x turns", "tasks per seat", "wall", "steps/s",
-                   "vs 1 seat", "daemon CPU ms per step", "CPU ms per step: model / X"), rows)
+                         f"{r.wall:.1f} s", f"{r.rate:.2f}", scaling, f"{ms[0] + ms[1]:.1f}",
+                         f"{ms[0]:.1f} / {ms[1]:.1f}", f"{ms[2]:.0f} / {ms[3]:.0f}"))
+    speed = table(("seats", "model latency", "tasks x turns", "tasks per seat", "wall", "steps/s", "vs 1 seat",
+                   "daemon CPU ms per step", "of it: event loop process / driver processes",
+                   "CPU ms per step: model / X"), rows)
 
-    idle1 = results[0].idle.rss if results[0].seats == 1 else None
-    after1 = results[0].after.rss if results[0].seats == 1 else None
+    idle1 = results[0].idle.pss if results[0].seats == 1 else None
+    after1 = results[0].after.pss if results[0].seats == 1 else None
     mem_rows: list[tuple[object, ...]] = []
     for result in results:
-        over_idle = f"{(result.after.rss - idle1) / 1024 / result.seats:.1f} MiB" if idle1 is not None else "-"
-        slope = (f"{(result.after.rss - after1) / 1024 / (result.seats - 1):.1f} MiB"
+        over_idle = f"{(result.after.pss - idle1) / 1024 / result.seats:.1f} MiB" if idle1 is not None else "-"
+        slope = (f"{(result.after.pss - after1) / 1024 / (result.seats - 1):.1f} MiB"
                  if after1 is not None and result.seats > 1 else "-")
-        peak = max(r.peak_rss for r in result.rounds)
-        mem_rows.append((result.seats, _mib(result.idle.rss), _mib(peak), _mib(result.after.rss),
-                         _mib(result.after.anon), _mib(result.after.shmem), result.after.threads, over_idle, slope))
-    mem = table(("seats", "RSS idle", "RSS peak, every seat busy", "RSS after work", "of it anon", "of it shmem",
-                 "threads", "(RSS after - RSS idle 1 seat) / seats",
-                 "per added seat: (RSS after - RSS after, 1 seat) / (seats - 1)"), mem_rows)
+        peak = max(r.peak_pss for r in result.rounds)
+        mem_rows.append((result.seats, _mib(result.idle.pss), _mib(peak), _mib(result.after.pss),
+                         _mib(result.after_daemon.pss), _mib(result.after.shmem), result.after.processes,
+                         result.after.threads, over_idle, slope))
+    mem = table(("seats", "PSS idle", "PSS peak, every seat busy", "PSS after work", "of it the daemon's process",
+                 "shmem", "processes", "threads", "(PSS after - PSS idle 1 seat) / seats",
+                 "per added seat: (PSS after - PSS after, 1 seat) / (seats - 1)"), mem_rows)
     scene = "busy scene + Tk entry" if busy else "light scene: a Tk entry on the bare screen"
     return (f"### Seats (one daemon, N private {WIDTH}x{HEIGHT} Xvfbs, {scene}, scripted model)\n\n"
             f"{tasks} tasks per seat of {turns} turns each, submitted at once unpinned (after a pinned warm-up task "
-            "per seat); steps/s = steps recorded / (last finished_at - first created_at).\n\n"
+            "per seat); steps/s = steps recorded / (last finished_at - first created_at). The daemon's CPU and "
+            "memory are its own process's and its driver processes' (the fork server and one per seat), summed; "
+            "memory is PSS, which splits the pages they share among them.\n\n"
             + speed + "\n\n" + mem + "\n\n" + verdict(results))
 
 
 def verdict(results: list[SeatCount]) -> str:
     by_seats = {r.seats: r for r in results}
+    slow = {count: next((r for r in result.rounds if r.latency == 1.0), None) for count, result in by_seats.items()}
     lines = []
-    one, eight = by_seats.get(1), by_seats.get(8)
-    if one is not None and eight is not None:
-        slow = {r.latency: r for r in one.rounds}.get(1.0), {r.latency: r for r in eight.rounds}.get(1.0)
-        if slow[0] is not None and slow[1] is not None:
-            ratio = slow[1].rate / slow[0].rate
-            met = "met" if ratio >= TARGET_SCALING else "MISSED"
-            lines.append(f"- 1 s model, 8 seats vs 1: {ratio:.2f}x (target >= {TARGET_SCALING:g}x): {met}")
-        per_seat = (eight.after.rss - one.idle.rss) / 1024 / 8
-        slope = (eight.after.rss - one.after.rss) / 1024 / 7
-        met = "met" if max(per_seat, slope) <= TARGET_MIB_PER_SEAT else "MISSED"
-        lines.append(f"- RSS per seat at 8 seats: {per_seat:.1f} MiB over the idle 1-seat daemon, {slope:.1f} MiB "
-                     f"per added seat (target <= {TARGET_MIB_PER_SEAT:g} MiB): {met}")
-        busy = (max(r.peak_rss for r in eight.rounds) - max(r.peak_rss for r in one.rounds)) / 1024 / 7
-        lines.append(f"- while every seat is busy (frames, encoder, the task's growing request history): "
-                     f"{busy:.1f} MiB per added seat at the peak")
+    one = by_seats.get(1)
+    for count, target in ((8, TARGET_SCALING), (50, TARGET_SCALING_50)):
+        if slow.get(1) is not None and slow.get(count) is not None:
+            ratio = slow[count].rate / slow[1].rate  # type: ignore[union-attr]
+            met = "met" if ratio >= target else "MISSED"
+            lines.append(f"- 1 s model, {count} seats vs 1: {ratio:.2f}x (target >= {target:g}x): {met}")
+    for count, r in sorted(slow.items()):
+        if r is not None and count in (1, 50):
+            ms = 1000 * (r.cpu[0] + r.cpu[1]) / r.steps
+            met = "met" if ms <= TARGET_CPU_MS else "MISSED"
+            lines.append(f"- daemon CPU per step at {count} seat{'s' * (count > 1)}, 1 s model: {ms:.1f} ms "
+                         f"(target <= {TARGET_CPU_MS:g} ms): {met}")
+    if one is not None:
+        for count, result in sorted(by_seats.items()):
+            if count > 1:
+                slope = (result.after.pss - one.after.pss) / 1024 / (count - 1)
+                met = "met" if slope <= TARGET_MIB_PER_SEAT else "MISSED"
+                busy = (max(r.peak_pss for r in result.rounds) - max(r.peak_pss for r in one.rounds)) / 1024 / (count - 1)
+                lines.append(f"- {count} seats: {slope:.1f} MiB per added seat at rest (target <= "
+                             f"{TARGET_MIB_PER_SEAT:g} MiB): {met}; {busy:.1f} MiB per added seat at the peak, every "
+                             "seat busy")
     return "\n".join(lines)
 
 
