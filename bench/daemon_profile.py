@@ -55,13 +55,14 @@ def part_of(stack: str) -> str:
     return "other"
 
 
-def profile(seconds: float, latency: float, keep: Path | None = None) -> tuple[Counter[str], Counter[str], int]:
+def profile(seconds: float, latency: float, keep: Path | None = None,
+            busy: bool = True) -> tuple[Counter[str], Counter[str], int]:
     """Samples per part in the daemon's process and in its driver processes; the steps made meanwhile."""
     model = ScriptedModel(scenario(TURNS), record=False)
     url = model.start()
     raw = Path(tempfile.mkdtemp(prefix="cud-bench-profile-")) / "raw.txt"
     try:
-        with screens(1) as shown:
+        with screens(1, busy) as shown:
             daemon = Daemon("", url, seats={"s0": shown[0].xvfb.display}, max_steps=TURNS + 2)
             try:
                 daemon.start()
@@ -106,14 +107,14 @@ def profile(seconds: float, latency: float, keep: Path | None = None) -> tuple[C
         shutil.rmtree(raw.parent, ignore_errors=True)
 
 
-def report(own: Counter[str], drivers: Counter[str], steps: int, seconds: float, latency: float) -> str:
+def report(own: Counter[str], drivers: Counter[str], steps: int, seconds: float, latency: float, scene: str) -> str:
     total = sum(own.values()) + sum(drivers.values())
     parts = [part for part, _ in PARTS] + ["other"]
     rows = [(part, f"{100 * own[part] / total:.0f}%", f"{100 * drivers[part] / total:.0f}%")
             for part in parts if own[part] or drivers[part]]
     rows.append(("all", f"{100 * sum(own.values()) / total:.0f}%", f"{100 * sum(drivers.values()) / total:.0f}%"))
-    return (f"### Where a 1-seat daemon's CPU goes (py-spy, {seconds:g} s, {latency:g} s model, about {steps} steps "
-            "counted)\n\nShares of every sample on a CPU, in the daemon's own process and in its driver "
+    return (f"### Where a 1-seat daemon's CPU goes (py-spy, {scene} scene, {seconds:g} s, {latency:g} s model, "
+            f"about {steps} steps counted)\n\nShares of every sample on a CPU, in the daemon's own process and in its driver "
             "processes:\n\n" + table(("part", "daemon's process", "driver processes"), rows))
 
 
@@ -121,10 +122,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=45.0)
     parser.add_argument("--latency", type=float, default=0.5, help="the scripted model's answer time, s")
+    parser.add_argument("--scene", choices=("busy", "light"), default="busy", help="the seat's scene (bench/scene.py)")
     parser.add_argument("--raw", type=Path, help="also keep py-spy's samples (collapsed stacks) in this file")
     args = parser.parse_args()
-    own, drivers, steps = profile(args.seconds, args.latency, args.raw)
-    print(report(own, drivers, steps, args.seconds, args.latency))
+    own, drivers, steps = profile(args.seconds, args.latency, args.raw, args.scene == "busy")
+    print(report(own, drivers, steps, args.seconds, args.latency, args.scene))
     return 0
 
 
