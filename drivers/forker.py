@@ -167,6 +167,7 @@ def serve(sock: socket.socket) -> None:
     driver and send back ``(True, result)`` or ``(False, error)``, until the daemon sends ``None``
     or its end of the socket closes (the daemon is gone)."""
     from cud.drivers import open_driver
+    from cud.drivers.png import PngSettings
 
     with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:  # what ps and top show
         comm.write("cud-driver")
@@ -175,7 +176,9 @@ def serve(sock: socket.socket) -> None:
         options = conn.recv()
     except (EOFError, OSError):
         return
-    driver = open_driver(**options)
+    # One thread encodes: the seats' processes already spread over the cores, and a pool per process would
+    # only add a hand-over per band (and its threads' buffers) to every seat.
+    driver = open_driver(**options, png=PngSettings(threads=1))
     try:
         while True:
             try:

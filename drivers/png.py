@@ -293,11 +293,15 @@ class PngEncoder:
         bands, settings = self._bands, self.settings
         previous = self._previous if settings.reuse else None
         self._previous = None  # until every band is done: a band that failed midway has no known frame
-        pool = _pool(settings.threads or os.cpu_count() or 1)
+        threads = settings.threads or os.cpu_count() or 1
         self.serial += 1
         self.stale_rows = None
-        jobs = [pool.submit(band.encode, pixels, previous, channels, settings, band is bands[-1]) for band in bands]
-        changed = [job.result() for job in jobs]
+        if threads == 1:  # on this thread: a pool of one would only add a hand-over per band
+            changed = [band.encode(pixels, previous, channels, settings, band is bands[-1]) for band in bands]
+        else:
+            pool = _pool(threads)
+            jobs = [pool.submit(band.encode, pixels, previous, channels, settings, band is bands[-1]) for band in bands]
+            changed = [job.result() for job in jobs]
         self.changed_bands = sum(changed)
         if previous is not None:
             self.stale_rows = [(band.first, band.end) for band, again in zip(bands, changed, strict=True) if again]

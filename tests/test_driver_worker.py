@@ -147,10 +147,17 @@ def _libraries(pid: int) -> set[str]:
     return {path for path in paths if path.startswith("/") and not path.startswith(("/dev/", "/SYSV", "/memfd:"))}
 
 
-def test_a_worker_that_has_worked_loaded_nothing_the_fork_server_had_not(driver: WorkerDriver,
+def _threads(pid: int) -> int:
+    return len(list(Path(f"/proc/{pid}/task").iterdir()))
+
+
+def test_a_worker_that_has_worked_loaded_nothing_the_fork_server_had_not_and_encodes_on_one_thread(driver: WorkerDriver,
                                                                         recorder: Recorder) -> None:
     # What a worker imports itself is a copy of its own, paid once per seat: the fork server preloads it
     # (cud.drivers.forker.PRELOAD), so every worker shares it.
+    driver.probe()
+    assert driver.pid is not None
+    threads = _threads(driver.pid)  # its own and the X11 driver's watchdog
     driver.screenshot()
     driver.click({"type": "click", "x": 30, "y": 30, "button": "left"})
     driver.type({"type": "type", "text": "é✓"})
@@ -161,3 +168,5 @@ def test_a_worker_that_has_worked_loaded_nothing_the_fork_server_had_not(driver:
     driver.rest()
     assert FORKER._process is not None and driver.pid is not None
     assert _libraries(driver.pid) - _libraries(FORKER._process.pid) == set()
+    # It encodes on its own thread, no pool: the seats' processes are what spread over the cores.
+    assert _threads(driver.pid) == threads
