@@ -82,7 +82,9 @@ def x_client_pids(display: str) -> set[int | None]:
 
 
 def assert_clean(seat: SessionSeat, sentinel_hash: str) -> None:
-    infrastructure = {seat.desktop.procs[-1].pid, seat.daemon.proc.pid, os.getpid()}  # openbox, daemon, us
+    drivers = {view["driver_pid"] for view in call(seat, "seats")}  # type: ignore[attr-defined]
+    # openbox, the daemon, its driver process for the seat, us
+    infrastructure = {seat.desktop.procs[-1].pid, seat.daemon.proc.pid, *drivers, os.getpid()}
     assert x_client_pids(seat.desktop.display) <= infrastructure
     assert windows(seat.desktop.display) == []
     assert session_pids(seat.user.uid) == []
