@@ -69,6 +69,8 @@ class Seat:
     recorder: Recorder
     workdir: Path
     xvfb: XServer | None = None
+    #: Whether the ``driver`` fixture runs the driver in a driver process (cud.drivers.worker).
+    worker: bool = False
 
     @property
     def kind(self) -> str:
@@ -115,8 +117,10 @@ def _xlib_event_codes() -> Iterator[None]:
     reset()
 
 
-@pytest.fixture(params=["x11vnc", "xvnc"])
+@pytest.fixture(params=["x11vnc", "xvnc", "xvnc-worker"])
 def seat(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Seat]:
+    """A seat of each VNC server; ``xvnc-worker``: Xvnc again, its ``driver`` in a driver process as the daemon
+    runs it (cud.drivers.worker: one server is enough to show the driver behaves the same through one)."""
     if request.param == "x11vnc":
         xvfb = start_xvfb(tmp_path, WIDTH, HEIGHT)
         # The window first: x11vnc grabs the X server now and then while it starts up.
@@ -125,17 +129,15 @@ def seat(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Seat]:
     else:
         xvfb, vnc = None, start_xvnc(tmp_path, width=WIDTH, height=HEIGHT)
         recorder = _recorder(vnc.display, tmp_path)
-    s = Seat(vnc, recorder, tmp_path, xvfb)
+    s = Seat(vnc, recorder, tmp_path, xvfb, worker=request.param.endswith("-worker"))
     yield s
     s.stop()
 
 
-@pytest.fixture(params=["in-process", "worker"])
-def driver(seat: Seat, request: pytest.FixtureRequest) -> Iterator[VNCDriver]:
-    """The driver in the test's process, and the same driver in a worker process as the daemon runs it."""
-    drv = (VNCDriver(seat.vnc.server, seat.vnc.password, wait_seconds=0.05, timeout=10.0)
-           if request.param == "in-process"
-           else WorkerDriver(vnc=seat.vnc.server, vnc_password=seat.vnc.password, wait_seconds=0.05, timeout=10.0))
+@pytest.fixture
+def driver(seat: Seat) -> Iterator[VNCDriver]:
+    drv = (WorkerDriver(vnc=seat.vnc.server, vnc_password=seat.vnc.password, wait_seconds=0.05, timeout=10.0)
+           if seat.worker else VNCDriver(seat.vnc.server, seat.vnc.password, wait_seconds=0.05, timeout=10.0))
     yield drv  # type: ignore[misc]  # a WorkerDriver has the VNCDriver's calls
     drv.close()
 
