@@ -8,7 +8,7 @@ Each sample is put in the first part (``PARTS``, most specific first) one of its
 and the table gives each part's share of the samples, in the daemon's own process and in its driver
 processes.
 
-Run alone: ``.venv/bin/python -m bench.daemon_profile [--seconds 45 --latency 0.5]`` (py-spy needs
+Run alone: ``.venv/bin/python -m bench.daemon_profile [--seconds 45 --scene light --driver-processes]`` (py-spy needs
 ptrace: run as root, or with ``kernel.yama.ptrace_scope`` 0).
 """
 
@@ -55,15 +55,15 @@ def part_of(stack: str) -> str:
     return "other"
 
 
-def profile(seconds: float, latency: float, keep: Path | None = None,
-            busy: bool = True) -> tuple[Counter[str], Counter[str], int]:
+def profile(seconds: float, latency: float, keep: Path | None = None, busy: bool = True,
+            config: str | None = None) -> tuple[Counter[str], Counter[str], int]:
     """Samples per part in the daemon's process and in its driver processes; the steps made meanwhile."""
     model = ScriptedModel(scenario(TURNS), record=False)
     url = model.start()
     raw = Path(tempfile.mkdtemp(prefix="cud-bench-profile-")) / "raw.txt"
     try:
         with screens(1, busy) as shown:
-            daemon = Daemon("", url, seats={"s0": shown[0].xvfb.display}, max_steps=TURNS + 2)
+            daemon = Daemon("", url, seats={"s0": shown[0].xvfb.display}, max_steps=TURNS + 2, config=config)
             try:
                 daemon.start()
                 assert daemon.proc is not None
@@ -123,9 +123,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=45.0)
     parser.add_argument("--latency", type=float, default=0.5, help="the scripted model's answer time, s")
     parser.add_argument("--scene", choices=("busy", "light"), default="busy", help="the seat's scene (bench/scene.py)")
+    parser.add_argument("--driver-processes", action="store_true",
+                        help="run the daemon with driver_processes = true (a driver process per seat)")
     parser.add_argument("--raw", type=Path, help="also keep py-spy's samples (collapsed stacks) in this file")
     args = parser.parse_args()
-    own, drivers, steps = profile(args.seconds, args.latency, args.raw, args.scene == "busy")
+    config = "driver_processes = true\n" if args.driver_processes else None
+    own, drivers, steps = profile(args.seconds, args.latency, args.raw, args.scene == "busy", config)
     print(report(own, drivers, steps, args.seconds, args.latency, args.scene))
     return 0
 

@@ -25,7 +25,7 @@ CPU per step is read from /proc (utime + stime) for the daemon, the benchmark pr
 bench asks the daemon whether a round has ended only every POLL_SECONDS, one ``show``
 of one task at a time, so the daemon's CPU is the steps', not the bench's polling.
 
-Run alone: ``.venv/bin/python -m bench.seats_bench [--seats 1,2 --tasks 1 --turns 4]``;
+Run alone: ``.venv/bin/python -m bench.seats_bench [--seats 1,2 --tasks 1 --turns 4 --driver-processes]``;
 ``--daemon-env MALLOC_ARENA_MAX=1`` and the like try the daemon under other settings.
 """
 
@@ -250,8 +250,9 @@ def measure_seats(shown: list[Screen], model: ScriptedModel, url: str, tasks: in
 
 def measure(counts: tuple[int, ...] = SEAT_COUNTS, tasks: int = TASKS_PER_SEAT, turns: int = TURNS,
             latencies: tuple[float, ...] = LATENCIES, env: dict[str, str] | None = None,
-            busy: bool | None = None) -> list[SeatCount]:
-    """Each seat count in turn; ``busy``: the scene (None: busy up to BUSY_SCENE_SEATS seats, else light)."""
+            busy: bool | None = None, config: str | None = None) -> list[SeatCount]:
+    """Each seat count in turn; ``busy``: the scene (None: busy up to BUSY_SCENE_SEATS seats, else light);
+    ``config``: the daemon's config file's text."""
     model = ScriptedModel(scenario(turns), record=False)
     url = model.start()
     try:
@@ -259,7 +260,7 @@ def measure(counts: tuple[int, ...] = SEAT_COUNTS, tasks: int = TASKS_PER_SEAT, 
             results = []
             for count in counts:
                 print(f"  seats: {count} ...", file=sys.stderr, flush=True)
-                results.append(measure_seats(shown[:count], model, url, tasks, turns, latencies, env))
+                results.append(measure_seats(shown[:count], model, url, tasks, turns, latencies, env, config))
             return results
     finally:
         model.stop()
@@ -348,6 +349,8 @@ def main() -> int:
     parser.add_argument("--latencies", default=",".join(f"{x:g}" for x in LATENCIES), help="model latencies, s")
     parser.add_argument("--scene", choices=("busy", "light"),
                         help=f"every seat's scene (default: busy up to {BUSY_SCENE_SEATS} seats, light past it)")
+    parser.add_argument("--driver-processes", action="store_true",
+                        help="run the daemon with driver_processes = true (a driver process per seat)")
     parser.add_argument("--daemon-env", action="append", default=[], metavar="KEY=VALUE",
                         help="an environment variable for the daemon (repeatable)")
     args = parser.parse_args()
@@ -356,7 +359,8 @@ def main() -> int:
     env = dict(item.split("=", 1) for item in args.daemon_env)
     turns = max(3, args.turns)
     busy = max(counts) <= BUSY_SCENE_SEATS if args.scene is None else args.scene == "busy"
-    print(report(measure(counts, args.tasks, turns, latencies, env, busy), args.tasks, turns, busy))
+    config = "driver_processes = true\n" if args.driver_processes else None
+    print(report(measure(counts, args.tasks, turns, latencies, env, busy, config), args.tasks, turns, busy))
     return 0
 
 

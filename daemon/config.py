@@ -82,6 +82,7 @@ TOP_KEYS = frozenset({
     "wait_seconds",
     "settle_timeout",
     "driver_timeout",
+    "driver_processes",
     "max_connections",
     "access",
     "retention",
@@ -159,6 +160,8 @@ class Config:
     settle_timeout: float = 2.0
     #: Seconds any one driver call may go without an answer from the display.
     driver_timeout: float = 10.0
+    #: Each seat's driver in a process of its own (cud.drivers.worker) rather than on a thread of the daemon.
+    driver_processes: bool = False
     #: Client connections served at once (also bounded by the file-descriptor limit).
     max_connections: int = 1024
     access: Access = Access()
@@ -311,6 +314,10 @@ def load_config(
         kwargs["settle_timeout"] = positive_number("settle_timeout", merged["settle_timeout"], allow_zero=True)
     if "driver_timeout" in merged:
         kwargs["driver_timeout"] = seconds_in_range("driver_timeout", merged["driver_timeout"], 0.5, 600)
+    if "driver_processes" in merged:
+        if not isinstance(merged["driver_processes"], bool):
+            raise bad("driver_processes", merged["driver_processes"], "true or false")
+        kwargs["driver_processes"] = merged["driver_processes"]
     if "max_connections" in merged:
         kwargs["max_connections"] = int_in_range("max_connections", merged["max_connections"], 1, 65536)
     if "access" in merged:

@@ -106,11 +106,10 @@ def test_every_command_and_its_exit_code(start_daemon, recorder: Recorder, capsy
     code, out, _ = run(capsys, "list")
     assert code == 0 and out.splitlines()[1].split()[:3] == ["1", "succeeded", "default"]
     code, out, _ = run(capsys, "seats", "--json")
-    seats = json.loads(out)
-    assert code == 0 and isinstance(seats[0]["driver_pid"], int) and seats[0]["driver_pid"] != daemon.proc.pid
-    assert seats == [{"name": "default", "display": daemon.display, "state": "idle", "task": None,
-                      "size": [1280, 800], "tags": [], "network": "host", "allowed": [], "private_tmp": False,
-                      "home_path": None, "error": None, "driver_pid": seats[0]["driver_pid"]}]
+    assert code == 0 and json.loads(out) == [{"name": "default", "display": daemon.display, "state": "idle",
+                                              "task": None, "size": [1280, 800], "tags": [], "network": "host",
+                                              "allowed": [], "private_tmp": False, "home_path": None, "error": None,
+                                              "driver_pid": None}]  # the driver on a thread of the daemon
     code, out, _ = run(capsys, "seats")
     assert code == 0 and out.splitlines()[1].split() == ["default", daemon.display, "idle", "-", "1280x800", "-", "host",
                                                              "-"]

@@ -64,8 +64,10 @@ def seats(short_tmp: Path) -> Iterator[Seats]:
             servers[name] = start_xvfb(short_tmp / name)
             recorders[name] = Recorder(servers[name].display, short_tmp / name, "1280x800+0+0")
         (short_tmp / "daemon").mkdir()
+        # Each seat's driver in a driver process of its own: the seats' independence, a killed display and a
+        # killed driver process are checked that way (every other daemon test runs the drivers on threads).
         daemon = Daemon("", model.start(), workdir=short_tmp / "daemon", approval="actions",
-                        seats={name: servers[name].display for name in NAMES})
+                        seats={name: servers[name].display for name in NAMES}, config="driver_processes = true\n")
         daemon.model = model  # type: ignore[attr-defined]
         yield Seats(daemon.start(), servers, recorders, short_tmp)
     finally:

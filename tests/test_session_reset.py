@@ -82,8 +82,8 @@ def x_client_pids(display: str) -> set[int | None]:
 
 
 def assert_clean(seat: SessionSeat, sentinel_hash: str) -> None:
-    drivers = {view["driver_pid"] for view in call(seat, "seats")}  # type: ignore[attr-defined]
-    # openbox, the daemon, its driver process for the seat, us
+    drivers = {view["driver_pid"] for view in call(seat, "seats")} - {None}  # type: ignore[attr-defined]
+    # openbox, the daemon, its driver process for the seat if it has one ([daemon] driver_processes), us
     infrastructure = {seat.desktop.procs[-1].pid, seat.daemon.proc.pid, *drivers, os.getpid()}
     assert x_client_pids(seat.desktop.display) <= infrastructure
     assert windows(seat.desktop.display) == []

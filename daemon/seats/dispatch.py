@@ -33,24 +33,19 @@ log = logging.getLogger("cud.seats")
 
 
 def _open_driver(seat_config: SeatConfig, parts: SeatParts) -> object:
-    from cud.drivers.aio import AsyncDriver  # imported here so a config error never needs X libraries
+    from cud.drivers import open_driver  # imported here so a config error never needs X libraries
+    from cud.drivers.aio import AsyncDriver
     from cud.drivers.worker import WorkerDriver
 
     config = parts.config
     password = None
     if seat_config.vnc_password_file is not None:
         password = read_secret_file(seat_config.vnc_password_file, "vnc_password_file")
-    # The driver runs in a process of its own (cud.drivers.worker), started on its first call, as the
-    # display is connected: opening one never waits on either.
-    driver = WorkerDriver(
-        display=seat_config.display,
-        vnc=seat_config.vnc,
-        vnc_password=password,
-        wait_seconds=config.wait_seconds,
-        settle_timeout=config.settle_timeout,
-        vnc_horizontal_scroll=seat_config.vnc_horizontal_scroll,
-        timeout=config.driver_timeout,
-    )
+    options = {"display": seat_config.display, "vnc": seat_config.vnc, "vnc_password": password,
+               "wait_seconds": config.wait_seconds, "settle_timeout": config.settle_timeout,
+               "vnc_horizontal_scroll": seat_config.vnc_horizontal_scroll, "timeout": config.driver_timeout}
+    # Drivers connect on their first call (a driver process starts then too): opening one never waits.
+    driver = WorkerDriver(**options) if config.driver_processes else open_driver(**options)  # type: ignore[arg-type]
     return AsyncDriver(driver)
 
 
