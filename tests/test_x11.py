@@ -258,6 +258,35 @@ def test_screenshot_is_the_screen_in_native_pixels(driver: X11Driver, recorder: 
     assert len(image.getcolors(maxcolors=1 << 16) or ()) > 2, "the typed text should be on the screen"
 
 
+def _x_clients(display: str) -> int:
+    """How many clients ``display`` has, this function's own connection included."""
+    conn = Display(display)
+    try:
+        return len([c for c in conn.res_query_clients().clients if c.resource_base])
+    finally:
+        conn.close()
+
+
+def test_a_seat_at_rest_keeps_no_screen_sized_buffer_and_its_next_screenshot_makes_them_again(
+        xvfb: XServer, recorder: Recorder) -> None:
+    from cud.drivers import png
+
+    drv = X11Driver(xvfb.display)
+    try:
+        drv.probe()
+        connected = _x_clients(xvfb.display)  # the driver's python-xlib connection, the recorder, ours
+        first = drv.screenshot()
+        assert _x_clients(xvfb.display) == connected + 1  # mss's own connection, with its shared memory
+        assert png._WORK  # the PNG filter buffers of the threads that encoded
+        drv.rest()
+        assert _x_clients(xvfb.display) == connected and not png._WORK
+        drv.type({"type": "type", "text": "again"})
+        recorder.wait_text("again")
+        assert drv.screenshot() != first and _x_clients(xvfb.display) == connected + 1
+    finally:
+        drv.close()
+
+
 def test_target_patch_tracks_changes_since_the_last_screenshot(driver: X11Driver, recorder: Recorder) -> None:
     driver.screenshot()
     before = driver.target_patch(30, 10, 16, from_last_screenshot=True)
