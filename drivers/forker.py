@@ -77,8 +77,10 @@ class Forker:
     def _start(self) -> socket.socket:
         self._stop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        # One malloc arena for the server and its workers: with one per thread (glibc's default), each PNG
-        # thread's arena kept ~4 MiB of a finished task's memory that cud.heap.trim could not give back.
+        # glibc, for the server and its workers: one malloc arena (with one per thread, each thread's arena
+        # kept ~4 MiB of a finished task that cud.heap.trim could not give back), and a fixed mmap threshold
+        # (glibc raises it after the first frame is freed, and later frames then stay in the heap). Measured:
+        # a worker at rest, 19 MiB private before, 10 after (the seats bench's numbers are in benchmarks.md).
         with theirs:
             self._process = subprocess.Popen([sys.executable, "-m", "cud.drivers.forker", str(theirs.fileno())],
                                              pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
