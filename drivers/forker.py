@@ -80,7 +80,7 @@ class Forker:
         # glibc, for the server and its workers: one malloc arena (with one per thread, each thread's arena
         # kept ~4 MiB of a finished task that cud.heap.trim could not give back), and a fixed mmap threshold
         # (glibc raises it after the first frame is freed, and later frames then stay in the heap). Measured:
-        # a worker at rest, 19 MiB private before, 10 after (the seats bench's numbers are in benchmarks.md).
+        # a worker at rest held 16 MiB private before, 10 after (the seats bench's numbers: benchmarks.md).
         with theirs:
             self._process = subprocess.Popen([sys.executable, "-m", "cud.drivers.forker", str(theirs.fileno())],
                                              pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
