@@ -22,7 +22,7 @@ import mss
 import mss.exception
 from Xlib import X
 from Xlib import error as xerror
-from Xlib.ext import xtest
+from Xlib.ext import damage, xtest
 
 from cud.drivers.xlib_display import open_display
 from cud.errors import ActionRejected, DisplayUnavailable, DriverError, DriverTimeout
@@ -118,15 +118,31 @@ class _Connection:
             self.grabber: mss.MSS | None = None
             self.grabber_fd: int | None = None
             self.keyboard = Keyboard(self.dpy, self.wait_for_clients)
+            #: DAMAGE on the root, which settling watches (None: the server has none, and settling compares
+            #: frames); ``damaged`` counts its DamageNotify events read so far.
+            self.damage = self._watch_damage()
+            self.damaged = 0
+            #: Its events' type on this connection (python-xlib makes each display its own event class).
+            self.damage_event = self.dpy.extension_event.DamageNotify if self.damage is not None else -1
         except BaseException:
             self.dpy.close()
             raise
 
+    def _watch_damage(self) -> int | None:
+        if not self.dpy.has_extension("DAMAGE"):
+            return None
+        self.dpy.damage_query_version()  # the extension takes no other request before it
+        # ReportNonEmpty: one event when something is drawn after the region was emptied (``settle``), so
+        # unread events stay at one however much is drawn between screenshots.
+        return int(self.root.damage_create(damage.DamageReportNonEmpty))
+
     def pump(self) -> None:
-        """Handle queued events: keymap and screen-size changes."""
+        """Handle queued events: keymap and screen-size changes, drawing on the screen."""
         while self.dpy.pending_events():
             event = self.dpy.next_event()
-            if event.type == X.MappingNotify and event.request == X.MappingKeyboard:
+            if event.type == self.damage_event:
+                self.damaged += 1
+            elif event.type == X.MappingNotify and event.request == X.MappingKeyboard:
                 self.keyboard.refresh()
             elif event.type == X.ConfigureNotify and event.window == self.root:
                 self.size = (event.width, event.height)
@@ -138,7 +154,39 @@ class _Connection:
         a pause proportional to the backlog, then until the screen stops changing.
         """
         time.sleep(DRAIN_BASE_SECONDS + key_events * DRAIN_SECONDS_PER_KEY_EVENT)
+        # Frames, not DAMAGE: this runs mid-text, where reading events (``pump``) could re-read the keymap
+        # between a keycode's loan and its use.
         settle(self.grab, _same_frame, DRAIN_SETTLE_TIMEOUT)
+
+    def settle(self, timeout: float, interval: float) -> Any:
+        """A frame of a screen on which nothing was drawn for ``interval``; the last one when ``timeout`` passes.
+
+        With DAMAGE the server tells whether anything was drawn, so waiting costs a round trip an
+        ``interval`` and one grab, where comparing frames grabs and compares a whole frame each time
+        (docs/benchmarks.md). The frame is kept only if nothing was drawn from the quiet interval's
+        start to the grab's end, so it is as still as two identical frames would show.
+        """
+        if self.damage is None:
+            return settle(self.grab, _same_frame, timeout, interval)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.dpy.damage_subtract(self.damage)  # emptied: what is drawn next sends one DamageNotify
+            # Reading events sends what python-xlib holds first, so the server empties the region now, not
+            # with the next round trip (which would empty what the interval drew). Events it sent before,
+            # read now or later, can only make the wait longer.
+            self.pump()
+            seen = self.damaged
+            time.sleep(interval)
+            self.sync()  # every event the server sent before answering has been read
+            self.pump()
+            if self.damaged != seen:
+                continue
+            frame = self.grab()
+            self.sync()
+            self.pump()
+            if self.damaged == seen:
+                return frame
+        return self.grab()
 
     def grab(self) -> Any:
         width, height = self.size
@@ -360,7 +408,7 @@ class X11Driver(Driver):
     def screenshot(self) -> Screenshot:
         with self._session("screenshot") as conn:
             if self._acted:
-                frame = settle(conn.grab, _same_frame, self.settle_timeout, self.settle_interval)
+                frame = conn.settle(self.settle_timeout, self.settle_interval)
                 # The screen stopped changing, so clients have handled our keys:
                 # borrowed keycodes can go back now without changing what was typed.
                 conn.keyboard.restore(settled=True)

@@ -20,15 +20,12 @@ new one per run, as each task makes), and the target lookup as an action's does.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import os
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -48,6 +45,7 @@ from cud.spec.checks import parse_check
 from tests.support.a11y import A11yBus, FormApp, a11y_env, start_a11y_bus
 from tests.support.desktop import Desktop as SeatDesktop
 from tests.support.desktop import start_desktop
+from tests.support.load import cpu_hogs
 from tests.support.recorder import wait_until
 
 #: Rows of the zenity list: two cells each, every one an accessible object the search reads.
@@ -107,18 +105,6 @@ def _all_pass(desktop: SeatDesktop, bus: A11yBus, checks: list[Check]) -> bool:
             await seen.close()
 
     return asyncio.run(main())
-
-
-@contextlib.contextmanager
-def cpu_hogs(count: int) -> Iterator[list[int]]:
-    """``count`` busy-loop processes, stopped by pid at the end."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
-    try:
-        yield [p.pid for p in procs]
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
 
 
 def test_checks_under_load_all_pass_on_one_connection(stack: Any) -> None:

@@ -137,14 +137,15 @@ def read_display_number(fd: int, proc: subprocess.Popen[bytes], log: Path, timeo
 
 
 def start_xvfb(log_dir: Path, width: int = 1280, height: int = 800, depth: int = 24,
-               auth: Path | None = None) -> XServer:
-    """A new Xvfb on a free display; with ``auth``, only holders of a cookie in that file may connect."""
+               auth: Path | None = None, extra: tuple[str, ...] = ()) -> XServer:
+    """A new Xvfb on a free display; with ``auth``, only holders of a cookie in that file may connect;
+    ``extra``: more of Xvfb's options (``-extension DAMAGE`` leaves an extension out)."""
     log = log_dir / "xvfb.log"
     read_fd, write_fd = os.pipe()
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(
             ["Xvfb", *display_choice(write_fd), "-screen", "0", f"{width}x{height}x{depth}",
-             "-nolisten", "tcp", "-noreset", *(["-auth", str(auth)] if auth is not None else [])],
+             "-nolisten", "tcp", "-noreset", *(["-auth", str(auth)] if auth is not None else []), *extra],
             pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
         )
     os.close(write_fd)
