@@ -166,10 +166,8 @@ class _Connection:
         (docs/benchmarks.md). The frame is kept only if nothing was drawn from the quiet interval's
         start to the grab's end, so it is as still as two identical frames would show.
         """
-        if self.damage is None:
-            return settle(self.grab, _same_frame, timeout, interval)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while self.damage is not None and time.monotonic() < deadline:
             self.dpy.damage_subtract(self.damage)  # emptied: what is drawn next sends one DamageNotify
             # Reading events sends what python-xlib holds first, so the server empties the region now, not
             # with the next round trip (which would empty what the interval drew). Events it sent before,
@@ -179,14 +177,27 @@ class _Connection:
             time.sleep(interval)
             self.sync()  # every event the server sent before answering has been read
             self.pump()
-            if self.damaged != seen:
+            if self._damage_lost() or self.damaged != seen:
                 continue
             frame = self.grab()
             self.sync()
             self.pump()
             if self.damaged == seen:
                 return frame
+        if self.damage is None:
+            return settle(self.grab, _same_frame, max(0.0, deadline - time.monotonic()), interval)
         return self.grab()
+
+    def _damage_lost(self) -> bool:
+        """Whether another client freed our DAMAGE object (X lets any client free any resource): then the
+        region was never emptied, its error is ours to swallow, and settling compares frames from now on
+        on this connection, rather than every screenshot failing on it."""
+        lost = [err for err in self.async_errors if getattr(err, "resource_id", None) == self.damage]
+        if not lost:
+            return False
+        self.async_errors[:] = [err for err in self.async_errors if err not in lost]
+        self.damage = None
+        return True
 
     def grab(self) -> Any:
         width, height = self.size

@@ -21,6 +21,7 @@ import pytest
 from PIL import Image
 
 from cud.drivers.x11 import X11Driver
+from cud.drivers.xlib_display import open_display
 from tests.support.load import cpu_hogs
 from tests.support.recorder import wait_until
 from tests.support.xserver import XServer, start_xvfb, stop_process
@@ -88,4 +89,24 @@ def test_drawing_between_screenshots_leaves_one_unread_event_at_most(
         assert conn.dpy.pending_events() == 1
         assert centre_pixel(driver.screenshot()["image_url"]) == RED
     finally:
+        driver.close()
+
+
+@pytest.mark.parametrize("xserver", ["damage"], indirect=True)
+def test_a_seat_client_that_frees_the_drivers_damage_object_only_sends_it_back_to_comparing_frames(
+        xserver: XServer, animator: subprocess.Popen[bytes]) -> None:
+    driver = X11Driver(xserver.display, settle_timeout=30.0, settle_interval=INTERVAL)
+    hostile = open_display(xserver.display)
+    try:
+        driver.screenshot()
+        conn = driver._conn
+        assert conn is not None and conn.damage is not None
+        hostile.damage_query_version()
+        hostile.damage_destroy(conn.damage)  # any client may free any client's resource
+        hostile.sync()
+        driver.click({"type": "click", "button": "left", "x": WIDTH // 2, "y": HEIGHT // 2})
+        assert centre_pixel(driver.screenshot()["image_url"]) == RED
+        assert conn.damage is None and driver._conn is conn  # the same connection, settling by frames now
+    finally:
+        hostile.close()
         driver.close()
