@@ -167,6 +167,8 @@ class _Connection:
         start to the grab's end, so it is as still as two identical frames would show.
         """
         deadline = time.monotonic() + timeout
+        drawn: Any = None  # the frame grabbed after the last interval with drawing, from the second one on
+        repainting = False
         while self.damage is not None and time.monotonic() < deadline:
             self.dpy.damage_subtract(self.damage)  # emptied: what is drawn next sends one DamageNotify
             # Reading events sends what python-xlib holds first, so the server empties the region now, not
@@ -177,7 +179,17 @@ class _Connection:
             time.sleep(interval)
             self.sync()  # every event the server sent before answering has been read
             self.pump()
-            if self._damage_lost() or self.damaged != seen:
+            if self._damage_lost():
+                continue
+            if self.damaged != seen:
+                # Drawing is not change: an app that repaints the same pixels is never quiet to DAMAGE, so from
+                # the second interval with drawing on, two identical frames end the wait too, as without it.
+                if repainting:
+                    frame = self.grab()
+                    if drawn is not None and _same_frame(drawn, frame):
+                        return frame
+                    drawn = frame
+                repainting = True
                 continue
             frame = self.grab()
             self.sync()

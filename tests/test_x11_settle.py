@@ -13,6 +13,7 @@ import io
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,3 +111,38 @@ def test_a_seat_client_that_frees_the_drivers_damage_object_only_sends_it_back_t
     finally:
         hostile.close()
         driver.close()
+
+
+@pytest.mark.parametrize("xserver", ["damage"], indirect=True)
+def test_a_window_repainting_the_same_pixels_does_not_hold_the_screenshot_until_the_timeout(
+        xserver: XServer, animator: subprocess.Popen[bytes]) -> None:
+    painter = open_display(xserver.display)
+    window = painter.screen().root.create_window(0, 0, 40, 40, 0, painter.screen().root_depth,
+                                                 background_pixel=painter.screen().white_pixel)
+    window.map()
+    gc = window.create_gc(foreground=painter.screen().white_pixel)
+    stop = threading.Event()
+    paints = [0]
+
+    def repaint() -> None:  # the same white square, drawn again and again: DAMAGE on every interval
+        while not stop.is_set() and paints[0] < 2_000:
+            window.fill_rectangle(gc, 0, 0, 40, 40)
+            painter.sync()
+            paints[0] += 1
+            stop.wait(PERIOD_MS / 1000)
+
+    thread = threading.Thread(target=repaint, daemon=True)
+    driver = X11Driver(xserver.display, settle_timeout=3600.0, settle_interval=INTERVAL)
+    try:
+        thread.start()
+        wait_until(lambda: paints[0] > 0, 30, "the first repaint")
+        with cpu_hogs(2):
+            driver.click({"type": "click", "button": "left", "x": WIDTH // 2, "y": HEIGHT // 2})
+            assert centre_pixel(driver.screenshot()["image_url"]) == RED
+        # It ended on two identical frames while the square was still being drawn, not once drawing stopped.
+        assert thread.is_alive()
+    finally:
+        stop.set()
+        thread.join(30)
+        driver.close()
+        painter.close()
