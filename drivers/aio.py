@@ -70,6 +70,9 @@ class AsyncDriver:
     async def screenshot(self) -> Screenshot:
         return await self._run(self.driver.screenshot)
 
+    async def screenshot_and_fingerprint(self) -> tuple[Screenshot, Any]:
+        return await self._run(self.driver.screenshot_and_fingerprint)
+
     async def aclose(self) -> None:
         """Close the driver on its own thread, then stop the thread."""
         try:

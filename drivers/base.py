@@ -117,6 +117,12 @@ class Driver(abc.ABC):
         """The fingerprint (:class:`cud.drivers.frames.Fingerprinter`) of the frame behind the last
         ``screenshot()``: a small array, one hash per tile, that a task's stuck guard keeps."""
 
+    def screenshot_and_fingerprint(self) -> tuple[Screenshot, Any]:
+        """``screenshot()`` and the fingerprint of its frame, in one call: a task's stuck guard wants both each
+        step, and each call that crosses to the driver's thread (or process) waits its turn on a busy daemon."""
+        shot = self.screenshot()
+        return shot, self.fingerprint()
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release everything held and drop the connection. Never hangs."""

@@ -43,7 +43,7 @@ PRELOAD = ("cud.drivers.x11", "Xlib.support.unix_connect", "Xlib.xauth", "mss.li
            "numpy.random", "secrets")
 #: What a worker answers: the driver's methods and its screen size, nothing else of the object.
 _CALLS = frozenset({"_act", "screenshot", "peek", "probe", "rest", "release_all", "target_patch",
-                    "fingerprint", "screen_size"})
+                    "fingerprint", "screenshot_and_fingerprint", "screen_size"})
 
 
 class Forker:

@@ -161,6 +161,10 @@ class WorkerDriver(Driver):
     def fingerprint(self) -> Any:
         return self._call("fingerprint")
 
+    def screenshot_and_fingerprint(self) -> tuple[Screenshot, Any]:
+        shot, prints = self._call("screenshot_and_fingerprint")
+        return shot, prints
+
     def close(self) -> None:
         """Ask the worker to close its driver (it releases what it holds) and exit; kill it if it has not."""
         conn, pidfd = self._conn, self._pidfd

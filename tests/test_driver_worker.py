@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cud.drivers import worker
+from cud.drivers.png import parse_data_url
 from cud.drivers.worker import FORKER, WorkerDriver
 from cud.errors import DisplayUnavailable, DriverError, DriverTimeout
 from tests.support.rawx import held_state
@@ -113,6 +114,24 @@ def test_a_worker_answers_only_the_drivers_calls(driver: WorkerDriver) -> None:
     with pytest.raises(DriverError) as info:
         driver._call("close")
     assert info.value.message == "a driver worker has no call 'close'" and driver.probe() == (1280, 800)
+
+
+def test_a_screenshot_and_its_fingerprint_cross_to_the_worker_in_one_call(driver: WorkerDriver,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # The stuck guard wants both each step: one round trip to the worker, not two.
+    driver.probe()
+    calls: list[str] = []
+    forward = driver._forward
+
+    def counted(name: str, *args: object, **kwargs: object) -> object:
+        calls.append(name)
+        return forward(name, *args, **kwargs)
+
+    monkeypatch.setattr(driver, "_forward", counted)
+    shot, prints = driver.screenshot_and_fingerprint()
+    assert calls == ["screenshot_and_fingerprint"]
+    assert parse_data_url(shot["image_url"])[0] == "image/png"
+    assert len(prints) == 40 * 25 and (prints == driver.fingerprint()).all()  # of that screenshot's frame
 
 
 def test_close_lets_the_worker_release_and_exit(driver: WorkerDriver, xvfb: XServer) -> None:

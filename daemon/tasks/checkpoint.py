@@ -39,7 +39,6 @@ an adapter whose API words them otherwise translates them before calling here.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -168,15 +167,16 @@ class Checkpoint:
         """``action`` ran on the driver in ``ms`` (or failed there): the step's record, with what it touched."""
         self.ledger.action_done(action, ms, self.gate.current)
 
-    async def screenshot_taken(self, shot: dict[str, Any], ms: float) -> None:
-        """The screenshot the model is about to receive (a data URL in ``image_url``), taken in ``ms``."""
+    async def screenshot_taken(self, shot: dict[str, Any], ms: float, prints: Any = None) -> None:
+        """The screenshot the model is about to receive (a data URL in ``image_url``), taken in ``ms``;
+        ``prints``: its frame's fingerprint, which the driver gives with it while the stuck guard is on."""
         self.ledger.screenshot_taken(shot["image_url"], ms)
         if self.guard.active:
+            if prints is None:
+                raise TypeError("the stuck guard is on, but the screenshot came without its fingerprint")
             # The screen's tiles and, where the accessibility tree tells, what the focused element holds:
             # an entry that scrolls as it fills changes no pixel, but its text changes.
-            screen, held = await asyncio.gather(self._seat.driver.call("fingerprint"),
-                                                self._seat.targets.focus_state())
-            self.guard.see(screen, held)
+            self.guard.see(prints, await self._seat.targets.focus_state())
 
     def diagnostic(self, data: dict[str, Any]) -> None:
         """Something the API reported that a person reading the task's events should see."""

@@ -68,6 +68,10 @@ class RecordingDriver:
 
     async def screenshot(self, cancelled: Callable[[], bool] | None = None) -> Any:
         started = time.monotonic()
-        shot = await self._invoke("screenshot", cancelled=cancelled)
-        await self._checkpoint.screenshot_taken(shot, ms_since(started))
+        prints = None
+        if self._checkpoint.guard.active:  # the frame's fingerprint comes back with it: one call, not two
+            shot, prints = await self._driver.screenshot_and_fingerprint()
+        else:
+            shot = await self._invoke("screenshot", cancelled=cancelled)
+        await self._checkpoint.screenshot_taken(shot, ms_since(started), prints)
         return shot
