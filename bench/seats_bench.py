@@ -24,6 +24,9 @@ CPU per step is read from /proc (utime + stime) for the daemon, the benchmark pr
 (the scripted model's HTTP threads) and the X side (every Xvfb and Tk window). The
 bench asks the daemon whether a round has ended only every POLL_SECONDS, one ``show``
 of one task at a time, so the daemon's CPU is the steps', not the bench's polling.
+A seat's step (seats / steps per second) is split into the model's answer (the scripted
+model's mean time from a request's headers to its answer written) and the rest: the
+daemon's side, where a busy daemon's queueing shows.
 
 Run alone: ``.venv/bin/python -m bench.seats_bench [--seats 1,2 --tasks 1 --turns 4 --driver-processes]``;
 ``--daemon-env MALLOC_ARENA_MAX=1`` and the like try the daemon under other settings.
@@ -129,10 +132,17 @@ class Round:
     #: scripted model, the X side
     cpu: tuple[float, float, float, float]
     peak_pss: int  # KiB: the most the daemon and its driver processes held while the round ran (every 0.2 s)
+    model_seconds: float  # the scripted model's mean time per answer (its latency and its own work)
 
     @property
     def rate(self) -> float:
         return self.steps / self.wall
+
+    @property
+    def step_seconds(self) -> float:
+        """A seat's step, from one answer to the next, as ``seats / rate``: each seat has its share of the
+        round's tasks from the start, so only the round's ragged end (seats done before the last) adds to it."""
+        return self.seats / self.rate
 
 
 @dataclass(frozen=True)
@@ -188,7 +198,7 @@ def run_round(daemon: Daemon, model: ScriptedModel, seats: int, tasks: int, turn
               x_pids: list[int]) -> Round:
     assert daemon.proc is not None
     model.latency = latency  # read before every answer
-    requests = len(model.request_bytes)
+    requests, answers = len(model.request_bytes), len(model.answer_seconds)
     drivers = driver_processes(daemon.proc.pid)  # every seat has had its driver process since the warm-up
 
     def cpu_now() -> tuple[float, float, float, float]:
@@ -220,7 +230,9 @@ def run_round(daemon: Daemon, model: ScriptedModel, seats: int, tasks: int, turn
     per_seat = Counter(str(t["seat"]) for t in done)
     spread = (min(per_seat.values()) if len(per_seat) == seats else 0, max(per_seat.values()))
     cpu = tuple(b - a for a, b in zip(cpu_before, cpu_after, strict=True))
-    return Round(seats, latency, len(done), steps, wall, spread, cpu, peak[0])  # type: ignore[arg-type]
+    answered = model.answer_seconds[answers:]
+    return Round(seats, latency, len(done), steps, wall, spread, cpu, peak[0],  # type: ignore[arg-type]
+                 sum(answered) / max(1, len(answered)))
 
 
 def measure_seats(shown: list[Screen], model: ScriptedModel, url: str, tasks: int, turns: int,
@@ -276,10 +288,11 @@ def report(results: list[SeatCount], tasks: int, turns: int, busy: bool) -> str:
             ms = [1000 * c / r.steps for c in r.cpu]
             rows.append((r.seats, f"{r.latency:g} s", f"{r.tasks} x {turns}", f"{r.spread[0]}-{r.spread[1]}",
                          f"{r.wall:.1f} s", f"{r.rate:.2f}", scaling, f"{ms[0] + ms[1]:.1f}",
-                         f"{ms[0]:.1f} / {ms[1]:.1f}", f"{ms[2]:.0f} / {ms[3]:.0f}"))
+                         f"{ms[0]:.1f} / {ms[1]:.1f}", f"{ms[2]:.0f} / {ms[3]:.0f}",
+                         f"{r.step_seconds:.3f} = {r.model_seconds:.3f} + {r.step_seconds - r.model_seconds:.3f}"))
     speed = table(("seats", "model latency", "tasks x turns", "tasks per seat", "wall", "steps/s", "vs 1 seat",
                    "daemon CPU ms per step", "of it: event loop process / driver processes",
-                   "CPU ms per step: model / X"), rows)
+                   "CPU ms per step: model / X", "a seat's step, s: = the model's answer + the daemon's side"), rows)
 
     idle1 = results[0].idle.pss if results[0].seats == 1 else None
     after1 = results[0].after.pss if results[0].seats == 1 else None
@@ -300,7 +313,8 @@ def report(results: list[SeatCount], tasks: int, turns: int, busy: bool) -> str:
             f"{tasks} tasks per seat of {turns} turns each, submitted at once unpinned (after a pinned warm-up task "
             "per seat); steps/s = steps recorded / (last finished_at - first created_at). The daemon's CPU and "
             "memory are its own process's and its driver processes' (the fork server and one per seat), summed; "
-            "memory is PSS, which splits the pages they share among them.\n\n"
+            "memory is PSS, which splits the pages they share among them. A seat's step is seats / steps/s, split "
+            "into the scripted model's mean answer time and the daemon's side.\n\n"
             + speed + "\n\n" + mem + "\n\n" + verdict(results))
 
 

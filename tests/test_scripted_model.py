@@ -126,6 +126,16 @@ def test_request_bytes_are_the_bodies_as_the_client_sent_them_even_unrecorded() 
     assert counted[1] - counted[0] > shot and counted[2] - counted[1] > shot
 
 
+def test_answer_seconds_hold_the_latency_of_each_answer_and_nothing_for_a_refused_request() -> None:
+    steps = [{"actions": [{"type": "screenshot"}]}, {"message": "done"}]
+    with ScriptedModel({"name": "slow", "steps": steps}, record=False, latency=0.25) as model:
+        with openai.OpenAI(base_url=model.base_url, api_key="k") as client:
+            ComputerToolset(PaintedScreen()).run(client, PARAMS)
+        assert post(model, "/v1/responses", b"{not json")[0] == 401
+        answered = model.answer_seconds
+    assert len(answered) == 2 and all(0.25 <= s < 30 for s in answered)
+
+
 def test_safety_checks_reach_the_approver_and_come_back_acknowledged() -> None:
     scenario = {
         "name": "checks",

@@ -109,6 +109,7 @@ class ScriptedModel:
         self._lock = threading.Lock()
         self._requests: list[Any] = []
         self._sizes: list[int] = []
+        self._answer_seconds: list[float] = []
         self._images: list[tuple[int, int]] = []
         self._image_sends: collections.Counter[str] = collections.Counter()
         self._chains = Chains()
@@ -174,6 +175,13 @@ class ScriptedModel:
     def requests(self) -> list[Any]:
         with self._lock:
             return copy.deepcopy(self._requests)
+
+    @property
+    def answer_seconds(self) -> list[float]:
+        """For every request answered, in order: seconds from its headers read to its answer written (the
+        latency and this server's own work): the model's part of a client's round, as the bench splits it."""
+        with self._lock:
+            return list(self._answer_seconds)
 
     @property
     def request_bytes(self) -> list[int]:
@@ -402,6 +410,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve("DELETE")
 
     def _serve(self, method: str) -> None:
+        started = time.monotonic()
         try:
             raw = self._read_body()
             path = urlsplit(self.path).path
@@ -430,6 +439,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except OSError:
             self.close_connection = True  # the client gave up (cancelled task, timeout) or we are stopping
+        else:
+            if status == 200:
+                with self.server.model._lock:
+                    self.server.model._answer_seconds.append(time.monotonic() - started)
 
     def _read_body(self) -> bytes:
         length_header = self.headers.get("Content-Length")
