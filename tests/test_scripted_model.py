@@ -133,7 +133,7 @@ def test_answer_seconds_hold_the_latency_of_each_answer_and_nothing_for_a_refuse
             ComputerToolset(PaintedScreen()).run(client, PARAMS)
         assert post(model, "/v1/responses", b"{not json")[0] == 401
         answered = model.answer_seconds
-    assert len(answered) == 2 and all(0.25 <= s < 30 for s in answered)
+    assert len(answered) == 2 and min(answered) >= 0.25  # each held back by the latency: no upper bound
 
 
 def test_safety_checks_reach_the_approver_and_come_back_acknowledged() -> None:

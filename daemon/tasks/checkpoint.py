@@ -29,7 +29,8 @@ translates its API's calls into these, and calls them in this order:
    itself (not the SDK's toolset) calls :meth:`admit_or_cancel` instead: ``Cancelled`` where
    :meth:`admit` says False, which ends its loop and which its ``error_of`` takes for the cancel.
 4. Once an action ran, :meth:`action_done`; once a screenshot the model is about to receive
-   was taken, :meth:`screenshot_taken`. Anything the API reports of interest, :meth:`diagnostic`.
+   was taken, :meth:`screenshot_taken`, with its frame's fingerprint while :meth:`wants_fingerprints`
+   (taken in the same driver call). Anything the API reports of interest, :meth:`diagnostic`.
 5. When the adapter's loop has ended, however it ended, the runner (not the adapter) calls
    :meth:`close`, then writes the last step.
 
@@ -167,13 +168,16 @@ class Checkpoint:
         """``action`` ran on the driver in ``ms`` (or failed there): the step's record, with what it touched."""
         self.ledger.action_done(action, ms, self.gate.current)
 
-    async def screenshot_taken(self, shot: dict[str, Any], ms: float, prints: Any = None) -> None:
+    @property
+    def wants_fingerprints(self) -> bool:
+        """Whether :meth:`screenshot_taken` needs each screenshot's fingerprint: while the stuck guard is on."""
+        return self.guard.active
+
+    async def screenshot_taken(self, shot: dict[str, Any], ms: float, prints: Any) -> None:
         """The screenshot the model is about to receive (a data URL in ``image_url``), taken in ``ms``;
-        ``prints``: its frame's fingerprint, which the driver gives with it while the stuck guard is on."""
+        ``prints``: its frame's fingerprint if :attr:`wants_fingerprints`, else None."""
         self.ledger.screenshot_taken(shot["image_url"], ms)
-        if self.guard.active:
-            if prints is None:
-                raise TypeError("the stuck guard is on, but the screenshot came without its fingerprint")
+        if prints is not None:
             # The screen's tiles and, where the accessibility tree tells, what the focused element holds:
             # an entry that scrolls as it fills changes no pixel, but its text changes.
             self.guard.see(prints, await self._seat.targets.focus_state())

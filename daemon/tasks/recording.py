@@ -69,7 +69,7 @@ class RecordingDriver:
     async def screenshot(self, cancelled: Callable[[], bool] | None = None) -> Any:
         started = time.monotonic()
         prints = None
-        if self._checkpoint.guard.active:  # the frame's fingerprint comes back with it: one call, not two
+        if self._checkpoint.wants_fingerprints:  # the frame's fingerprint comes back with it: one call, not two
             shot, prints = await self._driver.screenshot_and_fingerprint()
         else:
             shot = await self._invoke("screenshot", cancelled=cancelled)
