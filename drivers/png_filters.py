@@ -64,7 +64,31 @@ def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.nd
     signed bytes, on a sample of each row (``whole_rows``: on all of it, as Pillow does).
     """
     cur, prev, up = rgb[1:], rgb[:-1], rows[:, 1:]
-    sub, average = scratch
+    # A row equal to the one above costs nothing under Up, the least there is, and ties go to the earlier filter:
+    # only None, before Up, can take it (when its sample is all zero bytes). The other filters are worked out for
+    # the remaining rows alone: on screens most rows of a changed band are flat background or a widget's inside.
+    moving = up.any(axis=1)
+    if moving.all():
+        rows[:, 0] = _cheapest(cur, prev, up, scratch, kinds, whole_rows)
+        return
+    if NONE in kinds:
+        zero = ~moving & ~(cur if whole_rows else cur[:, ::SAMPLE_STRIDE]).any(axis=1)
+        up[zero] = cur[zero]
+        rows[:, 0] = np.where(zero, NONE, UP)
+    else:
+        rows[:, 0] = UP
+    index = np.flatnonzero(moving)
+    if index.size:
+        picked = up[index]
+        rows[index, 0] = _cheapest(cur[index], prev[index], picked, scratch, kinds, whole_rows)
+        up[index] = picked
+
+
+def _cheapest(cur: np.ndarray, prev: np.ndarray, up: np.ndarray, scratch: tuple[np.ndarray, np.ndarray],
+              kinds: tuple[int, ...], whole_rows: bool) -> np.ndarray:
+    """:func:`adaptive` on rows ``cur`` under ``prev`` whose Up residuals ``up`` holds: the filter-type byte of
+    each row, and ``up`` overwritten with the chosen filter's residuals."""
+    sub, average = scratch[0][:len(cur)], scratch[1][:len(cur)]
     # Ties go to the first: None, then Up, as Pillow tries them (an unchanged row stays Up).
     computed = [(NONE, cur)] if NONE in kinds else []
     computed.append((UP, up))
@@ -95,13 +119,14 @@ def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.nd
     # and go unfiltered where Pillow picks a filter (seed 600627: twice Pillow's bytes).
     costs = np.stack([np.abs(sample.view(np.int8)).view(np.uint8).sum(axis=1, dtype=np.int32) for sample in samples])
     choice = costs.argmin(axis=0)
-    rows[:, 0] = np.array([kind for kind, _ in candidates], np.uint8)[choice]
     for index, (kind, residuals) in enumerate(candidates):
         if kind == UP:
             continue
         picked = choice == index
         if picked.any():
             up[picked] = paeth(cur[picked], prev[picked]) if residuals is None else residuals[picked]
+    chosen: np.ndarray = np.array([kind for kind, _ in candidates], np.uint8)[choice]
+    return chosen
 
 
 def _paeth_sample(cur: np.ndarray, prev: np.ndarray) -> np.ndarray:
