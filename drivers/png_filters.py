@@ -71,12 +71,11 @@ def adaptive(rgb: np.ndarray, rows: np.ndarray, scratch: tuple[np.ndarray, np.nd
     if moving.all():
         rows[:, 0] = _cheapest(cur, prev, up, scratch, kinds, whole_rows)
         return
+    rows[:, 0] = UP
     if NONE in kinds:
         zero = ~moving & ~(cur if whole_rows else cur[:, ::SAMPLE_STRIDE]).any(axis=1)
         up[zero] = cur[zero]
-        rows[:, 0] = np.where(zero, NONE, UP)
-    else:
-        rows[:, 0] = UP
+        rows[zero, 0] = NONE
     index = np.flatnonzero(moving)
     if index.size:
         picked = up[index]
