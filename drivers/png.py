@@ -15,7 +15,8 @@ docs/screenshots.md has the guarantee and the measured table, docs/benchmarks.md
   flat UI (few) go unfiltered first: deflate then matches repeated glyphs byte for
   byte, which any filter that reads the row above breaks. Where most are non-zero
   and the residuals carry at least NOISE_BITS bits a byte (wide-alphabet noise,
-  grainy photographs) with next to no zeros (no flat margin beside the noise), Paeth
+  grainy photographs) with next to no zeros and next to no bytes repeating the pixel
+  before (no flat margin beside the noise, no gradient rows among it), Paeth
   joins the filters (Average leaves them) and deflate gets Huffman codes only: string matching finds
   nothing there. A gradient has every residual non-zero too, but all alike: near
   zero bits a byte, so it is not taken for noise.
@@ -49,7 +50,18 @@ import numpy as np
 from isal import isal_zlib
 from zlib_ng import zlib_ng
 
-from .png_filters import AVERAGE, PAETH, PILLOW_FILTERS, SUB, UP, adaptive, residual_stats, unfiltered, up_share
+from .png_filters import (
+    AVERAGE,
+    PAETH,
+    PILLOW_FILTERS,
+    SUB,
+    UP,
+    adaptive,
+    repeated_share,
+    residual_stats,
+    unfiltered,
+    up_share,
+)
 
 __all__ = ("BAND_ROWS", "PngEncoder", "PngSettings", "parse_data_url", "split_data_url", "to_data_url")
 
@@ -70,6 +82,11 @@ NOISE_BITS = 7.0
 #: 7 bits, those where level 6 beat Huffman codes alone by 3-12% (noise beside a flat margin: seed 77008's
 #: top band, 5.2% or 18 KiB, which put the screen 12 KiB over Pillow's) had 5-21%.
 NOISE_ZEROS = 0.02
+#: ... and when under this share of their bytes repeat the pixel before (:func:`repeated_share`): what Huffman
+#: codes alone lose to level 6 is about those bytes, so an unchecked noise band loses at most ~1/4096 of itself,
+#: 1.5 KiB on a 1920x1080 screen of noise. A margin of 14 flat columns beside 1920 of noise has 0.7% zeros and
+#: lost 0.5% of every band, 11 KiB over Pillow's on the screen (generated seed 3992669976).
+NOISE_REPEATS = 1 / 4096
 #: A band's part is checked against the Pillow-like one when it is over 1/2**PILLOW_FLOOR_SHIFT of its filtered
 #: bytes: below that, all the bands of a frame together could lose at most 1/1024 of the frame's size.
 PILLOW_FLOOR_SHIFT = 10
@@ -182,7 +199,7 @@ class _Band:
             # Pillow's (generated seed 1563314899). Sub, Up and Paeth keep it.
             adaptive(rgb, rows, scratch, (*(f for f in settings.filters if f != AVERAGE), PAETH))
             bits, zeros = residual_stats(rows)
-            if bits >= NOISE_BITS and zeros < NOISE_ZEROS:
+            if bits >= NOISE_BITS and zeros < NOISE_ZEROS and repeated_share(rows) < NOISE_REPEATS:
                 # Wide-alphabet noise: Huffman codes alone come within 0.1% of level 6's bytes, unchecked.
                 # memLevel 9: blocks twice as long as 8's, so half the code tables (0.3% of noise's bytes).
                 deflate = zlib_ng.compressobj(6, zlib_ng.DEFLATED, -15, 9, zlib_ng.Z_HUFFMAN_ONLY)

@@ -12,7 +12,18 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cud.drivers.png_filters import AVERAGE, NONE, PAETH, PILLOW_FILTERS, SAMPLE_STRIDE, SUB, UP, adaptive
+from cud.drivers.png import NOISE_REPEATS
+from cud.drivers.png_filters import (
+    AVERAGE,
+    NONE,
+    PAETH,
+    PILLOW_FILTERS,
+    SAMPLE_STRIDE,
+    SUB,
+    UP,
+    adaptive,
+    repeated_share,
+)
 
 #: The filter sets the encoder uses: Pillow's (the check), the cheap default, it with Paeth (noise), and all.
 KINDS = [PILLOW_FILTERS, (SUB, UP, AVERAGE), (SUB, UP, PAETH), (UP,), (NONE, UP, SUB, AVERAGE, PAETH)]
@@ -86,3 +97,24 @@ def test_every_rows_filter_is_the_plain_choice(rgb: np.ndarray, kinds: tuple[int
     adaptive(rgb, rows, scratch, kinds, whole_rows=whole_rows)
     expected = reference(rgb, kinds, whole_rows)
     assert np.array_equal(rows, expected), (kinds, whole_rows, rows[:, 0], expected[:, 0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(rgb=bands())
+def test_repeated_bytes_are_counted_as_deflate_would_match_them(rgb: np.ndarray) -> None:
+    # Written plainly: a byte counts when it and the two after it equal the three before them (a match one
+    # pixel back), in the band's bytes read end to end as deflate reads them.
+    data = rgb.reshape(-1).tolist()
+    plain = sum(1 for i in range(3, len(data) - 2) if data[i:i + 3] == data[i - 3:i])
+    assert repeated_share(rgb) == plain / len(data), (plain, len(data))
+
+
+def test_noise_has_next_to_no_repeats_and_a_flat_margin_or_gradient_rows_have_many() -> None:
+    rng = np.random.default_rng(3_992_669_976)
+    noise = rng.integers(0, 256, (64, 1920 * 3 + 1), dtype=np.uint8)
+    margin, gradient = noise.copy(), noise.copy()
+    margin[:, -14 * 3:] = 0  # 14 flat columns beside 1906 of noise (the residuals of the CI seed's bands)
+    gradient[10:13, 1:] = 1  # three rows of a gradient's equal residuals
+    assert repeated_share(noise) < NOISE_REPEATS / 100
+    assert repeated_share(margin) > NOISE_REPEATS * 10
+    assert repeated_share(gradient) > NOISE_REPEATS * 10
