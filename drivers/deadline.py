@@ -16,6 +16,7 @@ connect call has returned.
 from __future__ import annotations
 
 import contextlib
+import math
 import socket
 import struct
 import threading
@@ -38,6 +39,10 @@ class Deadline:
         self._cut: Callable[[], None] | None = None
         self._cutting = False
         self._thread: threading.Thread | None = None
+        #: When the watchdog's wait ends by itself (inf: it waits for a notify). A call armed after that
+        #: needs no notify: the watchdog wakes first and waits on for the rest. With a fixed timeout that is
+        #: every call but the first after a pause, so the watchdog does not wake (and take the GIL) per call.
+        self._wakes_at = math.inf
 
     @contextlib.contextmanager
     def bound(self, what: str, cut: Callable[[], None]) -> Iterator[None]:
@@ -48,7 +53,8 @@ class Deadline:
                 self._thread.start()
             self.expired = None
             self._due, self._what, self._cut = time.monotonic() + self.timeout, what, cut
-            self._cond.notify()
+            if self._due < self._wakes_at:
+                self._cond.notify()
         try:
             yield
         finally:
@@ -70,7 +76,9 @@ class Deadline:
         while True:
             with self._cond:
                 while self._due is None or (left := self._due - time.monotonic()) > 0:
+                    self._wakes_at = math.inf if self._due is None else self._due
                     self._cond.wait(None if self._due is None else left)
+                self._wakes_at = math.inf  # awake: it looks at the state before it waits again
                 cut, self.expired = self._cut, self._what
                 self._due = self._cut = None
                 self._cutting = cut is not None

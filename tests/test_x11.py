@@ -377,6 +377,27 @@ def test_a_cut_block_ends_only_once_the_cut_has_shut_every_socket() -> None:
     assert not caller.is_alive() and overlapped == [False] and deadline.expired == "click"
 
 
+def test_a_call_is_cut_on_its_own_time_however_the_watchdog_sleeps() -> None:
+    # The watchdog is woken only when a call is due before its wait would end by itself: once while it
+    # sleeps on a longer call's deadline, once while it waits with nothing armed. Each blocked call here
+    # returns only when cut, well before the 30 s deadline it would otherwise be found at.
+    deadline = Deadline(30.0)
+    with deadline.bound("look", lambda: None):
+        pass  # the watchdog now sleeps until this call's deadline, 30 s on
+    deadline.timeout = 0.05
+    for what in ("click", "type"):  # the second after the first cut: the watchdog then waits for a notify
+        released = threading.Event()
+
+        def call(what: str = what, released: threading.Event = released) -> None:
+            with deadline.bound(what, released.set):
+                released.wait(20)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        caller.join(25)
+        assert not caller.is_alive() and released.is_set() and deadline.expired == what, what
+
+
 def test_display_going_away_is_clear_and_the_next_call_reconnects(tmp_path: Path) -> None:
     server = start_xvfb(tmp_path)
     drv = X11Driver(server.display)
