@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import math
 import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -383,7 +385,13 @@ def test_a_call_is_cut_on_its_own_time_however_the_watchdog_sleeps() -> None:
     # returns only when cut, well before the 30 s deadline it would otherwise be found at.
     deadline = Deadline(30.0)
     with deadline.bound("look", lambda: None):
-        pass  # the watchdog now sleeps until this call's deadline, 30 s on
+        # Held until the watchdog sleeps on this call's deadline, 30 s on; let go at once, it would
+        # find the call gone and wait with nothing armed, and the first case below would not be tried.
+        for _ in range(1000):
+            if deadline._wakes_at < math.inf:
+                break
+            time.sleep(0.01)
+        assert deadline._wakes_at < math.inf, "the watchdog never slept on the call's deadline"
     deadline.timeout = 0.05
     for what in ("click", "type"):  # the second after the first cut: the watchdog then waits for a notify
         released = threading.Event()
